@@ -1,0 +1,95 @@
+/* tpurt/collectives.h: collectives between the replicas of a step.
+ *
+ * Called from inside a computation through its replica context. Every replica of
+ * the step must make the same sequence of collective calls: participants meet by
+ * sequence number, and the n-th call of every replica is one collective. Every call
+ * checks that all participants agree on operation, dtype, shape, parameters and
+ * groups; if not, every participant gets TPU_INVALID_ARGUMENT naming the replicas
+ * that disagree. A replica that does not arrive within the system's collective
+ * deadline gives TPU_DEADLINE_EXCEEDED naming the missing replicas. When any replica
+ * of the step fails, the others return TPU_ABORTED at once.
+ *
+ * groups: NULL means one group of every replica. Otherwise it must be valid for the
+ * step's replica count (tpu_group_assignment_validate); all-reduce, all-gather,
+ * reduce-scatter, all-to-all and broadcast work within each group.
+ *
+ * Outputs are new tensors (*out, the caller's). Inputs are only read.
+ * Reductions over bfloat16 and half accumulate in float32; integer sums wrap.
+ * MEAN of integers truncates toward zero.
+ */
+#ifndef TPURT_COLLECTIVES_H
+#define TPURT_COLLECTIVES_H
+
+#include "common.h"
+#include "replicate.h"
+#include "tensor.h"
+#include "topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tpu_reduce_op {
+  TPU_REDUCE_SUM = 0,
+  TPU_REDUCE_PROD = 1,
+  TPU_REDUCE_MIN = 2,
+  TPU_REDUCE_MAX = 3,
+  TPU_REDUCE_MEAN = 4
+} tpu_reduce_op;
+
+/* tf.tpu.cross_replica_sum: every replica gets the elementwise sum over its group.
+ * Numeric dtypes (not bool); shape unchanged. */
+TPU_API tpu_status tpu_cross_replica_sum(tpu_replica_context *ctx, const tpu_tensor *x,
+                                         const tpu_group_assignment *groups, tpu_tensor **out);
+
+/* All-reduce with `op` (SUM, PROD, MIN, MAX, MEAN). MIN/MAX are not defined for
+ * complex64; bool supports MIN (and) and MAX (or) only. */
+TPU_API tpu_status tpu_all_reduce(tpu_replica_context *ctx, const tpu_tensor *x,
+                                  tpu_reduce_op op, const tpu_group_assignment *groups,
+                                  tpu_tensor **out);
+
+/* Concatenates the group members' inputs along `axis` in group order (the output's
+ * axis is group_size times larger). Any dtype; rank >= 1. */
+TPU_API tpu_status tpu_all_gather(tpu_replica_context *ctx, const tpu_tensor *x, int axis,
+                                  const tpu_group_assignment *groups, tpu_tensor **out);
+
+/* Reduces over the group, then the member at position k keeps block k along
+ * `scatter_axis`, whose size must be divisible by the group size. */
+TPU_API tpu_status tpu_reduce_scatter(tpu_replica_context *ctx, const tpu_tensor *x,
+                                      tpu_reduce_op op, int scatter_axis,
+                                      const tpu_group_assignment *groups, tpu_tensor **out);
+
+/* tf.tpu.all_to_all: splits x into split_count blocks along split_dimension, sends
+ * block j to the j-th member of the group, and concatenates what arrives along
+ * concat_dimension in group order. split_count must equal the group size. */
+TPU_API tpu_status tpu_all_to_all(tpu_replica_context *ctx, const tpu_tensor *x,
+                                  int concat_dimension, int split_dimension, int split_count,
+                                  const tpu_group_assignment *groups, tpu_tensor **out);
+
+/* tf.tpu.collective_permute: source_target_pairs[num_pairs][2]; replica b gets
+ * replica a's x for each pair (a, b); a replica nobody sends to gets zeros. Each id
+ * at most once as a source and once as a target. */
+TPU_API tpu_status tpu_collective_permute(tpu_replica_context *ctx, const tpu_tensor *x,
+                                          const int32_t *source_target_pairs, int num_pairs,
+                                          tpu_tensor **out);
+
+/* Every member of a group gets the x of the member at position `root` of its group. */
+TPU_API tpu_status tpu_broadcast(tpu_replica_context *ctx, const tpu_tensor *x, int root,
+                                 const tpu_group_assignment *groups, tpu_tensor **out);
+
+/* Returns when every replica of the step has arrived. */
+TPU_API tpu_status tpu_barrier(tpu_replica_context *ctx);
+
+/* bfloat16 scope: between enter and exit (they nest, per replica), all-reduce,
+ * cross_replica_sum and reduce-scatter of float32 tensors travel as bfloat16 (half
+ * the bytes: each input is rounded to bfloat16, the sum accumulates in float32 and
+ * is rounded to bfloat16 once) and return float32. Every replica must be in the
+ * same scope state for a collective, else TPU_INVALID_ARGUMENT. */
+TPU_API tpu_status tpu_bfloat16_scope_enter(tpu_replica_context *ctx);
+TPU_API tpu_status tpu_bfloat16_scope_exit(tpu_replica_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TPURT_COLLECTIVES_H */

@@ -1,0 +1,115 @@
+/* tpurt/common.h: export macro, version, status codes, data types, errors.
+ *
+ * Conventions for the whole API:
+ * - Every function returns tpu_status (TPU_OK = 0) unless it only names a value
+ *   (tpu_status_name, tpu_last_error, tpu_version). Results come back through
+ *   out-parameters, which are written only on success.
+ * - On failure the calling thread's message (tpu_last_error) names the offending
+ *   argument or value. Success leaves the message of an earlier failure alone.
+ * - Handles are opaque. Whatever a function returns through `T **out` belongs to
+ *   the caller and is freed with that type's one releasing function, which accepts
+ *   NULL. Strings are copied into caller buffers (see "String out-parameters").
+ * - Options structs start with `size_t struct_size`; initialise them with their
+ *   *_INIT macro or *_init function. Fields are only ever appended.
+ * - Functions are safe to call from any thread unless their comment says otherwise.
+ *
+ * String out-parameters: (char *buf, size_t cap, size_t *len). *len receives the
+ * string length without the NUL. buf == NULL with cap == 0 is a size query and
+ * succeeds; a buffer with cap <= length gets TPU_OUT_OF_RANGE and nothing written.
+ */
+#ifndef TPURT_COMMON_H
+#define TPURT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  if defined(TPURT_BUILDING)
+#    define TPU_API __declspec(dllexport)
+#  else
+#    define TPU_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__)
+#  define TPU_API __attribute__((visibility("default")))
+#else
+#  define TPU_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The runtime version. The ABI is stable within a major version. */
+#define TPU_VERSION_MAJOR 0
+#define TPU_VERSION_MINOR 1
+#define TPU_VERSION_PATCH 0
+#define TPU_VERSION_HEX ((TPU_VERSION_MAJOR << 16) | (TPU_VERSION_MINOR << 8) | TPU_VERSION_PATCH)
+
+/* Status codes: TensorFlow's canonical codes, same numbers. */
+typedef enum tpu_status {
+  TPU_OK = 0,
+  TPU_CANCELLED = 1,
+  TPU_UNKNOWN = 2,
+  TPU_INVALID_ARGUMENT = 3,
+  TPU_DEADLINE_EXCEEDED = 4,
+  TPU_NOT_FOUND = 5,
+  TPU_ALREADY_EXISTS = 6,
+  TPU_PERMISSION_DENIED = 7,
+  TPU_RESOURCE_EXHAUSTED = 8,
+  TPU_FAILED_PRECONDITION = 9,
+  TPU_ABORTED = 10,
+  TPU_OUT_OF_RANGE = 11,
+  TPU_UNIMPLEMENTED = 12,
+  TPU_INTERNAL = 13,
+  TPU_UNAVAILABLE = 14,
+  TPU_DATA_LOSS = 15,
+  TPU_UNAUTHENTICATED = 16
+} tpu_status;
+
+/* Data types: TensorFlow's DataType numbers. */
+typedef enum tpu_dtype {
+  TPU_FLOAT = 1,
+  TPU_DOUBLE = 2,
+  TPU_INT32 = 3,
+  TPU_UINT8 = 4,
+  TPU_INT16 = 5,
+  TPU_INT8 = 6,
+  TPU_COMPLEX64 = 8,
+  TPU_INT64 = 9,
+  TPU_BOOL = 10,
+  TPU_BFLOAT16 = 14,
+  TPU_HALF = 19,
+  TPU_UINT32 = 22,
+  TPU_UINT64 = 23
+} tpu_dtype;
+
+/* The largest tensor rank tpurt accepts. */
+#define TPU_MAX_RANK 16
+
+/* The canonical name of a status code ("OK", "INVALID_ARGUMENT", ...), or
+ * "UNKNOWN_STATUS" for a value that is not a code. Static storage; never NULL. */
+TPU_API const char *tpu_status_name(tpu_status status);
+
+/* The calling thread's message for its most recent failed call, or "" if none.
+ * Valid until the next failing tpurt call on this thread. Never NULL. */
+TPU_API const char *tpu_last_error(void);
+
+/* Forgets the calling thread's last error message. */
+TPU_API void tpu_clear_last_error(void);
+
+/* The runtime's version as "MAJOR.MINOR.PATCH". Static storage; never NULL. */
+TPU_API const char *tpu_version(void);
+
+/* Bytes per element of `dtype` into *out (bfloat16 2, complex64 8, bool 1).
+ * TPU_INVALID_ARGUMENT for an unknown dtype or NULL out. */
+TPU_API tpu_status tpu_dtype_size(tpu_dtype dtype, size_t *out);
+
+/* The name of `dtype` ("float32", "bfloat16", ...) into *out (static storage).
+ * TPU_INVALID_ARGUMENT for an unknown dtype or NULL out. */
+TPU_API tpu_status tpu_dtype_name(tpu_dtype dtype, const char **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TPURT_COMMON_H */

@@ -1,0 +1,64 @@
+/* tpurt/feed.h: infeed and outfeed queues between the host and the replicas.
+ *
+ * A queue carries tuples of `num_elements` tensors with fixed per-element dtypes and
+ * shapes, one FIFO per replica. The host enqueues infeed tuples for a replica and
+ * the replica dequeues its own inside its computation; outfeed goes the other way.
+ * Each FIFO holds at most `capacity` tuples; a full (enqueue) or empty (dequeue)
+ * FIFO blocks up to the system's collective deadline, then TPU_DEADLINE_EXCEEDED.
+ * A dequeue inside a computation also returns TPU_ABORTED when the step fails.
+ * Queue operations are safe from any thread. A queue must not outlive its system.
+ */
+#ifndef TPURT_FEED_H
+#define TPURT_FEED_H
+
+#include "common.h"
+#include "replicate.h"
+#include "system.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tpu_infeed_queue tpu_infeed_queue;
+typedef struct tpu_outfeed_queue tpu_outfeed_queue;
+
+/* dtypes[num_elements] must be infeed types (bool, int32, int64, bfloat16, float32,
+ * complex64, uint32; TPU_INVALID_ARGUMENT naming the element otherwise);
+ * shapes[num_elements] fully known. capacity 0 means 16. */
+TPU_API tpu_status tpu_infeed_queue_create(tpu_system *system, int num_replicas,
+                                           int num_elements, const tpu_dtype *dtypes,
+                                           const tpu_shape *shapes, int capacity,
+                                           tpu_infeed_queue **out);
+TPU_API tpu_status tpu_infeed_queue_release(tpu_infeed_queue *queue);
+
+/* Host side: enqueues tuple[0..num_elements) for `replica` (each tensor retained).
+ * A tensor of the wrong dtype or shape is rejected (TPU_INVALID_ARGUMENT naming the
+ * element, expected and actual), and nothing is enqueued. */
+TPU_API tpu_status tpu_infeed_enqueue(tpu_infeed_queue *queue, int replica,
+                                      tpu_tensor *const *tuple, int num_elements);
+
+/* Replica side: dequeues this replica's next tuple into tuple[0..num_elements)
+ * (new references). */
+TPU_API tpu_status tpu_infeed_dequeue(tpu_replica_context *ctx, tpu_infeed_queue *queue,
+                                      tpu_tensor **tuple, int num_elements);
+
+TPU_API tpu_status tpu_outfeed_queue_create(tpu_system *system, int num_replicas,
+                                            int num_elements, const tpu_dtype *dtypes,
+                                            const tpu_shape *shapes, int capacity,
+                                            tpu_outfeed_queue **out);
+TPU_API tpu_status tpu_outfeed_queue_release(tpu_outfeed_queue *queue);
+
+/* Replica side: enqueues a tuple for the host (checked like tpu_infeed_enqueue). */
+TPU_API tpu_status tpu_outfeed_enqueue(tpu_replica_context *ctx, tpu_outfeed_queue *queue,
+                                       tpu_tensor *const *tuple, int num_elements);
+
+/* Host side: dequeues replica `replica`'s next tuple (new references). */
+TPU_API tpu_status tpu_outfeed_dequeue(tpu_outfeed_queue *queue, int replica,
+                                       tpu_tensor **tuple, int num_elements);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TPURT_FEED_H */

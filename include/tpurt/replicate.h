@@ -1,0 +1,117 @@
+/* tpurt/replicate.h: replicated execution (tf.tpu.replicate, shard, batch_parallel,
+ * rewrite), the replica context, and outside compilation.
+ *
+ * A computation is a C callback that runs to completion on the worker thread of the
+ * core its replica is assigned to. It receives borrowed input tensors and must store
+ * one new reference in each of outputs[0..num_outputs) (NULL is allowed and stays
+ * NULL). It reports failure by returning a non-OK status; the message comes from
+ * tpu_replica_context_fail, or else from the worker thread's last error.
+ *
+ * A step fails as one: the first failure cancels the step, every replica blocked in
+ * a collective returns TPU_ABORTED at once, and the caller gets the first error with
+ * "replica R: " before its message. Outputs of a failed step are all NULL.
+ *
+ * tpu_replicate and friends may be called from several host threads; steps on one
+ * system run one at a time in call order. They must not be called from inside a
+ * computation (TPU_FAILED_PRECONDITION: nesting is not allowed, as in TensorFlow).
+ */
+#ifndef TPURT_REPLICATE_H
+#define TPURT_REPLICATE_H
+
+#include "common.h"
+#include "system.h"
+#include "tensor.h"
+#include "topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tpu_replica_context tpu_replica_context;
+
+typedef tpu_status (*tpu_computation_fn)(tpu_replica_context *ctx, tpu_tensor *const *inputs,
+                                         int num_inputs, tpu_tensor **outputs, int num_outputs,
+                                         void *user_data);
+
+/* Runs `computation` once per replica. inputs[r * num_inputs + i] is input i of
+ * replica r (borrowed); outputs[r * num_outputs + o] receives output o of replica r
+ * (the caller releases them). Rules, as TensorFlow's:
+ * - num_replicas == 0 returns TPU_OK at once and runs nothing;
+ * - input i must have the same dtype in every replica (TPU_INVALID_ARGUMENT naming
+ *   the replica and input); no input may be NULL;
+ * - device_assignment NULL: one core per replica; num_replicas must be 1 or the
+ *   number of cores (TPU_INVALID_ARGUMENT otherwise); replica r runs on core r;
+ * - with a device assignment, its replica count must equal num_replicas, and
+ *   replica r runs on the core of (r, logical core 0);
+ * - maximum_shapes (NULL, or one per input): input i is padded with zeros at the
+ *   end of every dimension whose size differs between replicas, to
+ *   max(maximum_shapes[i].dims[d], 2), or for -1 to max(largest size, 2). rank -1
+ *   means "never pad input i". For every padded dimension each replica gets an
+ *   extra int32 scalar input with the real size, appended after the inputs in
+ *   (input, dimension) order, so the computation sees num_inputs + extras inputs.
+ * Errors: TPU_INVALID_ARGUMENT, TPU_FAILED_PRECONDITION (system closed), or the
+ * first replica's failure. */
+TPU_API tpu_status tpu_replicate(tpu_system *system, tpu_computation_fn computation,
+                                 void *user_data, int num_replicas, int num_inputs,
+                                 tpu_tensor *const *inputs,
+                                 const tpu_device_assignment *device_assignment,
+                                 const tpu_shape *maximum_shapes, int num_outputs,
+                                 tpu_tensor **outputs);
+
+/* tf.tpu.rewrite: one replica on core 0 (or where device_assignment says). */
+TPU_API tpu_status tpu_rewrite(tpu_system *system, tpu_computation_fn computation,
+                               void *user_data, int num_inputs, tpu_tensor *const *inputs,
+                               const tpu_device_assignment *device_assignment,
+                               int num_outputs, tpu_tensor **outputs);
+
+/* tf.tpu.shard: splits input i into num_shards equal pieces along
+ * input_shard_axes[i] (NULL: all 0; axis must divide evenly, TPU_INVALID_ARGUMENT
+ * naming input, axis and sizes otherwise), runs one replica per shard, and for
+ * output o: if outputs_from_all_shards[o] (NULL: all true) concatenates the shards'
+ * outputs along output_shard_axes[o] (NULL: all 0), stacking scalar outputs into a
+ * [num_shards] vector; else returns shard 0's output. outputs[0..num_outputs). */
+TPU_API tpu_status tpu_shard(tpu_system *system, tpu_computation_fn computation,
+                             void *user_data, int num_inputs, tpu_tensor *const *inputs,
+                             int num_shards, const int *input_shard_axes,
+                             const int *outputs_from_all_shards, const int *output_shard_axes,
+                             const tpu_device_assignment *device_assignment, int num_outputs,
+                             tpu_tensor **outputs);
+
+/* tf.tpu.batch_parallel: tpu_shard with every axis 0 and every output concatenated. */
+TPU_API tpu_status tpu_batch_parallel(tpu_system *system, tpu_computation_fn computation,
+                                      void *user_data, int num_inputs,
+                                      tpu_tensor *const *inputs, int num_shards,
+                                      const tpu_device_assignment *device_assignment,
+                                      int num_outputs, tpu_tensor **outputs);
+
+/* ---- Inside a computation ----------------------------------------------------
+ * A replica context is valid only on its worker thread during its computation. */
+
+TPU_API tpu_status tpu_replica_context_replica_id(const tpu_replica_context *ctx, int *out);
+TPU_API tpu_status tpu_replica_context_num_replicas(const tpu_replica_context *ctx, int *out);
+/* The system core (worker) this replica runs on. */
+TPU_API tpu_status tpu_replica_context_core(const tpu_replica_context *ctx, int *out);
+TPU_API tpu_status tpu_replica_context_num_cores_per_replica(const tpu_replica_context *ctx,
+                                                             int *out);
+/* "/job:J/replica:0/task:T/device:TPU:D" of this replica's core. */
+TPU_API tpu_status tpu_replica_context_device_name(const tpu_replica_context *ctx, char *buf,
+                                                   size_t cap, size_t *len);
+
+/* Records why the computation fails and returns `code`, so a computation can end
+ * with `return tpu_replica_context_fail(ctx, TPU_INVALID_ARGUMENT, "why");`.
+ * tpu_replicate's caller gets "replica R: why". code must not be TPU_OK. */
+TPU_API tpu_status tpu_replica_context_fail(tpu_replica_context *ctx, tpu_status code,
+                                            const char *message);
+
+/* tf.tpu.outside_compilation: runs fn(replica_id, user_data) on the system's host
+ * thread, serialised across replicas, and returns its status (its message is
+ * carried back into this thread's last error). Blocks the calling replica. */
+typedef tpu_status (*tpu_host_fn)(int replica_id, void *user_data);
+TPU_API tpu_status tpu_outside_compilation(tpu_replica_context *ctx, tpu_host_fn fn,
+                                           void *user_data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TPURT_REPLICATE_H */

@@ -1,0 +1,94 @@
+/* tpurt/tensor.h: dense tensors and bfloat16 / half conversion.
+ *
+ * A tensor is an immutable-shape, reference-counted handle over a row-major
+ * buffer. Retain and release are thread-safe; reading the data from several
+ * threads is safe; writing it while another thread reads is the caller's race.
+ */
+#ifndef TPURT_TENSOR_H
+#define TPURT_TENSOR_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tpu_tensor tpu_tensor;
+
+/* A shape by value: `rank` dims; -1 in dims means "unknown" where a function says so.
+ * rank == -1 means "no shape given" where a function says so. */
+typedef struct tpu_shape {
+  int rank;
+  int64_t dims[TPU_MAX_RANK];
+} tpu_shape;
+
+/* Called once when the last reference to a wrapped buffer goes away. */
+typedef void (*tpu_release_fn)(void *data, void *user_data);
+
+/* Creates a tensor of `dtype` and shape dims[0..rank) (rank 0 = scalar; dims may be
+ * NULL then) holding a copy of `data`, which must hold exactly the tensor's byte size
+ * (`data_bytes`). data == NULL with data_bytes == 0 gives a zero-filled tensor.
+ * Errors: TPU_INVALID_ARGUMENT for an unknown dtype, rank outside [0, TPU_MAX_RANK],
+ * a negative dimension, an element count or byte size that overflows, or a
+ * data_bytes that differs from the byte size; TPU_RESOURCE_EXHAUSTED when memory
+ * runs out. *out holds one reference; the data is 64-byte aligned. */
+TPU_API tpu_status tpu_tensor_create(tpu_dtype dtype, const int64_t *dims, int rank,
+                                     const void *data, size_t data_bytes, tpu_tensor **out);
+
+/* Like tpu_tensor_create but borrows `data` instead of copying it: the tensor points
+ * at the caller's buffer, and `release(data, user_data)` (if not NULL) runs when the
+ * last reference goes. data must not be NULL unless the byte size is 0. If this call
+ * fails, release is not called. */
+TPU_API tpu_status tpu_tensor_wrap(tpu_dtype dtype, const int64_t *dims, int rank, void *data,
+                                   size_t data_bytes, tpu_release_fn release, void *user_data,
+                                   tpu_tensor **out);
+
+/* Adds a reference. */
+TPU_API tpu_status tpu_tensor_retain(tpu_tensor *tensor);
+
+/* Drops a reference; the last one frees the tensor. NULL is accepted (no-op). */
+TPU_API tpu_status tpu_tensor_release(tpu_tensor *tensor);
+
+TPU_API tpu_status tpu_tensor_dtype(const tpu_tensor *tensor, tpu_dtype *out);
+TPU_API tpu_status tpu_tensor_rank(const tpu_tensor *tensor, int *out);
+
+/* Copies the dimensions into dims[0..capacity); capacity must be >= rank
+ * (TPU_OUT_OF_RANGE otherwise). dims may be NULL when the rank is 0. */
+TPU_API tpu_status tpu_tensor_dims(const tpu_tensor *tensor, int64_t *dims, int capacity);
+
+/* The size of dimension `axis`; negative axes count from the end (-1 = last). */
+TPU_API tpu_status tpu_tensor_dim(const tpu_tensor *tensor, int axis, int64_t *out);
+
+TPU_API tpu_status tpu_tensor_num_elements(const tpu_tensor *tensor, int64_t *out);
+TPU_API tpu_status tpu_tensor_byte_size(const tpu_tensor *tensor, size_t *out);
+
+/* The tensor's buffer (borrowed: valid while a reference is held). A zero-size
+ * tensor may give NULL. */
+TPU_API tpu_status tpu_tensor_data(const tpu_tensor *tensor, void **out);
+
+/* A new tensor sharing `tensor`'s buffer with shape dims[0..rank). The element
+ * counts must agree (TPU_INVALID_ARGUMENT naming both otherwise). One dimension may
+ * be -1 and is then inferred. */
+TPU_API tpu_status tpu_tensor_reshape(const tpu_tensor *tensor, const int64_t *dims, int rank,
+                                      tpu_tensor **out);
+
+/* A new tensor with the elements of `tensor` converted to `dtype` (float32, double,
+ * bfloat16, half and the integer types; bool and complex64 only to themselves).
+ * float32 -> bfloat16/half rounds to nearest even, as TensorFlow does. */
+TPU_API tpu_status tpu_tensor_cast(const tpu_tensor *tensor, tpu_dtype dtype, tpu_tensor **out);
+
+/* Buffer conversions, exactly as TensorFlow converts: float32 -> bfloat16 / half
+ * rounds to nearest, ties to even; NaN stays a quiet NaN with its sign
+ * (bfloat16 0x7FC0 / 0xFFC0, half 0x7E00 / 0xFE00); overflow gives +-inf. The
+ * reverse directions are exact. `in` and `out` must not overlap; count may be 0
+ * (then the pointers may be NULL). */
+TPU_API tpu_status tpu_float_to_bfloat16(const float *in, uint16_t *out, size_t count);
+TPU_API tpu_status tpu_bfloat16_to_float(const uint16_t *in, float *out, size_t count);
+TPU_API tpu_status tpu_float_to_half(const float *in, uint16_t *out, size_t count);
+TPU_API tpu_status tpu_half_to_float(const uint16_t *in, float *out, size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TPURT_TENSOR_H */

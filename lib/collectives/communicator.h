@@ -1,0 +1,59 @@
+// The collectives of one step's replicas in one process. The runtime owns one
+// Communicator per replica count, resets it before each step, and aborts it when a
+// replica fails; the C API's collective calls run on it from the replicas' threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "tpurt/collectives.h"
+
+namespace tpurt {
+
+class Rendezvous;
+
+class Communicator {
+ public:
+  // size: participants (replicas); timeout_ms: how long a participant waits for the
+  // others before TPU_DEADLINE_EXCEEDED; num_cpus: decides spinning vs yielding.
+  Communicator(int size, int64_t timeout_ms, int num_cpus);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int size() const;
+
+  // Prepares a new step: sequence numbers, departures and abort state start afresh.
+  // No participant may be inside a collective.
+  void reset();
+
+  // Fails the step on behalf of `replica` (-1: not a replica). Every participant
+  // blocked in a collective, or entering one later in the step, throws TPU_ABORTED
+  // "replica R failed: <message>". Thread-safe; the first call wins.
+  void abort(int replica, tpu_status code, const std::string& message);
+  bool aborted() const;
+
+  // Replica `rank` finished its computation. A participant waiting for it in a
+  // collective fails at once (TPU_FAILED_PRECONDITION naming it) instead of waiting
+  // for the deadline.
+  void depart(int rank);
+
+  // The collectives. Each throws tpurt::Error; outputs are new tensors.
+  Tensor* all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
+                     const tpu_group_assignment* groups, bool bf16_wire);
+  Tensor* all_gather(int rank, const Tensor* x, int axis, const tpu_group_assignment* groups);
+  Tensor* reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
+                         const tpu_group_assignment* groups, bool bf16_wire);
+  Tensor* all_to_all(int rank, const Tensor* x, int concat_dim, int split_dim, int split_count,
+                     const tpu_group_assignment* groups);
+  Tensor* collective_permute(int rank, const Tensor* x, const int32_t* pairs, int num_pairs);
+  Tensor* broadcast(int rank, const Tensor* x, int root, const tpu_group_assignment* groups);
+  void barrier(int rank);
+
+ private:
+  std::unique_ptr<Rendezvous> rv_;
+};
+
+}  // namespace tpurt

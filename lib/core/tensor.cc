@@ -1,0 +1,121 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace tpurt {
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr size_t kHeader = (sizeof(Tensor) + kAlign - 1) / kAlign * kAlign;
+
+Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, bool zero) {
+  int64_t n;
+  size_t bytes;
+  check_shape(dtype, dims, rank, &n, &bytes);
+  if (bytes > SIZE_MAX - kHeader - kAlign) fail(TPU_RESOURCE_EXHAUSTED, "tensor of ", bytes, " bytes is too large");
+  void* mem = std::aligned_alloc(kAlign, (kHeader + bytes + kAlign - 1) / kAlign * kAlign);
+  if (mem == nullptr) fail(TPU_RESOURCE_EXHAUSTED, "out of memory allocating a tensor of ", bytes, " bytes");
+  Tensor* t = new (mem) Tensor;
+  t->refs.store(1, std::memory_order_relaxed);
+  t->dtype = dtype;
+  t->rank = rank;
+  for (int i = 0; i < rank; ++i) t->dims[i] = dims[i];
+  t->num_elements = n;
+  t->byte_size = bytes;
+  t->data = static_cast<char*>(mem) + kHeader;
+  t->base = nullptr;
+  t->release = nullptr;
+  t->release_user_data = nullptr;
+  if (zero && bytes) std::memset(t->data, 0, bytes);
+  return t;
+}
+
+}  // namespace
+
+void check_shape(tpu_dtype dtype, const int64_t* dims, int rank, int64_t* num_elements,
+                 size_t* byte_size) {
+  size_t elem = checked_dtype_size(dtype);
+  if (rank < 0 || rank > TPU_MAX_RANK) invalid_argument("rank ", rank, " is outside [0, ", TPU_MAX_RANK, "]");
+  if (rank > 0 && dims == nullptr) invalid_argument("argument 'dims' is NULL but rank is ", rank);
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) {
+    if (dims[i] < 0) invalid_argument("dimension ", i, " is negative (", dims[i], ")");
+    if (dims[i] != 0 && n > INT64_MAX / dims[i])
+      invalid_argument("element count of shape ", shape_string(dims, rank), " overflows");
+    n *= dims[i];
+  }
+  if (static_cast<uint64_t>(n) > SIZE_MAX / elem || static_cast<uint64_t>(n) * elem > (uint64_t(1) << 48))
+    invalid_argument("byte size of shape ", shape_string(dims, rank), " overflows");
+  *num_elements = n;
+  *byte_size = static_cast<size_t>(n) * elem;
+}
+
+Tensor* new_tensor_header(tpu_dtype dtype, const int64_t* dims, int rank) {
+  int64_t n;
+  size_t bytes;
+  check_shape(dtype, dims, rank, &n, &bytes);
+  void* mem = std::aligned_alloc(kAlign, kHeader);
+  if (mem == nullptr) fail(TPU_RESOURCE_EXHAUSTED, "out of memory allocating a tensor");
+  Tensor* t = new (mem) Tensor;
+  t->refs.store(1, std::memory_order_relaxed);
+  t->dtype = dtype;
+  t->rank = rank;
+  for (int i = 0; i < rank; ++i) t->dims[i] = dims[i];
+  t->num_elements = n;
+  t->byte_size = bytes;
+  t->data = nullptr;
+  t->base = nullptr;
+  t->release = nullptr;
+  t->release_user_data = nullptr;
+  return t;
+}
+
+Tensor* new_tensor(tpu_dtype dtype, const int64_t* dims, int rank) {
+  return allocate(dtype, dims, rank, true);
+}
+
+Tensor* new_tensor_uninitialized(tpu_dtype dtype, const int64_t* dims, int rank) {
+  return allocate(dtype, dims, rank, false);
+}
+
+void retain(Tensor* t) { t->refs.fetch_add(1, std::memory_order_relaxed); }
+
+void release(Tensor* t) {
+  if (t == nullptr) return;
+  if (t->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  tpu_tensor* base = t->base;
+  tpu_release_fn fn = t->release;
+  void* data = t->data;
+  void* ud = t->release_user_data;
+  t->~Tensor();
+  std::free(t);
+  if (base) release(base);
+  else if (fn) fn(data, ud);
+}
+
+std::string shape_string(const int64_t* dims, int rank) {
+  std::ostringstream os;
+  os << '[';
+  for (int i = 0; i < rank; ++i) os << (i ? "," : "") << dims[i];
+  os << ']';
+  return os.str();
+}
+
+std::string describe(const Tensor* t) {
+  return str_cat(dtype_name(t->dtype), shape_string(t->dims, t->rank));
+}
+
+bool same_shape(const Tensor* a, const Tensor* b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; ++i)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+}  // namespace tpurt
