@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "tpurt/collectives.h"
@@ -13,6 +14,9 @@
 namespace tpurt {
 
 class Rendezvous;
+struct Descriptor;
+struct Record;
+enum class CollectiveKind : int32_t;
 
 class Communicator {
  public:
@@ -53,7 +57,29 @@ class Communicator {
   void barrier(int rank);
 
  private:
+  // The group a replica belongs to in one collective call.
+  struct GroupInfo {
+    const int32_t* members = nullptr;
+    int size = 0;
+    int pos = 0;  // this replica's position in members
+  };
+
+  template <typename Fn>
+  void check_local(int rank, Fn&& checks);
+  void setup(int rank, CollectiveKind kind, const Tensor* x, const tpu_group_assignment* groups,
+             Descriptor* desc, GroupInfo* group);
+  bool meet(int rank, uint64_t seq, Record& rec, const Descriptor& desc, const Tensor* x,
+            Tensor* out);
+  const void* input_of(int replica, uint64_t seq, size_t bytes) const;
+  void* output_of(int replica, uint64_t seq) const;
+  Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
+                      const tpu_group_assignment* groups, bool bf16_wire);
+  Tensor* scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,
+                       const tpu_group_assignment* groups, bool bf16_wire);
+
   std::unique_ptr<Rendezvous> rv_;
+  std::vector<int32_t> identity_;  // the default group: every replica in order
+  uint64_t identity_hash_ = 0;
 };
 
 }  // namespace tpurt

@@ -5,6 +5,7 @@
 #include <new>
 #include <sstream>
 
+#include "core/block_cache.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -19,7 +20,9 @@ Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, bool zero) {
   size_t bytes;
   check_shape(dtype, dims, rank, &n, &bytes);
   if (bytes > SIZE_MAX - kHeader - kAlign) fail(TPU_RESOURCE_EXHAUSTED, "tensor of ", bytes, " bytes is too large");
-  void* mem = std::aligned_alloc(kAlign, (kHeader + bytes + kAlign - 1) / kAlign * kAlign);
+  size_t total = (kHeader + bytes + kAlign - 1) / kAlign * kAlign;
+  size_t block_bytes = 0;
+  void* mem = total >= kLargeBlock ? alloc_block(total, &block_bytes) : alloc_small(total, &block_bytes);
   if (mem == nullptr) fail(TPU_RESOURCE_EXHAUSTED, "out of memory allocating a tensor of ", bytes, " bytes");
   Tensor* t = new (mem) Tensor;
   t->refs.store(1, std::memory_order_relaxed);
@@ -32,6 +35,7 @@ Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, bool zero) {
   t->base = nullptr;
   t->release = nullptr;
   t->release_user_data = nullptr;
+  t->block_bytes = block_bytes;
   if (zero && bytes) std::memset(t->data, 0, bytes);
   return t;
 }
@@ -60,7 +64,8 @@ Tensor* new_tensor_header(tpu_dtype dtype, const int64_t* dims, int rank) {
   int64_t n;
   size_t bytes;
   check_shape(dtype, dims, rank, &n, &bytes);
-  void* mem = std::aligned_alloc(kAlign, kHeader);
+  size_t block_bytes = 0;
+  void* mem = alloc_small(kHeader, &block_bytes);
   if (mem == nullptr) fail(TPU_RESOURCE_EXHAUSTED, "out of memory allocating a tensor");
   Tensor* t = new (mem) Tensor;
   t->refs.store(1, std::memory_order_relaxed);
@@ -73,6 +78,7 @@ Tensor* new_tensor_header(tpu_dtype dtype, const int64_t* dims, int rank) {
   t->base = nullptr;
   t->release = nullptr;
   t->release_user_data = nullptr;
+  t->block_bytes = block_bytes;
   return t;
 }
 
@@ -93,8 +99,10 @@ void release(Tensor* t) {
   tpu_release_fn fn = t->release;
   void* data = t->data;
   void* ud = t->release_user_data;
+  size_t block_bytes = t->block_bytes;
   t->~Tensor();
-  std::free(t);
+  if (block_bytes >= kLargeBlock) free_block(t, block_bytes);
+  else free_small(t, block_bytes);
   if (base) release(base);
   else if (fn) fn(data, ud);
 }

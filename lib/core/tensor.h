@@ -20,6 +20,7 @@ struct tpu_tensor {
   tpu_tensor* base;  // owner of data for reshaped views, else nullptr
   tpu_release_fn release;
   void* release_user_data;
+  size_t block_bytes;  // size of the block holding header and data (block_cache.h)
 };
 
 namespace tpurt {

@@ -1,0 +1,421 @@
+// The collective algorithms for replicas in one process. Small inputs travel inline
+// in the rendezvous records and each replica computes its own result (one meeting
+// per collective). Large inputs are read in place; for all-reduce each group member
+// reduces one slice over all inputs and writes it into every member's output, so
+// each byte is read once and written once per output; a second meeting then keeps
+// buffers alive until every peer is done with them.
+#include "collectives/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "collectives/box_copy.h"
+#include "collectives/reduce.h"
+#include "collectives/rendezvous.h"
+#include "core/dtype.h"
+#include "core/float16.h"
+#include "core/stream_copy.h"
+#include "topology/group_assignment.h"
+
+namespace tpurt {
+namespace {
+
+// Elements reduced per piece: small enough that the piece stays in L1/L2 while it is
+// copied out to the other members.
+constexpr int64_t kPieceBytes = 16 * 1024;
+// Total output bytes of one all-reduce above which its writes bypass the cache.
+constexpr size_t kStreamBytes = 16u << 20;
+
+uint64_t hash_ids(const int32_t* ids, int64_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0; i < n; ++i) {
+    h ^= static_cast<uint32_t>(ids[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// RAII reference to an output tensor that is released if the collective throws.
+struct OwnedTensor {
+  Tensor* t = nullptr;
+  ~OwnedTensor() { release(t); }
+  Tensor* take() { Tensor* r = t; t = nullptr; return r; }
+};
+
+int normalize_axis(int axis, int rank, const char* what) {
+  int a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) invalid_argument(what, " ", axis, " is out of range for a rank-", rank, " tensor");
+  return a;
+}
+
+}  // namespace
+
+Communicator::Communicator(int size, int64_t timeout_ms, int num_cpus)
+    : rv_(new Rendezvous(size, timeout_ms, num_cpus)), identity_(size) {
+  for (int i = 0; i < size; ++i) identity_[i] = i;
+  identity_hash_ = hash_ids(identity_.data(), size);
+}
+
+Communicator::~Communicator() = default;
+
+int Communicator::size() const { return rv_->size(); }
+void Communicator::reset() { rv_->reset(); }
+void Communicator::abort(int replica, tpu_status code, const std::string& message) {
+  rv_->abort(replica, code, message);
+}
+bool Communicator::aborted() const { return rv_->aborted(); }
+void Communicator::depart(int rank) { rv_->depart(rank); }
+
+// Validates the call's arguments on this replica. An invalid call fails the whole
+// step, so that peers blocked in the same collective learn of it at once.
+template <typename Fn>
+void Communicator::check_local(int rank, Fn&& checks) {
+  if (rv_->aborted()) {
+    uint64_t seq;
+    rv_->begin(rank, &seq);
+    rv_->arrive_and_check(rank, seq);  // throws the step's failure
+  }
+  try {
+    checks();
+  } catch (const Error& e) {
+    rv_->poison(e.code(), str_cat("replica ", rank, ": ", e.message()));
+    throw;
+  }
+}
+
+void Communicator::setup(int rank, CollectiveKind kind, const Tensor* x,
+                         const tpu_group_assignment* groups, Descriptor* desc, GroupInfo* group) {
+  *desc = Descriptor{};
+  desc->kind = kind;
+  if (x != nullptr) {
+    desc->dtype = x->dtype;
+    desc->rank = x->rank;
+    for (int i = 0; i < x->rank; ++i) desc->dims[i] = x->dims[i];
+  }
+  int n = size();
+  if (groups == nullptr) {
+    group->members = identity_.data();
+    group->size = n;
+    group->pos = rank;
+    desc->num_groups = 1;
+    desc->group_size = n;
+    desc->groups_hash = identity_hash_;
+    return;
+  }
+  validate_group_assignment(groups, n);
+  desc->num_groups = groups->num_groups;
+  desc->group_size = groups->group_size;
+  desc->groups_hash = hash_ids(groups->replica_ids, int64_t(groups->num_groups) * groups->group_size);
+  for (int g = 0; g < groups->num_groups; ++g) {
+    const int32_t* row = groups->replica_ids + int64_t(g) * groups->group_size;
+    for (int k = 0; k < groups->group_size; ++k) {
+      if (row[k] == rank) {
+        group->members = row;
+        group->size = groups->group_size;
+        group->pos = k;
+        return;
+      }
+    }
+  }
+  invalid_argument("replica ", rank, " is in no group");  // unreachable after validation
+}
+
+// Publishes x (inline when small) and the output buffer, then meets the others.
+// Returns true when inputs travelled inline (no second meeting needed).
+bool Communicator::meet(int rank, uint64_t seq, Record& rec, const Descriptor& desc,
+                        const Tensor* x, Tensor* out) {
+  rec.desc = desc;
+  size_t bytes = x ? x->byte_size : 0;
+  bool small = bytes <= kInlineBytes;
+  if (bytes <= kLineBytes) {
+    if (bytes) rv_->set_line_data(rank, seq, x->data, bytes);
+    rec.input = rv_->line_data(rank, seq);
+  } else if (small) {
+    std::memcpy(rec.data, x->data, bytes);
+    rec.input = rec.data;
+  } else {
+    rec.input = x->data;
+  }
+  rec.output = out ? out->data : nullptr;
+  rv_->arrive_and_check(rank, seq);
+  return small;
+}
+
+const void* Communicator::input_of(int replica, uint64_t seq, size_t bytes) const {
+  return bytes <= kLineBytes ? rv_->line_data(replica, seq) : rv_->record(replica, seq).input;
+}
+
+void* Communicator::output_of(int replica, uint64_t seq) const {
+  return rv_->record(replica, seq).output;
+}
+
+Tensor* Communicator::all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
+                                 const tpu_group_assignment* groups, bool bf16_wire) {
+  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT) {
+    OwnedTensor wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
+    auto* w = static_cast<uint16_t*>(wire.t->data);
+    const float* f = static_cast<const float*>(x->data);
+    for (int64_t i = 0; i < x->num_elements; ++i) w[i] = float_to_bf16(f[i]);
+    OwnedTensor reduced{reduce_impl(rank, wire.t, op, groups, true)};
+    OwnedTensor out{new_tensor_uninitialized(TPU_FLOAT, x->dims, x->rank)};
+    auto* o = static_cast<float*>(out.t->data);
+    const auto* r = static_cast<const uint16_t*>(reduced.t->data);
+    for (int64_t i = 0; i < x->num_elements; ++i) o[i] = bf16_to_float(r[i]);
+    return out.take();
+  }
+  return reduce_impl(rank, x, op, groups, false);
+}
+
+Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
+                                  const tpu_group_assignment* groups, bool bf16_wire) {
+  Descriptor desc;
+  GroupInfo g;
+  check_local(rank, [&] {
+    require_not_null(x, "x");
+    check_reduction(x->dtype, op);
+    setup(rank, CollectiveKind::kAllReduce, x, groups, &desc, &g);
+  });
+  desc.op = op;
+  desc.bf16_wire = bf16_wire;
+  OwnedTensor out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
+  uint64_t seq;
+  Record& rec = rv_->begin(rank, &seq);
+  bool small = meet(rank, seq, rec, desc, x, out.t);
+  const void* srcs_stack[64];
+  std::vector<const void*> srcs_heap;
+  const void** srcs = srcs_stack;
+  if (g.size > 64) {
+    srcs_heap.resize(g.size);
+    srcs = srcs_heap.data();
+  }
+  for (int j = 0; j < g.size; ++j) srcs[j] = input_of(g.members[j], seq, x->byte_size);
+  const int64_t n = x->num_elements;
+  if (small) {
+    reduce(x->dtype, op, srcs, g.size, 0, n, out.t->data);
+    return out.take();
+  }
+  // This member's slice, aligned so members never write the same cache line.
+  const size_t esize = dtype_size(x->dtype);
+  const int64_t align = std::max<int64_t>(1, 64 / static_cast<int64_t>(esize));
+  int64_t slice = (n + g.size - 1) / g.size;
+  slice = (slice + align - 1) / align * align;
+  const int64_t begin = std::min<int64_t>(n, slice * g.pos);
+  const int64_t end = std::min<int64_t>(n, begin + slice);
+  const int64_t piece = std::max<int64_t>(align, kPieceBytes / static_cast<int64_t>(esize));
+  // Outputs larger than the caches are written with streaming stores from a piece
+  // reduced in L1; smaller ones stay cached for the computation that reads them next.
+  const bool stream = x->byte_size * g.size >= kStreamBytes;
+  alignas(64) static thread_local unsigned char scratch[kPieceBytes];
+  for (int64_t p = begin; p < end; p += piece) {
+    int64_t m = std::min(piece, end - p);
+    size_t off = p * esize, len = m * esize;
+    if (stream) {
+      reduce(x->dtype, op, srcs, g.size, p, m, scratch);
+      for (int j = 0; j < g.size; ++j)
+        stream_copy(static_cast<char*>(output_of(g.members[j], seq)) + off, scratch, len);
+    } else {
+      reduce(x->dtype, op, srcs, g.size, p, m, static_cast<char*>(out.t->data) + off);
+      const char* from = static_cast<const char*>(out.t->data) + off;
+      for (int j = 0; j < g.size; ++j)
+        if (j != g.pos) std::memcpy(static_cast<char*>(output_of(g.members[j], seq)) + off, from, len);
+    }
+  }
+  if (stream) stream_fence();
+  rv_->finish(rank, seq);
+  return out.take();
+}
+
+Tensor* Communicator::all_gather(int rank, const Tensor* x, int axis,
+                                 const tpu_group_assignment* groups) {
+  Descriptor desc;
+  GroupInfo g;
+  int a = 0;
+  check_local(rank, [&] {
+    require_not_null(x, "x");
+    if (x->rank == 0) invalid_argument("all_gather needs a tensor of rank >= 1, got a scalar");
+    a = normalize_axis(axis, x->rank, "axis");
+    setup(rank, CollectiveKind::kAllGather, x, groups, &desc, &g);
+  });
+  desc.params[0] = a;
+  int64_t dims[TPU_MAX_RANK];
+  std::copy(x->dims, x->dims + x->rank, dims);
+  dims[a] *= g.size;
+  OwnedTensor out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
+  uint64_t seq;
+  Record& rec = rv_->begin(rank, &seq);
+  bool small = meet(rank, seq, rec, desc, x, out.t);
+  int64_t zero[TPU_MAX_RANK] = {0}, start[TPU_MAX_RANK] = {0};
+  size_t esize = dtype_size(x->dtype);
+  for (int j = 0; j < g.size; ++j) {
+    start[a] = j * x->dims[a];
+    copy_box(esize, x->rank, x->dims, input_of(g.members[j], seq, x->byte_size), x->dims, zero, out.t->data, dims, start);
+  }
+  if (!small) rv_->finish(rank, seq);
+  return out.take();
+}
+
+Tensor* Communicator::reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
+                                     const tpu_group_assignment* groups, bool bf16_wire) {
+  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT) {
+    OwnedTensor wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
+    auto* w = static_cast<uint16_t*>(wire.t->data);
+    const float* f = static_cast<const float*>(x->data);
+    for (int64_t i = 0; i < x->num_elements; ++i) w[i] = float_to_bf16(f[i]);
+    OwnedTensor part{scatter_impl(rank, wire.t, op, axis, groups, true)};
+    OwnedTensor out{new_tensor_uninitialized(TPU_FLOAT, part.t->dims, part.t->rank)};
+    auto* o = static_cast<float*>(out.t->data);
+    const auto* r = static_cast<const uint16_t*>(part.t->data);
+    for (int64_t i = 0; i < part.t->num_elements; ++i) o[i] = bf16_to_float(r[i]);
+    return out.take();
+  }
+  return scatter_impl(rank, x, op, axis, groups, false);
+}
+
+Tensor* Communicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,
+                                   const tpu_group_assignment* groups, bool bf16_wire) {
+  Descriptor desc;
+  GroupInfo g;
+  int a = 0;
+  check_local(rank, [&] {
+    require_not_null(x, "x");
+    check_reduction(x->dtype, op);
+    if (x->rank == 0) invalid_argument("reduce_scatter needs a tensor of rank >= 1, got a scalar");
+    a = normalize_axis(axis, x->rank, "scatter_axis");
+    setup(rank, CollectiveKind::kReduceScatter, x, groups, &desc, &g);
+    if (x->dims[a] % g.size != 0)
+      invalid_argument("dimension ", a, " of ", describe(x), " (", x->dims[a],
+                       ") is not divisible by the group size ", g.size);
+  });
+  desc.op = op;
+  desc.params[0] = a;
+  desc.bf16_wire = bf16_wire;
+  int64_t dims[TPU_MAX_RANK];
+  std::copy(x->dims, x->dims + x->rank, dims);
+  dims[a] /= g.size;
+  OwnedTensor out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
+  uint64_t seq;
+  Record& rec = rv_->begin(rank, &seq);
+  bool small = meet(rank, seq, rec, desc, x, out.t);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < a; ++i) outer *= x->dims[i];
+  for (int i = a + 1; i < x->rank; ++i) inner *= x->dims[i];
+  const int64_t block = dims[a] * inner;       // elements this member keeps per outer row
+  const int64_t row = x->dims[a] * inner;      // elements of an input row
+  const size_t esize = dtype_size(x->dtype);
+  std::vector<const void*> srcs(g.size);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int j = 0; j < g.size; ++j)
+      srcs[j] = static_cast<const char*>(input_of(g.members[j], seq, x->byte_size)) + (o * row + g.pos * block) * esize;
+    reduce(x->dtype, op, srcs.data(), g.size, 0, block, static_cast<char*>(out.t->data) + o * block * esize);
+  }
+  if (!small) rv_->finish(rank, seq);
+  return out.take();
+}
+
+Tensor* Communicator::all_to_all(int rank, const Tensor* x, int concat_dim, int split_dim,
+                                 int split_count, const tpu_group_assignment* groups) {
+  Descriptor desc;
+  GroupInfo g;
+  int c = 0, s = 0;
+  check_local(rank, [&] {
+    require_not_null(x, "x");
+    if (x->rank == 0) invalid_argument("all_to_all needs a tensor of rank >= 1, got a scalar");
+    if (split_count < 1) invalid_argument("split_count must be >= 1, got ", split_count);
+    c = normalize_axis(concat_dim, x->rank, "concat_dimension");
+    s = normalize_axis(split_dim, x->rank, "split_dimension");
+    setup(rank, CollectiveKind::kAllToAll, x, groups, &desc, &g);
+    if (split_count != g.size)
+      invalid_argument("split_count ", split_count, " must equal the group size ", g.size);
+    if (x->dims[s] % split_count != 0)
+      invalid_argument("dimension ", s, " of ", describe(x), " (", x->dims[s],
+                       ") is not divisible by split_count ", split_count);
+  });
+  desc.params[0] = s;
+  desc.params[1] = c;
+  desc.params[2] = split_count;
+  int64_t box[TPU_MAX_RANK], dims[TPU_MAX_RANK];
+  std::copy(x->dims, x->dims + x->rank, box);
+  box[s] /= split_count;
+  std::copy(box, box + x->rank, dims);
+  dims[c] *= split_count;
+  OwnedTensor out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
+  uint64_t seq;
+  Record& rec = rv_->begin(rank, &seq);
+  bool small = meet(rank, seq, rec, desc, x, out.t);
+  int64_t src_start[TPU_MAX_RANK] = {0}, dst_start[TPU_MAX_RANK] = {0};
+  src_start[s] = g.pos * box[s];
+  size_t esize = dtype_size(x->dtype);
+  for (int j = 0; j < g.size; ++j) {
+    dst_start[c] = j * box[c];
+    copy_box(esize, x->rank, box, input_of(g.members[j], seq, x->byte_size), x->dims, src_start, out.t->data, dims, dst_start);
+  }
+  if (!small) rv_->finish(rank, seq);
+  return out.take();
+}
+
+Tensor* Communicator::collective_permute(int rank, const Tensor* x, const int32_t* pairs,
+                                         int num_pairs) {
+  Descriptor desc;
+  GroupInfo g;
+  int source = -1;
+  check_local(rank, [&] {
+    require_not_null(x, "x");
+    if (num_pairs < 0) invalid_argument("num_pairs must be >= 0, got ", num_pairs);
+    if (num_pairs > 0) require_not_null(pairs, "source_target_pairs");
+    setup(rank, CollectiveKind::kCollectivePermute, x, nullptr, &desc, &g);
+    const int n = size();
+    std::vector<int> as_source(n, -1), as_target(n, -1);
+    for (int i = 0; i < num_pairs; ++i) {
+      int a = pairs[2 * i], b = pairs[2 * i + 1];
+      if (a < 0 || a >= n || b < 0 || b >= n)
+        invalid_argument("source_target_pairs[", i, "] = (", a, ", ", b, ") names a replica outside [0, ", n, ")");
+      if (as_source[a] >= 0) invalid_argument("Source ", a, " appears more than once (pairs ", as_source[a], " and ", i, ")");
+      if (as_target[b] >= 0) invalid_argument("Target ", b, " appears more than once (pairs ", as_target[b], " and ", i, ")");
+      as_source[a] = i;
+      as_target[b] = i;
+      if (b == rank) source = a;
+    }
+  });
+  desc.num_groups = num_pairs;
+  desc.group_size = 2;
+  desc.groups_hash = hash_ids(pairs, int64_t(num_pairs) * 2);
+  OwnedTensor out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
+  uint64_t seq;
+  Record& rec = rv_->begin(rank, &seq);
+  bool small = meet(rank, seq, rec, desc, x, out.t);
+  if (source >= 0) std::memcpy(out.t->data, input_of(source, seq, x->byte_size), x->byte_size);
+  else if (x->byte_size) std::memset(out.t->data, 0, x->byte_size);
+  if (!small) rv_->finish(rank, seq);
+  return out.take();
+}
+
+Tensor* Communicator::broadcast(int rank, const Tensor* x, int root,
+                                const tpu_group_assignment* groups) {
+  Descriptor desc;
+  GroupInfo g;
+  check_local(rank, [&] {
+    require_not_null(x, "x");
+    setup(rank, CollectiveKind::kBroadcast, x, groups, &desc, &g);
+    if (root < 0 || root >= g.size) invalid_argument("root ", root, " is outside the group of ", g.size);
+  });
+  desc.params[0] = root;
+  OwnedTensor out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
+  uint64_t seq;
+  Record& rec = rv_->begin(rank, &seq);
+  bool small = meet(rank, seq, rec, desc, x, out.t);
+  if (x->byte_size) std::memcpy(out.t->data, input_of(g.members[root], seq, x->byte_size), x->byte_size);
+  if (!small) rv_->finish(rank, seq);
+  return out.take();
+}
+
+void Communicator::barrier(int rank) {
+  Descriptor desc;
+  GroupInfo g;
+  check_local(rank, [&] { setup(rank, CollectiveKind::kBarrier, nullptr, nullptr, &desc, &g); });
+  uint64_t seq;
+  Record& rec = rv_->begin(rank, &seq);
+  meet(rank, seq, rec, desc, nullptr, nullptr);
+}
+
+}  // namespace tpurt

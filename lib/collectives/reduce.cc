@@ -1,0 +1,160 @@
+#include "collectives/reduce.h"
+
+#include <algorithm>
+#include <complex>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/float16.h"
+#include "core/status.h"
+
+namespace tpurt {
+namespace {
+
+struct Sum { template <typename T> static T apply(T a, T b) { return a + b; } };
+struct Prod { template <typename T> static T apply(T a, T b) { return a * b; } };
+struct Min { template <typename T> static T apply(T a, T b) { return b < a ? b : a; } };
+struct Max { template <typename T> static T apply(T a, T b) { return a < b ? b : a; } };
+
+// Integer sums wrap: do them in the unsigned type so overflow is defined.
+template <typename T>
+struct Wrapping {
+  using U = std::make_unsigned_t<T>;
+  static T add(T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); }
+  static T mul(T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); }
+};
+
+template <typename T, typename Op>
+void combine(const void* const* srcs, int n, T* dst, int64_t count) {
+  const T* s0 = static_cast<const T*>(srcs[0]);
+  if (n == 1) {
+    std::memcpy(dst, s0, count * sizeof(T));
+    return;
+  }
+  const T* s1 = static_cast<const T*>(srcs[1]);
+  for (int64_t i = 0; i < count; ++i) dst[i] = Op::apply(s0[i], s1[i]);
+  for (int j = 2; j < n; ++j) {
+    const T* sj = static_cast<const T*>(srcs[j]);
+    for (int64_t i = 0; i < count; ++i) dst[i] = Op::apply(dst[i], sj[i]);
+  }
+}
+
+template <typename T>
+struct IntSum { static T apply(T a, T b) { return Wrapping<T>::add(a, b); } };
+template <typename T>
+struct IntProd { static T apply(T a, T b) { return Wrapping<T>::mul(a, b); } };
+
+template <typename T>
+void reduce_typed(tpu_reduce_op op, const void* const* srcs, int n, T* dst, int64_t count) {
+  constexpr bool is_int = std::is_integral<T>::value && !std::is_same<T, bool>::value;
+  switch (op) {
+    case TPU_REDUCE_SUM:
+    case TPU_REDUCE_MEAN:
+      if constexpr (is_int) combine<T, IntSum<T>>(srcs, n, dst, count);
+      else combine<T, Sum>(srcs, n, dst, count);
+      if (op == TPU_REDUCE_MEAN && n > 1)
+        for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<T>(dst[i] / static_cast<T>(n));
+      break;
+    case TPU_REDUCE_PROD:
+      if constexpr (is_int) combine<T, IntProd<T>>(srcs, n, dst, count);
+      else combine<T, Prod>(srcs, n, dst, count);
+      break;
+    case TPU_REDUCE_MIN: combine<T, Min>(srcs, n, dst, count); break;
+    case TPU_REDUCE_MAX: combine<T, Max>(srcs, n, dst, count); break;
+  }
+}
+
+void reduce_bool(tpu_reduce_op op, const void* const* srcs, int n, uint8_t* dst, int64_t count) {
+  // MIN is logical and, MAX logical or; any nonzero byte counts as true.
+  for (int64_t i = 0; i < count; ++i) {
+    bool acc = static_cast<const uint8_t*>(srcs[0])[i] != 0;
+    for (int j = 1; j < n; ++j) {
+      bool v = static_cast<const uint8_t*>(srcs[j])[i] != 0;
+      acc = op == TPU_REDUCE_MIN ? (acc && v) : (acc || v);
+    }
+    dst[i] = acc;
+  }
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void reduce_half(tpu_reduce_op op, const void* const* srcs, int n, uint16_t* dst, int64_t count) {
+  constexpr int64_t kPiece = 1024;
+  float acc[kPiece];
+  for (int64_t base = 0; base < count; base += kPiece) {
+    int64_t m = std::min(kPiece, count - base);
+    const uint16_t* s0 = static_cast<const uint16_t*>(srcs[0]) + base;
+    for (int64_t i = 0; i < m; ++i) acc[i] = ToFloat(s0[i]);
+    for (int j = 1; j < n; ++j) {
+      const uint16_t* sj = static_cast<const uint16_t*>(srcs[j]) + base;
+      switch (op) {
+        case TPU_REDUCE_SUM:
+        case TPU_REDUCE_MEAN: for (int64_t i = 0; i < m; ++i) acc[i] += ToFloat(sj[i]); break;
+        case TPU_REDUCE_PROD: for (int64_t i = 0; i < m; ++i) acc[i] *= ToFloat(sj[i]); break;
+        case TPU_REDUCE_MIN: for (int64_t i = 0; i < m; ++i) acc[i] = Min::apply(acc[i], ToFloat(sj[i])); break;
+        case TPU_REDUCE_MAX: for (int64_t i = 0; i < m; ++i) acc[i] = Max::apply(acc[i], ToFloat(sj[i])); break;
+      }
+    }
+    if (op == TPU_REDUCE_MEAN)
+      for (int64_t i = 0; i < m; ++i) acc[i] /= static_cast<float>(n);
+    for (int64_t i = 0; i < m; ++i) dst[base + i] = FromFloat(acc[i]);
+  }
+}
+
+
+}  // namespace
+
+void check_reduction(tpu_dtype dtype, tpu_reduce_op op) {
+  if (op < TPU_REDUCE_SUM || op > TPU_REDUCE_MEAN) invalid_argument("unknown reduce op ", static_cast<int>(op));
+  checked_dtype_size(dtype);
+  if (dtype == TPU_BOOL && op != TPU_REDUCE_MIN && op != TPU_REDUCE_MAX)
+    invalid_argument("bool tensors can only be reduced with MIN (and) or MAX (or)");
+  if (dtype == TPU_COMPLEX64 && (op == TPU_REDUCE_MIN || op == TPU_REDUCE_MAX))
+    invalid_argument("complex64 tensors have no MIN or MAX");
+}
+
+void reduce(tpu_dtype dtype, tpu_reduce_op op, const void* const* srcs, int n, int64_t offset,
+            int64_t count, void* dst) {
+  constexpr int kMaxOnStack = 64;
+  const void* stack[kMaxOnStack];
+  std::unique_ptr<const void*[]> heap;
+  const void** buf = stack;
+  if (n > kMaxOnStack) {
+    heap.reset(new const void*[n]);
+    buf = heap.get();
+  }
+  size_t esize = dtype_size(dtype);
+  for (int j = 0; j < n; ++j) buf[j] = static_cast<const char*>(srcs[j]) + offset * esize;
+  void* d = dst;
+  switch (dtype) {
+    case TPU_FLOAT: reduce_typed<float>(op, buf, n, static_cast<float*>(d), count); break;
+    case TPU_DOUBLE: reduce_typed<double>(op, buf, n, static_cast<double*>(d), count); break;
+    case TPU_INT32: reduce_typed<int32_t>(op, buf, n, static_cast<int32_t*>(d), count); break;
+    case TPU_UINT8: reduce_typed<uint8_t>(op, buf, n, static_cast<uint8_t*>(d), count); break;
+    case TPU_INT16: reduce_typed<int16_t>(op, buf, n, static_cast<int16_t*>(d), count); break;
+    case TPU_INT8: reduce_typed<int8_t>(op, buf, n, static_cast<int8_t*>(d), count); break;
+    case TPU_INT64: reduce_typed<int64_t>(op, buf, n, static_cast<int64_t*>(d), count); break;
+    case TPU_UINT32: reduce_typed<uint32_t>(op, buf, n, static_cast<uint32_t*>(d), count); break;
+    case TPU_UINT64: reduce_typed<uint64_t>(op, buf, n, static_cast<uint64_t*>(d), count); break;
+    case TPU_COMPLEX64: {
+      auto* c = static_cast<std::complex<float>*>(d);
+      switch (op) {
+        case TPU_REDUCE_SUM:
+        case TPU_REDUCE_MEAN:
+          combine<std::complex<float>, Sum>(buf, n, c, count);
+          if (op == TPU_REDUCE_MEAN)
+            for (int64_t i = 0; i < count; ++i) c[i] /= static_cast<float>(n);
+          break;
+        case TPU_REDUCE_PROD: combine<std::complex<float>, Prod>(buf, n, c, count); break;
+        default: break;
+      }
+      break;
+    }
+    case TPU_BOOL: reduce_bool(op, buf, n, static_cast<uint8_t*>(d), count); break;
+    case TPU_BFLOAT16: reduce_half<bf16_to_float, float_to_bf16>(op, buf, n, static_cast<uint16_t*>(d), count); break;
+    case TPU_HALF: reduce_half<half_to_float, float_to_half>(op, buf, n, static_cast<uint16_t*>(d), count); break;
+  }
+}
+
+}  // namespace tpurt

@@ -1,0 +1,225 @@
+#include "collectives/rendezvous.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace tpurt {
+
+const char* kind_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kAllToAll: return "all_to_all";
+    case CollectiveKind::kCollectivePermute: return "collective_permute";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
+
+bool Descriptor::operator==(const Descriptor& o) const {
+  if (kind != o.kind || op != o.op || dtype != o.dtype || rank != o.rank ||
+      bf16_wire != o.bf16_wire || num_groups != o.num_groups || group_size != o.group_size ||
+      groups_hash != o.groups_hash)
+    return false;
+  for (int i = 0; i < 3; ++i)
+    if (params[i] != o.params[i]) return false;
+  for (int i = 0; i < rank; ++i)
+    if (dims[i] != o.dims[i]) return false;
+  return true;
+}
+
+std::string Descriptor::describe() const {
+  std::ostringstream os;
+  os << kind_name(kind);
+  if (kind == CollectiveKind::kBarrier) return os.str();
+  os << ' ' << dtype_name(static_cast<tpu_dtype>(dtype)) << shape_string(dims, rank);
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kReduceScatter: {
+      static const char* ops[] = {"sum", "prod", "min", "max", "mean"};
+      os << " op=" << (op >= 0 && op < 5 ? ops[op] : "?");
+      if (kind == CollectiveKind::kReduceScatter) os << " axis=" << params[0];
+      if (bf16_wire) os << " bfloat16_scope";
+      break;
+    }
+    case CollectiveKind::kAllGather: os << " axis=" << params[0]; break;
+    case CollectiveKind::kAllToAll:
+      os << " split_dimension=" << params[0] << " concat_dimension=" << params[1]
+         << " split_count=" << params[2];
+      break;
+    case CollectiveKind::kBroadcast: os << " root=" << params[0]; break;
+    default: break;
+  }
+  if (kind == CollectiveKind::kCollectivePermute)
+    os << " pairs=" << num_groups << " (hash " << std::hex << groups_hash << std::dec << ')';
+  else
+    os << " groups=" << num_groups << 'x' << group_size << " (hash " << std::hex << groups_hash
+       << std::dec << ')';
+  return os.str();
+}
+
+uint64_t Descriptor::digest() const {
+  auto mix = [](uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+  };
+  uint64_t h = mix(static_cast<uint64_t>(kind), (uint64_t(uint32_t(op)) << 32) | uint32_t(dtype));
+  h = mix(h, (uint64_t(uint32_t(rank)) << 32) | uint32_t(bf16_wire));
+  for (int i = 0; i < rank; ++i) h = mix(h, static_cast<uint64_t>(dims[i]));
+  h = mix(h, (uint64_t(uint32_t(params[0])) << 32) | uint32_t(params[1]));
+  h = mix(h, (uint64_t(uint32_t(params[2])) << 32) | uint32_t(num_groups));
+  h = mix(h, uint32_t(group_size));
+  return mix(h, groups_hash);
+}
+
+Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus)
+    : size_(size),
+      timeout_ms_(timeout_ms),
+      policy_(SpinPolicy::for_threads(size, num_cpus)),
+      slots_(new Slot[size]) {}
+
+void Rendezvous::reset() {
+  for (int r = 0; r < size_; ++r) {
+    slots_[r].line[0].seq.store(0, std::memory_order_relaxed);
+    slots_[r].line[1].seq.store(0, std::memory_order_relaxed);
+    slots_[r].finished.store(0, std::memory_order_relaxed);
+    slots_[r].departed.store(false, std::memory_order_relaxed);
+    slots_[r].next_seq = 0;
+  }
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  failure_code_ = TPU_OK;
+  failure_message_.clear();
+  failed_.store(false, std::memory_order_seq_cst);
+}
+
+void Rendezvous::abort(int replica, tpu_status code, const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    if (failed_.load(std::memory_order_relaxed)) return;
+    failure_code_ = TPU_ABORTED;
+    failure_message_ = replica >= 0
+                           ? str_cat("replica ", replica, " failed (", status_name(code), "): ", message)
+                           : str_cat("step aborted (", status_name(code), "): ", message);
+    failed_.store(true, std::memory_order_seq_cst);
+  }
+  wake_.wake();
+}
+
+void Rendezvous::poison(tpu_status code, const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    if (failed_.load(std::memory_order_relaxed)) return;
+    failure_code_ = code;
+    failure_message_ = message;
+    failed_.store(true, std::memory_order_seq_cst);
+  }
+  wake_.wake();
+}
+
+void Rendezvous::poison_and_throw(tpu_status code, const std::string& message) {
+  poison(code, message);
+  throw Error(code, message);
+}
+
+void Rendezvous::throw_failure() {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  throw Error(failure_code_, failure_message_);
+}
+
+void Rendezvous::depart(int rank) {
+  slots_[rank].departed.store(true, std::memory_order_seq_cst);
+  wake_.wake();
+}
+
+Record& Rendezvous::begin(int rank, uint64_t* seq) {
+  Slot& s = slots_[rank];
+  *seq = ++s.next_seq;
+  return s.rec[*seq & 1];
+}
+
+std::string Rendezvous::missing_list(uint64_t seq, Phase phase) const {
+  std::ostringstream os;
+  int n = 0;
+  for (int r = 0; r < size_; ++r) {
+    const Slot& s = slots_[r];
+    uint64_t v = (phase == Phase::kArrive ? s.line[seq & 1].seq : s.finished).load(std::memory_order_seq_cst);
+    if (v < seq) os << (n++ ? ", " : "") << r;
+  }
+  return os.str();
+}
+
+void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank) continue;
+    Slot& s = slots_[r];
+    std::atomic<uint64_t>& field = phase == Phase::kArrive ? s.line[seq & 1].seq : s.finished;
+    auto ready = [&] { return field.load(std::memory_order_seq_cst) >= seq; };
+    auto stop = [&] {
+      return failed_.load(std::memory_order_relaxed) || s.departed.load(std::memory_order_relaxed);
+    };
+    WaitResult res = wait_until(wake_, policy_, deadline, ready, stop);
+    if (res == WaitResult::kReady) continue;
+    if (failed_.load(std::memory_order_seq_cst)) throw_failure();
+    if (res == WaitResult::kStopped) {
+      if (ready()) continue;  // arrived, then departed
+      poison_and_throw(TPU_FAILED_PRECONDITION,
+                       str_cat("replica ", r, " finished its computation without joining collective #",
+                               seq, " (", record(rank, seq).desc.describe(), ") that replica ", rank,
+                               " is in"));
+    }
+    poison_and_throw(TPU_DEADLINE_EXCEEDED,
+                     str_cat("collective #", seq, " (", record(rank, seq).desc.describe(), ") timed out after ",
+                             timeout_ms_, " ms waiting for replicas [", missing_list(seq, phase), "]"));
+  }
+}
+
+void Rendezvous::arrive_and_check(int rank, uint64_t seq) {
+  if (failed_.load(std::memory_order_acquire)) throw_failure();
+  Line& line = slots_[rank].line[seq & 1];
+  const uint64_t digest = record(rank, seq).desc.digest();
+  line.digest = digest;
+  line.seq.store(seq, std::memory_order_seq_cst);
+  wake_.wake();
+  wait_all(rank, seq, Phase::kArrive);
+  for (int r = 0; r < size_; ++r)
+    if (slots_[r].line[seq & 1].digest != digest) report_mismatch(seq);
+}
+
+void Rendezvous::report_mismatch(uint64_t seq) {
+  // The descriptor most replicas hold is "right"; name everyone who differs from it.
+  int best = 0, best_count = 0;
+  for (int r = 0; r < size_; ++r) {
+    int count = 0;
+    for (int q = 0; q < size_; ++q) count += record(q, seq).desc == record(r, seq).desc;
+    if (count > best_count) best = r, best_count = count;
+  }
+  const Descriptor& common = record(best, seq).desc;
+  std::ostringstream os;
+  os << "collective #" << seq << ": replicas disagree with the " << best_count << " that called "
+     << common.describe() << ": ";
+  int shown = 0;
+  for (int r = 0; r < size_; ++r) {
+    const Descriptor& d = record(r, seq).desc;
+    if (d == common) continue;
+    os << (shown++ ? "; " : "") << "replica " << r << " called " << d.describe();
+  }
+  poison_and_throw(TPU_INVALID_ARGUMENT, os.str());
+}
+
+void Rendezvous::set_line_data(int rank, uint64_t seq, const void* data, size_t bytes) {
+  std::memcpy(slots_[rank].line[seq & 1].data, data, bytes);
+}
+
+void Rendezvous::finish(int rank, uint64_t seq) {
+  slots_[rank].finished.store(seq, std::memory_order_seq_cst);
+  wake_.wake();
+  wait_all(rank, seq, Phase::kFinish);
+}
+
+}  // namespace tpurt

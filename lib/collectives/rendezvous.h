@@ -1,0 +1,124 @@
+// Where the replicas of a step meet for each collective. Every participant
+// publishes a record (descriptor, buffers, and for small inputs a copy of the data)
+// under its sequence number, waits for the others' records, and checks that all
+// descriptors agree. Records are double-buffered by sequence parity: a participant
+// can only reuse a record after every peer has arrived at the next collective, by
+// which time they have finished reading it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/wait.h"
+#include "tpurt/collectives.h"
+
+namespace tpurt {
+
+enum class CollectiveKind : int32_t {
+  kAllReduce = 1,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kCollectivePermute,
+  kBroadcast,
+  kBarrier
+};
+
+const char* kind_name(CollectiveKind kind);
+
+// What every participant of one collective must agree on.
+struct Descriptor {
+  CollectiveKind kind;
+  int32_t op;       // tpu_reduce_op, or 0
+  int32_t dtype;    // tpu_dtype, or 0 for a barrier
+  int32_t rank;
+  int64_t dims[TPU_MAX_RANK];
+  int32_t params[3];  // axis / split & concat dims & count / root
+  int32_t bf16_wire;
+  int32_t num_groups;
+  int32_t group_size;
+  uint64_t groups_hash;  // of the group assignment or permute pairs
+
+  bool operator==(const Descriptor& o) const;
+  std::string describe() const;
+  uint64_t digest() const;
+};
+
+// Inputs up to kLineBytes travel in the arrival cache line itself, so a peer's
+// arrival costs one line transfer; up to kInlineBytes in the record; larger ones are
+// read in place.
+constexpr size_t kLineBytes = 48;
+constexpr size_t kInlineBytes = 4096;
+
+struct Record {
+  Descriptor desc;
+  const void* input;  // inline copy or the caller's buffer
+  void* output;
+  alignas(64) unsigned char data[kInlineBytes];
+};
+
+class Rendezvous {
+ public:
+  Rendezvous(int size, int64_t timeout_ms, int num_cpus);
+
+  int size() const { return size_; }
+  void reset();
+  void abort(int replica, tpu_status code, const std::string& message);
+  // Fails the step for everyone with `code` (a collective error all must see).
+  void poison(tpu_status code, const std::string& message);
+  [[noreturn]] void poison_and_throw(tpu_status code, const std::string& message);
+  bool aborted() const { return failed_.load(std::memory_order_acquire); }
+  void depart(int rank);
+
+  // Starts collective number seq for `rank`: returns the record to fill.
+  Record& begin(int rank, uint64_t* seq);
+  // Copies up to kLineBytes of input into rank's arrival line for seq.
+  void set_line_data(int rank, uint64_t seq, const void* data, size_t bytes);
+  const void* line_data(int rank, uint64_t seq) const { return slots_[rank].line[seq & 1].data; }
+  // Publishes the record and waits until every participant has published seq and
+  // all descriptors match. Throws on mismatch, abort, departure or deadline.
+  void arrive_and_check(int rank, uint64_t seq);
+  // Declares that `rank` finished touching peers' buffers for seq, and waits until
+  // every participant has (needed when peers read or write this rank's buffers).
+  void finish(int rank, uint64_t seq);
+
+  const Record& record(int rank, uint64_t seq) const { return slots_[rank].rec[seq & 1]; }
+
+ private:
+  // What a peer reads to see an arrival: one cache line.
+  struct alignas(64) Line {
+    std::atomic<uint64_t> seq{0};
+    uint64_t digest = 0;
+    unsigned char data[kLineBytes];
+  };
+  struct alignas(64) Slot {
+    Line line[2];  // by sequence parity
+    alignas(64) std::atomic<uint64_t> finished{0};
+    alignas(64) std::atomic<bool> departed{false};
+    uint64_t next_seq = 0;  // touched only by the owner
+    Record rec[2];
+  };
+
+  enum class Phase { kArrive, kFinish };
+  void wait_all(int rank, uint64_t seq, Phase phase);
+  [[noreturn]] void throw_failure();
+  [[noreturn]] void report_mismatch(uint64_t seq);
+  std::string missing_list(uint64_t seq, Phase phase) const;
+
+  int size_;
+  int64_t timeout_ms_;
+  SpinPolicy policy_;
+  std::unique_ptr<Slot[]> slots_;
+  WakeWord wake_;
+  std::atomic<bool> failed_{false};
+  std::mutex failure_mu_;
+  tpu_status failure_code_ = TPU_OK;
+  std::string failure_message_;
+};
+
+}  // namespace tpurt

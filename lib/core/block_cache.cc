@@ -1,0 +1,126 @@
+#include "core/block_cache.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace tpurt {
+namespace {
+
+// How many bytes of freed blocks the cache keeps (TPURT_TENSOR_CACHE_MB, default 1 GiB).
+size_t cache_limit() {
+  static const size_t limit = [] {
+    const char* env = std::getenv("TPURT_TENSOR_CACHE_MB");
+    long mb = env ? std::strtol(env, nullptr, 10) : 1024;
+    return static_cast<size_t>(mb > 0 ? mb : 0) << 20;
+  }();
+  return limit;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_by_class;
+  size_t cached_bytes = 0;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: tensors may be freed during exit
+  return *c;
+}
+
+// Per-thread lists of free small blocks, by power-of-two class from 256 bytes.
+constexpr int kSmallClasses = 6;      // 256 B .. 8 KiB
+constexpr size_t kSmallMin = 256;
+constexpr int kSmallPerClass = 32;
+
+struct SmallCache {
+  void* blocks[kSmallClasses][kSmallPerClass];
+  int count[kSmallClasses] = {0};
+  bool alive = true;
+  ~SmallCache() {
+    for (int c = 0; c < kSmallClasses; ++c)
+      for (int i = 0; i < count[c]; ++i) std::free(blocks[c][i]);
+    alive = false;
+  }
+};
+
+thread_local SmallCache t_small;
+
+int small_class(size_t bytes, size_t* class_bytes) {
+  size_t size = kSmallMin;
+  int c = 0;
+  while (size < bytes) size <<= 1, ++c;
+  *class_bytes = size;
+  return c < kSmallClasses ? c : -1;
+}
+
+}  // namespace
+
+void* alloc_small(size_t bytes, size_t* block_bytes) {
+  size_t size;
+  int c = small_class(bytes, &size);
+  if (c < 0) {
+    *block_bytes = (bytes + 63) / 64 * 64;
+    return std::aligned_alloc(64, *block_bytes);
+  }
+  *block_bytes = size;
+  SmallCache& cache = t_small;
+  if (cache.alive && cache.count[c] > 0) return cache.blocks[c][--cache.count[c]];
+  return std::aligned_alloc(64, size);
+}
+
+void free_small(void* p, size_t block_bytes) {
+  size_t size;
+  int c = small_class(block_bytes, &size);
+  SmallCache& cache = t_small;
+  if (c >= 0 && size == block_bytes && cache.alive && cache.count[c] < kSmallPerClass) {
+    cache.blocks[c][cache.count[c]++] = p;
+    return;
+  }
+  std::free(p);
+}
+
+size_t block_class(size_t bytes) {
+  if (bytes < kLargeBlock) return bytes;
+  int k = 63 - __builtin_clzll(bytes);
+  size_t step = size_t(1) << (k - 2);
+  return (bytes + step - 1) / step * step;
+}
+
+void* alloc_block(size_t bytes, size_t* block_bytes) {
+  size_t size = block_class(bytes);
+  *block_bytes = size;
+  {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.free_by_class.find(size);
+    if (it != c.free_by_class.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.cached_bytes -= size;
+      return p;
+    }
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (size >= (size_t(2) << 20)) madvise(p, size, MADV_HUGEPAGE);  // fewer faults, fewer TLB misses
+  return p;
+}
+
+void free_block(void* p, size_t block_bytes) {
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.cached_bytes + block_bytes <= cache_limit()) {
+      c.free_by_class[block_bytes].push_back(p);
+      c.cached_bytes += block_bytes;
+      return;
+    }
+  }
+  munmap(p, block_bytes);
+}
+
+}  // namespace tpurt

@@ -1,0 +1,49 @@
+#include "core/wait.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+namespace tpurt {
+
+int online_cpus() {
+  static const int n = [] {
+    long v = sysconf(_SC_NPROCESSORS_ONLN);
+    return v > 0 ? static_cast<int>(v) : 1;
+  }();
+  return n;
+}
+
+void WakeWord::sleep(uint32_t seen, Clock::time_point deadline) {
+  auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return;
+  // Bounded slices keep a missed wake from costing more than a slice.
+  auto slice = std::min<Clock::duration>(left, std::chrono::milliseconds(50));
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
+  struct timespec ts;
+  ts.tv_sec = static_cast<time_t>(ns / 1000000000);
+  ts.tv_nsec = static_cast<long>(ns % 1000000000);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+}
+
+void WakeWord::wake() {
+  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
+  word_.fetch_add(1, std::memory_order_seq_cst);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+SpinPolicy SpinPolicy::for_threads(int waiters, int cpus) {
+  static const int64_t yield_ns = [] {
+    const char* env = std::getenv("TPURT_YIELD_NS");
+    return env ? std::atoll(env) : 20000;
+  }();
+  if (waiters <= cpus) return SpinPolicy{200000, 200000};  // peers are running: spin
+  return SpinPolicy{0, yield_ns};  // the thread we wait for needs this CPU
+}
+
+}  // namespace tpurt

@@ -1,0 +1,47 @@
+// Template body of tpurt::wait_until (see wait.h).
+#pragma once
+
+#include <sched.h>
+
+namespace tpurt {
+
+template <typename Ready, typename Stop>
+WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Clock::time_point deadline,
+                      Ready&& ready, Stop&& stop) {
+  for (int i = 0; i < policy.spins; ++i) {
+    if (ready()) return WaitResult::kReady;
+    if ((i & 63) == 63 && stop()) return WaitResult::kStopped;
+    cpu_relax();
+  }
+  if (policy.yield_ns > 0) {
+    // Under CFS a thread that keeps yielding keeps the lowest vruntime and is picked
+    // again before the thread it waits for, so yielding is bounded by time.
+    const auto stop_yielding = Clock::now() + std::chrono::nanoseconds(policy.yield_ns);
+    for (int i = 0;; ++i) {
+      if (ready()) return WaitResult::kReady;
+      if (stop()) return WaitResult::kStopped;
+      if ((i & 7) == 7 && Clock::now() >= stop_yielding) break;
+      sched_yield();
+    }
+  }
+  for (;;) {
+    word.enter_sleep();
+    uint32_t seen = word.epoch();
+    if (ready()) {
+      word.leave_sleep();
+      return WaitResult::kReady;
+    }
+    if (stop()) {
+      word.leave_sleep();
+      return WaitResult::kStopped;
+    }
+    if (Clock::now() >= deadline) {
+      word.leave_sleep();
+      return WaitResult::kTimedOut;
+    }
+    word.sleep(seen, deadline);
+    word.leave_sleep();
+  }
+}
+
+}  // namespace tpurt

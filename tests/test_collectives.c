@@ -1,0 +1,793 @@
+/* Collectives: every operation against a naive reference computed independently
+ * here, over dtypes, replica counts (including 1 and non-powers of two), group
+ * assignments and sizes (inline, record and in-place paths); every error path;
+ * and the step after an error. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tpurt.h>
+
+#define MAX_REPLICAS 8
+
+static tpu_system *start_system(int cores, int64_t timeout_ms) {
+  tpu_system_options opts = TPU_SYSTEM_OPTIONS_INIT;
+  opts.num_cores = cores;
+  opts.collective_timeout_ms = timeout_ms;
+  opts.close_on_failure = 0;
+  tpu_system *sys = NULL;
+  tpu_status st = tpu_system_init(&opts, &sys);
+  if (st != TPU_OK) fail_msg("tpu_system_init: %s: %s", tpu_status_name(st), tpu_last_error());
+  return sys;
+}
+
+/* ---- element access as double / int64, independent of the library ---------- */
+
+static int is_float(tpu_dtype d) {
+  return d == TPU_FLOAT || d == TPU_DOUBLE || d == TPU_BFLOAT16 || d == TPU_HALF;
+}
+
+static size_t esize(tpu_dtype d) {
+  size_t s = 0;
+  assert_int_equal(tpu_dtype_size(d, &s), TPU_OK);
+  return s;
+}
+
+static float bf16_to_f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint16_t f_to_bf16(float f) { /* reference RNE, NaN not used here */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* half via the library's exact conversions (tested exhaustively elsewhere) */
+static float half_to_f(uint16_t h) {
+  float f;
+  assert_int_equal(tpu_half_to_float(&h, &f, 1), TPU_OK);
+  return f;
+}
+
+static uint16_t f_to_half(float f) {
+  uint16_t h;
+  assert_int_equal(tpu_float_to_half(&f, &h, 1), TPU_OK);
+  return h;
+}
+
+static double get_f(tpu_dtype d, const void *p, int64_t i) {
+  switch (d) {
+    case TPU_FLOAT: return ((const float *)p)[i];
+    case TPU_DOUBLE: return ((const double *)p)[i];
+    case TPU_BFLOAT16: return bf16_to_f(((const uint16_t *)p)[i]);
+    case TPU_HALF: return half_to_f(((const uint16_t *)p)[i]);
+    default: return 0;
+  }
+}
+
+static int64_t get_i(tpu_dtype d, const void *p, int64_t i) {
+  switch (d) {
+    case TPU_INT8: return ((const int8_t *)p)[i];
+    case TPU_UINT8: return ((const uint8_t *)p)[i];
+    case TPU_INT16: return ((const int16_t *)p)[i];
+    case TPU_INT32: return ((const int32_t *)p)[i];
+    case TPU_UINT32: return ((const uint32_t *)p)[i];
+    case TPU_INT64: return ((const int64_t *)p)[i];
+    case TPU_UINT64: return (int64_t)((const uint64_t *)p)[i];
+    case TPU_BOOL: return ((const uint8_t *)p)[i];
+    default: return 0;
+  }
+}
+
+/* Wraps v to the dtype's width, as the integer arithmetic of that type does. */
+static int64_t wrap_i(tpu_dtype d, int64_t v) {
+  switch (d) {
+    case TPU_INT8: return (int8_t)v;
+    case TPU_UINT8: return (uint8_t)v;
+    case TPU_INT16: return (int16_t)v;
+    case TPU_INT32: return (int32_t)v;
+    case TPU_UINT32: return (uint32_t)v;
+    case TPU_BOOL: return v != 0;
+    default: return v;
+  }
+}
+
+static void set_value(tpu_dtype d, void *p, int64_t i, int64_t v) {
+  switch (d) {
+    case TPU_FLOAT: ((float *)p)[i] = (float)v; break;
+    case TPU_DOUBLE: ((double *)p)[i] = (double)v; break;
+    case TPU_BFLOAT16: ((uint16_t *)p)[i] = f_to_bf16((float)v); break;
+    case TPU_HALF: ((uint16_t *)p)[i] = f_to_half((float)v); break;
+    case TPU_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case TPU_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case TPU_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case TPU_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case TPU_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case TPU_INT64: ((int64_t *)p)[i] = v; break;
+    case TPU_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    case TPU_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case TPU_COMPLEX64: ((float *)p)[2 * i] = (float)v; ((float *)p)[2 * i + 1] = (float)(-v); break;
+  }
+}
+
+/* Replica r's element i: small integers, so float sums are exact. Unsigned types
+ * and bool get non-negative values. */
+static int64_t input_value(tpu_dtype d, int r, int64_t i) {
+  int64_t v = (r * 7 + i * 3) % 11 - 5;
+  if (d == TPU_UINT8 || d == TPU_UINT32 || d == TPU_UINT64) v += 5;
+  if (d == TPU_BOOL) v = ((r + i) % 3) != 0;
+  return v;
+}
+
+static tpu_tensor *make_input(tpu_dtype d, int r, const int64_t *dims, int rank) {
+  tpu_tensor *t = NULL;
+  assert_int_equal(tpu_tensor_create(d, dims, rank, NULL, 0, &t), TPU_OK);
+  void *data;
+  int64_t n;
+  tpu_tensor_data(t, &data);
+  tpu_tensor_num_elements(t, &n);
+  for (int64_t i = 0; i < n; ++i) set_value(d, data, i, input_value(d, r, i));
+  return t;
+}
+
+/* The reduction of element i over the replicas in members[0..g), in member order,
+ * as the dtype computes it. Writes the expected element into `expect` at index 0. */
+static void reference_reduce(tpu_dtype d, tpu_reduce_op op, const int32_t *members, int g,
+                             int64_t i, void *expect) {
+  if (is_float(d)) {
+    /* float32 and double: exact for these small integers; bf16/half accumulate in
+     * float32 and round once. */
+    double acc = 0;
+    for (int k = 0; k < g; ++k) {
+      double v = (double)input_value(d, members[k], i);
+      if (d == TPU_BFLOAT16) v = bf16_to_f(f_to_bf16((float)v));
+      if (d == TPU_HALF) v = half_to_f(f_to_half((float)v));
+      if (k == 0) { acc = v; continue; }
+      switch (op) {
+        case TPU_REDUCE_SUM: case TPU_REDUCE_MEAN: acc = d == TPU_DOUBLE ? acc + v : (float)(acc + v); break;
+        case TPU_REDUCE_PROD: acc = d == TPU_DOUBLE ? acc * v : (float)(acc * v); break;
+        case TPU_REDUCE_MIN: acc = v < acc ? v : acc; break;
+        case TPU_REDUCE_MAX: acc = v > acc ? v : acc; break;
+      }
+    }
+    if (op == TPU_REDUCE_MEAN) acc = d == TPU_DOUBLE ? acc / g : (float)(acc / g);
+    switch (d) {
+      case TPU_FLOAT: *(float *)expect = (float)acc; break;
+      case TPU_DOUBLE: *(double *)expect = acc; break;
+      case TPU_BFLOAT16: *(uint16_t *)expect = f_to_bf16((float)acc); break;
+      default: *(uint16_t *)expect = f_to_half((float)acc); break;
+    }
+    return;
+  }
+  if (d == TPU_COMPLEX64) {
+    float re = 0, im = 0;
+    for (int k = 0; k < g; ++k) {
+      float v = (float)input_value(d, members[k], i), vr = v, vi = -v;
+      if (k == 0) { re = vr; im = vi; continue; }
+      if (op == TPU_REDUCE_PROD) {
+        float nr = re * vr - im * vi, ni = re * vi + im * vr;
+        re = nr; im = ni;
+      } else {
+        re += vr; im += vi;
+      }
+    }
+    if (op == TPU_REDUCE_MEAN) { re /= g; im /= g; }
+    ((float *)expect)[0] = re;
+    ((float *)expect)[1] = im;
+    return;
+  }
+  int64_t acc = 0;
+  for (int k = 0; k < g; ++k) {
+    int64_t v = input_value(d, members[k], i);
+    if (k == 0) { acc = v; continue; }
+    switch (op) {
+      case TPU_REDUCE_SUM: case TPU_REDUCE_MEAN: acc = wrap_i(d, (int64_t)((uint64_t)acc + (uint64_t)v)); break;
+      case TPU_REDUCE_PROD: acc = wrap_i(d, (int64_t)((uint64_t)acc * (uint64_t)v)); break;
+      case TPU_REDUCE_MIN: acc = d == TPU_BOOL ? (acc && v) : (v < acc ? v : acc); break;
+      case TPU_REDUCE_MAX: acc = d == TPU_BOOL ? (acc || v) : (v > acc ? v : acc); break;
+    }
+  }
+  if (op == TPU_REDUCE_MEAN) {
+    if (d == TPU_UINT64) acc = (int64_t)((uint64_t)acc / (uint64_t)g);
+    else acc = wrap_i(d, acc / g);
+  }
+  set_value(d, expect, 0, acc);
+}
+
+/* ---- a generic collective case -------------------------------------------- */
+
+typedef enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, OP_PERMUTE, OP_BROADCAST } op_kind;
+
+typedef struct {
+  op_kind kind;
+  tpu_dtype dtype;
+  tpu_reduce_op op;
+  int rank;
+  int64_t dims[4];
+  int axis, axis2;  /* gather/scatter axis; all-to-all split (axis) and concat (axis2) */
+  int root;
+  const tpu_group_assignment *groups;
+  const int32_t *pairs;
+  int num_pairs;
+  int replicas;
+  long wrong[MAX_REPLICAS];
+  tpu_status status[MAX_REPLICAS];
+} coll_case;
+
+/* The group (members, size, position) of replica r. */
+static int group_of(const coll_case *c, int r, const int32_t **members, int *pos) {
+  static int32_t all[MAX_REPLICAS] = {0, 1, 2, 3, 4, 5, 6, 7};
+  if (c->groups == NULL) {
+    *members = all;
+    *pos = r;
+    return c->replicas;
+  }
+  for (int g = 0; g < c->groups->num_groups; ++g)
+    for (int k = 0; k < c->groups->group_size; ++k)
+      if (c->groups->replica_ids[g * c->groups->group_size + k] == r) {
+        *members = c->groups->replica_ids + g * c->groups->group_size;
+        *pos = k;
+        return c->groups->group_size;
+      }
+  fail_msg("replica %d in no group", r);
+  return 0;
+}
+
+static void unravel(int64_t flat, const int64_t *dims, int rank, int64_t *idx) {
+  for (int a = rank - 1; a >= 0; --a) {
+    idx[a] = flat % dims[a];
+    flat /= dims[a];
+  }
+}
+
+static int64_t ravel(const int64_t *idx, const int64_t *dims, int rank) {
+  int64_t f = 0;
+  for (int a = 0; a < rank; ++a) f = f * dims[a] + idx[a];
+  return f;
+}
+
+/* Checks replica r's output element by element; returns the number of wrong ones. */
+static long check_output(const coll_case *c, int r, const tpu_tensor *out) {
+  const int32_t *members;
+  int pos;
+  int g = group_of(c, r, &members, &pos);
+  size_t es = esize(c->dtype);
+  int64_t odims[4];
+  int orank = 0;
+  tpu_tensor_rank(out, &orank);
+  assert_int_equal(orank, c->rank);
+  tpu_tensor_dims(out, odims, 4);
+  int64_t n = 1;
+  for (int a = 0; a < orank; ++a) n *= odims[a];
+  void *data;
+  tpu_tensor_data(out, &data);
+  unsigned char expect[16];
+  long wrong = 0;
+  for (int64_t f = 0; f < n; ++f) {
+    int64_t idx[4] = {0};
+    unravel(f, odims, orank, idx);
+    switch (c->kind) {
+      case OP_ALL_REDUCE: reference_reduce(c->dtype, c->op, members, g, f, expect); break;
+      case OP_REDUCE_SCATTER: {
+        int64_t in_idx[4];
+        memcpy(in_idx, idx, sizeof in_idx);
+        in_idx[c->axis] += pos * odims[c->axis];
+        reference_reduce(c->dtype, c->op, members, g, ravel(in_idx, c->dims, c->rank), expect);
+        break;
+      }
+      case OP_ALL_GATHER: {
+        int64_t blk = c->dims[c->axis], src = members[idx[c->axis] / blk];
+        idx[c->axis] %= blk;
+        set_value(c->dtype, expect, 0, input_value(c->dtype, (int)src, ravel(idx, c->dims, c->rank)));
+        break;
+      }
+      case OP_ALL_TO_ALL: {
+        int split = c->axis, concat = c->axis2;
+        int64_t bs = c->dims[split] / g;
+        int64_t bc = split == concat ? bs : c->dims[concat];
+        int64_t j = idx[concat] / bc; /* which member's block */
+        int64_t in_idx[4];
+        memcpy(in_idx, idx, sizeof in_idx);
+        in_idx[concat] = idx[concat] % bc;
+        in_idx[split] = (split == concat ? in_idx[split] : idx[split]) + pos * bs;
+        set_value(c->dtype, expect, 0, input_value(c->dtype, members[j], ravel(in_idx, c->dims, c->rank)));
+        break;
+      }
+      case OP_PERMUTE: {
+        int src = -1;
+        for (int p = 0; p < c->num_pairs; ++p)
+          if (c->pairs[2 * p + 1] == r) src = c->pairs[2 * p];
+        if (src < 0) memset(expect, 0, es);
+        else set_value(c->dtype, expect, 0, input_value(c->dtype, src, f));
+        break;
+      }
+      case OP_BROADCAST:
+        set_value(c->dtype, expect, 0, input_value(c->dtype, members[c->root], f));
+        break;
+    }
+    if (memcmp((const char *)data + f * es, expect, es) != 0) ++wrong;
+  }
+  return wrong;
+}
+
+static tpu_status run_collective(tpu_replica_context *ctx, const coll_case *c, tpu_tensor *x,
+                                 tpu_tensor **out) {
+  switch (c->kind) {
+    case OP_ALL_REDUCE:
+      return c->op == TPU_REDUCE_SUM && (c->dtype == TPU_FLOAT)
+                 ? tpu_cross_replica_sum(ctx, x, c->groups, out)
+                 : tpu_all_reduce(ctx, x, c->op, c->groups, out);
+    case OP_ALL_GATHER: return tpu_all_gather(ctx, x, c->axis, c->groups, out);
+    case OP_REDUCE_SCATTER: return tpu_reduce_scatter(ctx, x, c->op, c->axis, c->groups, out);
+    case OP_ALL_TO_ALL: {
+      int g = c->groups ? c->groups->group_size : c->replicas;
+      return tpu_all_to_all(ctx, x, c->axis2, c->axis, g, c->groups, out);
+    }
+    case OP_PERMUTE: return tpu_collective_permute(ctx, x, c->pairs, c->num_pairs, out);
+    case OP_BROADCAST: return tpu_broadcast(ctx, x, c->root, c->groups, out);
+  }
+  return TPU_INTERNAL;
+}
+
+static tpu_status case_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
+                                   tpu_tensor **outputs, int no, void *user_data) {
+  coll_case *c = user_data;
+  int r;
+  tpu_replica_context_replica_id(ctx, &r);
+  tpu_tensor *x = make_input(c->dtype, r, c->dims, c->rank);
+  tpu_tensor *out = NULL;
+  tpu_status st = run_collective(ctx, c, x, &out);
+  c->status[r] = st;
+  if (st == TPU_OK) {
+    c->wrong[r] = check_output(c, r, out);
+    tpu_tensor_release(out);
+  }
+  tpu_tensor_release(x);
+  return st;
+}
+
+static void run_case(tpu_system *sys, coll_case *c) {
+  memset(c->wrong, 0, sizeof c->wrong);
+  tpu_status st = tpu_replicate(sys, case_computation, c, c->replicas, 0, NULL, NULL, NULL, 0, NULL);
+  if (st != TPU_OK) fail_msg("kind %d dtype %d replicas %d: %s: %s", c->kind, c->dtype, c->replicas,
+                             tpu_status_name(st), tpu_last_error());
+  for (int r = 0; r < c->replicas; ++r)
+    if (c->wrong[r]) fail_msg("kind %d dtype %d op %d replicas %d dims0 %lld: replica %d has %ld wrong elements",
+                              c->kind, c->dtype, c->op, c->replicas, (long long)c->dims[0], r, c->wrong[r]);
+}
+
+static const tpu_dtype kAllDtypes[] = {TPU_FLOAT, TPU_DOUBLE, TPU_INT32, TPU_UINT8, TPU_INT16, TPU_INT8,
+                                       TPU_COMPLEX64, TPU_INT64, TPU_BOOL, TPU_BFLOAT16, TPU_HALF,
+                                       TPU_UINT32, TPU_UINT64};
+#define NUM_DTYPES (sizeof kAllDtypes / sizeof kAllDtypes[0])
+
+static int op_allowed(tpu_dtype d, tpu_reduce_op op) {
+  if (d == TPU_BOOL) return op == TPU_REDUCE_MIN || op == TPU_REDUCE_MAX;
+  if (d == TPU_COMPLEX64) return op != TPU_REDUCE_MIN && op != TPU_REDUCE_MAX;
+  return 1;
+}
+
+/* Element counts that exercise the line (<= 48 B), record (<= 4 KiB) and in-place
+ * paths, with sizes that do not divide evenly among replicas. */
+static const int64_t kSizes[] = {1, 5, 333, 70001};
+
+static void test_collectives__all_reduce_every_dtype_op_and_replica_count(void **state) {
+  (void)state;
+  const int replica_counts[] = {1, 2, 3, 5, 8};
+  for (size_t rc = 0; rc < sizeof replica_counts / sizeof replica_counts[0]; ++rc) {
+    int n = replica_counts[rc];
+    tpu_system *sys = start_system(n, 20000);
+    for (size_t di = 0; di < NUM_DTYPES; ++di)
+      for (int op = TPU_REDUCE_SUM; op <= TPU_REDUCE_MEAN; ++op) {
+        if (!op_allowed(kAllDtypes[di], (tpu_reduce_op)op)) continue;
+        for (size_t si = 0; si < sizeof kSizes / sizeof kSizes[0]; ++si) {
+          coll_case c = {0};
+          c.kind = OP_ALL_REDUCE;
+          c.dtype = kAllDtypes[di];
+          c.op = (tpu_reduce_op)op;
+          c.rank = 1;
+          c.dims[0] = kSizes[si];
+          c.replicas = n;
+          run_case(sys, &c);
+        }
+      }
+    tpu_system_release(sys);
+  }
+}
+
+static void test_collectives__all_reduce_groups(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(6, 20000);
+  const int32_t pairs_ids[] = {0, 3, 1, 4, 2, 5};
+  const int32_t thirds_ids[] = {5, 1, 0, 2, 4, 3};
+  tpu_group_assignment pairs = {pairs_ids, 3, 2}, thirds = {thirds_ids, 2, 3};
+  const tpu_group_assignment *groups[] = {&pairs, &thirds};
+  for (int gi = 0; gi < 2; ++gi)
+    for (size_t si = 0; si < sizeof kSizes / sizeof kSizes[0]; ++si) {
+      coll_case c = {0};
+      c.kind = OP_ALL_REDUCE;
+      c.dtype = gi ? TPU_BFLOAT16 : TPU_FLOAT;
+      c.op = TPU_REDUCE_SUM;
+      c.rank = 1;
+      c.dims[0] = kSizes[si];
+      c.groups = groups[gi];
+      c.replicas = 6;
+      run_case(sys, &c);
+    }
+  tpu_system_release(sys);
+}
+
+static void test_collectives__large_all_reduce_streaming_path(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(2, 60000);
+  coll_case c = {0};
+  c.kind = OP_ALL_REDUCE;
+  c.dtype = TPU_FLOAT;
+  c.op = TPU_REDUCE_SUM;
+  c.rank = 1;
+  c.dims[0] = (9 << 20) / 4 + 13; /* 9 MiB per replica: outputs total > 16 MiB */
+  c.replicas = 2;
+  run_case(sys, &c);
+  tpu_system_release(sys);
+}
+
+static void test_collectives__all_gather_reduce_scatter_all_to_all(void **state) {
+  (void)state;
+  const int replica_counts[] = {1, 3, 4};
+  const tpu_dtype dtypes[] = {TPU_FLOAT, TPU_INT8, TPU_COMPLEX64, TPU_HALF};
+  for (size_t rc = 0; rc < 3; ++rc) {
+    int n = replica_counts[rc];
+    tpu_system *sys = start_system(n, 20000);
+    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; ++di)
+      for (int big = 0; big < 2; ++big)
+        for (int axis = 0; axis < 3; ++axis) {
+          coll_case c = {0};
+          c.dtype = dtypes[di];
+          c.rank = 3;
+          c.dims[0] = 2 * n;
+          c.dims[1] = big ? 60 * n : 3 * n;
+          c.dims[2] = axis == 2 ? 2 * n : n + 1; /* n + 1: an axis that need not divide */
+          c.replicas = n;
+          c.axis = axis;
+          c.kind = OP_ALL_GATHER;
+          run_case(sys, &c);
+          c.kind = OP_REDUCE_SCATTER;
+          c.op = dtypes[di] == TPU_COMPLEX64 ? TPU_REDUCE_SUM : TPU_REDUCE_MAX;
+          run_case(sys, &c);
+          for (int axis2 = 0; axis2 < 3; ++axis2) {
+            c.kind = OP_ALL_TO_ALL;
+            c.axis2 = axis2;
+            run_case(sys, &c);
+          }
+        }
+    tpu_system_release(sys);
+  }
+}
+
+static void test_collectives__grouped_gather_and_all_to_all(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, 20000);
+  const int32_t ids[] = {3, 0, 2, 1};
+  tpu_group_assignment groups = {ids, 2, 2};
+  coll_case c = {0};
+  c.dtype = TPU_INT32;
+  c.rank = 2;
+  c.dims[0] = 4;
+  c.dims[1] = 6;
+  c.groups = &groups;
+  c.replicas = 4;
+  c.kind = OP_ALL_GATHER;
+  c.axis = 1;
+  run_case(sys, &c);
+  c.kind = OP_ALL_TO_ALL;
+  c.axis = 0;
+  c.axis2 = 1;
+  run_case(sys, &c);
+  c.kind = OP_REDUCE_SCATTER;
+  c.op = TPU_REDUCE_SUM;
+  c.axis = 0;
+  run_case(sys, &c);
+  c.kind = OP_BROADCAST;
+  c.root = 1;
+  run_case(sys, &c);
+  tpu_system_release(sys);
+}
+
+static void test_collectives__permute_and_broadcast(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, 20000);
+  const int32_t chain[] = {0, 1, 1, 2, 2, 3}; /* TF's example: [0, A, B, C] */
+  const int32_t ring[] = {0, 1, 1, 2, 2, 3, 3, 0};
+  const int64_t sizes[] = {3, 5000};
+  for (int s = 0; s < 2; ++s) {
+    coll_case c = {0};
+    c.dtype = TPU_DOUBLE;
+    c.rank = 1;
+    c.dims[0] = sizes[s];
+    c.replicas = 4;
+    c.kind = OP_PERMUTE;
+    c.pairs = chain;
+    c.num_pairs = 3;
+    run_case(sys, &c);
+    c.pairs = ring;
+    c.num_pairs = 4;
+    run_case(sys, &c);
+    c.pairs = NULL;
+    c.num_pairs = 0; /* nobody receives: all zeros */
+    run_case(sys, &c);
+    c.kind = OP_BROADCAST;
+    c.root = 2;
+    run_case(sys, &c);
+  }
+  tpu_system_release(sys);
+}
+
+/* ---- error paths ----------------------------------------------------------- */
+
+typedef struct {
+  int mode;
+  tpu_status status[MAX_REPLICAS];
+  char message[MAX_REPLICAS][512];
+} err_case;
+
+enum {
+  MISMATCH_DTYPE, MISMATCH_SHAPE, MISMATCH_OP, MISMATCH_GROUPS, MISMATCH_KIND,
+  SKIP_COLLECTIVE, STUCK_REPLICA, FAILING_REPLICA, BAD_GROUPS, BAD_AXIS, BAD_PAIRS, BF16_SCOPE_MISMATCH
+};
+
+static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
+                                  tpu_tensor **outputs, int no, void *user_data) {
+  err_case *e = user_data;
+  int r;
+  tpu_replica_context_replica_id(ctx, &r);
+  int64_t dims[1] = {r == 2 && e->mode == MISMATCH_SHAPE ? 5 : 4};
+  tpu_dtype d = r == 2 && e->mode == MISMATCH_DTYPE ? TPU_INT32 : TPU_FLOAT;
+  tpu_tensor *x = make_input(d, r, dims, 1), *out = NULL;
+  tpu_status st = TPU_OK;
+  const int32_t ids_a[] = {0, 1, 2, 3}, ids_b[] = {1, 0, 2, 3};
+  tpu_group_assignment ga = {ids_a, 2, 2}, gb = {ids_b, 2, 2};
+  switch (e->mode) {
+    case MISMATCH_OP:
+      st = tpu_all_reduce(ctx, x, r == 3 ? TPU_REDUCE_MAX : TPU_REDUCE_SUM, NULL, &out);
+      break;
+    case MISMATCH_GROUPS: st = tpu_cross_replica_sum(ctx, x, r == 1 ? &gb : &ga, &out); break;
+    case MISMATCH_KIND:
+      st = r == 0 ? tpu_broadcast(ctx, x, 0, NULL, &out) : tpu_cross_replica_sum(ctx, x, NULL, &out);
+      break;
+    case SKIP_COLLECTIVE:
+      if (r != 1) st = tpu_cross_replica_sum(ctx, x, NULL, &out);
+      break;
+    case STUCK_REPLICA:
+      if (r == 3) {
+        struct timespec ts = {0, 400 * 1000 * 1000}; /* longer than the 150 ms deadline */
+        nanosleep(&ts, NULL);
+      }
+      st = tpu_cross_replica_sum(ctx, x, NULL, &out);
+      break;
+    case FAILING_REPLICA:
+      if (r == 2) {
+        st = tpu_replica_context_fail(ctx, TPU_INTERNAL, "the model diverged");
+      } else {
+        st = tpu_cross_replica_sum(ctx, x, NULL, &out);
+        if (st == TPU_OK) { tpu_tensor_release(out); out = NULL; st = tpu_cross_replica_sum(ctx, x, NULL, &out); }
+      }
+      break;
+    case BAD_GROUPS: {
+      const int32_t dup[] = {0, 1, 1, 3};
+      tpu_group_assignment bad = {dup, 2, 2};
+      st = tpu_cross_replica_sum(ctx, x, &bad, &out);
+      break;
+    }
+    case BAD_AXIS: st = tpu_all_gather(ctx, x, r == 0 ? 3 : 0, NULL, &out); break;
+    case BAD_PAIRS: {
+      const int32_t pairs[] = {0, 1, 2, 1};
+      st = tpu_collective_permute(ctx, x, pairs, 2, &out);
+      break;
+    }
+    case BF16_SCOPE_MISMATCH:
+      if (r == 0) tpu_bfloat16_scope_enter(ctx);
+      st = tpu_cross_replica_sum(ctx, x, NULL, &out);
+      if (r == 0) tpu_bfloat16_scope_exit(ctx);
+      break;
+    default:
+      st = tpu_cross_replica_sum(ctx, x, NULL, &out);
+  }
+  e->status[r] = st;
+  snprintf(e->message[r], sizeof e->message[r], "%s", st == TPU_OK ? "" : tpu_last_error());
+  tpu_tensor_release(out);
+  tpu_tensor_release(x);
+  return st;
+}
+
+/* Runs a 4-replica step in `mode`, checks the step's status and message, then checks
+ * that a correct step runs normally afterwards. */
+static void expect_error(tpu_system *sys, int mode, tpu_status want, const char *needle,
+                         err_case *e) {
+  memset(e, 0, sizeof *e);
+  e->mode = mode;
+  tpu_status st = tpu_replicate(sys, err_computation, e, 4, 0, NULL, NULL, NULL, 0, NULL);
+  if (st != want) fail_msg("mode %d: got %s (%s), want %s", mode, tpu_status_name(st), tpu_last_error(), tpu_status_name(want));
+  if (needle && strstr(tpu_last_error(), needle) == NULL)
+    fail_msg("mode %d: message '%s' lacks '%s'", mode, tpu_last_error(), needle);
+  coll_case ok = {0};
+  ok.kind = OP_ALL_REDUCE;
+  ok.dtype = TPU_FLOAT;
+  ok.op = TPU_REDUCE_SUM;
+  ok.rank = 1;
+  ok.dims[0] = 100;
+  ok.replicas = 4;
+  run_case(sys, &ok);
+}
+
+static void test_collectives__mismatches_fail_every_participant(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, 10000);
+  err_case e;
+  expect_error(sys, MISMATCH_DTYPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce int32[4]", &e);
+  for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
+  expect_error(sys, MISMATCH_SHAPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce float32[5]", &e);
+  for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
+  expect_error(sys, MISMATCH_OP, TPU_INVALID_ARGUMENT, "replica 3", &e);
+  for (int r = 0; r < 4; ++r) assert_non_null(strstr(e.message[r], "op=max"));
+  expect_error(sys, MISMATCH_GROUPS, TPU_INVALID_ARGUMENT, "replica 1", &e);
+  expect_error(sys, MISMATCH_KIND, TPU_INVALID_ARGUMENT, "replica 0 called broadcast", &e);
+  expect_error(sys, BF16_SCOPE_MISMATCH, TPU_INVALID_ARGUMENT, "replica 0", &e);
+  tpu_system_release(sys);
+}
+
+static void test_collectives__missing_and_stuck_replicas(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, 150);
+  err_case e;
+  /* A replica that finishes without the collective is named at once. */
+  expect_error(sys, SKIP_COLLECTIVE, TPU_FAILED_PRECONDITION, "replica 1 finished its computation without joining", &e);
+  assert_int_equal(e.status[1], TPU_OK);
+  /* A replica that arrives too late: the others time out naming it. */
+  expect_error(sys, STUCK_REPLICA, TPU_DEADLINE_EXCEEDED, "waiting for replicas [3]", &e);
+  assert_int_equal(e.status[0], TPU_DEADLINE_EXCEEDED);
+  tpu_system_release(sys);
+}
+
+static void test_collectives__failing_replica_aborts_the_others(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, 60000); /* a long deadline: release must not wait for it */
+  err_case e;
+  expect_error(sys, FAILING_REPLICA, TPU_INTERNAL, "replica 2: the model diverged", &e);
+  for (int r = 0; r < 4; ++r)
+    if (r != 2) {
+      assert_int_equal(e.status[r], TPU_ABORTED);
+      assert_non_null(strstr(e.message[r], "replica 2 failed"));
+    }
+  tpu_system_release(sys);
+}
+
+static void test_collectives__bad_arguments(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, 10000);
+  err_case e;
+  expect_error(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, "1", &e);
+  for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
+  expect_error(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
+  expect_error(sys, BAD_PAIRS, TPU_INVALID_ARGUMENT, "Target 1 appears more than once", &e);
+  tpu_system_release(sys);
+}
+
+/* ---- bfloat16 scope ---------------------------------------------------------- */
+
+typedef struct {
+  float result[4][64];
+  tpu_status status[4];
+} bf16_case;
+
+static float bf16_input(int r, int i) { return 1.0f + 0.001953125f * (float)(r * 37 + i) + 1e-4f * (float)i; }
+
+static tpu_status bf16_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
+                                   tpu_tensor **outputs, int no, void *user_data) {
+  bf16_case *b = user_data;
+  int r;
+  tpu_replica_context_replica_id(ctx, &r);
+  float v[64];
+  for (int i = 0; i < 64; ++i) v[i] = bf16_input(r, i);
+  int64_t dims[1] = {64};
+  tpu_tensor *x = NULL, *out = NULL;
+  tpu_tensor_create(TPU_FLOAT, dims, 1, v, sizeof v, &x);
+  tpu_bfloat16_scope_enter(ctx);
+  b->status[r] = tpu_cross_replica_sum(ctx, x, NULL, &out);
+  tpu_bfloat16_scope_exit(ctx);
+  if (b->status[r] == TPU_OK) {
+    tpu_dtype d;
+    tpu_tensor_dtype(out, &d);
+    if (d != TPU_FLOAT) b->status[r] = TPU_INTERNAL;
+    void *data;
+    tpu_tensor_data(out, &data);
+    memcpy(b->result[r], data, sizeof v);
+  }
+  tpu_tensor_release(out);
+  tpu_tensor_release(x);
+  return b->status[r];
+}
+
+static void test_collectives__bfloat16_scope_numbers(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, 10000);
+  bf16_case b;
+  memset(&b, 0, sizeof b);
+  assert_int_equal(tpu_replicate(sys, bf16_computation, &b, 4, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  int differs_from_f32 = 0;
+  for (int i = 0; i < 64; ++i) {
+    float acc = 0, exact = 0;
+    for (int r = 0; r < 4; ++r) {
+      acc += bf16_to_f(f_to_bf16(bf16_input(r, i)));
+      exact += bf16_input(r, i);
+    }
+    float want = bf16_to_f(f_to_bf16(acc));
+    for (int r = 0; r < 4; ++r) assert_true(b.result[r][i] == want);
+    differs_from_f32 += want != exact;
+    assert_true(fabsf(want - exact) <= fabsf(exact) * 0.01f);
+  }
+  assert_true(differs_from_f32 > 0); /* the scope really changed the arithmetic */
+  tpu_system_release(sys);
+}
+
+/* ---- many steps ------------------------------------------------------------ */
+
+static void test_collectives__thousand_random_steps(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(3, 20000);
+  unsigned seed = 12345;
+  for (int step = 0; step < 1000; ++step) {
+    seed = seed * 1103515245u + 12345u;
+    coll_case c = {0};
+    c.kind = (op_kind)((seed >> 8) % 3);
+    c.dtype = (seed >> 12) % 2 ? TPU_FLOAT : TPU_INT32;
+    c.op = TPU_REDUCE_SUM;
+    c.rank = 1;
+    c.dims[0] = 3 * (1 + (seed >> 16) % 3000);
+    c.replicas = 3;
+    run_case(sys, &c);
+  }
+  tpu_system_release(sys);
+}
+
+static void test_collectives__outside_a_computation(void **state) {
+  (void)state;
+  tpu_tensor *x = NULL, *out = NULL;
+  int64_t dims[1] = {2};
+  assert_int_equal(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &x), TPU_OK);
+  assert_int_equal(tpu_cross_replica_sum(NULL, x, NULL, &out), TPU_INVALID_ARGUMENT);
+  assert_non_null(strstr(tpu_last_error(), "ctx"));
+  assert_int_equal(tpu_barrier(NULL), TPU_INVALID_ARGUMENT);
+  tpu_tensor_release(x);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_collectives__all_reduce_every_dtype_op_and_replica_count),
+      cmocka_unit_test(test_collectives__all_reduce_groups),
+      cmocka_unit_test(test_collectives__large_all_reduce_streaming_path),
+      cmocka_unit_test(test_collectives__all_gather_reduce_scatter_all_to_all),
+      cmocka_unit_test(test_collectives__grouped_gather_and_all_to_all),
+      cmocka_unit_test(test_collectives__permute_and_broadcast),
+      cmocka_unit_test(test_collectives__mismatches_fail_every_participant),
+      cmocka_unit_test(test_collectives__missing_and_stuck_replicas),
+      cmocka_unit_test(test_collectives__failing_replica_aborts_the_others),
+      cmocka_unit_test(test_collectives__bad_arguments),
+      cmocka_unit_test(test_collectives__bfloat16_scope_numbers),
+      cmocka_unit_test(test_collectives__thousand_random_steps),
+      cmocka_unit_test(test_collectives__outside_a_computation),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
