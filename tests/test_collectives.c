@@ -18,7 +18,18 @@
 
 #define MAX_REPLICAS 8
 
+/* The test's system, released by the teardown even when an assertion jumps out. */
+static tpu_system *g_sys;
+
+static int release_system(void **state) {
+  (void)state;
+  tpu_system_release(g_sys);
+  g_sys = NULL;
+  return 0;
+}
+
 static tpu_system *start_system(int cores, int64_t timeout_ms) {
+  release_system(NULL);
   tpu_system_options opts = TPU_SYSTEM_OPTIONS_INIT;
   opts.num_cores = cores;
   opts.collective_timeout_ms = timeout_ms;
@@ -26,6 +37,7 @@ static tpu_system *start_system(int cores, int64_t timeout_ms) {
   tpu_system *sys = NULL;
   tpu_status st = tpu_system_init(&opts, &sys);
   if (st != TPU_OK) fail_msg("tpu_system_init: %s: %s", tpu_status_name(st), tpu_last_error());
+  g_sys = sys;
   return sys;
 }
 
@@ -175,7 +187,8 @@ static void reference_reduce(tpu_dtype d, tpu_reduce_op op, const int32_t *membe
   if (d == TPU_COMPLEX64) {
     float re = 0, im = 0;
     for (int k = 0; k < g; ++k) {
-      float v = (float)input_value(d, members[k], i), vr = v, vi = -v;
+      int64_t v = input_value(d, members[k], i);
+      float vr = (float)v, vi = (float)(-v); /* as set_value writes it: no -0.0f */
       if (k == 0) { re = vr; im = vi; continue; }
       if (op == TPU_REDUCE_PROD) {
         float nr = re * vr - im * vi, ni = re * vi + im * vr;
@@ -404,7 +417,7 @@ static void test_collectives__all_reduce_every_dtype_op_and_replica_count(void *
           run_case(sys, &c);
         }
       }
-    tpu_system_release(sys);
+    release_system(NULL);
   }
 }
 
@@ -427,7 +440,7 @@ static void test_collectives__all_reduce_groups(void **state) {
       c.replicas = 6;
       run_case(sys, &c);
     }
-  tpu_system_release(sys);
+  release_system(NULL);
 }
 
 static void test_collectives__large_all_reduce_streaming_path(void **state) {
@@ -441,7 +454,7 @@ static void test_collectives__large_all_reduce_streaming_path(void **state) {
   c.dims[0] = (9 << 20) / 4 + 13; /* 9 MiB per replica: outputs total > 16 MiB */
   c.replicas = 2;
   run_case(sys, &c);
-  tpu_system_release(sys);
+  release_system(NULL);
 }
 
 static void test_collectives__all_gather_reduce_scatter_all_to_all(void **state) {
@@ -473,7 +486,7 @@ static void test_collectives__all_gather_reduce_scatter_all_to_all(void **state)
             run_case(sys, &c);
           }
         }
-    tpu_system_release(sys);
+    release_system(NULL);
   }
 }
 
@@ -503,7 +516,7 @@ static void test_collectives__grouped_gather_and_all_to_all(void **state) {
   c.kind = OP_BROADCAST;
   c.root = 1;
   run_case(sys, &c);
-  tpu_system_release(sys);
+  release_system(NULL);
 }
 
 static void test_collectives__permute_and_broadcast(void **state) {
@@ -532,13 +545,14 @@ static void test_collectives__permute_and_broadcast(void **state) {
     c.root = 2;
     run_case(sys, &c);
   }
-  tpu_system_release(sys);
+  release_system(NULL);
 }
 
 /* ---- error paths ----------------------------------------------------------- */
 
 typedef struct {
   int mode;
+  int stuck_ms; /* how long replica 3 sleeps before its collective in STUCK_REPLICA */
   tpu_status status[MAX_REPLICAS];
   char message[MAX_REPLICAS][512];
 } err_case;
@@ -572,7 +586,7 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
       break;
     case STUCK_REPLICA:
       if (r == 3) {
-        struct timespec ts = {0, 400 * 1000 * 1000}; /* longer than the 150 ms deadline */
+        struct timespec ts = {e->stuck_ms / 1000, (e->stuck_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
       }
       st = tpu_cross_replica_sum(ctx, x, NULL, &out);
@@ -614,11 +628,17 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
 
 /* Runs a 4-replica step in `mode`, checks the step's status and message, then checks
  * that a correct step runs normally afterwards. */
-static void expect_error(tpu_system *sys, int mode, tpu_status want, const char *needle,
-                         err_case *e) {
+static tpu_status run_error_step(tpu_system *sys, int mode, err_case *e) {
+  int stuck_ms = e->stuck_ms;
   memset(e, 0, sizeof *e);
   e->mode = mode;
-  tpu_status st = tpu_replicate(sys, err_computation, e, 4, 0, NULL, NULL, NULL, 0, NULL);
+  e->stuck_ms = stuck_ms;
+  return tpu_replicate(sys, err_computation, e, 4, 0, NULL, NULL, NULL, 0, NULL);
+}
+
+static void expect_error(tpu_system *sys, int mode, tpu_status want, const char *needle,
+                         err_case *e) {
+  tpu_status st = run_error_step(sys, mode, e);
   if (st != want) fail_msg("mode %d: got %s (%s), want %s", mode, tpu_status_name(st), tpu_last_error(), tpu_status_name(want));
   if (needle && strstr(tpu_last_error(), needle) == NULL)
     fail_msg("mode %d: message '%s' lacks '%s'", mode, tpu_last_error(), needle);
@@ -645,20 +665,31 @@ static void test_collectives__mismatches_fail_every_participant(void **state) {
   expect_error(sys, MISMATCH_GROUPS, TPU_INVALID_ARGUMENT, "replica 1", &e);
   expect_error(sys, MISMATCH_KIND, TPU_INVALID_ARGUMENT, "replica 0 called broadcast", &e);
   expect_error(sys, BF16_SCOPE_MISMATCH, TPU_INVALID_ARGUMENT, "replica 0", &e);
-  tpu_system_release(sys);
+  release_system(NULL);
 }
 
 static void test_collectives__missing_and_stuck_replicas(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 150);
-  err_case e;
+  tpu_system *sys = start_system(4, 300);
+  err_case e = {0};
   /* A replica that finishes without the collective is named at once. */
   expect_error(sys, SKIP_COLLECTIVE, TPU_FAILED_PRECONDITION, "replica 1 finished its computation without joining", &e);
   assert_int_equal(e.status[1], TPU_OK);
-  /* A replica that arrives too late: the others time out naming it. */
+  /* A replica that arrives after the deadline but returns within the grace period
+   * after the failure: the others time out naming it, and the system goes on. */
+  e.stuck_ms = 450;
   expect_error(sys, STUCK_REPLICA, TPU_DEADLINE_EXCEEDED, "waiting for replicas [3]", &e);
   assert_int_equal(e.status[0], TPU_DEADLINE_EXCEEDED);
-  tpu_system_release(sys);
+  assert_int_equal(e.status[3], TPU_DEADLINE_EXCEEDED);
+
+  /* A replica stuck for good: the caller still gets the deadline error in bounded
+   * time, and the system, whose core is lost, refuses further steps. */
+  sys = start_system(4, 100);
+  e.stuck_ms = 1500;
+  assert_int_equal(run_error_step(sys, STUCK_REPLICA, &e), TPU_DEADLINE_EXCEEDED);
+  assert_non_null(strstr(tpu_last_error(), "waiting for replicas [3]"));
+  assert_int_equal(run_error_step(sys, MISMATCH_DTYPE, &e), TPU_FAILED_PRECONDITION);
+  release_system(NULL);
 }
 
 static void test_collectives__failing_replica_aborts_the_others(void **state) {
@@ -671,7 +702,7 @@ static void test_collectives__failing_replica_aborts_the_others(void **state) {
       assert_int_equal(e.status[r], TPU_ABORTED);
       assert_non_null(strstr(e.message[r], "replica 2 failed"));
     }
-  tpu_system_release(sys);
+  release_system(NULL);
 }
 
 static void test_collectives__bad_arguments(void **state) {
@@ -682,7 +713,7 @@ static void test_collectives__bad_arguments(void **state) {
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
   expect_error(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
   expect_error(sys, BAD_PAIRS, TPU_INVALID_ARGUMENT, "Target 1 appears more than once", &e);
-  tpu_system_release(sys);
+  release_system(NULL);
 }
 
 /* ---- bfloat16 scope ---------------------------------------------------------- */
@@ -739,7 +770,7 @@ static void test_collectives__bfloat16_scope_numbers(void **state) {
     assert_true(fabsf(want - exact) <= fabsf(exact) * 0.01f);
   }
   assert_true(differs_from_f32 > 0); /* the scope really changed the arithmetic */
-  tpu_system_release(sys);
+  release_system(NULL);
 }
 
 /* ---- many steps ------------------------------------------------------------ */
@@ -759,7 +790,7 @@ static void test_collectives__thousand_random_steps(void **state) {
     c.replicas = 3;
     run_case(sys, &c);
   }
-  tpu_system_release(sys);
+  release_system(NULL);
 }
 
 static void test_collectives__outside_a_computation(void **state) {
@@ -775,19 +806,19 @@ static void test_collectives__outside_a_computation(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_collectives__all_reduce_every_dtype_op_and_replica_count),
-      cmocka_unit_test(test_collectives__all_reduce_groups),
-      cmocka_unit_test(test_collectives__large_all_reduce_streaming_path),
-      cmocka_unit_test(test_collectives__all_gather_reduce_scatter_all_to_all),
-      cmocka_unit_test(test_collectives__grouped_gather_and_all_to_all),
-      cmocka_unit_test(test_collectives__permute_and_broadcast),
-      cmocka_unit_test(test_collectives__mismatches_fail_every_participant),
-      cmocka_unit_test(test_collectives__missing_and_stuck_replicas),
-      cmocka_unit_test(test_collectives__failing_replica_aborts_the_others),
-      cmocka_unit_test(test_collectives__bad_arguments),
-      cmocka_unit_test(test_collectives__bfloat16_scope_numbers),
-      cmocka_unit_test(test_collectives__thousand_random_steps),
-      cmocka_unit_test(test_collectives__outside_a_computation),
+      cmocka_unit_test_teardown(test_collectives__all_reduce_every_dtype_op_and_replica_count, release_system),
+      cmocka_unit_test_teardown(test_collectives__all_reduce_groups, release_system),
+      cmocka_unit_test_teardown(test_collectives__large_all_reduce_streaming_path, release_system),
+      cmocka_unit_test_teardown(test_collectives__all_gather_reduce_scatter_all_to_all, release_system),
+      cmocka_unit_test_teardown(test_collectives__grouped_gather_and_all_to_all, release_system),
+      cmocka_unit_test_teardown(test_collectives__permute_and_broadcast, release_system),
+      cmocka_unit_test_teardown(test_collectives__mismatches_fail_every_participant, release_system),
+      cmocka_unit_test_teardown(test_collectives__missing_and_stuck_replicas, release_system),
+      cmocka_unit_test_teardown(test_collectives__failing_replica_aborts_the_others, release_system),
+      cmocka_unit_test_teardown(test_collectives__bad_arguments, release_system),
+      cmocka_unit_test_teardown(test_collectives__bfloat16_scope_numbers, release_system),
+      cmocka_unit_test_teardown(test_collectives__thousand_random_steps, release_system),
+      cmocka_unit_test_teardown(test_collectives__outside_a_computation, release_system),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
