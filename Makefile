@@ -25,7 +25,8 @@ VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
 CC := gcc
 CXX := g++
 OPT ?= -O2
-SAN_FLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer,)
+# No recovery: a UBSan report must fail the test that triggered it.
+SAN_FLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer,)
 WARN := -Wall -Wextra -Wno-unused-parameter
 CPPFLAGS_COMMON := -Iinclude -Ilib -I$(BUILD)/gen -DTPURT_BUILDING
 CXXFLAGS := -std=c++17 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden \
@@ -71,6 +72,10 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
 
+# Keep the generated sources: as intermediates make would delete them after every
+# build, and regenerating them rebuilds every object.
+.SECONDARY: $(PROTO_C) $(PROTO_H)
+
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(PROTO_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fvisibility=hidden $(CPPFLAGS_COMMON) -MMD -MP -c $< -o $@
@@ -93,11 +98,13 @@ $(STLIB): $(LIB_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
+PC_GEN = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' pkgconfig/tpurt.pc.in
 $(BUILD)/pkgconfig/tpurt.pc: pkgconfig/tpurt.pc.in include/tpurt/common.h
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	$(PC_GEN) > $@
 
-tool: $(TOOL)
+# Nothing to build until tools/tpurt has sources.
+tool: $(if $(TOOL_SRCS),$(TOOL))
 $(TOOL): $(TOOL_SRCS) $(wildcard tools/tpurt/*.h) $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Iinclude -o $@ $(TOOL_SRCS) -L$(BUILD)/lib -ltpurt -lm $(RPATH) $(LDFLAGS_SAN)
@@ -113,7 +120,8 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libtpurt.so
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -L$(BUILD)/lib -ltpurt -lm $(RPATH) $(LDFLAGS_SAN)
 
 test: all
-	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_tests.sh
+	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1} \
+	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} bash tests/run_tests.sh
 
 demo: lib tool
 	$(TOOL) demo
@@ -124,6 +132,7 @@ bench: lib tool
 headertest:
 	@bash tests/check_header.sh
 
+# tpurt.pc is generated for this PREFIX: the build tree's copy has the PREFIX of the build.
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include/tpurt $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/tpurt.h $(DESTDIR)$(PREFIX)/include/
@@ -132,7 +141,8 @@ install: lib
 	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libtpurt.so
 	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(BUILD)/pkgconfig/tpurt.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	$(PC_GEN) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpurt.pc
+	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpurt.pc
 	if [ -f $(TOOL) ]; then install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/; fi
 
 uninstall:

@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-typedef enum tpu_reduce_op {
+typedef TPU_ENUM(tpu_reduce_op) {
   TPU_REDUCE_SUM = 0,
   TPU_REDUCE_PROD = 1,
   TPU_REDUCE_MIN = 2,

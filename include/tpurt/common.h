@@ -35,6 +35,14 @@
 #  define TPU_API
 #endif
 
+/* In C++ the enums get a fixed underlying type, so that any int a C caller or a
+ * binding passes is a value the library can check and reject, not undefined behaviour. */
+#ifdef __cplusplus
+#  define TPU_ENUM(name) enum name : int
+#else
+#  define TPU_ENUM(name) enum name
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -46,7 +54,7 @@ extern "C" {
 #define TPU_VERSION_HEX ((TPU_VERSION_MAJOR << 16) | (TPU_VERSION_MINOR << 8) | TPU_VERSION_PATCH)
 
 /* Status codes: TensorFlow's canonical codes, same numbers. */
-typedef enum tpu_status {
+typedef TPU_ENUM(tpu_status) {
   TPU_OK = 0,
   TPU_CANCELLED = 1,
   TPU_UNKNOWN = 2,
@@ -67,7 +75,7 @@ typedef enum tpu_status {
 } tpu_status;
 
 /* Data types: TensorFlow's DataType numbers. */
-typedef enum tpu_dtype {
+typedef TPU_ENUM(tpu_dtype) {
   TPU_FLOAT = 1,
   TPU_DOUBLE = 2,
   TPU_INT32 = 3,

@@ -88,7 +88,7 @@ TPU_API tpu_status tpu_core(int n, char *buf, size_t cap, size_t *len);
 
 /* ---- Device assignment ------------------------------------------------------ */
 
-typedef enum tpu_device_order_mode {
+typedef TPU_ENUM(tpu_device_order_mode) {
   TPU_DEVICE_ORDER_AUTO = 0,
   TPU_DEVICE_ORDER_RING = 1,
   TPU_DEVICE_ORDER_MESH = 2

@@ -1,0 +1,168 @@
+/* Status names, version, dtype queries and the thread-local last error. */
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tpurt.h"
+
+static void test_status_names(void **state) {
+  (void)state;
+  static const char *const names[] = {
+      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  for (int code = 0; code <= 16; ++code)
+    assert_string_equal(tpu_status_name((tpu_status)code), names[code]);
+  static const int unknown[] = {-1, 17, 100, INT_MAX, INT_MIN};
+  for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; ++i)
+    assert_string_equal(tpu_status_name((tpu_status)unknown[i]), "UNKNOWN_STATUS");
+}
+
+static void test_version(void **state) {
+  (void)state;
+  char expected[64];
+  snprintf(expected, sizeof expected, "%d.%d.%d", TPU_VERSION_MAJOR, TPU_VERSION_MINOR,
+           TPU_VERSION_PATCH);
+  assert_non_null(tpu_version());
+  assert_string_equal(tpu_version(), expected);
+  assert_int_equal(TPU_VERSION_HEX,
+                   (TPU_VERSION_MAJOR << 16) | (TPU_VERSION_MINOR << 8) | TPU_VERSION_PATCH);
+}
+
+/* TensorFlow's DataType numbers, sizes and names. */
+static const struct {
+  int dtype;
+  size_t size;
+  const char *name;
+} kDtypes[] = {
+    {1, 4, "float32"},    {2, 8, "float64"},  {3, 4, "int32"},     {4, 1, "uint8"},
+    {5, 2, "int16"},      {6, 1, "int8"},     {8, 8, "complex64"}, {9, 8, "int64"},
+    {10, 1, "bool"},      {14, 2, "bfloat16"}, {19, 2, "float16"}, {22, 4, "uint32"},
+    {23, 8, "uint64"},
+};
+
+static int known_dtype(int d) {
+  for (size_t i = 0; i < sizeof kDtypes / sizeof kDtypes[0]; ++i)
+    if (kDtypes[i].dtype == d) return (int)i;
+  return -1;
+}
+
+static void assert_unknown_dtype(int d) {
+  char number[32];
+  size_t size = 12345;
+  const char *name = "untouched";
+  snprintf(number, sizeof number, "%d", d);
+  tpu_clear_last_error();
+  assert_int_equal(tpu_dtype_size((tpu_dtype)d, &size), TPU_INVALID_ARGUMENT);
+  assert_non_null(strstr(tpu_last_error(), "dtype"));
+  assert_non_null(strstr(tpu_last_error(), number));
+  assert_int_equal(size, 12345); /* out-parameters are written only on success */
+  tpu_clear_last_error();
+  assert_int_equal(tpu_dtype_name((tpu_dtype)d, &name), TPU_INVALID_ARGUMENT);
+  assert_non_null(strstr(tpu_last_error(), "dtype"));
+  assert_string_equal(name, "untouched");
+}
+
+static void test_dtypes(void **state) {
+  (void)state;
+  for (int d = -2; d <= 40; ++d) {
+    int k = known_dtype(d);
+    if (k < 0) {
+      assert_unknown_dtype(d);
+      continue;
+    }
+    size_t size = 0;
+    const char *name = NULL;
+    assert_int_equal(tpu_dtype_size((tpu_dtype)d, &size), TPU_OK);
+    assert_int_equal(size, kDtypes[k].size);
+    assert_int_equal(tpu_dtype_name((tpu_dtype)d, &name), TPU_OK);
+    assert_non_null(name);
+    assert_string_equal(name, kDtypes[k].name);
+  }
+  assert_unknown_dtype(99);
+  assert_unknown_dtype(101); /* TensorFlow's reference types (DT_FLOAT_REF) are not dtypes */
+  assert_unknown_dtype(INT_MAX);
+  assert_unknown_dtype(INT_MIN);
+}
+
+static void test_dtype_null_out(void **state) {
+  (void)state;
+  assert_int_equal(tpu_dtype_size(TPU_FLOAT, NULL), TPU_INVALID_ARGUMENT);
+  assert_non_null(strstr(tpu_last_error(), "'out'"));
+  tpu_clear_last_error();
+  assert_int_equal(tpu_dtype_name(TPU_FLOAT, NULL), TPU_INVALID_ARGUMENT);
+  assert_non_null(strstr(tpu_last_error(), "'out'"));
+}
+
+static void test_last_error_and_clear(void **state) {
+  (void)state;
+  size_t size;
+  tpu_clear_last_error();
+  assert_non_null(tpu_last_error());
+  assert_string_equal(tpu_last_error(), "");
+  assert_int_equal(tpu_dtype_size((tpu_dtype)7, &size), TPU_INVALID_ARGUMENT);
+  assert_string_not_equal(tpu_last_error(), "");
+  char kept[256];
+  snprintf(kept, sizeof kept, "%s", tpu_last_error());
+  /* Success leaves the message of an earlier failure alone. */
+  assert_int_equal(tpu_dtype_size(TPU_FLOAT, &size), TPU_OK);
+  assert_string_equal(tpu_last_error(), kept);
+  tpu_clear_last_error();
+  assert_string_equal(tpu_last_error(), "");
+}
+
+typedef struct {
+  char seen_at_start[256];
+  char own_error[256];
+} thread_result;
+
+static void *error_thread(void *arg) {
+  thread_result *r = arg;
+  size_t size;
+  snprintf(r->seen_at_start, sizeof r->seen_at_start, "%s", tpu_last_error());
+  tpu_dtype_size((tpu_dtype)99, &size);
+  snprintf(r->own_error, sizeof r->own_error, "%s", tpu_last_error());
+  return NULL;
+}
+
+static void test_last_error_is_thread_local(void **state) {
+  (void)state;
+  size_t size;
+  assert_int_equal(tpu_dtype_size((tpu_dtype)7, &size), TPU_INVALID_ARGUMENT);
+  char mine[256];
+  snprintf(mine, sizeof mine, "%s", tpu_last_error());
+  assert_non_null(strstr(mine, "7"));
+
+  thread_result r;
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, error_thread, &r), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  /* The other thread saw none of this thread's error, and its own did not leak back. */
+  assert_string_equal(r.seen_at_start, "");
+  assert_non_null(strstr(r.own_error, "99"));
+  assert_string_equal(tpu_last_error(), mine);
+
+  /* Clearing is per thread too. */
+  tpu_clear_last_error();
+  assert_string_equal(tpu_last_error(), "");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_status_names),
+      cmocka_unit_test(test_version),
+      cmocka_unit_test(test_dtypes),
+      cmocka_unit_test(test_dtype_null_out),
+      cmocka_unit_test(test_last_error_and_clear),
+      cmocka_unit_test(test_last_error_is_thread_local),
+  };
+  return cmocka_run_group_tests_name("common", tests, NULL, NULL);
+}

@@ -1,0 +1,783 @@
+/* Every public function, called with NULL for each pointer argument in turn (the
+ * others valid): an error status whose message names the argument, or, where the
+ * header gives NULL a meaning, that documented behaviour. Never a crash.
+ * tests/check_null_args_coverage.sh fails when a public function is missing here.
+ *
+ * Checks also run on worker threads inside computations, where cmocka's asserts
+ * cannot be used: every check records failures, and each test asserts at its end
+ * that none were recorded. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tpurt.h"
+
+/* ---- recording checks ------------------------------------------------------------ */
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_failures;
+
+static void record_failure(int line, const char *call, const char *fmt, ...) {
+  va_list ap;
+  pthread_mutex_lock(&g_mu);
+  g_failures++;
+  fprintf(stderr, "test_null_args.c:%d: %s: ", line, call);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  pthread_mutex_unlock(&g_mu);
+}
+
+static int take_failures(void) {
+  pthread_mutex_lock(&g_mu);
+  int n = g_failures;
+  g_failures = 0;
+  pthread_mutex_unlock(&g_mu);
+  return n;
+}
+
+/* Does the message contain one of the '|'-separated names? */
+static int names_one_of(const char *message, const char *names) {
+  char buf[128];
+  while (*names) {
+    size_t n = strcspn(names, "|");
+    snprintf(buf, sizeof buf, "%.*s", (int)n, names);
+    if (strstr(message, buf)) return 1;
+    names += n + (names[n] == '|');
+  }
+  return 0;
+}
+
+/* `got` must be `want`; an error must come with a message containing one of `names`. */
+static void check(tpu_status got, tpu_status want, const char *names, const char *call,
+                  int line) {
+  if (got != want) {
+    record_failure(line, call, "returned %s, expected %s (message: \"%s\")", tpu_status_name(got),
+                   tpu_status_name(want), tpu_last_error());
+  } else if (want != TPU_OK && !names_one_of(tpu_last_error(), names)) {
+    record_failure(line, call, "message \"%s\" does not name %s", tpu_last_error(), names);
+  }
+}
+
+/* Where the header leaves NULL open: either accepted, or rejected naming the argument. */
+static void check_either(tpu_status got, const char *names, const char *call, int line) {
+  check(got, got == TPU_OK ? TPU_OK : TPU_INVALID_ARGUMENT, names, call, line);
+}
+
+/* The message is cleared first so that an old one cannot satisfy the check. */
+#define CALL(call) (tpu_clear_last_error(), (call))
+/* NULL is an error naming the argument, e.g. NULL_ARG(f(NULL), "'out'"). */
+#define NULL_ARG(call, names) check(CALL(call), TPU_INVALID_ARGUMENT, names, #call, __LINE__)
+/* NULL is documented as accepted. */
+#define NULL_OK(call) check(CALL(call), TPU_OK, NULL, #call, __LINE__)
+#define NULL_EITHER(call, names) check_either(CALL(call), names, #call, __LINE__)
+#define EXPECT(cond)                                                        \
+  do {                                                                      \
+    if (!(cond)) record_failure(__LINE__, #cond, "is false");               \
+  } while (0)
+
+/* f(args..., out): a NULL out fails. */
+#define OUT_ARG(fn, ...) NULL_ARG(fn(__VA_ARGS__, NULL), "'out'")
+
+/* f(args..., buf, cap, len): a size query succeeds; NULL buf with cap > 0 and a NULL
+ * len fail (tpurt/common.h, "String out-parameters"). */
+#define BUF_ARGS(fn, ...)                                            \
+  do {                                                               \
+    char buf_[512];                                                  \
+    size_t len_ = 0;                                                 \
+    NULL_OK(fn(__VA_ARGS__, NULL, 0, &len_));                        \
+    NULL_ARG(fn(__VA_ARGS__, NULL, sizeof buf_, &len_), "'buf'");    \
+    NULL_ARG(fn(__VA_ARGS__, buf_, sizeof buf_, NULL), "'len'");     \
+  } while (0)
+
+#define ASSERT_NO_FAILURES() assert_int_equal(take_failures(), 0)
+
+/* ---- fixtures ---------------------------------------------------------------------- */
+
+enum { kCores = 2 };
+
+static tpu_system_options system_options(void) {
+  tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
+  o.num_cores = kCores;
+  o.close_on_failure = 0;          /* the failing steps below must not close it */
+  o.collective_timeout_ms = 20000; /* a hang fails the test instead of waiting minutes */
+  return o;
+}
+
+/* A failed init or initialize_system must not leave a system running. */
+static void assert_no_live_system(void) {
+  tpu_system_options o = system_options();
+  tpu_system *s = NULL;
+  assert_int_equal(tpu_system_init(&o, &s), TPU_OK);
+  assert_int_equal(tpu_system_release(s), TPU_OK);
+}
+
+static tpu_tensor *vector2(void) {
+  const int64_t dims[1] = {2};
+  const float data[2] = {1, 2};
+  tpu_tensor *t = NULL;
+  assert_int_equal(tpu_tensor_create(TPU_FLOAT, dims, 1, data, sizeof data, &t), TPU_OK);
+  return t;
+}
+
+/* mesh [2,1,1,1]; `devices` 2: both positions filled, 1: position x=1 missing. */
+static tpu_topology *topology(int devices) {
+  const int32_t mesh[4] = {2, 1, 1, 1};
+  const int32_t coords[8] = {0, 0, 0, 0, 1, 0, 0, 0};
+  tpu_topology *t = NULL;
+  assert_int_equal(tpu_topology_create(mesh, 4, coords, 1, devices, &t), TPU_OK);
+  return t;
+}
+
+/* ---- common and tensor ---------------------------------------------------------------- */
+
+static void test_common(void **state) {
+  (void)state;
+  /* No pointer arguments: each must simply never return NULL. */
+  EXPECT(tpu_status_name(TPU_OK) != NULL);
+  EXPECT(tpu_status_name((tpu_status)-1) != NULL);
+  tpu_clear_last_error();
+  EXPECT(tpu_last_error() != NULL);
+  EXPECT(tpu_version() != NULL);
+  OUT_ARG(tpu_dtype_size, TPU_FLOAT);
+  OUT_ARG(tpu_dtype_name, TPU_FLOAT);
+  ASSERT_NO_FAILURES();
+}
+
+static int g_release_calls;
+static void count_release(void *data, void *user_data) {
+  (void)data;
+  (void)user_data;
+  g_release_calls++;
+}
+
+static void test_tensor(void **state) {
+  (void)state;
+  const int64_t dims[1] = {2};
+  float data[2] = {1, 2};
+  tpu_tensor *t = vector2(), *r = NULL;
+
+  NULL_ARG(tpu_tensor_create(TPU_FLOAT, NULL, 1, data, sizeof data, &r), "'dims'");
+  NULL_ARG(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, sizeof data, &r), "'data'");
+  NULL_ARG(tpu_tensor_create(TPU_FLOAT, dims, 1, data, sizeof data, NULL), "'out'");
+  NULL_OK(tpu_tensor_create(TPU_FLOAT, NULL, 0, NULL, 0, &r)); /* scalar, zero-filled */
+  tpu_tensor_release(r);
+  NULL_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &r)); /* zero-filled */
+  tpu_tensor_release(r);
+
+  g_release_calls = 0;
+  NULL_ARG(tpu_tensor_wrap(TPU_FLOAT, NULL, 1, data, sizeof data, count_release, NULL, &r),
+           "'dims'");
+  NULL_ARG(tpu_tensor_wrap(TPU_FLOAT, dims, 1, NULL, sizeof data, count_release, NULL, &r),
+           "'data'");
+  NULL_ARG(tpu_tensor_wrap(TPU_FLOAT, dims, 1, data, sizeof data, count_release, NULL, NULL),
+           "'out'");
+  EXPECT(g_release_calls == 0); /* a failed wrap does not call release */
+  NULL_OK(tpu_tensor_wrap(TPU_FLOAT, dims, 1, data, sizeof data, NULL, NULL, &r));
+  tpu_tensor_release(r);
+  NULL_OK(tpu_tensor_wrap(TPU_FLOAT, dims, 1, data, sizeof data, count_release, NULL, &r));
+  tpu_tensor_release(r);
+  EXPECT(g_release_calls == 1);
+
+  NULL_ARG(tpu_tensor_retain(NULL), "'tensor'");
+  NULL_OK(tpu_tensor_release(NULL));
+
+  tpu_dtype dtype;
+  int rank;
+  int64_t n, got[1];
+  size_t bytes;
+  void *p;
+  NULL_ARG(tpu_tensor_dtype(NULL, &dtype), "'tensor'");
+  OUT_ARG(tpu_tensor_dtype, t);
+  NULL_ARG(tpu_tensor_rank(NULL, &rank), "'tensor'");
+  OUT_ARG(tpu_tensor_rank, t);
+  NULL_ARG(tpu_tensor_dims(NULL, got, 1), "'tensor'");
+  NULL_ARG(tpu_tensor_dims(t, NULL, 1), "'dims'");
+  NULL_ARG(tpu_tensor_dim(NULL, 0, &n), "'tensor'");
+  OUT_ARG(tpu_tensor_dim, t, 0);
+  NULL_ARG(tpu_tensor_num_elements(NULL, &n), "'tensor'");
+  OUT_ARG(tpu_tensor_num_elements, t);
+  NULL_ARG(tpu_tensor_byte_size(NULL, &bytes), "'tensor'");
+  OUT_ARG(tpu_tensor_byte_size, t);
+  NULL_ARG(tpu_tensor_data(NULL, &p), "'tensor'");
+  OUT_ARG(tpu_tensor_data, t);
+
+  const int64_t flat[2] = {1, 2};
+  NULL_ARG(tpu_tensor_reshape(NULL, flat, 2, &r), "'tensor'");
+  NULL_ARG(tpu_tensor_reshape(t, NULL, 2, &r), "'dims'");
+  OUT_ARG(tpu_tensor_reshape, t, flat, 2);
+  NULL_ARG(tpu_tensor_cast(NULL, TPU_HALF, &r), "'tensor'");
+  OUT_ARG(tpu_tensor_cast, t, TPU_HALF);
+
+  /* A scalar: dims may be NULL for rank 0. */
+  tpu_tensor *s = NULL;
+  NULL_OK(tpu_tensor_create(TPU_FLOAT, NULL, 0, data, sizeof(float), &s));
+  NULL_OK(tpu_tensor_dims(s, NULL, 0));
+  NULL_OK(tpu_tensor_reshape(s, NULL, 0, &r));
+  tpu_tensor_release(r);
+  tpu_tensor_release(s);
+
+  uint16_t h[2];
+  NULL_ARG(tpu_float_to_bfloat16(NULL, h, 2), "'in'");
+  NULL_ARG(tpu_float_to_bfloat16(data, NULL, 2), "'out'");
+  NULL_OK(tpu_float_to_bfloat16(NULL, NULL, 0));
+  NULL_ARG(tpu_bfloat16_to_float(NULL, data, 2), "'in'");
+  NULL_ARG(tpu_bfloat16_to_float(h, NULL, 2), "'out'");
+  NULL_OK(tpu_bfloat16_to_float(NULL, NULL, 0));
+  NULL_ARG(tpu_float_to_half(NULL, h, 2), "'in'");
+  NULL_ARG(tpu_float_to_half(data, NULL, 2), "'out'");
+  NULL_OK(tpu_float_to_half(NULL, NULL, 0));
+  NULL_ARG(tpu_half_to_float(NULL, data, 2), "'in'");
+  NULL_ARG(tpu_half_to_float(h, NULL, 2), "'out'");
+  NULL_OK(tpu_half_to_float(NULL, NULL, 0));
+
+  tpu_tensor_release(t);
+  ASSERT_NO_FAILURES();
+}
+
+/* ---- topology, device and group assignment --------------------------------------------- */
+
+static void test_topology(void **state) {
+  (void)state;
+  const int32_t mesh[4] = {2, 1, 1, 1};
+  const int32_t coords[8] = {0, 0, 0, 0, 1, 0, 0, 0};
+  tpu_topology *t = topology(2), *partial = topology(1), *r = NULL;
+
+  NULL_ARG(tpu_topology_create(NULL, 4, coords, 1, 2, &r), "'mesh_shape'");
+  NULL_ARG(tpu_topology_create(mesh, 4, NULL, 1, 2, &r), "'device_coordinates'");
+  OUT_ARG(tpu_topology_create, mesh, 4, coords, 1, 2);
+
+  unsigned char bytes[256];
+  size_t len = 0;
+  NULL_OK(tpu_topology_serialize(t, bytes, sizeof bytes, &len));
+  NULL_ARG(tpu_topology_parse(NULL, len, &r), "'bytes'");
+  OUT_ARG(tpu_topology_parse, bytes, len);
+  NULL_ARG(tpu_topology_serialize(NULL, bytes, sizeof bytes, &len), "'topology'");
+  BUF_ARGS(tpu_topology_serialize, t);
+  NULL_OK(tpu_topology_release(NULL));
+
+  int32_t c[4] = {0, 0, 0, 0};
+  int v = 0, w = 0;
+  NULL_ARG(tpu_topology_mesh_shape(NULL, c), "'topology'");
+  OUT_ARG(tpu_topology_mesh_shape, t);
+  NULL_ARG(tpu_topology_mesh_rank(NULL, &v), "'topology'");
+  OUT_ARG(tpu_topology_mesh_rank, t);
+  NULL_ARG(tpu_topology_num_tasks(NULL, &v), "'topology'");
+  OUT_ARG(tpu_topology_num_tasks, t);
+  NULL_ARG(tpu_topology_num_devices_per_task(NULL, &v), "'topology'");
+  OUT_ARG(tpu_topology_num_devices_per_task, t);
+  NULL_ARG(tpu_topology_device_coordinates(NULL, 0, 0, c), "'topology'");
+  OUT_ARG(tpu_topology_device_coordinates, t, 0, 0);
+  NULL_ARG(tpu_topology_task_ordinal_at_coordinates(NULL, c, &v), "'topology'");
+  NULL_ARG(tpu_topology_task_ordinal_at_coordinates(t, NULL, &v), "'coords'");
+  OUT_ARG(tpu_topology_task_ordinal_at_coordinates, t, c);
+  NULL_ARG(tpu_topology_device_ordinal_at_coordinates(NULL, c, &v), "'topology'");
+  NULL_ARG(tpu_topology_device_ordinal_at_coordinates(t, NULL, &v), "'coords'");
+  OUT_ARG(tpu_topology_device_ordinal_at_coordinates, t, c);
+  NULL_ARG(tpu_topology_num_missing_devices(NULL, &v), "'topology'");
+  OUT_ARG(tpu_topology_num_missing_devices, partial);
+  NULL_ARG(tpu_topology_missing_device(NULL, 0, c), "'topology'");
+  OUT_ARG(tpu_topology_missing_device, partial, 0);
+
+  char name[256];
+  NULL_ARG(tpu_topology_tpu_device_name(NULL, c, "worker", name, sizeof name, &len), "'topology'");
+  NULL_ARG(tpu_topology_tpu_device_name(t, NULL, "worker", name, sizeof name, &len), "'coords'");
+  NULL_OK(tpu_topology_tpu_device_name(t, c, NULL, name, sizeof name, &len)); /* no job part */
+  EXPECT(strstr(name, "/job:") == NULL);
+  BUF_ARGS(tpu_topology_tpu_device_name, t, c, "worker");
+  NULL_ARG(tpu_topology_cpu_device_name(NULL, c, "worker", name, sizeof name, &len), "'topology'");
+  NULL_ARG(tpu_topology_cpu_device_name(t, NULL, "worker", name, sizeof name, &len), "'coords'");
+  NULL_OK(tpu_topology_cpu_device_name(t, c, NULL, name, sizeof name, &len));
+  EXPECT(strstr(name, "/job:") == NULL);
+  BUF_ARGS(tpu_topology_cpu_device_name, t, c, "worker");
+  NULL_ARG(tpu_topology_hardware_feature(NULL, &v, &w), "'topology'");
+  NULL_ARG(tpu_topology_hardware_feature(t, NULL, &w), "'embedding_feature'");
+  NULL_ARG(tpu_topology_hardware_feature(t, &v, NULL), "'num_embedding_devices_per_chip'");
+
+  /* The header does not give a NULL job or device type a meaning here. */
+  NULL_EITHER(tpu_device_name(NULL, 0, "TPU", 0, name, sizeof name, &len), "'job'");
+  NULL_EITHER(tpu_device_name("worker", 0, NULL, 0, name, sizeof name, &len), "'device_type'");
+  BUF_ARGS(tpu_device_name, "worker", 0, "TPU", 0);
+  BUF_ARGS(tpu_core, 0);
+
+  tpu_topology_release(partial);
+  tpu_topology_release(t);
+  ASSERT_NO_FAILURES();
+}
+
+static void test_device_assignment(void **state) {
+  (void)state;
+  tpu_topology *t = topology(2), *rt = NULL;
+  tpu_device_assignment *da = NULL, *r = NULL;
+  const int32_t ones[4] = {1, 1, 1, 1};
+  const int32_t cores[8] = {0, 0, 0, 0, 1, 0, 0, 0};
+
+  NULL_ARG(tpu_device_assignment_build(NULL, ones, 4, ones, 4, 2, TPU_DEVICE_ORDER_AUTO, &r),
+           "'topology'");
+  /* NULL computation_shape / computation_stride: all ones. */
+  NULL_OK(tpu_device_assignment_build(t, NULL, 0, ones, 4, 2, TPU_DEVICE_ORDER_AUTO, &r));
+  tpu_device_assignment_release(r);
+  NULL_OK(tpu_device_assignment_build(t, ones, 4, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &r));
+  tpu_device_assignment_release(r);
+  OUT_ARG(tpu_device_assignment_build, t, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO);
+
+  NULL_ARG(tpu_device_assignment_create(NULL, cores, 2, 1, &r), "'topology'");
+  NULL_ARG(tpu_device_assignment_create(t, NULL, 2, 1, &r), "'core_assignment'");
+  OUT_ARG(tpu_device_assignment_create, t, cores, 2, 1);
+  NULL_OK(tpu_device_assignment_release(NULL));
+  assert_int_equal(tpu_device_assignment_create(t, cores, 2, 1, &da), TPU_OK);
+
+  int v = 0, count = 0, ids[4];
+  int32_t c[8];
+  NULL_ARG(tpu_device_assignment_topology(NULL, &rt), "'assignment'");
+  OUT_ARG(tpu_device_assignment_topology, da);
+  NULL_ARG(tpu_device_assignment_num_replicas(NULL, &v), "'assignment'");
+  OUT_ARG(tpu_device_assignment_num_replicas, da);
+  NULL_ARG(tpu_device_assignment_num_cores_per_replica(NULL, &v), "'assignment'");
+  OUT_ARG(tpu_device_assignment_num_cores_per_replica, da);
+  NULL_ARG(tpu_device_assignment_core_assignment(NULL, c, 8), "'assignment'");
+  NULL_ARG(tpu_device_assignment_core_assignment(da, NULL, 8), "'out'");
+  NULL_ARG(tpu_device_assignment_coordinates(NULL, 0, 0, c), "'assignment'");
+  OUT_ARG(tpu_device_assignment_coordinates, da, 0, 0);
+  NULL_ARG(tpu_device_assignment_task(NULL, 0, 0, &v), "'assignment'");
+  OUT_ARG(tpu_device_assignment_task, da, 0, 0);
+  NULL_ARG(tpu_device_assignment_tpu_ordinal(NULL, 0, 0, &v), "'assignment'");
+  OUT_ARG(tpu_device_assignment_tpu_ordinal, da, 0, 0);
+
+  char name[256];
+  size_t len;
+  NULL_ARG(tpu_device_assignment_tpu_device(NULL, 0, 0, "worker", name, sizeof name, &len),
+           "'assignment'");
+  NULL_OK(tpu_device_assignment_tpu_device(da, 0, 0, NULL, name, sizeof name, &len));
+  EXPECT(strstr(name, "/job:") == NULL);
+  BUF_ARGS(tpu_device_assignment_tpu_device, da, 0, 0, "worker");
+  NULL_ARG(tpu_device_assignment_host_device(NULL, 0, 0, "worker", name, sizeof name, &len),
+           "'assignment'");
+  NULL_OK(tpu_device_assignment_host_device(da, 0, 0, NULL, name, sizeof name, &len));
+  EXPECT(strstr(name, "/job:") == NULL);
+  BUF_ARGS(tpu_device_assignment_host_device, da, 0, 0, "worker");
+
+  NULL_ARG(tpu_device_assignment_lookup_replicas(NULL, 0, 0, ids, 4, &count), "'assignment'");
+  NULL_OK(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 0, &count)); /* a count query */
+  EXPECT(count == 2);
+  NULL_ARG(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 4, &count), "'out'");
+  NULL_ARG(tpu_device_assignment_lookup_replicas(da, 0, 0, ids, 4, NULL), "'count'");
+
+  /* NULL groups mean one group of all replicas elsewhere; the header leaves it open here. */
+  NULL_EITHER(tpu_group_assignment_validate(NULL, 2), "'groups'");
+  const tpu_group_assignment no_ids = {NULL, 1, 2};
+  NULL_ARG(tpu_group_assignment_validate(&no_ids, 2), "replica_ids");
+
+  tpu_device_assignment_release(da);
+  tpu_topology_release(t);
+  ASSERT_NO_FAILURES();
+}
+
+/* ---- system start-up (no system may be live) -------------------------------------------- */
+
+static void test_system_init(void **state) {
+  (void)state;
+  tpu_system_options o = system_options();
+  tpu_system *s = NULL;
+  NULL_ARG(tpu_system_options_init(NULL, sizeof o), "'options'");
+
+  NULL_ARG(tpu_system_init(&o, NULL), "'out'");
+  ASSERT_NO_FAILURES();
+  assert_no_live_system();
+  NULL_OK(tpu_system_init(NULL, &s)); /* defaults */
+  ASSERT_NO_FAILURES();
+  assert_int_equal(tpu_system_release(s), TPU_OK);
+
+  unsigned char buf[1024];
+  size_t len = 0;
+  s = NULL;
+  NULL_ARG(tpu_initialize_system(&o, NULL, buf, sizeof buf, &len), "'out'");
+  NULL_ARG(tpu_initialize_system(&o, &s, NULL, sizeof buf, &len), "'buf'");
+  NULL_ARG(tpu_initialize_system(&o, &s, buf, sizeof buf, NULL), "'len'");
+  ASSERT_NO_FAILURES();
+  assert_null(s);
+  assert_no_live_system();
+  NULL_OK(tpu_initialize_system(NULL, &s, buf, sizeof buf, &len));
+  ASSERT_NO_FAILURES();
+  assert_int_equal(tpu_system_release(s), TPU_OK);
+  /* A size query still starts the system. */
+  NULL_OK(tpu_initialize_system(&o, &s, NULL, 0, &len));
+  ASSERT_NO_FAILURES();
+  assert_true(len > 0);
+  assert_int_equal(tpu_system_release(s), TPU_OK);
+
+  NULL_ARG(tpu_system_shutdown(NULL), "'system'");
+  NULL_OK(tpu_system_release(NULL));
+  ASSERT_NO_FAILURES();
+}
+
+/* ---- with a live system ------------------------------------------------------------------- */
+
+typedef struct {
+  tpu_system *system;
+  tpu_device_assignment *assignment;
+  tpu_infeed_queue *infeed;
+  tpu_outfeed_queue *outfeed;
+  tpu_tensor *x; /* float32 [2] */
+} fixture;
+
+static int setup_system(void **state) {
+  static fixture f;
+  tpu_system_options o = system_options();
+  const tpu_dtype dtypes[1] = {TPU_FLOAT};
+  tpu_shape shapes[1];
+  memset(shapes, 0, sizeof shapes);
+  shapes[0].rank = 1;
+  shapes[0].dims[0] = 2;
+  if (tpu_system_init(&o, &f.system) != TPU_OK ||
+      tpu_system_default_device_assignment(f.system, kCores, &f.assignment) != TPU_OK ||
+      tpu_infeed_queue_create(f.system, kCores, 1, dtypes, shapes, 0, &f.infeed) != TPU_OK ||
+      tpu_outfeed_queue_create(f.system, kCores, 1, dtypes, shapes, 0, &f.outfeed) != TPU_OK) {
+    fprintf(stderr, "setup: %s\n", tpu_last_error());
+    return -1;
+  }
+  f.x = vector2();
+  *state = &f;
+  return 0;
+}
+
+static int teardown_system(void **state) {
+  fixture *f = *state;
+  tpu_tensor_release(f->x);
+  tpu_infeed_queue_release(f->infeed);
+  tpu_outfeed_queue_release(f->outfeed);
+  tpu_device_assignment_release(f->assignment);
+  return tpu_system_release(f->system) == TPU_OK ? 0 : -1;
+}
+
+static void test_system_queries(void **state) {
+  fixture *f = *state;
+  tpu_system_options o = system_options();
+  tpu_system *s = f->system;
+  tpu_topology *t = NULL;
+  tpu_device_assignment *da = NULL;
+  int v = 0;
+  size_t len;
+  char buf[1024];
+
+  NULL_ARG(tpu_system_options_init(NULL, sizeof o), "'options'");
+  NULL_ARG(tpu_system_num_cores(NULL, &v), "'system'");
+  OUT_ARG(tpu_system_num_cores, s);
+  NULL_ARG(tpu_system_topology(NULL, &t), "'system'");
+  OUT_ARG(tpu_system_topology, s);
+  NULL_ARG(tpu_system_is_closed(NULL, &v), "'system'");
+  OUT_ARG(tpu_system_is_closed, s);
+  NULL_ARG(tpu_system_default_device_assignment(NULL, kCores, &da), "'system'");
+  OUT_ARG(tpu_system_default_device_assignment, s, kCores);
+  NULL_ARG(tpu_system_serialized_topology(NULL, buf, sizeof buf, &len), "'system'");
+  BUF_ARGS(tpu_system_serialized_topology, s);
+  NULL_ARG(tpu_system_job_name(NULL, buf, sizeof buf, &len), "'system'");
+  BUF_ARGS(tpu_system_job_name, s);
+  NULL_ARG(tpu_system_device_type(NULL, buf, sizeof buf, &len), "'system'");
+  BUF_ARGS(tpu_system_device_type, s);
+  NULL_ARG(tpu_system_embedding_config(NULL, buf, sizeof buf, &len), "'system'");
+  BUF_ARGS(tpu_system_embedding_config, s);
+  ASSERT_NO_FAILURES();
+}
+
+static tpu_status host_ok(int replica_id, void *user_data) {
+  (void)replica_id;
+  (void)user_data;
+  return TPU_OK;
+}
+
+/* Each output o gets input o (or NULL). */
+static tpu_status identity(tpu_replica_context *ctx, tpu_tensor *const *inputs, int num_inputs,
+                           tpu_tensor **outputs, int num_outputs, void *user_data) {
+  (void)ctx;
+  (void)user_data;
+  for (int o = 0; o < num_outputs; ++o) {
+    outputs[o] = NULL;
+    if (o < num_inputs && tpu_tensor_retain(inputs[o]) == TPU_OK) outputs[o] = inputs[o];
+  }
+  return TPU_OK;
+}
+
+/* Each collective, with x and out replaced by NULL in turn. Every replica runs the
+ * same sequence, so the successful calls meet as collectives. */
+static void collectives_with_nulls(tpu_replica_context *ctx, const tpu_tensor *x) {
+  const int32_t pairs[4] = {0, 1, 1, 0};
+  tpu_tensor *out = NULL;
+
+  NULL_ARG(tpu_cross_replica_sum(ctx, NULL, NULL, &out), "'x'");
+  NULL_ARG(tpu_cross_replica_sum(ctx, x, NULL, NULL), "'out'");
+  NULL_OK(tpu_cross_replica_sum(ctx, x, NULL, &out)); /* one group of every replica */
+  tpu_tensor_release(out);
+
+  NULL_ARG(tpu_all_reduce(ctx, NULL, TPU_REDUCE_MAX, NULL, &out), "'x'");
+  NULL_ARG(tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, NULL), "'out'");
+  NULL_OK(tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &out));
+  tpu_tensor_release(out);
+
+  NULL_ARG(tpu_all_gather(ctx, NULL, 0, NULL, &out), "'x'");
+  NULL_ARG(tpu_all_gather(ctx, x, 0, NULL, NULL), "'out'");
+  NULL_OK(tpu_all_gather(ctx, x, 0, NULL, &out));
+  tpu_tensor_release(out);
+
+  NULL_ARG(tpu_reduce_scatter(ctx, NULL, TPU_REDUCE_SUM, 0, NULL, &out), "'x'");
+  NULL_ARG(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, NULL), "'out'");
+  NULL_OK(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &out));
+  tpu_tensor_release(out);
+
+  NULL_ARG(tpu_all_to_all(ctx, NULL, 0, 0, kCores, NULL, &out), "'x'");
+  NULL_ARG(tpu_all_to_all(ctx, x, 0, 0, kCores, NULL, NULL), "'out'");
+  NULL_OK(tpu_all_to_all(ctx, x, 0, 0, kCores, NULL, &out));
+  tpu_tensor_release(out);
+
+  NULL_ARG(tpu_collective_permute(ctx, NULL, pairs, 2, &out), "'x'");
+  NULL_ARG(tpu_collective_permute(ctx, x, pairs, 2, NULL), "'out'");
+  NULL_OK(tpu_collective_permute(ctx, x, pairs, 2, &out));
+  tpu_tensor_release(out);
+
+  NULL_ARG(tpu_broadcast(ctx, NULL, 0, NULL, &out), "'x'");
+  NULL_ARG(tpu_broadcast(ctx, x, 0, NULL, NULL), "'out'");
+  NULL_OK(tpu_broadcast(ctx, x, 0, NULL, &out));
+  tpu_tensor_release(out);
+
+  NULL_OK(tpu_barrier(ctx));
+  NULL_OK(tpu_bfloat16_scope_enter(ctx));
+  NULL_OK(tpu_bfloat16_scope_exit(ctx));
+}
+
+/* Inside a computation: the context functions with every other pointer NULL in turn. */
+static void in_replica(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f) {
+  OUT_ARG(tpu_replica_context_replica_id, ctx);
+  OUT_ARG(tpu_replica_context_num_replicas, ctx);
+  OUT_ARG(tpu_replica_context_core, ctx);
+  OUT_ARG(tpu_replica_context_num_cores_per_replica, ctx);
+  BUF_ARGS(tpu_replica_context_device_name, ctx);
+  NULL_ARG(tpu_outside_compilation(ctx, NULL, NULL), "'fn'");
+  NULL_OK(tpu_outside_compilation(ctx, host_ok, NULL)); /* user_data may be NULL */
+
+  collectives_with_nulls(ctx, x);
+
+  tpu_tensor *tuple[1] = {x};
+  tpu_tensor *const null_tuple[1] = {NULL};
+  NULL_ARG(tpu_infeed_dequeue(ctx, NULL, tuple, 1), "'queue'");
+  NULL_ARG(tpu_infeed_dequeue(ctx, f->infeed, NULL, 1), "'tuple'");
+  NULL_ARG(tpu_outfeed_enqueue(ctx, NULL, tuple, 1), "'queue'");
+  NULL_ARG(tpu_outfeed_enqueue(ctx, f->outfeed, NULL, 1), "'tuple'");
+  NULL_ARG(tpu_outfeed_enqueue(ctx, f->outfeed, null_tuple, 1), "tuple|element");
+}
+
+/* Arguments a collective may only find wrong when the participants meet; such an error
+ * cancels the rest of the step, so each runs in a step of its own. */
+static void null_group_ids(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f) {
+  const tpu_group_assignment no_ids = {NULL, 1, kCores};
+  tpu_tensor *out = NULL;
+  (void)f;
+  NULL_ARG(tpu_cross_replica_sum(ctx, x, &no_ids, &out), "replica_ids");
+}
+
+static void null_pairs(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f) {
+  tpu_tensor *out = NULL;
+  (void)f;
+  NULL_ARG(tpu_collective_permute(ctx, x, NULL, 2, &out), "'source_target_pairs'");
+}
+
+static void null_pairs_none(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f) {
+  tpu_tensor *out = NULL;
+  (void)f;
+  /* No pairs: everybody gets zeros; the header does not say whether NULL is fine then. */
+  NULL_EITHER(tpu_collective_permute(ctx, x, NULL, 0, &out), "'source_target_pairs'");
+  tpu_tensor_release(out);
+}
+
+typedef void (*replica_check)(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f);
+typedef struct {
+  const fixture *f;
+  replica_check check;
+} check_step;
+
+static tpu_status run_check(tpu_replica_context *ctx, tpu_tensor *const *inputs, int num_inputs,
+                            tpu_tensor **outputs, int num_outputs, void *user_data) {
+  const check_step *step = user_data;
+  (void)num_inputs;
+  for (int o = 0; o < num_outputs; ++o) outputs[o] = NULL;
+  step->check(ctx, inputs[0], step->f);
+  return TPU_OK;
+}
+
+/* Runs `check` in every replica; `may_fail`: a collective error may fail the step. */
+static void run_in_replicas(const fixture *f, replica_check check, int may_fail) {
+  check_step step = {f, check};
+  tpu_tensor *inputs[kCores] = {f->x, f->x};
+  tpu_status st = tpu_replicate(f->system, run_check, &step, kCores, 1, inputs, NULL, NULL, 0, NULL);
+  if (!(st == TPU_OK || (may_fail && st == TPU_INVALID_ARGUMENT)))
+    fail_msg("tpu_replicate: %s: %s", tpu_status_name(st), tpu_last_error());
+}
+
+static void test_replica_context(void **state) {
+  fixture *f = *state;
+  run_in_replicas(f, in_replica, 0);
+  ASSERT_NO_FAILURES();
+  run_in_replicas(f, null_group_ids, 1);
+  ASSERT_NO_FAILURES();
+  run_in_replicas(f, null_pairs, 1);
+  ASSERT_NO_FAILURES();
+  run_in_replicas(f, null_pairs_none, 1);
+  ASSERT_NO_FAILURES();
+
+  /* ctx == NULL, from the host; every other argument valid. */
+  int v;
+  size_t len;
+  char buf[256];
+  tpu_tensor *out = NULL;
+  tpu_tensor *tuple[1] = {f->x};
+  const int32_t pairs[2] = {0, 1};
+  NULL_ARG(tpu_replica_context_replica_id(NULL, &v), "'ctx'");
+  NULL_ARG(tpu_replica_context_num_replicas(NULL, &v), "'ctx'");
+  NULL_ARG(tpu_replica_context_core(NULL, &v), "'ctx'");
+  NULL_ARG(tpu_replica_context_num_cores_per_replica(NULL, &v), "'ctx'");
+  NULL_ARG(tpu_replica_context_device_name(NULL, buf, sizeof buf, &len), "'ctx'");
+  NULL_ARG(tpu_replica_context_fail(NULL, TPU_DATA_LOSS, "why"), "'ctx'");
+  NULL_ARG(tpu_outside_compilation(NULL, host_ok, NULL), "'ctx'");
+  NULL_ARG(tpu_cross_replica_sum(NULL, f->x, NULL, &out), "'ctx'");
+  NULL_ARG(tpu_all_reduce(NULL, f->x, TPU_REDUCE_SUM, NULL, &out), "'ctx'");
+  NULL_ARG(tpu_all_gather(NULL, f->x, 0, NULL, &out), "'ctx'");
+  NULL_ARG(tpu_reduce_scatter(NULL, f->x, TPU_REDUCE_SUM, 0, NULL, &out), "'ctx'");
+  NULL_ARG(tpu_all_to_all(NULL, f->x, 0, 0, kCores, NULL, &out), "'ctx'");
+  NULL_ARG(tpu_collective_permute(NULL, f->x, pairs, 1, &out), "'ctx'");
+  NULL_ARG(tpu_broadcast(NULL, f->x, 0, NULL, &out), "'ctx'");
+  NULL_ARG(tpu_barrier(NULL), "'ctx'");
+  NULL_ARG(tpu_bfloat16_scope_enter(NULL), "'ctx'");
+  NULL_ARG(tpu_bfloat16_scope_exit(NULL), "'ctx'");
+  NULL_ARG(tpu_infeed_dequeue(NULL, f->infeed, tuple, 1), "'ctx'");
+  NULL_ARG(tpu_outfeed_enqueue(NULL, f->outfeed, tuple, 1), "'ctx'");
+  ASSERT_NO_FAILURES();
+}
+
+static tpu_status fail_without_message(tpu_replica_context *ctx, tpu_tensor *const *inputs,
+                                       int num_inputs, tpu_tensor **outputs, int num_outputs,
+                                       void *user_data) {
+  (void)inputs, (void)num_inputs, (void)outputs, (void)num_outputs, (void)user_data;
+  return tpu_replica_context_fail(ctx, TPU_DATA_LOSS, NULL);
+}
+
+static void test_fail_null_message(void **state) {
+  fixture *f = *state;
+  /* The header leaves a NULL message open: the step fails with the code, or the call
+   * rejects it, which the computation returns. Either way nothing crashes. */
+  tpu_status st = tpu_rewrite(f->system, fail_without_message, NULL, 0, NULL, NULL, 0, NULL);
+  assert_true(st == TPU_DATA_LOSS || st == TPU_INVALID_ARGUMENT);
+  int closed = 1;
+  assert_int_equal(tpu_system_is_closed(f->system, &closed), TPU_OK);
+  assert_int_equal(closed, 0);
+}
+
+static void test_replicate(void **state) {
+  fixture *f = *state;
+  tpu_system *s = f->system;
+  tpu_tensor *in[kCores] = {f->x, f->x};
+  tpu_tensor *const with_null[kCores] = {f->x, NULL};
+  tpu_tensor *out[kCores] = {NULL, NULL};
+
+  NULL_ARG(tpu_replicate(NULL, identity, NULL, kCores, 1, in, NULL, NULL, 1, out), "'system'");
+  NULL_ARG(tpu_replicate(s, NULL, NULL, kCores, 1, in, NULL, NULL, 1, out), "'computation'");
+  NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, NULL, NULL, NULL, 1, out), "'inputs'");
+  NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, with_null, NULL, NULL, 1, out), "input");
+  NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, in, NULL, NULL, 1, NULL), "'outputs'");
+  /* user_data, device_assignment and maximum_shapes may be NULL. */
+  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, NULL, NULL, 1, out));
+  EXPECT(out[0] == f->x && out[1] == f->x);
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, f->assignment, NULL, 1, out));
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+  /* No inputs or outputs: the arrays may be NULL. */
+  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 0, NULL, NULL, NULL, 0, NULL));
+
+  NULL_ARG(tpu_rewrite(NULL, identity, NULL, 1, in, NULL, 1, out), "'system'");
+  NULL_ARG(tpu_rewrite(s, NULL, NULL, 1, in, NULL, 1, out), "'computation'");
+  NULL_ARG(tpu_rewrite(s, identity, NULL, 1, NULL, NULL, 1, out), "'inputs'");
+  NULL_ARG(tpu_rewrite(s, identity, NULL, 1, with_null + 1, NULL, 1, out), "input");
+  NULL_ARG(tpu_rewrite(s, identity, NULL, 1, in, NULL, 1, NULL), "'outputs'");
+  NULL_OK(tpu_rewrite(s, identity, NULL, 1, in, NULL, 1, out));
+  tpu_tensor_release(out[0]);
+
+  NULL_ARG(tpu_shard(NULL, identity, NULL, 1, in, kCores, NULL, NULL, NULL, NULL, 1, out),
+           "'system'");
+  NULL_ARG(tpu_shard(s, NULL, NULL, 1, in, kCores, NULL, NULL, NULL, NULL, 1, out),
+           "'computation'");
+  NULL_ARG(tpu_shard(s, identity, NULL, 1, NULL, kCores, NULL, NULL, NULL, NULL, 1, out),
+           "'inputs'");
+  NULL_ARG(tpu_shard(s, identity, NULL, 1, in, kCores, NULL, NULL, NULL, NULL, 1, NULL),
+           "'outputs'");
+  /* The axis and flag arrays may be NULL (all 0, all true). */
+  NULL_OK(tpu_shard(s, identity, NULL, 1, in, kCores, NULL, NULL, NULL, NULL, 1, out));
+  tpu_tensor_release(out[0]);
+
+  NULL_ARG(tpu_batch_parallel(NULL, identity, NULL, 1, in, kCores, NULL, 1, out), "'system'");
+  NULL_ARG(tpu_batch_parallel(s, NULL, NULL, 1, in, kCores, NULL, 1, out), "'computation'");
+  NULL_ARG(tpu_batch_parallel(s, identity, NULL, 1, NULL, kCores, NULL, 1, out), "'inputs'");
+  NULL_ARG(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, NULL, 1, NULL), "'outputs'");
+  NULL_OK(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, NULL, 1, out));
+  tpu_tensor_release(out[0]);
+  ASSERT_NO_FAILURES();
+}
+
+static void test_feed(void **state) {
+  fixture *f = *state;
+  tpu_system *s = f->system;
+  const tpu_dtype dtypes[1] = {TPU_FLOAT};
+  tpu_shape shapes[1];
+  memset(shapes, 0, sizeof shapes);
+  shapes[0].rank = 1;
+  shapes[0].dims[0] = 2;
+  tpu_infeed_queue *iq = NULL;
+  tpu_outfeed_queue *oq = NULL;
+
+  NULL_ARG(tpu_infeed_queue_create(NULL, kCores, 1, dtypes, shapes, 0, &iq), "'system'");
+  NULL_ARG(tpu_infeed_queue_create(s, kCores, 1, NULL, shapes, 0, &iq), "'dtypes'");
+  NULL_ARG(tpu_infeed_queue_create(s, kCores, 1, dtypes, NULL, 0, &iq), "'shapes'");
+  OUT_ARG(tpu_infeed_queue_create, s, kCores, 1, dtypes, shapes, 0);
+  NULL_OK(tpu_infeed_queue_release(NULL));
+  NULL_ARG(tpu_outfeed_queue_create(NULL, kCores, 1, dtypes, shapes, 0, &oq), "'system'");
+  NULL_ARG(tpu_outfeed_queue_create(s, kCores, 1, NULL, shapes, 0, &oq), "'dtypes'");
+  NULL_ARG(tpu_outfeed_queue_create(s, kCores, 1, dtypes, NULL, 0, &oq), "'shapes'");
+  OUT_ARG(tpu_outfeed_queue_create, s, kCores, 1, dtypes, shapes, 0);
+  NULL_OK(tpu_outfeed_queue_release(NULL));
+
+  tpu_tensor *tuple[1] = {f->x};
+  tpu_tensor *const null_tuple[1] = {NULL};
+  NULL_ARG(tpu_infeed_enqueue(NULL, 0, tuple, 1), "'queue'");
+  NULL_ARG(tpu_infeed_enqueue(f->infeed, 0, NULL, 1), "'tuple'");
+  NULL_ARG(tpu_infeed_enqueue(f->infeed, 0, null_tuple, 1), "tuple|element");
+  NULL_ARG(tpu_outfeed_dequeue(NULL, 0, tuple, 1), "'queue'");
+  NULL_ARG(tpu_outfeed_dequeue(f->outfeed, 0, NULL, 1), "'tuple'");
+  ASSERT_NO_FAILURES();
+}
+
+int main(void) {
+  const struct CMUnitTest no_system[] = {
+      cmocka_unit_test(test_common),
+      cmocka_unit_test(test_tensor),
+      cmocka_unit_test(test_topology),
+      cmocka_unit_test(test_device_assignment),
+      cmocka_unit_test(test_system_init),
+  };
+  const struct CMUnitTest with_system[] = {
+      cmocka_unit_test(test_system_queries),
+      cmocka_unit_test(test_replica_context),
+      cmocka_unit_test(test_replicate),
+      cmocka_unit_test(test_feed),
+      cmocka_unit_test(test_fail_null_message),
+  };
+  int failed = cmocka_run_group_tests_name("null_args", no_system, NULL, NULL);
+  failed += cmocka_run_group_tests_name("null_args_system", with_system, setup_system,
+                                        teardown_system);
+  return failed;
+}
