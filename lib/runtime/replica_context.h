@@ -1,9 +1,11 @@
-// The state behind a tpu_replica_context handle: one per replica per step, living on
-// the replica's worker thread for the duration of its computation.
+// The state behind a tpu_replica_context handle: one per core, filled in for the
+// replica the core runs in each step and valid on its worker thread for the duration
+// of that computation.
 #pragma once
 
 #include <string>
 
+#include "core/status.h"
 #include "tpurt/replicate.h"
 
 namespace tpurt {
@@ -23,3 +25,14 @@ struct tpu_replica_context {
   std::string fail_message;
   std::string device_name;              // "/job:J/replica:0/task:T/device:TPU:D"
 };
+
+namespace tpurt {
+// The communicator of the step ctx belongs to; TPU_FAILED_PRECONDITION for a context
+// used outside its computation.
+inline Communicator& step_communicator(const tpu_replica_context* ctx) {
+  require_not_null(ctx, "ctx");
+  if (ctx->comm == nullptr)
+    fail(TPU_FAILED_PRECONDITION, "replica context is not inside a running computation");
+  return *ctx->comm;
+}
+}  // namespace tpurt

@@ -1,0 +1,274 @@
+#include "runtime/executor.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdio>
+#include <thread>
+#include <utility>
+
+#include "collectives/communicator.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "runtime/replica_context.h"
+
+namespace tpurt {
+namespace {
+
+thread_local int t_user_code_depth = 0;
+
+// A core's slot state. The caller moves kRunning -> kAbandoned when it gives up on
+// a replica; the worker moves kRunning -> kDone when the replica returns, so
+// exactly one of them owns the cleanup.
+enum CoreState : int { kIdle, kRunning, kDone, kAbandoned };
+
+bool is_status_code(tpu_status s) { return s >= TPU_CANCELLED && s <= TPU_UNAUTHENTICATED; }
+
+}  // namespace
+
+UserCodeScope::UserCodeScope() { ++t_user_code_depth; }
+UserCodeScope::~UserCodeScope() { --t_user_code_depth; }
+bool in_user_code() { return t_user_code_depth > 0; }
+
+struct alignas(64) Executor::Core {
+  std::atomic<uint32_t> go{0};  // bumped once per dispatch (and at stop)
+  WakeWord wake;
+  std::atomic<int> state{kIdle};
+  tpu_replica_context ctx;
+  std::vector<tpu_tensor*> inputs;   // borrowed for the step
+  std::vector<tpu_tensor*> outputs;  // staged until the step succeeds
+  tpu_status status = TPU_OK;        // the replica's failure, if any
+  std::string error;
+  std::thread thread;
+};
+
+struct Executor::Step {
+  StepSpec spec;
+  Communicator* comm = nullptr;
+  alignas(64) std::atomic<uint32_t> pending{0};
+  std::atomic<int> first_failure{-1};  // replica that failed first on its own
+  std::atomic<int> first_abort{-1};    // replica that first returned ABORTED by the step
+  WakeWord done;
+};
+
+Executor::Executor(System* system, const std::vector<std::string>& device_names,
+                   bool pin_threads, int64_t timeout_ms)
+    : num_cores_(static_cast<int>(device_names.size())),
+      pin_threads_(pin_threads),
+      timeout_ms_(timeout_ms),
+      // The caller waits too: one more thread than cores competes for the CPUs.
+      policy_(SpinPolicy::for_threads(num_cores_ + 1, online_cpus())),
+      cores_(new Core[device_names.size()]),
+      step_(new Step) {
+  for (int c = 0; c < num_cores_; ++c) {
+    tpu_replica_context& ctx = cores_[c].ctx;
+    ctx.system = system;
+    ctx.core = c;
+    ctx.device_name = device_names[c];
+  }
+}
+
+Executor::~Executor() = default;
+
+void Executor::start(const std::shared_ptr<System>& keepalive) {
+  for (int c = 0; c < num_cores_; ++c)
+    cores_[c].thread = std::thread([this, c, keepalive] { worker_loop(c); });
+}
+
+void Executor::stop() {
+  stop_.store(true, std::memory_order_seq_cst);
+  for (int c = 0; c < num_cores_; ++c) {
+    Core& core = cores_[c];
+    core.go.fetch_add(1, std::memory_order_seq_cst);
+    core.wake.wake();
+  }
+  for (int c = 0; c < num_cores_; ++c) {
+    Core& core = cores_[c];
+    if (!core.thread.joinable()) continue;
+    if (core.state.load(std::memory_order_acquire) == kAbandoned) core.thread.detach();
+    else core.thread.join();
+  }
+}
+
+void Executor::worker_loop(int index) {
+  char name[16];
+  snprintf(name, sizeof name, "tpurt-core-%d", index);
+  pthread_setname_np(pthread_self(), name);
+  if (pin_threads_) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(index % online_cpus(), &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort
+  }
+  Core& core = cores_[index];
+  uint32_t seen = 0;
+  for (;;) {
+    wait_until(core.wake, policy_, Clock::time_point::max(),
+               [&] { return core.go.load(std::memory_order_acquire) != seen; },
+               [] { return false; });
+    seen = core.go.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_acquire)) return;
+    run_replica(core);
+  }
+}
+
+void Executor::run_replica(Core& core) {
+  Step& step = *step_;
+  const StepSpec& spec = step.spec;
+  Communicator* comm = step.comm;
+  tpu_replica_context& ctx = core.ctx;
+  tpu_status status;
+  clear_last_error();
+  {
+    UserCodeScope scope;
+    try {
+      status = spec.fn(&ctx, core.inputs.data(), spec.num_inputs, core.outputs.data(),
+                       spec.num_outputs, spec.user_data);
+    } catch (...) {  // a C++ computation must not unwind into the worker
+      status = set_last_error(TPU_INTERNAL, "the computation threw a C++ exception");
+    }
+  }
+  if (status == TPU_OK) comm->depart(ctx.replica_id);
+  else record_failure(core, status);
+  ctx.comm = nullptr;  // a context kept past its step no longer reaches collectives
+
+  int running = kRunning;
+  if (!core.state.compare_exchange_strong(running, kDone, std::memory_order_acq_rel)) {
+    // The caller gave up on this replica and handed us references to its inputs.
+    for (tpu_tensor* t : core.inputs) release(t);
+    for (tpu_tensor*& t : core.outputs) release(std::exchange(t, nullptr));
+    core.state.store(kIdle, std::memory_order_release);
+    return;
+  }
+  if (step.pending.fetch_sub(1, std::memory_order_seq_cst) == 1) step.done.wake();
+}
+
+void Executor::record_failure(Core& core, tpu_status status) {
+  Step& step = *step_;
+  tpu_replica_context& ctx = core.ctx;
+  if (!is_status_code(status)) {
+    core.status = TPU_UNKNOWN;
+    core.error = str_cat("the computation returned ", static_cast<int>(status),
+                         ", which is not a tpu_status");
+  } else {
+    core.status = status;
+    if (ctx.fail_code != TPU_OK && !ctx.fail_message.empty()) core.error = ctx.fail_message;
+    else if (*last_error() != '\0') core.error = last_error();
+    else core.error = str_cat("the computation returned ", status_name(status));
+  }
+  // A replica aborted because another failed must not hide that failure; claiming
+  // first_failure before aborting the communicator orders the two.
+  const bool collateral = status == TPU_ABORTED && step.comm->aborted();
+  int none = -1;
+  (collateral ? step.first_abort : step.first_failure)
+      .compare_exchange_strong(none, ctx.replica_id, std::memory_order_acq_rel);
+  step.comm->abort(ctx.replica_id, core.status, core.error);
+}
+
+StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_replica,
+                         Communicator* comm, tpu_tensor** outputs) {
+  Step& step = *step_;
+  const int n = spec.num_replicas;
+  step.spec = spec;
+  step.comm = comm;
+  step.first_failure.store(-1, std::memory_order_relaxed);
+  step.first_abort.store(-1, std::memory_order_relaxed);
+  step.pending.store(static_cast<uint32_t>(n), std::memory_order_relaxed);
+  comm->reset();
+  for (int r = 0; r < n; ++r) {
+    Core& core = cores_[cores[r]];
+    tpu_replica_context& ctx = core.ctx;
+    ctx.comm = comm;
+    ctx.replica_id = r;
+    ctx.num_replicas = n;
+    ctx.num_cores_per_replica = cores_per_replica;
+    ctx.bf16_scope_depth = 0;
+    ctx.fail_code = TPU_OK;
+    ctx.fail_message.clear();
+    tpu_tensor* const* in = spec.inputs + static_cast<int64_t>(r) * spec.num_inputs;
+    core.inputs.assign(in, in + spec.num_inputs);
+    core.outputs.assign(spec.num_outputs, nullptr);
+    core.state.store(kRunning, std::memory_order_relaxed);
+    core.go.fetch_add(1, std::memory_order_seq_cst);  // publishes the slot
+    core.wake.wake();
+  }
+
+  auto done = [&] { return step.pending.load(std::memory_order_seq_cst) == 0; };
+  // No deadline while every replica is still running: computations may be long.
+  // Once the step has failed or a replica has finished, the rest get the collective
+  // deadline to return.
+  WaitResult w = wait_until(step.done, policy_, Clock::time_point::max(), done, [&] {
+    return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(n) ||
+           comm->aborted();
+  });
+  if (w != WaitResult::kReady)
+    w = wait_until(step.done, policy_, Clock::now() + std::chrono::milliseconds(timeout_ms_),
+                   done, [] { return false; });
+  if (w != WaitResult::kReady) return abandon(n, cores, outputs);
+  return collect(n, cores, outputs);
+}
+
+StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** outputs) {
+  Step& step = *step_;
+  const int num_outputs = step.spec.num_outputs;
+  int failed = step.first_failure.load(std::memory_order_acquire);
+  if (failed < 0) failed = step.first_abort.load(std::memory_order_acquire);
+  for (int r = 0; r < num_replicas; ++r) {
+    Core& core = cores_[cores[r]];
+    for (int o = 0; o < num_outputs; ++o) {
+      tpu_tensor* t = std::exchange(core.outputs[o], nullptr);
+      if (failed < 0) outputs[static_cast<int64_t>(r) * num_outputs + o] = t;
+      else release(t);
+    }
+  }
+  if (failed < 0) return {};
+  const Core& core = cores_[cores[failed]];
+  return {core.status, str_cat("replica ", failed, ": ", core.error), false};
+}
+
+StepResult Executor::abandon(int num_replicas, const int* cores, tpu_tensor** outputs) {
+  Step& step = *step_;
+  std::string stuck;
+  int num_stuck = 0;
+  for (int r = 0; r < num_replicas; ++r) {
+    Core& core = cores_[cores[r]];
+    // The worker may still read its inputs after the caller's tensors are gone.
+    for (tpu_tensor* t : core.inputs) retain(t);
+    int running = kRunning;
+    if (core.state.compare_exchange_strong(running, kAbandoned, std::memory_order_acq_rel)) {
+      stuck += str_cat(num_stuck++ ? ", " : "", r);
+    } else {
+      for (tpu_tensor* t : core.inputs) release(t);
+    }
+  }
+  if (num_stuck == 0) {
+    // Everyone returned in the meantime; their last decrements are imminent.
+    while (step.pending.load(std::memory_order_seq_cst) != 0) sched_yield();
+    return collect(num_replicas, cores, outputs);
+  }
+  // Release what the replicas that did return produced.
+  for (int r = 0; r < num_replicas; ++r) {
+    Core& core = cores_[cores[r]];
+    if (core.state.load(std::memory_order_acquire) != kDone) continue;
+    for (tpu_tensor*& t : core.outputs) release(std::exchange(t, nullptr));
+  }
+  const char* plural = num_stuck > 1 ? "s" : "";
+  const std::string lost = str_cat("replica", plural, " ", stuck, " did not return within ",
+                                   timeout_ms_, " ms");
+  StepResult result;
+  result.abandoned = true;
+  int failed = step.first_failure.load(std::memory_order_acquire);
+  if (failed < 0) failed = step.first_abort.load(std::memory_order_acquire);
+  if (failed >= 0) {
+    const Core& core = cores_[cores[failed]];
+    result.code = core.status;
+    result.message = str_cat("replica ", failed, ": ", core.error, " (", lost,
+                             " of the failure; their cores are lost)");
+  } else {
+    result.code = TPU_DEADLINE_EXCEEDED;
+    result.message = str_cat(lost, " after another replica finished; their cores are lost");
+  }
+  return result;
+}
+
+}  // namespace tpurt

@@ -1,0 +1,91 @@
+// The workers: one persistent thread per logical core ("tpurt-core-N"). A step is
+// dispatched by filling each participating core's slot and bumping its sequence
+// word; idle workers spin briefly, then yield, then sleep on a futex (core/wait.h),
+// and the caller waits for the step's pending count the same way. Nothing on this
+// path allocates once the slots have grown to the step's input and output counts.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/wait.h"
+#include "tpurt/replicate.h"
+
+namespace tpurt {
+
+class Communicator;
+class System;
+
+// One step as the caller describes it.
+struct StepSpec {
+  tpu_computation_fn fn = nullptr;
+  void* user_data = nullptr;
+  int num_replicas = 0;
+  int num_inputs = 0;   // per replica
+  int num_outputs = 0;  // per replica
+  tpu_tensor* const* inputs = nullptr;  // [replica][input], borrowed for the step
+};
+
+struct StepResult {
+  tpu_status code = TPU_OK;
+  std::string message;     // "replica R: ..." when code is not OK
+  bool abandoned = false;  // some replicas never returned: their cores are lost
+};
+
+// Marks the calling thread as running user code of a step (a computation or an
+// outside-compilation function) for the scope's lifetime: such code must not start
+// steps or shut the system down.
+class UserCodeScope {
+ public:
+  UserCodeScope();
+  ~UserCodeScope();
+  UserCodeScope(const UserCodeScope&) = delete;
+  UserCodeScope& operator=(const UserCodeScope&) = delete;
+};
+bool in_user_code();
+
+class Executor {
+ public:
+  // device_names[c] is core c's fully qualified device name.
+  Executor(System* system, const std::vector<std::string>& device_names, bool pin_threads,
+           int64_t timeout_ms);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Starts the workers; each holds `keepalive` until it exits.
+  void start(const std::shared_ptr<System>& keepalive);
+  // Stops the workers: joins the idle ones, detaches any still inside an abandoned
+  // computation (they exit when it returns). The caller holds the step lock.
+  void stop();
+
+  // Runs spec on cores[r] for replica r, with comm as the step's communicator. On
+  // success outputs[r * num_outputs + o] receive new references. A replica that
+  // has not returned `timeout_ms` after the step failed or another replica
+  // finished is abandoned. The caller holds the step lock.
+  StepResult run(const StepSpec& spec, const int* cores, int cores_per_replica,
+                 Communicator* comm, tpu_tensor** outputs);
+
+ private:
+  struct Core;
+  struct Step;
+
+  void worker_loop(int index);
+  void run_replica(Core& core);
+  void record_failure(Core& core, tpu_status status);
+  StepResult collect(int num_replicas, const int* cores, tpu_tensor** outputs);
+  StepResult abandon(int num_replicas, const int* cores, tpu_tensor** outputs);
+
+  const int num_cores_;
+  const bool pin_threads_;
+  const int64_t timeout_ms_;
+  const SpinPolicy policy_;
+  std::unique_ptr<Core[]> cores_;
+  std::unique_ptr<Step> step_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace tpurt

@@ -1,0 +1,61 @@
+// Infeed and outfeed: one bounded FIFO of tuples per replica, with fixed per-element
+// dtypes and shapes. Waits are bounded by the system's collective deadline; a
+// replica's wait also ends when its step is aborted.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "tpurt/feed.h"
+
+namespace tpurt {
+
+class Communicator;
+class System;
+
+class FeedQueue {
+ public:
+  // kind names the queue in messages ("infeed", "outfeed"). Throws
+  // TPU_INVALID_ARGUMENT for bad counts, dtypes or shapes.
+  FeedQueue(std::shared_ptr<System> system, const char* kind, int num_replicas,
+            int num_elements, const tpu_dtype* dtypes, const tpu_shape* shapes, int capacity);
+  ~FeedQueue();  // releases the queued tensors
+  FeedQueue(const FeedQueue&) = delete;
+  FeedQueue& operator=(const FeedQueue&) = delete;
+
+  System& system() const { return *system_; }
+
+  // Checks every element, then appends the tuple (retained) to the replica's FIFO,
+  // waiting while it is full. step: the caller's communicator when a replica
+  // enqueues (its abort ends the wait), else nullptr.
+  void push(int replica, tpu_tensor* const* tuple, int num_elements, const Communicator* step);
+  // Takes the replica's oldest tuple (the references move to the caller), waiting
+  // while the FIFO is empty.
+  void pop(int replica, tpu_tensor** tuple, int num_elements, const Communicator* step);
+
+ private:
+  void check_replica(int replica) const;
+  void check_count(int num_elements) const;
+  // Waits until ready() under lock; throws on deadline, abort or shutdown.
+  template <typename Ready>
+  void wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const Communicator* step,
+            int replica, bool enqueue);
+
+  const std::shared_ptr<System> system_;
+  const std::string kind_;
+  const int num_replicas_;
+  const int num_elements_;
+  const size_t capacity_;  // tuples per replica
+  std::vector<tpu_dtype> dtypes_;
+  std::vector<tpu_shape> shapes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::deque<Tensor*>> fifos_;  // num_elements_ tensors per tuple
+};
+
+}  // namespace tpurt

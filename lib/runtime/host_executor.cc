@@ -1,0 +1,105 @@
+#include "runtime/host_executor.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "collectives/communicator.h"
+#include "core/status.h"
+#include "runtime/executor.h"
+
+namespace tpurt {
+
+struct HostExecutor::Request {
+  tpu_host_fn fn = nullptr;
+  void* user_data = nullptr;
+  int replica = 0;
+  bool done = false;
+  tpu_status status = TPU_OK;
+  std::string message;
+};
+
+HostExecutor::~HostExecutor() {
+  if (thread_.joinable()) stop();
+}
+
+void HostExecutor::start(const std::shared_ptr<System>& keepalive) {
+  thread_ = std::thread([this, keepalive] { loop(); });
+}
+
+void HostExecutor::stop() {
+  bool busy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    busy = busy_;
+  }
+  work_cv_.notify_all();
+  if (!thread_.joinable()) return;
+  if (busy) thread_.detach();
+  else thread_.join();
+}
+
+void HostExecutor::loop() {
+  pthread_setname_np(pthread_self(), "tpurt-host");
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Request* req = queue_.front();
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    clear_last_error();
+    tpu_status status;
+    {
+      UserCodeScope scope;
+      try {
+        status = req->fn(req->replica, req->user_data);
+      } catch (...) {
+        status = set_last_error(TPU_INTERNAL, "the outside-compilation function threw a C++ exception");
+      }
+    }
+    std::string message;
+    if (status != TPU_OK)
+      message = *last_error() ? last_error()
+                              : str_cat("outside compilation returned ", status_name(status));
+    lock.lock();
+    busy_ = false;
+    req->status = status;
+    req->message = std::move(message);
+    req->done = true;
+    done_cv_.notify_all();
+  }
+}
+
+tpu_status HostExecutor::call(tpu_host_fn fn, void* user_data, int replica,
+                              const Communicator& comm, std::string* message) {
+  Request req;
+  req.fn = fn;
+  req.user_data = user_data;
+  req.replica = replica;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) {
+    *message = "the TPU system is shut down";
+    return TPU_FAILED_PRECONDITION;
+  }
+  queue_.push_back(&req);
+  work_cv_.notify_one();
+  // Short slices: an abort of the step is polled, not signalled.
+  while (!done_cv_.wait_for(lock, std::chrono::milliseconds(2), [&] { return req.done; })) {
+    auto it = std::find(queue_.begin(), queue_.end(), &req);
+    if (it == queue_.end()) continue;  // running: it must finish, it uses req
+    if (comm.aborted() || stopping_) {
+      queue_.erase(it);
+      *message = str_cat("outside compilation for replica ", replica,
+                         " was cancelled: the step failed before it ran");
+      return TPU_ABORTED;
+    }
+  }
+  *message = std::move(req.message);
+  return req.status;
+}
+
+}  // namespace tpurt

@@ -1,0 +1,305 @@
+#include "runtime/system.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "collectives/communicator.h"
+#include "core/status.h"
+#include "core/wait.h"
+#include "topology/embedding_config.h"
+
+namespace tpurt {
+namespace {
+
+// More cores than this would only exhaust threads; no mesh of ours is that large.
+constexpr int kMaxCores = 4096;
+
+std::mutex g_live_mu;
+const System* g_live = nullptr;  // guarded by g_live_mu
+
+int cores_from_environment() {
+  const char* v = std::getenv("TPURT_NUM_CORES");
+  if (v == nullptr || *v == '\0') return 0;
+  errno = 0;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (errno != 0 || *end != '\0' || n <= 0 || n > kMaxCores)
+    invalid_argument("environment variable TPURT_NUM_CORES='", v,
+                     "' is not a core count in [1, ", kMaxCores, "]");
+  return static_cast<int>(n);
+}
+
+bool valid_job_name(const std::string& job) {
+  if (job.empty()) return false;
+  for (char c : job)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return false;
+  return true;
+}
+
+}  // namespace
+
+void throw_if_failed(tpu_status status) {
+  if (status != TPU_OK) throw Error(status, last_error());
+}
+
+SystemConfig resolve_system_options(const tpu_system_options* options) {
+  const tpu_system_options defaults = TPU_SYSTEM_OPTIONS_INIT;
+  const tpu_system_options& o = options ? *options : defaults;
+  if (o.struct_size < kSystemOptionsMinSize)
+    invalid_argument("options->struct_size is ", o.struct_size, " but tpu_system_options has ",
+                     kSystemOptionsMinSize,
+                     " bytes; initialise it with TPU_SYSTEM_OPTIONS_INIT or tpu_system_options_init");
+  SystemConfig c;
+
+  if (o.num_cores < 0 || o.num_cores > kMaxCores)
+    invalid_argument("options->num_cores is ", o.num_cores, "; it must be in [1, ", kMaxCores,
+                     "], or 0 for the default");
+  c.num_cores = o.num_cores;
+  if (c.num_cores == 0) c.num_cores = cores_from_environment();
+  if (c.num_cores == 0) c.num_cores = std::min(online_cpus(), kMaxCores);
+
+  const int32_t* m = o.mesh_shape;
+  if (m[0] == 0 && m[1] == 0 && m[2] == 0 && m[3] == 0) {
+    c.mesh_shape[0] = c.num_cores;
+    c.mesh_shape[1] = c.mesh_shape[2] = c.mesh_shape[3] = 1;
+  } else {
+    for (int i = 0; i < TPU_MESH_RANK; ++i)
+      if (m[i] <= 0)
+        invalid_argument("options->mesh_shape[", i, "] is ", m[i],
+                         "; every entry must be positive, or all 0 for [num_cores, 1, 1, 1]");
+    int64_t product = 1;
+    for (int i = 0; i < TPU_MESH_RANK; ++i) {
+      product = std::min<int64_t>(product * m[i], kMaxCores + 1);  // no overflow
+      c.mesh_shape[i] = m[i];
+    }
+    if (product != c.num_cores)
+      invalid_argument("options->mesh_shape [", m[0], ", ", m[1], ", ", m[2], ", ", m[3],
+                       "] does not hold num_cores = ", c.num_cores,
+                       " cores (its product must equal num_cores)");
+  }
+
+  c.job_name = o.job_name ? o.job_name : "localhost";
+  if (!valid_job_name(c.job_name))
+    invalid_argument("options->job_name '", c.job_name,
+                     "' is not a job name (letters, digits, '_', '-' and '.')");
+
+  c.device_type = o.device_type ? o.device_type : "TPU";
+  for (char& ch : c.device_type) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (c.device_type != "TPU" && c.device_type != "CPU")
+    invalid_argument("options->device_type '", o.device_type, "' is not \"TPU\" or \"CPU\"");
+
+  c.pin_threads = o.pin_threads != 0;
+  if (o.collective_timeout_ms < 0)
+    invalid_argument("options->collective_timeout_ms is ", o.collective_timeout_ms,
+                     "; it must be positive, or 0 for the default (",
+                     TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS, " ms)");
+  c.collective_timeout_ms =
+      o.collective_timeout_ms ? o.collective_timeout_ms : TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS;
+  c.close_on_failure = o.close_on_failure != 0;
+
+  if (o.embedding_config_len > 0) {
+    if (o.embedding_config == nullptr)
+      invalid_argument("options->embedding_config is NULL but embedding_config_len is ",
+                       o.embedding_config_len);
+    validate_embedding_config(o.embedding_config, o.embedding_config_len);
+    c.embedding_config.assign(static_cast<const char*>(o.embedding_config),
+                              o.embedding_config_len);
+  }
+  return c;
+}
+
+void core_coordinates(const int32_t mesh[TPU_MESH_RANK], int core, int32_t out[TPU_MESH_RANK]) {
+  // Dense order: core fastest, then x, y, z.
+  int rest = core;
+  out[3] = rest % mesh[3];
+  rest /= mesh[3];
+  out[0] = rest % mesh[0];
+  rest /= mesh[0];
+  out[1] = rest % mesh[1];
+  out[2] = rest / mesh[1];
+}
+
+namespace {
+
+std::vector<std::string> device_names(const SystemConfig& c) {
+  std::vector<std::string> names(c.num_cores);
+  for (int core = 0; core < c.num_cores; ++core) {
+    size_t len = 0;
+    throw_if_failed(tpu_device_name(c.job_name.c_str(), 0, c.device_type.c_str(), core, nullptr, 0, &len));
+    names[core].resize(len + 1);
+    throw_if_failed(tpu_device_name(c.job_name.c_str(), 0, c.device_type.c_str(), core,
+                                    &names[core][0], len + 1, &len));
+    names[core].resize(len);
+  }
+  return names;
+}
+
+}  // namespace
+
+System::System(SystemConfig config)
+    : config_(std::move(config)),
+      comms_(config_.num_cores + 1),
+      replica_core_(config_.num_cores),
+      core_owner_(config_.num_cores),
+      executor_(this, device_names(config_), config_.pin_threads, config_.collective_timeout_ms) {
+  build_topology();
+}
+
+System::~System() = default;
+
+void System::build_topology() {
+  const int n = config_.num_cores;
+  std::vector<int32_t> coords(static_cast<size_t>(n) * TPU_MESH_RANK);
+  for (int core = 0; core < n; ++core)
+    core_coordinates(config_.mesh_shape, core, &coords[static_cast<size_t>(core) * TPU_MESH_RANK]);
+  tpu_topology* topology = nullptr;
+  throw_if_failed(tpu_topology_create(config_.mesh_shape, TPU_MESH_RANK, coords.data(), 1, n, &topology));
+  size_t len = 0;
+  tpu_status st = tpu_topology_serialize(topology, nullptr, 0, &len);
+  if (st == TPU_OK) {
+    serialized_topology_.resize(len);
+    st = tpu_topology_serialize(topology, &serialized_topology_[0], len, &len);
+  }
+  tpu_topology_release(topology);
+  throw_if_failed(st);
+}
+
+std::shared_ptr<System> System::start(const tpu_system_options* options) {
+  SystemConfig config = resolve_system_options(options);
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  if (g_live != nullptr)
+    fail(TPU_ALREADY_EXISTS,
+         "a TPU system is already initialized in this process; shut it down first "
+         "(tpu_system_shutdown)");
+  std::shared_ptr<System> system(new System(std::move(config)));
+  try {
+    system->executor_.start(system);
+    system->host_.start(system);
+  } catch (...) {
+    system->executor_.stop();
+    system->host_.stop();
+    throw;
+  }
+  g_live = system.get();
+  return system;
+}
+
+void System::check_live() const {
+  if (is_shut_down()) fail(TPU_FAILED_PRECONDITION, "the TPU system is shut down");
+}
+
+void System::check_open() const {
+  const int state = state_.load(std::memory_order_acquire);
+  if (state == kOpen) return;
+  if (state == kShutDown) fail(TPU_FAILED_PRECONDITION, "the TPU system is shut down");
+  std::lock_guard<std::mutex> lock(closed_mu_);
+  fail(TPU_FAILED_PRECONDITION, closed_message_);
+}
+
+void System::check_can_start_step() const {
+  if (in_user_code())
+    fail(TPU_FAILED_PRECONDITION,
+         "TPU computations cannot be nested: a step was started from inside a computation");
+  check_open();
+}
+
+void System::close(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(closed_mu_);
+    closed_message_ = str_cat("the system was closed by a failed step: ", why);
+  }
+  int open = kOpen;
+  state_.compare_exchange_strong(open, kClosed, std::memory_order_acq_rel);
+}
+
+void System::shutdown() {
+  if (in_user_code())
+    fail(TPU_FAILED_PRECONDITION, "tpu_system_shutdown must not be called from inside a computation");
+  std::lock_guard<FifoMutex> lock(step_mu_);
+  if (is_shut_down()) return;
+  state_.store(kShutDown, std::memory_order_release);
+  executor_.stop();
+  host_.stop();
+  std::lock_guard<std::mutex> live(g_live_mu);
+  if (g_live == this) g_live = nullptr;
+}
+
+void System::check_num_replicas(int num_replicas, const tpu_device_assignment* da) const {
+  if (da == nullptr) {
+    if (num_replicas != 1 && num_replicas != num_cores())
+      invalid_argument("without a device assignment 'num_replicas' must be equal to 1 or ",
+                       num_cores(), " (the number of cores), got ", num_replicas);
+    return;
+  }
+  int da_replicas = 0;
+  throw_if_failed(tpu_device_assignment_num_replicas(da, &da_replicas));
+  if (da_replicas != num_replicas)
+    invalid_argument("the device assignment has ", da_replicas, " replicas but num_replicas is ",
+                     num_replicas);
+  if (num_replicas > num_cores())
+    invalid_argument("the device assignment has ", num_replicas, " replicas but the system has ",
+                     num_cores(), " cores; each replica needs a core of its own");
+}
+
+const int* System::resolve_cores(int num_replicas, const tpu_device_assignment* da,
+                                 int* cores_per_replica) {
+  check_num_replicas(num_replicas, da);
+  if (da == nullptr) {
+    for (int r = 0; r < num_replicas; ++r) replica_core_[r] = r;
+    *cores_per_replica = 1;
+    return replica_core_.data();
+  }
+  throw_if_failed(tpu_device_assignment_num_cores_per_replica(da, cores_per_replica));
+  std::fill(core_owner_.begin(), core_owner_.end(), -1);
+  for (int r = 0; r < num_replicas; ++r) {
+    int task = 0, core = 0;
+    throw_if_failed(tpu_device_assignment_task(da, r, 0, &task));
+    if (task != 0)
+      invalid_argument("the device assignment puts replica ", r, " on task ", task,
+                       ", but this system has only task 0");
+    throw_if_failed(tpu_device_assignment_tpu_ordinal(da, r, 0, &core));
+    if (core < 0 || core >= num_cores())
+      invalid_argument("the device assignment puts replica ", r, " on device ", core,
+                       ", but this system has ", num_cores(), " cores");
+    // Two replicas on one core would deadlock in their first collective.
+    if (core_owner_[core] >= 0)
+      invalid_argument("the device assignment puts replicas ", core_owner_[core], " and ", r,
+                       " on core ", core, "; each replica needs a core of its own");
+    core_owner_[core] = r;
+    replica_core_[r] = core;
+  }
+  return replica_core_.data();
+}
+
+Communicator& System::communicator(int num_replicas) {
+  std::unique_ptr<Communicator>& comm = comms_[num_replicas];
+  if (!comm)
+    comm.reset(new Communicator(num_replicas, config_.collective_timeout_ms, online_cpus()));
+  return *comm;
+}
+
+void System::run_step(const StepSpec& spec, const tpu_device_assignment* device_assignment,
+                      tpu_tensor** outputs) {
+  check_can_start_step();
+  std::lock_guard<FifoMutex> lock(step_mu_);
+  check_open();
+  int cores_per_replica = 1;
+  const int* cores = resolve_cores(spec.num_replicas, device_assignment, &cores_per_replica);
+  StepResult result = executor_.run(spec, cores, cores_per_replica,
+                                    &communicator(spec.num_replicas), outputs);
+  if (result.code == TPU_OK) return;
+  // Abandoned replicas keep their cores busy: the system cannot run another step.
+  if (config_.close_on_failure || result.abandoned) close(result.message);
+  throw Error(result.code, result.message);
+}
+
+tpu_topology* System::new_topology() const {
+  tpu_topology* topology = nullptr;
+  throw_if_failed(tpu_topology_parse(serialized_topology_.data(), serialized_topology_.size(), &topology));
+  return topology;
+}
+
+}  // namespace tpurt

@@ -1,0 +1,130 @@
+// A TPU system: validated options, the topology, one worker per logical core, the
+// host thread for outside compilation, and the lock that serialises steps. One may
+// be live per process. Shared ownership: the C handle, the feed queues and the
+// worker threads hold references, so a thread stuck in an abandoned computation
+// never outlives what it touches.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/executor.h"
+#include "runtime/fifo_mutex.h"
+#include "runtime/host_executor.h"
+#include "tpurt/system.h"
+
+namespace tpurt {
+
+class Communicator;
+
+// The options after defaults and validation.
+struct SystemConfig {
+  int num_cores = 0;
+  int32_t mesh_shape[TPU_MESH_RANK] = {0, 0, 0, 0};
+  std::string job_name;
+  std::string device_type;  // "TPU" or "CPU"
+  bool pin_threads = false;
+  int64_t collective_timeout_ms = TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS;
+  bool close_on_failure = true;
+  std::string embedding_config;
+};
+
+// The first release's struct size: callers must pass at least this much.
+constexpr size_t kSystemOptionsMinSize =
+    offsetof(tpu_system_options, embedding_config_len) + sizeof(size_t);
+
+// Fills defaults and validates (options may be NULL). Throws TPU_INVALID_ARGUMENT
+// naming the field.
+SystemConfig resolve_system_options(const tpu_system_options* options);
+
+// The mesh coordinates of a system core: cores fill the mesh densely, core fastest,
+// then x, y, z.
+void core_coordinates(const int32_t mesh[TPU_MESH_RANK], int core, int32_t out[TPU_MESH_RANK]);
+
+// For the library's own calls of tpurt C functions: throws the calling thread's last
+// error when `status` is not OK.
+void throw_if_failed(tpu_status status);
+
+class System {
+ public:
+  // Starts a system. TPU_ALREADY_EXISTS while another is live in the process.
+  static std::shared_ptr<System> start(const tpu_system_options* options);
+  ~System();
+  System(const System&) = delete;
+  System& operator=(const System&) = delete;
+
+  const SystemConfig& config() const { return config_; }
+  int num_cores() const { return config_.num_cores; }
+  const std::string& serialized_topology() const { return serialized_topology_; }
+
+  // TPU_FAILED_PRECONDITION once shut down.
+  void check_live() const;
+  // TPU_FAILED_PRECONDITION once shut down or closed by a failed step.
+  void check_open() const;
+  bool is_shut_down() const { return state_.load(std::memory_order_acquire) == kShutDown; }
+  bool is_closed() const { return state_.load(std::memory_order_acquire) != kOpen; }
+  // TPU_FAILED_PRECONDITION inside a computation (no nesting) or once closed.
+  void check_can_start_step() const;
+  // The replica-count rules of tpu_replicate (TPU_INVALID_ARGUMENT).
+  void check_num_replicas(int num_replicas, const tpu_device_assignment* da) const;
+  // A new handle to the topology (the caller releases it).
+  tpu_topology* new_topology() const;
+
+  // Waits for the step in flight, stops the threads. Idempotent.
+  void shutdown();
+
+  // Runs one step on the cores the device assignment names (NULL: replica r on core
+  // r), after checking it against num_replicas. Steps run one at a time in call
+  // order. On success outputs[r * num_outputs + o] get new references; on failure
+  // throws "replica R: ..." and leaves outputs alone.
+  void run_step(const StepSpec& spec, const tpu_device_assignment* device_assignment,
+                tpu_tensor** outputs);
+
+  HostExecutor& host() { return host_; }
+
+ private:
+  enum State { kOpen, kClosed, kShutDown };
+
+  explicit System(SystemConfig config);
+  void build_topology();
+  const int* resolve_cores(int num_replicas, const tpu_device_assignment* da,
+                           int* cores_per_replica);
+  Communicator& communicator(int num_replicas);
+  void close(const std::string& why);
+
+  const SystemConfig config_;
+  std::string serialized_topology_;
+  std::atomic<int> state_{kOpen};
+  mutable std::mutex closed_mu_;
+  std::string closed_message_;
+
+  FifoMutex step_mu_;
+  // Guarded by step_mu_: one communicator per replica count, and the replica -> core
+  // map of the current step.
+  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<int> replica_core_;
+  std::vector<int> core_owner_;
+
+  Executor executor_;
+  HostExecutor host_;
+};
+
+}  // namespace tpurt
+
+// The C handle: one reference to the system.
+struct tpu_system {
+  std::shared_ptr<tpurt::System> impl;
+};
+
+namespace tpurt {
+inline System& system_of(const tpu_system* handle) {
+  require_not_null(handle, "system");
+  return *handle->impl;
+}
+}  // namespace tpurt

@@ -1,0 +1,246 @@
+/* Infeed and outfeed: round trips, tuple checks, creation checks, bounded waits,
+ * a step abort waking a blocked dequeue, and queues after shutdown. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include <tpurt.h>
+
+static tpu_system *g_sys;
+static tpu_infeed_queue *g_in;
+static tpu_outfeed_queue *g_out;
+
+static int teardown(void **state) {
+  (void)state;
+  tpu_infeed_queue_release(g_in);
+  tpu_outfeed_queue_release(g_out);
+  tpu_system_release(g_sys);
+  g_in = NULL;
+  g_out = NULL;
+  g_sys = NULL;
+  return 0;
+}
+
+static void start(int cores, int64_t timeout_ms) {
+  tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
+  o.num_cores = cores;
+  o.collective_timeout_ms = timeout_ms;
+  o.close_on_failure = 0;
+  tpu_status st = tpu_system_init(&o, &g_sys);
+  if (st != TPU_OK) fail_msg("tpu_system_init: %s", tpu_last_error());
+}
+
+static void expect_error(tpu_status got, tpu_status want, const char *fragment) {
+  if (got != want || strstr(tpu_last_error(), fragment) == NULL)
+    fail_msg("expected %s with \"%s\", got %s: \"%s\"", tpu_status_name(want), fragment,
+             tpu_status_name(got), tpu_last_error());
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Tuples of (float32[2,3], int32 scalar). */
+static const tpu_dtype kTypes[2] = {TPU_FLOAT, TPU_INT32};
+static tpu_shape kShapes[2] = {{2, {2, 3}}, {0, {0}}};
+
+static void make_tuple(float base, int32_t tag, tpu_tensor **t) {
+  float v[6];
+  for (int i = 0; i < 6; ++i) v[i] = base + (float)i;
+  assert_int_equal(tpu_tensor_create(TPU_FLOAT, kShapes[0].dims, 2, v, sizeof v, &t[0]), TPU_OK);
+  assert_int_equal(tpu_tensor_create(TPU_INT32, NULL, 0, &tag, sizeof tag, &t[1]), TPU_OK);
+}
+
+static void release_tuple(tpu_tensor **t) {
+  tpu_tensor_release(t[0]);
+  tpu_tensor_release(t[1]);
+}
+
+static int replica_id(tpu_replica_context *ctx) {
+  int r = -1;
+  tpu_replica_context_replica_id(ctx, &r);
+  return r;
+}
+
+/* Dequeues two tuples and sends back (sum of floats, tag * 10 + replica) per tuple. */
+static tpu_status echo(tpu_replica_context *ctx, tpu_tensor *const *in, int ni, tpu_tensor **out,
+                       int no, void *user) {
+  for (int k = 0; k < 2; ++k) {
+    tpu_tensor *t[2] = {NULL, NULL};
+    tpu_status st = tpu_infeed_dequeue(ctx, g_in, t, 2);
+    if (st != TPU_OK) return st;
+    void *f, *g;
+    tpu_tensor_data(t[0], &f);
+    tpu_tensor_data(t[1], &g);
+    float sum = 0;
+    for (int i = 0; i < 6; ++i) sum += ((float *)f)[i];
+    int32_t tag = *(int32_t *)g * 10 + replica_id(ctx);
+    release_tuple(t);
+    float fs[6] = {sum};
+    tpu_tensor *reply[2];
+    tpu_tensor_create(TPU_FLOAT, kShapes[0].dims, 2, fs, sizeof fs, &reply[0]);
+    tpu_tensor_create(TPU_INT32, NULL, 0, &tag, sizeof tag, &reply[1]);
+    st = tpu_outfeed_enqueue(ctx, g_out, reply, 2);
+    release_tuple(reply);
+    if (st != TPU_OK) return st;
+  }
+  return TPU_OK;
+}
+
+static void test_feed__round_trip(void **state) {
+  start(2, 0);
+  assert_int_equal(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in), TPU_OK);
+  assert_int_equal(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 4, &g_out), TPU_OK);
+  for (int k = 0; k < 2; ++k)
+    for (int r = 0; r < 2; ++r) {
+      tpu_tensor *t[2];
+      make_tuple((float)(10 * r + k), r * 2 + k, t);
+      assert_int_equal(tpu_infeed_enqueue(g_in, r, t, 2), TPU_OK);
+      release_tuple(t); /* the queue holds its own references */
+    }
+  assert_int_equal(tpu_replicate(g_sys, echo, NULL, 2, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 2; ++k) { /* FIFO order per replica */
+      tpu_tensor *t[2];
+      assert_int_equal(tpu_outfeed_dequeue(g_out, r, t, 2), TPU_OK);
+      void *f, *g;
+      tpu_tensor_data(t[0], &f);
+      tpu_tensor_data(t[1], &g);
+      assert_true(((float *)f)[0] == 6 * (float)(10 * r + k) + 15);
+      assert_int_equal(*(int32_t *)g, (r * 2 + k) * 10 + r);
+      release_tuple(t);
+    }
+  /* Released with tuples still queued: no leak (checked under ASan). */
+  tpu_tensor *t[2];
+  make_tuple(0, 0, t);
+  assert_int_equal(tpu_infeed_enqueue(g_in, 1, t, 2), TPU_OK);
+  release_tuple(t);
+}
+
+static void test_feed__tuple_checks(void **state) {
+  start(2, 200);
+  assert_int_equal(tpu_infeed_queue_create(g_sys, 1, 2, kTypes, kShapes, 1, &g_in), TPU_OK);
+  tpu_tensor *t[2], *bad;
+  make_tuple(1, 7, t);
+  int64_t dims[2] = {2, 3};
+  assert_int_equal(tpu_tensor_create(TPU_INT32, dims, 2, NULL, 0, &bad), TPU_OK);
+  tpu_tensor *wrong_type[2] = {bad, t[1]};
+  expect_error(tpu_infeed_enqueue(g_in, 0, wrong_type, 2), TPU_INVALID_ARGUMENT,
+               "infeed tuple element 0: expected float32[2,3], got int32[2,3]");
+  tpu_tensor *wrong_shape[2] = {t[0], t[0]}; /* element 1 wrong, element 0 fine */
+  expect_error(tpu_infeed_enqueue(g_in, 0, wrong_shape, 2), TPU_INVALID_ARGUMENT,
+               "infeed tuple element 1: expected int32[], got float32[2,3]");
+  expect_error(tpu_infeed_enqueue(g_in, 0, t, 1), TPU_INVALID_ARGUMENT,
+               "infeed tuple has 1 elements but the queue's tuples have 2");
+  expect_error(tpu_infeed_enqueue(g_in, 1, t, 2), TPU_INVALID_ARGUMENT, "replica 1 is out of range");
+  tpu_tensor *with_null[2] = {t[0], NULL};
+  expect_error(tpu_infeed_enqueue(g_in, 0, with_null, 2), TPU_INVALID_ARGUMENT,
+               "infeed tuple element 1 is NULL");
+  /* Nothing was enqueued by the rejected calls: the one slot is still free. */
+  assert_int_equal(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_OK);
+  double t0 = now();
+  expect_error(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_DEADLINE_EXCEEDED, "stayed full");
+  double waited = now() - t0;
+  assert_true(waited >= 0.19 && waited < 3.0);
+  release_tuple(t);
+  tpu_tensor_release(bad);
+}
+
+static void test_feed__creation_checks(void **state) {
+  start(2, 0);
+  tpu_dtype types[2] = {TPU_FLOAT, TPU_INT8};
+  expect_error(tpu_infeed_queue_create(g_sys, 2, 2, types, kShapes, 0, &g_in), TPU_INVALID_ARGUMENT,
+               "element 1: int8 (6) is not a supported TPU infeed type");
+  types[1] = TPU_UINT32;
+  tpu_shape shapes[2] = {{1, {-1}}, {0, {0}}};
+  expect_error(tpu_outfeed_queue_create(g_sys, 2, 2, types, shapes, 0, &g_out),
+               TPU_INVALID_ARGUMENT, "element 0: dimension 0 is -1");
+  shapes[0].rank = TPU_MAX_RANK + 1;
+  expect_error(tpu_infeed_queue_create(g_sys, 2, 2, types, shapes, 0, &g_in), TPU_INVALID_ARGUMENT,
+               "rank 17");
+  expect_error(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, -1, &g_in),
+               TPU_INVALID_ARGUMENT, "capacity");
+  expect_error(tpu_infeed_queue_create(g_sys, 3, 2, kTypes, kShapes, 0, &g_in),
+               TPU_INVALID_ARGUMENT, "num_replicas is 3");
+  expect_error(tpu_infeed_queue_create(g_sys, 2, 0, kTypes, kShapes, 0, &g_in),
+               TPU_INVALID_ARGUMENT, "num_elements");
+  assert_null(g_in);
+  assert_null(g_out);
+}
+
+static atomic_int g_dequeue_status;
+
+static tpu_status dequeue_one(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                              tpu_tensor **out, int no, void *user) {
+  int failing = *(int *)user;
+  if (replica_id(ctx) == failing) {
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    return tpu_replica_context_fail(ctx, TPU_DATA_LOSS, "bad batch");
+  }
+  tpu_tensor *t[2] = {NULL, NULL};
+  tpu_status st = tpu_infeed_dequeue(ctx, g_in, t, 2);
+  atomic_store(&g_dequeue_status, (int)st);
+  release_tuple(t);
+  return st;
+}
+
+static void test_feed__deadlines(void **state) {
+  start(2, 200);
+  assert_int_equal(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in), TPU_OK);
+  assert_int_equal(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_out), TPU_OK);
+  tpu_tensor *t[2];
+  double t0 = now();
+  expect_error(tpu_outfeed_dequeue(g_out, 1, t, 2), TPU_DEADLINE_EXCEEDED,
+               "outfeed dequeue for replica 1 timed out after 200 ms");
+  assert_true(now() - t0 >= 0.19);
+  int nobody = -1;
+  expect_error(tpu_replicate(g_sys, dequeue_one, &nobody, 2, 0, NULL, NULL, NULL, 0, NULL),
+               TPU_DEADLINE_EXCEEDED, "infeed dequeue for replica");
+}
+
+static void test_feed__abort_wakes_dequeue(void **state) {
+  start(2, 10000); /* far beyond the test: only the abort can end the wait */
+  assert_int_equal(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in), TPU_OK);
+  int failing = 1;
+  double t0 = now();
+  expect_error(tpu_replicate(g_sys, dequeue_one, &failing, 2, 0, NULL, NULL, NULL, 0, NULL),
+               TPU_DATA_LOSS, "replica 1: bad batch");
+  assert_true(now() - t0 < 2.0);
+  assert_int_equal(g_dequeue_status, TPU_ABORTED);
+}
+
+static void test_feed__after_shutdown(void **state) {
+  start(2, 0);
+  assert_int_equal(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in), TPU_OK);
+  assert_int_equal(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_out), TPU_OK);
+  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  tpu_tensor *t[2];
+  make_tuple(0, 0, t);
+  expect_error(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_FAILED_PRECONDITION, "shut down");
+  release_tuple(t);
+  expect_error(tpu_outfeed_dequeue(g_out, 0, t, 2), TPU_FAILED_PRECONDITION, "shut down");
+  tpu_infeed_queue *q = NULL;
+  expect_error(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &q),
+               TPU_FAILED_PRECONDITION, "shut down");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_feed__round_trip, teardown),
+      cmocka_unit_test_teardown(test_feed__tuple_checks, teardown),
+      cmocka_unit_test_teardown(test_feed__creation_checks, teardown),
+      cmocka_unit_test_teardown(test_feed__deadlines, teardown),
+      cmocka_unit_test_teardown(test_feed__abort_wakes_dequeue, teardown),
+      cmocka_unit_test_teardown(test_feed__after_shutdown, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

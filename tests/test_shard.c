@@ -1,0 +1,238 @@
+/* tf.tpu.shard and batch_parallel: splitting inputs along axes, concatenating or
+ * stacking outputs, shard 0's output when not gathered, and their errors. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include <tpurt.h>
+
+static tpu_system *g_sys;
+
+static int setup(void **state) {
+  (void)state;
+  tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
+  o.num_cores = 4;
+  o.close_on_failure = 0;
+  return tpu_system_init(&o, &g_sys) == TPU_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  tpu_system_release(g_sys);
+  return 0;
+}
+
+static void expect_error(tpu_status got, tpu_status want, const char *fragment) {
+  if (got != want || strstr(tpu_last_error(), fragment) == NULL)
+    fail_msg("expected %s with \"%s\", got %s: \"%s\"", tpu_status_name(want), fragment,
+             tpu_status_name(got), tpu_last_error());
+}
+
+/* A float tensor of `dims` holding 0, 1, 2, ... */
+static tpu_tensor *iota(const int64_t *dims, int rank) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= dims[i];
+  float v[64];
+  for (int64_t i = 0; i < n; ++i) v[i] = (float)i;
+  tpu_tensor *t = NULL;
+  assert_int_equal(tpu_tensor_create(TPU_FLOAT, dims, rank, v, (size_t)n * 4, &t), TPU_OK);
+  return t;
+}
+
+static void expect_tensor(const tpu_tensor *t, const int64_t *dims, int rank, const float *want) {
+  int r = -1;
+  int64_t got[4], n = 0;
+  assert_int_equal(tpu_tensor_rank(t, &r), TPU_OK);
+  assert_int_equal(r, rank);
+  assert_int_equal(tpu_tensor_dims(t, got, 4), TPU_OK);
+  for (int i = 0; i < rank; ++i) assert_int_equal(got[i], dims[i]);
+  tpu_tensor_num_elements(t, &n);
+  void *p;
+  tpu_tensor_data(t, &p);
+  for (int64_t i = 0; i < n; ++i)
+    if (((float *)p)[i] != want[i]) fail_msg("element %ld: %g != %g", (long)i, ((float *)p)[i], want[i]);
+}
+
+static int shard_id(tpu_replica_context *ctx) {
+  int r = -1;
+  tpu_replica_context_replica_id(ctx, &r);
+  return r;
+}
+
+/* out[0] = in[0] * 10 + shard; out[1] = float scalar shard. */
+static tpu_status scale_and_id(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                               tpu_tensor **out, int no, void *user) {
+  int s = shard_id(ctx);
+  int64_t dims[4], n = 0;
+  int rank = 0;
+  tpu_tensor_rank(in[0], &rank);
+  tpu_tensor_dims(in[0], dims, 4);
+  tpu_tensor_num_elements(in[0], &n);
+  void *p;
+  tpu_tensor_data(in[0], &p);
+  float v[64], id = (float)s;
+  for (int64_t i = 0; i < n; ++i) v[i] = ((float *)p)[i] * 10 + (float)s;
+  if (tpu_tensor_create(TPU_FLOAT, dims, rank, v, (size_t)n * 4, &out[0]) != TPU_OK) return TPU_INTERNAL;
+  if (no > 1 && tpu_tensor_create(TPU_FLOAT, NULL, 0, &id, 4, &out[1]) != TPU_OK) return TPU_INTERNAL;
+  return TPU_OK;
+}
+
+static void test_shard__split_concat_and_stack(void **state) {
+  const int64_t dims[2] = {4, 3};
+  tpu_tensor *in = iota(dims, 2), *out[2];
+  assert_int_equal(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, NULL, NULL, NULL, 2, out),
+                   TPU_OK);
+  float want[12];
+  for (int i = 0; i < 12; ++i) want[i] = (float)i * 10 + (float)(i / 3);
+  expect_tensor(out[0], dims, 2, want);
+  const int64_t stacked[1] = {4};
+  const float ids[4] = {0, 1, 2, 3};
+  expect_tensor(out[1], stacked, 1, ids);
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+
+  /* Axis 1 in, axis -1 out: columns go to shards and come back in place. */
+  const int in_axes[1] = {1}, out_axes[2] = {-1, 0};
+  const int64_t wide[2] = {2, 4};
+  tpu_tensor *w = iota(wide, 2);
+  assert_int_equal(tpu_shard(g_sys, scale_and_id, NULL, 1, &w, 4, in_axes, NULL, out_axes, NULL, 2, out),
+                   TPU_OK);
+  for (int i = 0; i < 8; ++i) want[i] = (float)i * 10 + (float)(i % 4);
+  expect_tensor(out[0], wide, 2, want);
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+
+  /* Not gathered: shard 0's value. */
+  const int from_all[2] = {0, 1};
+  assert_int_equal(tpu_shard(g_sys, scale_and_id, NULL, 1, &w, 4, in_axes, from_all, NULL, NULL, 2, out),
+                   TPU_OK);
+  const int64_t column[2] = {2, 1};
+  const float shard0[2] = {0, 40};
+  expect_tensor(out[0], column, 2, shard0);
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+  tpu_tensor_release(w);
+  tpu_tensor_release(in);
+}
+
+static void test_shard__batch_parallel(void **state) {
+  const int64_t dims[2] = {8, 2};
+  tpu_tensor *in = iota(dims, 2), *out;
+  assert_int_equal(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, 1, &out), TPU_OK);
+  float want[16];
+  for (int i = 0; i < 16; ++i) want[i] = (float)i * 10 + (float)(i / 4);
+  expect_tensor(out, dims, 2, want);
+  tpu_tensor_release(out);
+  tpu_tensor_release(in);
+
+  /* Two shards need a device assignment on four cores. */
+  tpu_topology *topo = NULL;
+  tpu_device_assignment *da = NULL;
+  assert_int_equal(tpu_system_topology(g_sys, &topo), TPU_OK);
+  assert_int_equal(tpu_device_assignment_build(topo, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &da),
+                   TPU_OK);
+  const int64_t six[2] = {6, 2};
+  in = iota(six, 2);
+  assert_int_equal(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 2, da, 1, &out), TPU_OK);
+  for (int i = 0; i < 12; ++i) want[i] = (float)i * 10 + (float)(i / 6);
+  expect_tensor(out, six, 2, want);
+  tpu_tensor_release(out);
+  expect_error(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, 1, &out),
+               TPU_INVALID_ARGUMENT, "size 6 is not divisible by 4");
+  assert_null(out);
+  tpu_tensor_release(in);
+  tpu_device_assignment_release(da);
+  tpu_topology_release(topo);
+
+  /* Rows of 64 bytes: the pieces share the input's buffer. */
+  const int64_t rows[2] = {4, 16};
+  in = iota(rows, 2);
+  assert_int_equal(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, 1, &out), TPU_OK);
+  float big[64];
+  for (int i = 0; i < 64; ++i) big[i] = (float)i * 10 + (float)(i / 16);
+  expect_tensor(out, rows, 2, big);
+  tpu_tensor_release(out);
+  tpu_tensor_release(in);
+}
+
+static void test_shard__input_errors(void **state) {
+  const int64_t dims[1] = {5};
+  tpu_tensor *in = iota(dims, 1), *out = (tpu_tensor *)&dims;
+  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, NULL, NULL, NULL, 1, &out),
+               TPU_INVALID_ARGUMENT, "input 0 (float32[5]) cannot be split into 4 shards along axis 0: size 5 is not divisible by 4");
+  assert_null(out);
+  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 0, NULL, NULL, NULL, NULL, 1, &out),
+               TPU_INVALID_ARGUMENT, "num_shards must be a positive integer");
+  const int bad_axis[1] = {1};
+  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 1, bad_axis, NULL, NULL, NULL, 1, &out),
+               TPU_INVALID_ARGUMENT, "input_shard_axes[0] = 1 is out of range");
+  tpu_tensor_release(in);
+  float x = 1;
+  assert_int_equal(tpu_tensor_create(TPU_FLOAT, NULL, 0, &x, 4, &in), TPU_OK);
+  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 1, NULL, NULL, NULL, NULL, 1, &out),
+               TPU_INVALID_ARGUMENT, "is a scalar");
+  tpu_tensor_release(in);
+  in = NULL;
+  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 1, NULL, NULL, NULL, NULL, 1, &out),
+               TPU_INVALID_ARGUMENT, "input 0 is NULL");
+  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 0, NULL, 3, NULL, NULL, NULL, NULL, 0, NULL),
+               TPU_INVALID_ARGUMENT, "'num_replicas' must be equal to 1 or 4");
+}
+
+/* Shard s returns a [s+1] vector as output 0 (mismatched across shards unless
+ * concatenated along 0), a [2, s+1] matrix as output 1, and leaves output 2 NULL. */
+static tpu_status ragged(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                         tpu_tensor **out, int no, void *user) {
+  int s = shard_id(ctx);
+  int64_t d0[1] = {s + 1}, d1[2] = {2, s + 1};
+  if (tpu_tensor_create(TPU_FLOAT, d0, 1, NULL, 0, &out[0]) != TPU_OK) return TPU_INTERNAL;
+  if (tpu_tensor_create(TPU_FLOAT, d1, 2, NULL, 0, &out[1]) != TPU_OK) return TPU_INTERNAL;
+  return TPU_OK;
+}
+
+static void test_shard__output_errors(void **state) {
+  tpu_tensor *out[3];
+  int from_all[3] = {1, 0, 0};
+  int axes[3] = {0, 0, 0};
+  /* Ragged along the concatenation axis is fine; a NULL output not gathered stays NULL. */
+  assert_int_equal(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, NULL, 3, out),
+                   TPU_OK);
+  int64_t n = 0;
+  tpu_tensor_num_elements(out[0], &n);
+  assert_int_equal(n, 1 + 2 + 3 + 4);
+  assert_null(out[2]);
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+
+  from_all[1] = 1;
+  expect_error(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, NULL, 2, out),
+               TPU_INVALID_ARGUMENT, "shards have mismatched output shapes");
+  assert_null(out[0]);
+  assert_null(out[1]);
+  axes[1] = 1; /* concatenating the ragged axis works */
+  assert_int_equal(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, NULL, 2, out),
+                   TPU_OK);
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+  axes[1] = 2;
+  expect_error(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, NULL, 2, out),
+               TPU_INVALID_ARGUMENT, "output_shard_axes[1] = 2 is out of range");
+  from_all[2] = 1;
+  axes[1] = 1;
+  expect_error(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, NULL, 3, out),
+               TPU_INVALID_ARGUMENT, "shard 0 left output 2 NULL");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_shard__split_concat_and_stack),
+      cmocka_unit_test(test_shard__batch_parallel),
+      cmocka_unit_test(test_shard__input_errors),
+      cmocka_unit_test(test_shard__output_errors),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,332 @@
+/* The TPU system: options and their validation, one live system per process,
+ * shutdown semantics, the topology it reports, its worker threads. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tpurt.h>
+
+/* The test's system, released by the teardown even when an assertion fails. */
+static tpu_system *g_sys;
+
+static int teardown(void **state) {
+  (void)state;
+  tpu_system_release(g_sys);
+  g_sys = NULL;
+  return 0;
+}
+
+static tpu_system_options options_for(int cores) {
+  tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
+  o.num_cores = cores;
+  return o;
+}
+
+static void start(const tpu_system_options *o) {
+  tpu_status st = tpu_system_init(o, &g_sys);
+  if (st != TPU_OK) fail_msg("tpu_system_init: %s: %s", tpu_status_name(st), tpu_last_error());
+}
+
+static void expect_error(tpu_status got, tpu_status want, const char *fragment) {
+  if (got != want || strstr(tpu_last_error(), fragment) == NULL)
+    fail_msg("expected %s with \"%s\", got %s: \"%s\"", tpu_status_name(want), fragment,
+             tpu_status_name(got), tpu_last_error());
+}
+
+static void expect_init_error(const tpu_system_options *o, const char *fragment) {
+  tpu_system *s = NULL;
+  expect_error(tpu_system_init(o, &s), TPU_INVALID_ARGUMENT, fragment);
+  assert_null(s);
+}
+
+static tpu_status empty(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                        tpu_tensor **out, int no, void *user) {
+  return TPU_OK;
+}
+
+static void test_system__init_query_shutdown(void **state) {
+  tpu_system_options o = options_for(4);
+  o.job_name = "worker";
+  start(&o);
+  int n = 0, closed = 1;
+  assert_int_equal(tpu_system_num_cores(g_sys, &n), TPU_OK);
+  assert_int_equal(n, 4);
+  char buf[64];
+  size_t len = 0;
+  assert_int_equal(tpu_system_job_name(g_sys, buf, sizeof buf, &len), TPU_OK);
+  assert_string_equal(buf, "worker");
+  assert_int_equal(tpu_system_device_type(g_sys, buf, sizeof buf, &len), TPU_OK);
+  assert_string_equal(buf, "TPU");
+  assert_int_equal(tpu_system_embedding_config(g_sys, NULL, 0, &len), TPU_OK);
+  assert_int_equal(len, 0);
+  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  assert_int_equal(closed, 0);
+
+  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK); /* idempotent */
+  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  assert_int_equal(closed, 1);
+  expect_error(tpu_system_num_cores(g_sys, &n), TPU_FAILED_PRECONDITION, "shut down");
+  expect_error(tpu_system_serialized_topology(g_sys, NULL, 0, &len), TPU_FAILED_PRECONDITION,
+               "shut down");
+  expect_error(tpu_replicate(g_sys, empty, NULL, 1, 0, NULL, NULL, NULL, 0, NULL),
+               TPU_FAILED_PRECONDITION, "shut down");
+}
+
+static void test_system__one_live_system(void **state) {
+  tpu_system_options o = options_for(2);
+  start(&o);
+  tpu_system *second = NULL;
+  expect_error(tpu_system_init(&o, &second), TPU_ALREADY_EXISTS, "already initialized");
+  assert_null(second);
+  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  /* After a shutdown a new system starts, even before the old handle is released. */
+  assert_int_equal(tpu_system_init(&o, &second), TPU_OK);
+  assert_int_equal(tpu_replicate(second, empty, NULL, 2, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_int_equal(tpu_system_release(second), TPU_OK);
+  assert_int_equal(tpu_system_release(NULL), TPU_OK);
+}
+
+static void test_system__options_validation(void **state) {
+  tpu_system_options o = options_for(2);
+  o.struct_size = offsetof(tpu_system_options, embedding_config);
+  expect_init_error(&o, "struct_size");
+
+  o = options_for(-1);
+  expect_init_error(&o, "num_cores");
+
+  o = options_for(3);
+  o.mesh_shape[0] = 2, o.mesh_shape[1] = 2, o.mesh_shape[2] = 1, o.mesh_shape[3] = 1;
+  expect_init_error(&o, "mesh_shape");
+  o.mesh_shape[0] = 3, o.mesh_shape[1] = 0;
+  expect_init_error(&o, "mesh_shape[1]");
+
+  o = options_for(2);
+  o.device_type = "GPU";
+  expect_init_error(&o, "'GPU'");
+  o = options_for(2);
+  o.job_name = "a/b";
+  expect_init_error(&o, "job_name");
+  o = options_for(2);
+  o.collective_timeout_ms = -1;
+  expect_init_error(&o, "collective_timeout_ms");
+  o = options_for(2);
+  o.embedding_config_len = 4;
+  expect_init_error(&o, "embedding_config");
+  static const unsigned char garbage[] = {0xff, 0xff, 0xff, 0xff, 0xff};
+  o.embedding_config = garbage;
+  o.embedding_config_len = sizeof garbage;
+  tpu_system *s = NULL;
+  assert_int_equal(tpu_system_init(&o, &s), TPU_INVALID_ARGUMENT);
+  assert_null(s);
+
+  /* Larger structs from newer callers are fine; device type is case-insensitive. */
+  struct {
+    tpu_system_options o;
+    char tail[32];
+  } big;
+  assert_int_equal(tpu_system_options_init(&big.o, sizeof big), TPU_OK);
+  assert_int_equal(big.o.struct_size, sizeof big);
+  assert_int_equal(big.o.close_on_failure, 1);
+  for (size_t i = 0; i < sizeof big.tail; ++i) assert_int_equal(big.tail[i], 0);
+  big.o.num_cores = 2;
+  big.o.device_type = "cpu";
+  start(&big.o);
+  char buf[8];
+  size_t len = 0;
+  assert_int_equal(tpu_system_device_type(g_sys, buf, sizeof buf, &len), TPU_OK);
+  assert_string_equal(buf, "CPU");
+  assert_int_equal(tpu_system_options_init(&o, 8), TPU_INVALID_ARGUMENT);
+}
+
+static void test_system__num_cores_defaults(void **state) {
+  start(NULL);
+  int n = 0;
+  assert_int_equal(tpu_system_num_cores(g_sys, &n), TPU_OK);
+  assert_int_equal(n, (int)sysconf(_SC_NPROCESSORS_ONLN));
+  tpu_system_release(g_sys);
+  g_sys = NULL;
+
+  setenv("TPURT_NUM_CORES", "3", 1);
+  tpu_system_options o = options_for(0);
+  start(&o);
+  assert_int_equal(tpu_system_num_cores(g_sys, &n), TPU_OK);
+  assert_int_equal(n, 3);
+  tpu_system_release(g_sys);
+  g_sys = NULL;
+
+  setenv("TPURT_NUM_CORES", "3x", 1);
+  expect_init_error(&o, "TPURT_NUM_CORES");
+  o.num_cores = 2; /* an explicit count wins over the environment */
+  start(&o);
+  unsetenv("TPURT_NUM_CORES");
+}
+
+static void test_system__topology(void **state) {
+  tpu_system_options o = options_for(4);
+  o.mesh_shape[0] = 2, o.mesh_shape[1] = 1, o.mesh_shape[2] = 1, o.mesh_shape[3] = 2;
+  size_t len = 0;
+  assert_int_equal(tpu_initialize_system(&o, &g_sys, NULL, 0, &len), TPU_OK);
+  assert_true(len > 0);
+  unsigned char bytes[512], again[512];
+  size_t len2 = 0;
+  assert_int_equal(tpu_system_serialized_topology(g_sys, bytes, sizeof bytes, &len2), TPU_OK);
+  assert_int_equal(len2, len);
+
+  tpu_topology *topo = NULL;
+  assert_int_equal(tpu_topology_parse(bytes, len, &topo), TPU_OK);
+  int32_t mesh[4], c[4];
+  int tasks = 0, devices = 0;
+  assert_int_equal(tpu_topology_mesh_shape(topo, mesh), TPU_OK);
+  assert_int_equal(mesh[0], 2);
+  assert_int_equal(mesh[3], 2);
+  assert_int_equal(tpu_topology_num_tasks(topo, &tasks), TPU_OK);
+  assert_int_equal(tpu_topology_num_devices_per_task(topo, &devices), TPU_OK);
+  assert_int_equal(tasks, 1);
+  assert_int_equal(devices, 4);
+  for (int d = 0; d < 4; ++d) { /* dense order: core fastest, then x */
+    assert_int_equal(tpu_topology_device_coordinates(topo, 0, d, c), TPU_OK);
+    assert_int_equal(c[3], d % 2);
+    assert_int_equal(c[0], d / 2);
+    assert_int_equal(c[1], 0);
+    assert_int_equal(c[2], 0);
+  }
+  tpu_topology_release(topo);
+
+  /* tpu_initialize_system's bytes are the system's; a small buffer starts nothing. */
+  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  tpu_system_release(g_sys);
+  g_sys = NULL;
+  expect_error(tpu_initialize_system(&o, &g_sys, again, 3, &len2), TPU_OUT_OF_RANGE, "too small");
+  assert_null(g_sys);
+  assert_int_equal(tpu_initialize_system(&o, &g_sys, again, sizeof again, &len2), TPU_OK);
+  assert_int_equal(len2, len);
+  assert_memory_equal(again, bytes, len);
+
+  assert_int_equal(tpu_system_topology(g_sys, &topo), TPU_OK);
+  assert_int_equal(tpu_topology_serialize(topo, again, sizeof again, &len2), TPU_OK);
+  assert_memory_equal(again, bytes, len);
+  tpu_topology_release(topo);
+
+  tpu_device_assignment *da = NULL;
+  assert_int_equal(tpu_system_default_device_assignment(g_sys, 4, &da), TPU_OK);
+  int replicas = 0;
+  assert_int_equal(tpu_device_assignment_num_replicas(da, &replicas), TPU_OK);
+  assert_int_equal(replicas, 4);
+  for (int r = 0; r < 4; ++r) {
+    int ordinal = -1;
+    assert_int_equal(tpu_device_assignment_tpu_ordinal(da, r, 0, &ordinal), TPU_OK);
+    assert_int_equal(ordinal, r);
+  }
+  tpu_device_assignment_release(da);
+  expect_error(tpu_system_default_device_assignment(g_sys, 3, &da), TPU_INVALID_ARGUMENT,
+               "'num_replicas' must be equal to 1 or 4");
+}
+
+/* Counts this process's threads named `name_prefix` and how many are asleep. */
+static void count_threads(const char *name_prefix, int *total, int *sleeping) {
+  *total = *sleeping = 0;
+  DIR *dir = opendir("/proc/self/task");
+  assert_non_null(dir);
+  struct dirent *e;
+  while ((e = readdir(dir)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[64] = "", stat[512] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+    fclose(f);
+    if (strncmp(comm, name_prefix, strlen(name_prefix)) != 0) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+    f = fopen(path, "r");
+    if (!f) continue;
+    if (!fgets(stat, sizeof stat, f)) stat[0] = 0;
+    fclose(f);
+    const char *paren = strrchr(stat, ')'); /* "pid (comm) S ..." */
+    ++*total;
+    if (paren && paren[1] == ' ' && paren[2] == 'S') ++*sleeping;
+  }
+  closedir(dir);
+}
+
+static void test_system__workers_named_and_asleep_when_idle(void **state) {
+  tpu_system_options o = options_for(8);
+  start(&o);
+  for (int i = 0; i < 100; ++i)
+    assert_int_equal(tpu_replicate(g_sys, empty, NULL, 8, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  int total = 0, sleeping = 0, host = 0, host_sleeping = 0;
+  /* Idle workers stop spinning within a few ms; allow a loaded machine 2 s. */
+  for (int i = 0; i < 200 && sleeping < 8; ++i) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    count_threads("tpurt-core-", &total, &sleeping);
+  }
+  assert_int_equal(total, 8);
+  assert_int_equal(sleeping, 8);
+  count_threads("tpurt-host", &host, &host_sleeping);
+  assert_int_equal(host, 1);
+  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  count_threads("tpurt-core-", &total, &sleeping);
+  assert_int_equal(total, 0);
+}
+
+static tpu_status call_shutdown(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                tpu_tensor **out, int no, void *user) {
+  tpu_status st = tpu_system_shutdown((tpu_system *)user);
+  return st == TPU_FAILED_PRECONDITION && strstr(tpu_last_error(), "inside a computation")
+             ? TPU_OK
+             : TPU_INTERNAL;
+}
+
+static void test_system__shutdown_inside_computation(void **state) {
+  tpu_system_options o = options_for(2);
+  start(&o);
+  assert_int_equal(tpu_replicate(g_sys, call_shutdown, g_sys, 2, 0, NULL, NULL, NULL, 0, NULL),
+                   TPU_OK);
+  int closed = 1;
+  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  assert_int_equal(closed, 0);
+}
+
+static tpu_status record_cpu(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                             tpu_tensor **out, int no, void *user) {
+  int core = 0;
+  tpu_replica_context_core(ctx, &core);
+  ((int *)user)[core] = sched_getcpu();
+  return TPU_OK;
+}
+
+static void test_system__pinned_threads(void **state) {
+  tpu_system_options o = options_for(4);
+  o.pin_threads = 1;
+  start(&o);
+  int cpu[4] = {-1, -1, -1, -1};
+  assert_int_equal(tpu_replicate(g_sys, record_cpu, cpu, 4, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  const int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  for (int c = 0; c < 4; ++c) assert_int_equal(cpu[c], c % cpus);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_system__init_query_shutdown, teardown),
+      cmocka_unit_test_teardown(test_system__one_live_system, teardown),
+      cmocka_unit_test_teardown(test_system__options_validation, teardown),
+      cmocka_unit_test_teardown(test_system__num_cores_defaults, teardown),
+      cmocka_unit_test_teardown(test_system__topology, teardown),
+      cmocka_unit_test_teardown(test_system__workers_named_and_asleep_when_idle, teardown),
+      cmocka_unit_test_teardown(test_system__shutdown_inside_computation, teardown),
+      cmocka_unit_test_teardown(test_system__pinned_threads, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
