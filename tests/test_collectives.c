@@ -80,30 +80,6 @@ static uint16_t f_to_half(float f) {
   return h;
 }
 
-static double get_f(tpu_dtype d, const void *p, int64_t i) {
-  switch (d) {
-    case TPU_FLOAT: return ((const float *)p)[i];
-    case TPU_DOUBLE: return ((const double *)p)[i];
-    case TPU_BFLOAT16: return bf16_to_f(((const uint16_t *)p)[i]);
-    case TPU_HALF: return half_to_f(((const uint16_t *)p)[i]);
-    default: return 0;
-  }
-}
-
-static int64_t get_i(tpu_dtype d, const void *p, int64_t i) {
-  switch (d) {
-    case TPU_INT8: return ((const int8_t *)p)[i];
-    case TPU_UINT8: return ((const uint8_t *)p)[i];
-    case TPU_INT16: return ((const int16_t *)p)[i];
-    case TPU_INT32: return ((const int32_t *)p)[i];
-    case TPU_UINT32: return ((const uint32_t *)p)[i];
-    case TPU_INT64: return ((const int64_t *)p)[i];
-    case TPU_UINT64: return (int64_t)((const uint64_t *)p)[i];
-    case TPU_BOOL: return ((const uint8_t *)p)[i];
-    default: return 0;
-  }
-}
-
 /* Wraps v to the dtype's width, as the integer arithmetic of that type does. */
 static int64_t wrap_i(tpu_dtype d, int64_t v) {
   switch (d) {
@@ -274,8 +250,8 @@ static int64_t ravel(const int64_t *idx, const int64_t *dims, int rank) {
 
 /* Checks replica r's output element by element; returns the number of wrong ones. */
 static long check_output(const coll_case *c, int r, const tpu_tensor *out) {
-  const int32_t *members;
-  int pos;
+  const int32_t *members = NULL;
+  int pos = 0;
   int g = group_of(c, r, &members, &pos);
   size_t es = esize(c->dtype);
   int64_t odims[4];

@@ -83,6 +83,29 @@ static void test_system__init_query_shutdown(void **state) {
                TPU_FAILED_PRECONDITION, "shut down");
 }
 
+/* A TPUEmbeddingConfiguration on the wire: table_descriptor {name "t",
+ * vocabulary_size 10, dimension `dim`}, mode TRAINING. */
+static size_t embedding_config(unsigned char dim, unsigned char *out) {
+  const unsigned char bytes[] = {0x0a, 0x07, 0x0a, 0x01, 't', 0x10, 0x0a, 0x18, dim, 0x10, 0x02};
+  memcpy(out, bytes, sizeof bytes);
+  return sizeof bytes;
+}
+
+static void test_system__embedding_config_is_validated_and_kept(void **state) {
+  unsigned char config[16], back[16];
+  tpu_system_options o = options_for(2);
+  o.embedding_config = config;
+  o.embedding_config_len = embedding_config(0, config);
+  expect_init_error(&o, "dimension");
+
+  o.embedding_config_len = embedding_config(4, config);
+  start(&o);
+  size_t len = 0;
+  assert_int_equal(tpu_system_embedding_config(g_sys, back, sizeof back, &len), TPU_OK);
+  assert_int_equal(len, o.embedding_config_len);
+  assert_memory_equal(back, config, len);
+}
+
 static void test_system__one_live_system(void **state) {
   tpu_system_options o = options_for(2);
   start(&o);
@@ -320,6 +343,7 @@ static void test_system__pinned_threads(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_system__init_query_shutdown, teardown),
+      cmocka_unit_test_teardown(test_system__embedding_config_is_validated_and_kept, teardown),
       cmocka_unit_test_teardown(test_system__one_live_system, teardown),
       cmocka_unit_test_teardown(test_system__options_validation, teardown),
       cmocka_unit_test_teardown(test_system__num_cores_defaults, teardown),

@@ -7,19 +7,12 @@ using namespace tpurt;
 
 namespace {
 
-Communicator& comm_of(const tpu_replica_context* ctx) {
-  require_not_null(ctx, "ctx");
-  if (ctx->comm == nullptr)
-    fail(TPU_FAILED_PRECONDITION, "replica context is not inside a running computation");
-  return *ctx->comm;
-}
-
 // Collectives return their result through *out; check it before any meeting so a
 // bad out pointer fails only this call's argument check.
 template <typename Fn>
 tpu_status collective(tpu_replica_context* ctx, const tpu_tensor* x, tpu_tensor** out, Fn&& fn) {
   return guarded([&] {
-    Communicator& comm = comm_of(ctx);
+    Communicator& comm = step_communicator(ctx);
     require_not_null(x, "x");
     require_not_null(out, "out");
     *out = fn(comm);
@@ -79,19 +72,19 @@ TPU_EXPORT tpu_status tpu_broadcast(tpu_replica_context* ctx, const tpu_tensor* 
 }
 
 TPU_EXPORT tpu_status tpu_barrier(tpu_replica_context* ctx) {
-  return guarded([&] { comm_of(ctx).barrier(ctx->replica_id); });
+  return guarded([&] { step_communicator(ctx).barrier(ctx->replica_id); });
 }
 
 TPU_EXPORT tpu_status tpu_bfloat16_scope_enter(tpu_replica_context* ctx) {
   return guarded([&] {
-    comm_of(ctx);
+    step_communicator(ctx);
     ++ctx->bf16_scope_depth;
   });
 }
 
 TPU_EXPORT tpu_status tpu_bfloat16_scope_exit(tpu_replica_context* ctx) {
   return guarded([&] {
-    comm_of(ctx);
+    step_communicator(ctx);
     if (ctx->bf16_scope_depth == 0)
       fail(TPU_FAILED_PRECONDITION, "tpu_bfloat16_scope_exit without a matching tpu_bfloat16_scope_enter");
     --ctx->bf16_scope_depth;
