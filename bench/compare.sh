@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# compare.sh - tpurt's all-reduce next to Open MPI's shared-memory MPI_Allreduce,
+# measured in the same run on this machine, as a markdown table.
+#
+# usage: bench/compare.sh [--quick]
+#   --quick   the anchors' smoke run (n=2 only, sizes up to 1 MiB); the table then
+#             compares bandwidth at 1 MiB instead of 16 MiB
+# environment:
+#   BUILD=build                     where `make` put bin/tpurt
+#   ANCHORS=/work/shared/anchors    the anchor benchmarks (only read)
+#   OUT=$BUILD/anchors/<timestamp>  where every CSV, log and the table go
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+BUILD=${BUILD:-build}
+ANCHORS=${ANCHORS:-/work/shared/anchors}
+OUT=${OUT:-$BUILD/anchors/$(date +%Y%m%d-%H%M%S)}
+TPURT=$BUILD/bin/tpurt
+QUICK=()
+BIG=16777216 MAXBYTES=64M
+case "${1:-}" in
+  "") ;;
+  --quick) QUICK=(--quick); BIG=1048576 MAXBYTES=1M ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
+esac
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+[[ -x $TPURT ]] || { echo "compare.sh: $TPURT not found; run make first" >&2; exit 1; }
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+# The anchors build next to their script, and $ANCHORS is shared read-only: run a copy.
+SRC=$OUT/anchors-src
+rm -rf "$SRC"
+cp -r "$ANCHORS" "$SRC"
+chmod -R u+w "$SRC"
+rm -rf "$SRC/build" "$SRC/results"
+# run_anchors.sh's measure() returns 1 when its last try was disturbed (its final
+# `((try < MAX_TRIES)) && log` is false), which set -e turns into an exit of the whole
+# script. Make that line an `if`; the measuring itself is unchanged.
+sed -i 's/^\( *\)((try < MAX_TRIES)) \&\& \(log .*\)$/\1if ((try < MAX_TRIES)); then \2; fi/' \
+  "$SRC/run_anchors.sh"
+
+log "anchors (Open MPI, Gloo, ceilings) -> $OUT"
+RANKS="2 8" OUT="$OUT" "$SRC/run_anchors.sh" "${QUICK[@]}" >"$OUT/anchors.log" 2>&1 ||
+  log "the anchors failed (see $OUT/anchors.log); their columns will show -"
+
+for n in 2 8; do
+  log "tpurt bench, $n replicas"
+  "$TPURT" bench --csv -r "$n" -b 8 -e "$MAXBYTES" -f 2 >"$OUT/tpurt_n$n.csv" 2>"$OUT/tpurt_n$n.err"
+done
+log "tpurt empty step, 8 replicas"
+"$TPURT" bench --csv --step -r 8 >"$OUT/tpurt_step_n8.csv"
+
+# value FILE KEY_COLUMN KEY VALUE_COLUMN: the value in the row whose key matches, else "-".
+value() {
+  [[ -f $1 ]] || { echo -; return; }
+  awk -F, -v kc="$2" -v key="$3" -v vc="$4" '
+    /^#/ || !found_header { if (!/^#/) found_header = 1; next }
+    $kc == key { v = $vc } END { print (v == "") ? "-" : v }' "$1"
+}
+# row LABEL MPI TPURT: one table row; values with 2 decimals, ratio = tpurt / MPI.
+row() {
+  awk -v label="$1" -v a="$2" -v b="$3" 'function f(x) { return x == "-" ? x : sprintf("%.2f", x) }
+    BEGIN { r = (a == "-" || b == "-" || a + 0 == 0) ? "-" : sprintf("%.2fx", b / a)
+            printf "| %s | %s | %s | %s |\n", label, f(a), f(b), r }'
+}
+# meta KEY: a key=value from the "# ..." line of the n=8 tpurt CSV.
+meta() { sed -n "s/^#.*[ ,]$1=\([^,]*\).*/\1/p" "$OUT/tpurt_n8.csv" | head -1; }
+
+big_label=$(( BIG >> 20 ))" MiB"
+TABLE=$OUT/compare.md
+{
+  echo "# tpurt vs Open MPI shared memory ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs)"
+  echo
+  echo "float32 SUM all-reduce; time = mean per call, max over ranks / replicas;"
+  echo "busbw = bytes/time * 2(n-1)/n, GB = 1e9 B. Ratio = tpurt / MPI (latency: lower is"
+  echo "better; busbw: higher is better)."
+  echo
+  echo "| n | metric | Open MPI (shared memory) | tpurt | ratio |"
+  echo "|---|---|---|---|---|"
+  for n in 2 8; do
+    mpi=$OUT/mpi_sm_n$n.csv tp=$OUT/tpurt_n$n.csv
+    row "$n | latency 8 B (us)" "$(value "$mpi" 1 8 4)" "$(value "$tp" 1 8 5)"
+    row "$n | busbw $big_label (GB/s)" "$(value "$mpi" 1 "$BIG" 6)" "$(value "$tp" 1 "$BIG" 7)"
+  done
+  echo
+  step=$(value "$OUT/tpurt_step_n8.csv" 1 8 4)
+  [[ $step == - ]] || step=$(printf '%.2f' "$step")
+  echo "- empty tpu_replicate step, 8 replicas: median $step us"
+  awk -v b="$(meta memcpy_GBps)" 'BEGIN {
+    printf "- memcpy bandwidth B (one thread, read + written): %.2f GB/s; an all-reduce writing\n", b
+    printf "  every replica\047s output cannot beat busbw = B(P-1)/P^2: %.2f GB/s at P=2, %.2f at P=8\n",
+           b / 4, b * 7 / 64 }'
+  echo "  (data that fit in the caches can beat it: the L3 cache holds $(lscpu | sed -n 's/^L3 cache: *\([0-9.]* [KMG]iB\).*/\1/p'))"
+  wrong=$(awk -F, '!/^#/ && $8 ~ /^[0-9]+$/ { w += $8 } END { print w + 0 }' "$OUT"/tpurt_n*.csv)
+  bad=$(cat "$OUT"/mpi_sm_n*.csv 2>/dev/null | awk -F, '$1 != "bytes" && $7 != "ok" { b++ } END { print b + 0 }')
+  echo "- result checks: tpurt $wrong wrong elements; MPI $bad sizes not ok"
+  echo
+  echo "Raw data: $OUT (anchors' summary.md, tpurt_*.csv)."
+} >"$TABLE"
+cat "$TABLE"

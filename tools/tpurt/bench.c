@@ -1,0 +1,293 @@
+/* tpurt bench: an nccl-tests-style sweep of one collective over message sizes.
+ *
+ * Method (as in /work/shared/anchors/mpi_allreduce.c): one tpu_replicate step per size.
+ * Each replica creates its input once, warms up, agrees with the others on an
+ * iteration count, then times a loop of calls with CLOCK_MONOTONIC; time = mean per
+ * call, max over replicas. The last call's output is checked element by element. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define FIXED_WARMUP 3
+#define PROGRESS_BYTES ((size_t)1 << 20)
+
+/* What a step's computation reads (shared) and writes (one slot per replica). */
+typedef struct bench_step {
+  const bench_config *cfg;
+  const bench_data *data;
+  size_t count;
+  bench_result *results;
+} bench_step;
+
+/* Replaces *v by its maximum over all replicas, so they all pick the same counts. */
+static tpu_status agree_max(tpu_replica_context *ctx, double *v) {
+  tpu_tensor *x = NULL, *y = NULL;
+  void *p;
+  RETURN_IF_ERROR(tpu_tensor_create(TPU_DOUBLE, NULL, 0, v, sizeof *v, &x));
+  tpu_status status = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &y);
+  if (status == TPU_OK) status = tpu_tensor_data(y, &p);
+  if (status == TPU_OK) memcpy(v, p, sizeof *v);
+  return first_error(status, first_error(tpu_tensor_release(y), tpu_tensor_release(x)));
+}
+
+/* Calls the collective `iters` times and releases each output, except the last one
+ * when `last` is not NULL. *seconds gets the mean time per call. */
+static tpu_status run_calls(tpu_replica_context *ctx, const bench_step *step, const tpu_tensor *x,
+                            long iters, double *seconds, tpu_tensor **last) {
+  double t0 = now_seconds();
+  for (long it = 0; it < iters; it++) {
+    tpu_tensor *out = NULL;
+    RETURN_IF_ERROR(step->cfg->coll->call(ctx, x, step->cfg, &out));
+    if (last && it == iters - 1)
+      *last = out;
+    else
+      RETURN_IF_ERROR(tpu_tensor_release(out));
+  }
+  *seconds = (now_seconds() - t0) / (double)iters;
+  return TPU_OK;
+}
+
+static long clamp_long(double v, long lo, long hi) {
+  return v < (double)lo ? lo : v > (double)hi ? hi : (long)v;
+}
+
+/* Warms up and picks the timed loop's length: -n, or from a probe call and a warm-up
+ * loop sized to a tenth of the target, so the loop takes about target_seconds. */
+static tpu_status warm_up(tpu_replica_context *ctx, const bench_step *step, const tpu_tensor *x,
+                          long *iters) {
+  const bench_config *cfg = step->cfg;
+  double probe, warm;
+  if (cfg->fixed_iters) {
+    *iters = cfg->fixed_iters;
+    return run_calls(ctx, step, x, FIXED_WARMUP, &warm, NULL);
+  }
+  RETURN_IF_ERROR(run_calls(ctx, step, x, 1, &probe, NULL));
+  RETURN_IF_ERROR(agree_max(ctx, &probe));
+  long nwarm = clamp_long(0.1 * cfg->target_seconds / (probe > 1e-7 ? probe : 1e-7), 2, 1000);
+  RETURN_IF_ERROR(run_calls(ctx, step, x, nwarm, &warm, NULL));
+  RETURN_IF_ERROR(agree_max(ctx, &warm));
+  *iters = clamp_long(cfg->target_seconds / (warm > 1e-7 ? warm : 1e-7), 5, 200000);
+  return TPU_OK;
+}
+
+static tpu_status bench_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs,
+                                    int num_inputs, tpu_tensor **outputs, int num_outputs,
+                                    void *user_data) {
+  (void)inputs, (void)num_inputs, (void)outputs, (void)num_outputs;
+  const bench_step *step = user_data;
+  int k;
+  RETURN_IF_ERROR(tpu_replica_context_replica_id(ctx, &k));
+  bench_result *result = &step->results[k];
+  tpu_tensor *x = NULL, *last = NULL;
+  RETURN_IF_ERROR(bench_make_input(step->cfg, step->data, k, step->count, &x));
+  tpu_status status = warm_up(ctx, step, x, &result->iters);
+  if (status == TPU_OK) status = tpu_barrier(ctx);  /* start the timed loops together */
+  if (status == TPU_OK)
+    status = run_calls(ctx, step, x, result->iters, &result->seconds_per_call, &last);
+  if (status == TPU_OK && step->cfg->check)
+    status = bench_count_wrong(step->cfg, step->data, k, step->count, last, &result->wrong);
+  return first_error(status, first_error(tpu_tensor_release(last), tpu_tensor_release(x)));
+}
+
+/* Input elements per replica for `bytes`: at least one, and a multiple of the replica
+ * count where the collective splits its input. */
+static size_t element_count(const bench_config *cfg, size_t bytes) {
+  size_t count = bytes / cfg->elem_size, n = (size_t)cfg->replicas;
+  if (count == 0) count = 1;
+  if (cfg->coll->split) count = (count + n - 1) / n * n;
+  return count;
+}
+
+static void print_header(const bench_config *cfg, double memcpy_gbps) {
+  int n = cfg->replicas;
+  double ceiling = memcpy_gbps * (n - 1) / ((double)n * n);
+  if (cfg->csv) {
+    printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,allreduce_ceiling_GBps=%.3f\n",
+           cfg->coll->name, n, online_cpus(), memcpy_gbps, ceiling);
+    printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
+    return;
+  }
+  printf("# tpurt bench: %s, %d replicas (logical cores) on %d CPUs, runtime %s\n",
+         cfg->coll->name, n, online_cpus(), tpu_version());
+  if (cfg->fixed_iters)
+    printf("# iterations: %ld per size after %d warm-up\n", cfg->fixed_iters, FIXED_WARMUP);
+  else
+    printf("# iterations: adaptive, timed loop ~%.2f s per size (at least 5), after warm-up\n",
+           cfg->target_seconds);
+  printf("# time: mean per call, max over replicas; size: per-replica input; algbw = size/time;\n"
+         "# busbw = %s; GB = 1e9 B\n", cfg->coll->bus_formula);
+  printf("# memcpy bandwidth B = %.2f GB/s (64 MiB, one thread, bytes read + written)\n",
+         memcpy_gbps);
+  printf("# an all-reduce writing every replica's output cannot beat busbw = B(P-1)/P^2 "
+         "= %.2f GB/s (P = %d) once the data outgrow the caches\n#\n", ceiling, n);
+  printf("# %10s  %10s  %9s  %6s  %11s  %11s  %11s  %6s\n", "size", "count", "type", "redop",
+         "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+}
+
+static void print_row(const bench_config *cfg, size_t bytes, size_t count, double seconds,
+                      int64_t wrong) {
+  double algbw = (double)bytes / seconds / 1e9;
+  double busbw = algbw * cfg->coll->bus_factor(cfg->replicas);
+  const char *redop = cfg->coll->reduces ? cfg->op_name : "none";
+  char wrong_text[32] = "N/A";
+  if (cfg->check) snprintf(wrong_text, sizeof wrong_text, "%lld", (long long)wrong);
+  if (cfg->csv)
+    printf("%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%s\n", bytes, count, cfg->dtype_name, redop,
+           seconds * 1e6, algbw, busbw, wrong_text);
+  else
+    printf("  %10zu  %10zu  %9s  %6s  %11.2f  %11.3f  %11.3f  %6s\n", bytes, count,
+           cfg->dtype_name, redop, seconds * 1e6, algbw, busbw, wrong_text);
+  fflush(stdout);
+}
+
+/* Progress on stderr for the slow (>= 1 MiB) sizes: one overwritten line on a
+ * terminal, else one line per size. */
+static void progress(const bench_config *cfg, size_t bytes, int done) {
+  static int tty = -1;
+  char human[32];
+  if (bytes < PROGRESS_BYTES) return;
+  if (tty < 0) tty = isatty(STDERR_FILENO);
+  if (done) {
+    if (tty) fputs("\r\033[K", stderr);
+  } else {
+    fprintf(stderr, tty ? "tpurt bench: %s %s ...\r" : "tpurt bench: %s %s ...\n",
+            cfg->coll->name, format_bytes((double)bytes, human, sizeof human));
+  }
+}
+
+static double physical_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (double)pages * (double)page : 1e18;
+}
+
+static int run_sweep(const bench_config *cfg) {
+  int n = cfg->replicas;
+  const bench_collective *coll = cfg->coll;
+  bench_data data;
+  bench_data_init(&data, cfg);
+  bench_result *results = xcalloc((size_t)n, sizeof *results);
+  print_header(cfg, bench_memcpy_bandwidth());
+  tpu_system *system = start_system(n, NULL);
+
+  int64_t total_wrong = 0;
+  size_t previous = 0;
+  for (size_t bytes = cfg->min_bytes;; bytes *= (size_t)cfg->factor) {
+    size_t count = element_count(cfg, bytes);
+    if (count != previous) {  /* rounding may repeat a size */
+      previous = count;
+      size_t in_bytes = count * cfg->elem_size;
+      size_t out_bytes = coll->gathers ? in_bytes * n : coll->scatters ? in_bytes / n : in_bytes;
+      double need = (double)n * (double)(in_bytes + out_bytes);
+      if (need > physical_memory() / 2) {
+        char human[32];
+        fprintf(stderr, "tpurt bench: stopping before %zu bytes: the step needs %s, more than "
+                "half of the memory\n", in_bytes, format_bytes(need, human, sizeof human));
+        break;
+      }
+      memset(results, 0, (size_t)n * sizeof *results);
+      bench_step step = {cfg, &data, count, results};
+      progress(cfg, in_bytes, 0);
+      CHECK(tpu_replicate(system, bench_computation, &step, n, 0, NULL, NULL, NULL, 0, NULL));
+      progress(cfg, in_bytes, 1);
+      double slowest = 0;
+      int64_t wrong = 0;
+      for (int r = 0; r < n; r++) {
+        if (results[r].seconds_per_call > slowest) slowest = results[r].seconds_per_call;
+        wrong += results[r].wrong;
+      }
+      print_row(cfg, in_bytes, count, slowest, wrong);
+      total_wrong += wrong;
+    }
+    if (bytes > cfg->max_bytes / (size_t)cfg->factor) break;
+  }
+
+  CHECK(tpu_system_release(system));
+  free(results);
+  bench_data_free(&data);
+  if (total_wrong) {
+    fprintf(stderr, "tpurt bench: %lld wrong elements\n", (long long)total_wrong);
+    return 1;
+  }
+  return 0;
+}
+
+int cmd_bench(int argc, char **argv) {
+  bench_config cfg = {.coll = bench_find_collective("all_reduce"),
+                      .dtype = TPU_FLOAT,
+                      .op = TPU_REDUCE_SUM,
+                      .op_name = "sum",
+                      .replicas = online_cpus(),
+                      .min_bytes = 8,
+                      .max_bytes = (size_t)64 << 20,
+                      .factor = 4,
+                      .target_seconds = 0.3,
+                      .check = 1};
+  int step = 0, op_given = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if (is_help(argv[i])) {
+      fputs(tpurt_usage, stdout);
+      return 0;
+    } else if (take_option("bench", argc, argv, &i, "-c", "--collective", &v)) {
+      step = !strcmp(v, "empty");
+      if (!step && !(cfg.coll = bench_find_collective(v)))
+        usage_error("bench", "-c: unknown collective '%s' (one of: %s)", v,
+                    bench_collective_names);
+    } else if (take_option("bench", argc, argv, &i, "-b", "--minbytes", &v)) {
+      cfg.min_bytes = parse_bytes("bench", "-b", v);
+    } else if (take_option("bench", argc, argv, &i, "-e", "--maxbytes", &v)) {
+      cfg.max_bytes = parse_bytes("bench", "-e", v);
+    } else if (take_option("bench", argc, argv, &i, "-f", "--stepfactor", &v)) {
+      cfg.factor = parse_long("bench", "-f", v, 2, 1024);
+    } else if (take_option("bench", argc, argv, &i, "-r", "--replicas", &v)) {
+      cfg.replicas = (int)parse_long("bench", "-r", v, 1, 4096);
+    } else if (take_option("bench", argc, argv, &i, "-d", "--datatype", &v)) {
+      if (!bench_parse_dtype(v, &cfg.dtype))
+        usage_error("bench", "-d: unknown dtype '%s' (float32, float64, bfloat16, float16, "
+                    "int8, int16, int32, int64, uint8, uint32, uint64)", v);
+    } else if (take_option("bench", argc, argv, &i, "-o", "--op", &v)) {
+      if (!bench_parse_op(v, &cfg.op))
+        usage_error("bench", "-o: unknown reduction '%s' (sum, prod, min, max, mean)", v);
+      cfg.op_name = v;
+      op_given = 1;
+    } else if (take_option("bench", argc, argv, &i, "-n", "--iters", &v)) {
+      cfg.fixed_iters = parse_long("bench", "-n", v, 1, 100000000);
+    } else if (!strcmp(argv[i], "--csv")) {
+      cfg.csv = 1;
+    } else if (!strcmp(argv[i], "--check")) {
+      cfg.check = 1;
+    } else if (!strcmp(argv[i], "--no-check")) {
+      cfg.check = 0;
+    } else if (!strcmp(argv[i], "--step")) {
+      step = 1;
+    } else {
+      usage_error("bench", "unknown option '%s'", argv[i]);
+    }
+  }
+  if (step) return bench_empty_step(&cfg);
+
+  if (cfg.min_bytes > cfg.max_bytes)
+    usage_error("bench", "-b %zu is larger than -e %zu", cfg.min_bytes, cfg.max_bytes);
+  if (op_given && !cfg.coll->reduces)
+    usage_error("bench", "-o: %s does not reduce", cfg.coll->name);
+  if (!strcmp(cfg.coll->name, "cross_replica_sum") && cfg.op != TPU_REDUCE_SUM)
+    usage_error("bench", "-o: cross_replica_sum always sums (use -c all_reduce -o %s)",
+                cfg.op_name);
+  CHECK(tpu_dtype_size(cfg.dtype, &cfg.elem_size));
+  CHECK(tpu_dtype_name(cfg.dtype, &cfg.dtype_name));
+
+  int32_t *pairs = xcalloc((size_t)cfg.replicas * 2, sizeof *pairs);
+  for (int r = 0; r < cfg.replicas; r++) {  /* the ring r -> r+1 */
+    pairs[2 * r] = r;
+    pairs[2 * r + 1] = (r + 1) % cfg.replicas;
+  }
+  cfg.permute_pairs = pairs;
+  int rc = run_sweep(&cfg);
+  free(pairs);
+  return rc;
+}

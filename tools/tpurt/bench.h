@@ -1,0 +1,92 @@
+/* tpurt bench: shared types of the sweep (bench.c), the collectives it measures
+ * (bench_ops.c), input patterns and result checks (bench_data.c) and the reference
+ * measurements (bench_ref.c). */
+#ifndef TPURT_TOOL_BENCH_H
+#define TPURT_TOOL_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+/* Input values repeat with this period in the element index, so every expected value
+ * comes from a small table. */
+#define BENCH_PERIOD 7
+
+typedef struct bench_config bench_config;
+
+/* One measurable collective. Replica k's output is `segments` runs (1, or one per
+ * replica when `per_replica_segments`) of equal length; `source` says where a run
+ * comes from. */
+typedef struct bench_collective {
+  const char *name;
+  int reduces;              /* -o applies; some runs are reductions over all replicas */
+  int split;                /* the input count must be a multiple of the replica count */
+  int gathers;              /* the output has replicas times the input's elements */
+  int scatters;             /* the output has 1/replicas of the input's elements */
+  int per_replica_segments;
+  /* nccl-tests' busbw / algbw for n replicas (algbw from the per-replica input). */
+  double (*bus_factor)(int n);
+  const char *bus_formula;  /* the same, for the header */
+  tpu_status (*call)(tpu_replica_context *ctx, const tpu_tensor *x, const bench_config *cfg,
+                     tpu_tensor **out);
+  /* Run `seg` (of length seg_len) of replica k's output holds the input of replica
+   * *src (-1: the reduction over all replicas) from element *start on. */
+  void (*source)(int n, int k, int seg, size_t seg_len, int *src, size_t *start);
+} bench_collective;
+
+/* Looks a collective up by name (NULL if unknown); bench_collective_names lists
+ * them all, for messages. */
+const bench_collective *bench_find_collective(const char *name);
+extern const char bench_collective_names[];
+
+struct bench_config {
+  const bench_collective *coll;
+  tpu_dtype dtype;
+  size_t elem_size;
+  const char *dtype_name;
+  tpu_reduce_op op;
+  const char *op_name;
+  int replicas;
+  size_t min_bytes, max_bytes;
+  long factor;
+  long fixed_iters;         /* 0: adaptive */
+  double target_seconds;    /* adaptive: timed loop length per size */
+  int csv, check;
+  int32_t *permute_pairs;   /* collective_permute: the ring r -> r+1, [replicas][2] */
+};
+
+/* What one replica measured in a step. */
+typedef struct bench_result {
+  double seconds_per_call;
+  long iters;
+  int64_t wrong;
+} bench_result;
+
+/* The expected data of one sweep, computed once on the host. */
+typedef struct bench_data {
+  unsigned char *patterns;  /* [replicas][BENCH_PERIOD] encoded input elements */
+  double *expected;         /* [replicas + 1][BENCH_PERIOD]: row 0 the reduction,
+                               row 1 + r replica r's input, as the dtype holds them */
+} bench_data;
+
+/* Parses a dtype name ("float32", "bf16", ...) or a reduction name; 0 if unknown. */
+int bench_parse_dtype(const char *name, tpu_dtype *out);
+int bench_parse_op(const char *name, tpu_reduce_op *out);
+
+void bench_data_init(bench_data *data, const bench_config *cfg);
+void bench_data_free(bench_data *data);
+
+/* Inside a computation: replica k's input of `count` elements, and the number of
+ * elements of its output that differ from the expected values. */
+tpu_status bench_make_input(const bench_config *cfg, const bench_data *data, int k, size_t count,
+                            tpu_tensor **out);
+tpu_status bench_count_wrong(const bench_config *cfg, const bench_data *data, int k,
+                             size_t count, const tpu_tensor *output, int64_t *wrong);
+
+/* Reference measurements: memcpy bandwidth in GB/s (bytes read + written), and the
+ * empty replicated step. */
+double bench_memcpy_bandwidth(void);
+int bench_empty_step(const bench_config *cfg);
+
+#endif /* TPURT_TOOL_BENCH_H */

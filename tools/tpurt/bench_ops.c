@@ -1,0 +1,106 @@
+/* The collectives tpurt bench measures: how to call each one, where its output comes
+ * from, and its nccl-tests bus-bandwidth factor. All run on one group of every replica. */
+#include <string.h>
+
+#include "bench.h"
+
+static double bus_all_reduce(int n) { return 2.0 * (n - 1) / n; }
+static double bus_spread(int n) { return (double)(n - 1) / n; }
+/* all_gather: busbw counts the larger (output) buffer, n times the input. */
+static double bus_gather(int n) { return (double)(n - 1); }
+static double bus_one(int n) { (void)n; return 1.0; }
+
+static tpu_status call_all_reduce(tpu_replica_context *ctx, const tpu_tensor *x,
+                                  const bench_config *cfg, tpu_tensor **out) {
+  return tpu_all_reduce(ctx, x, cfg->op, NULL, out);
+}
+static tpu_status call_cross_replica_sum(tpu_replica_context *ctx, const tpu_tensor *x,
+                                         const bench_config *cfg, tpu_tensor **out) {
+  (void)cfg;
+  return tpu_cross_replica_sum(ctx, x, NULL, out);
+}
+static tpu_status call_all_gather(tpu_replica_context *ctx, const tpu_tensor *x,
+                                  const bench_config *cfg, tpu_tensor **out) {
+  (void)cfg;
+  return tpu_all_gather(ctx, x, 0, NULL, out);
+}
+static tpu_status call_reduce_scatter(tpu_replica_context *ctx, const tpu_tensor *x,
+                                      const bench_config *cfg, tpu_tensor **out) {
+  return tpu_reduce_scatter(ctx, x, cfg->op, 0, NULL, out);
+}
+static tpu_status call_all_to_all(tpu_replica_context *ctx, const tpu_tensor *x,
+                                  const bench_config *cfg, tpu_tensor **out) {
+  return tpu_all_to_all(ctx, x, 0, 0, cfg->replicas, NULL, out);
+}
+static tpu_status call_permute(tpu_replica_context *ctx, const tpu_tensor *x,
+                               const bench_config *cfg, tpu_tensor **out) {
+  return tpu_collective_permute(ctx, x, cfg->permute_pairs, cfg->replicas, out);
+}
+static tpu_status call_broadcast(tpu_replica_context *ctx, const tpu_tensor *x,
+                                 const bench_config *cfg, tpu_tensor **out) {
+  (void)cfg;
+  return tpu_broadcast(ctx, x, 0, NULL, out);
+}
+
+static void from_reduction(int n, int k, int seg, size_t len, int *src, size_t *start) {
+  (void)n, (void)k, (void)seg, (void)len;
+  *src = -1;
+  *start = 0;
+}
+static void from_reduced_block(int n, int k, int seg, size_t len, int *src, size_t *start) {
+  (void)n, (void)seg;
+  *src = -1;
+  *start = (size_t)k * len;
+}
+static void from_each_replica(int n, int k, int seg, size_t len, int *src, size_t *start) {
+  (void)n, (void)k, (void)len;
+  *src = seg;
+  *start = 0;
+}
+static void from_each_replicas_block(int n, int k, int seg, size_t len, int *src,
+                                     size_t *start) {
+  (void)n;
+  *src = seg;
+  *start = (size_t)k * len;
+}
+static void from_ring_predecessor(int n, int k, int seg, size_t len, int *src, size_t *start) {
+  (void)seg, (void)len;
+  *src = (k + n - 1) % n;
+  *start = 0;
+}
+static void from_root(int n, int k, int seg, size_t len, int *src, size_t *start) {
+  (void)n, (void)k, (void)seg, (void)len;
+  *src = 0;
+  *start = 0;
+}
+
+static const bench_collective collectives[] = {
+    {.name = "all_reduce", .reduces = 1, .bus_factor = bus_all_reduce,
+     .bus_formula = "algbw * 2(n-1)/n", .call = call_all_reduce, .source = from_reduction},
+    {.name = "cross_replica_sum", .reduces = 1, .bus_factor = bus_all_reduce,
+     .bus_formula = "algbw * 2(n-1)/n", .call = call_cross_replica_sum,
+     .source = from_reduction},
+    {.name = "all_gather", .gathers = 1, .per_replica_segments = 1, .bus_factor = bus_gather,
+     .bus_formula = "(n * size)/time * (n-1)/n, the output being the larger buffer",
+     .call = call_all_gather, .source = from_each_replica},
+    {.name = "reduce_scatter", .reduces = 1, .split = 1, .scatters = 1,
+     .bus_factor = bus_spread, .bus_formula = "algbw * (n-1)/n", .call = call_reduce_scatter,
+     .source = from_reduced_block},
+    {.name = "all_to_all", .split = 1, .per_replica_segments = 1, .bus_factor = bus_spread,
+     .bus_formula = "algbw * (n-1)/n", .call = call_all_to_all,
+     .source = from_each_replicas_block},
+    {.name = "collective_permute", .bus_factor = bus_one, .bus_formula = "algbw",
+     .call = call_permute, .source = from_ring_predecessor},
+    {.name = "broadcast", .bus_factor = bus_one, .bus_formula = "algbw", .call = call_broadcast,
+     .source = from_root},
+};
+
+const char bench_collective_names[] =
+    "all_reduce, cross_replica_sum, all_gather, reduce_scatter, all_to_all, "
+    "collective_permute, broadcast, empty";
+
+const bench_collective *bench_find_collective(const char *name) {
+  for (size_t i = 0; i < sizeof collectives / sizeof collectives[0]; i++)
+    if (!strcmp(collectives[i].name, name)) return &collectives[i];
+  return NULL;
+}

@@ -1,0 +1,128 @@
+#define _POSIX_C_SOURCE 200809L
+
+#include "common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void check_status(tpu_status status, const char *what) {
+  if (status == TPU_OK) return;
+  fprintf(stderr, "tpurt: %s failed: %s: %s\n", what, tpu_status_name(status), tpu_last_error());
+  exit(1);
+}
+
+void usage_error(const char *command, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "tpurt %s: ", command);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, " (see tpurt --help)\n");
+  exit(EXIT_USAGE);
+}
+
+int take_option(const char *command, int argc, char **argv, int *i, const char *short_name,
+                const char *long_name, const char **value) {
+  const char *arg = argv[*i];
+  size_t long_len = long_name ? strlen(long_name) : 0;
+  if (long_name && strncmp(arg, long_name, long_len) == 0 && arg[long_len] == '=') {
+    *value = arg + long_len + 1;
+    return 1;
+  }
+  if (!((short_name && strcmp(arg, short_name) == 0) ||
+        (long_name && strcmp(arg, long_name) == 0)))
+    return 0;
+  if (*i + 1 >= argc) usage_error(command, "option %s needs a value", arg);
+  *value = argv[++*i];
+  return 1;
+}
+
+long parse_long(const char *command, const char *what, const char *text, long min, long max) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || end == text || *end) usage_error(command, "%s: '%s' is not an integer", what, text);
+  if (v < min || v > max)
+    usage_error(command, "%s: %ld is outside [%ld, %ld]", what, v, min, max);
+  return v;
+}
+
+size_t parse_bytes(const char *command, const char *what, const char *text) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno || end == text || text[0] == '-')
+    usage_error(command, "%s: '%s' is not a byte count", what, text);
+  unsigned shift = 0;
+  switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    default: usage_error(command, "%s: bad suffix in '%s' (use K, M or G)", what, text);
+  }
+  if (shift && end[1]) usage_error(command, "%s: bad suffix in '%s' (use K, M or G)", what, text);
+  if (v == 0 || v > (1ull << 40) >> shift)
+    usage_error(command, "%s: '%s' is outside [1, 1T]", what, text);
+  return (size_t)(v << shift);
+}
+
+void parse_int_list(const char *command, const char *what, const char *text, int32_t *out,
+                    int n) {
+  const char *p = text;
+  for (int k = 0; k < n; k++) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    int last = k == n - 1;
+    if (errno || end == p || v < 1 || v > INT32_MAX || *end != (last ? '\0' : ','))
+      usage_error(command, "%s: '%s' is not %d comma-separated positive integers", what, text, n);
+    out[k] = (int32_t)v;
+    p = end + 1;
+  }
+}
+
+tpu_system *start_system(int num_cores, const int32_t *mesh_shape) {
+  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
+  tpu_system *system = NULL;
+  options.num_cores = num_cores;
+  if (mesh_shape) memcpy(options.mesh_shape, mesh_shape, sizeof options.mesh_shape);
+  CHECK(tpu_system_init(&options, &system));
+  return system;
+}
+
+void *xcalloc(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p) {
+    fprintf(stderr, "tpurt: out of memory (%zu x %zu bytes)\n", count, size);
+    exit(1);
+  }
+  return p;
+}
+
+int online_cpus(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *format_bytes(double bytes, char *buf, size_t cap) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    u++;
+  }
+  snprintf(buf, cap, "%.*f %s", bytes == (double)(long long)bytes ? 0 : 1, bytes, units[u]);
+  return buf;
+}
