@@ -23,7 +23,11 @@ namespace {
 
 // Elements reduced per piece: small enough that the piece stays in L1/L2 while it is
 // copied out to the other members.
-constexpr int64_t kPieceBytes = 16 * 1024;
+// (64 KiB measured best against 16 and 256 KiB at 16 MiB with 2 and 8 replicas.)
+constexpr int64_t kPieceBytes = 64 * 1024;
+// Pieces per claimed chunk: big enough that claiming costs nothing, small enough to
+// balance the work among the members that are running.
+constexpr int64_t kPiecesPerChunk = 4;
 // Total output bytes of one all-reduce above which its writes bypass the cache.
 constexpr size_t kStreamBytes = 16u << 20;
 
@@ -195,30 +199,33 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
     reduce(x->dtype, op, srcs, g.size, 0, n, out.t->data);
     return out.take();
   }
-  // This member's slice, aligned so members never write the same cache line.
+  // Chunks are claimed by whichever members are running, so progress never waits for
+  // a particular thread to be scheduled (replicas may outnumber CPUs). Chunk bounds are
+  // cache-line aligned so members never write the same line.
   const size_t esize = dtype_size(x->dtype);
   const int64_t align = std::max<int64_t>(1, 64 / static_cast<int64_t>(esize));
-  int64_t slice = (n + g.size - 1) / g.size;
-  slice = (slice + align - 1) / align * align;
-  const int64_t begin = std::min<int64_t>(n, slice * g.pos);
-  const int64_t end = std::min<int64_t>(n, begin + slice);
   const int64_t piece = std::max<int64_t>(align, kPieceBytes / static_cast<int64_t>(esize));
+  const int64_t chunk = piece * kPiecesPerChunk;
+  const int64_t num_chunks = (n + chunk - 1) / chunk;
   // Outputs larger than the caches are written with streaming stores from a piece
   // reduced in L1; smaller ones stay cached for the computation that reads them next.
   const bool stream = x->byte_size * g.size >= kStreamBytes;
   alignas(64) static thread_local unsigned char scratch[kPieceBytes];
-  for (int64_t p = begin; p < end; p += piece) {
-    int64_t m = std::min(piece, end - p);
-    size_t off = p * esize, len = m * esize;
-    if (stream) {
-      reduce(x->dtype, op, srcs, g.size, p, m, scratch);
-      for (int j = 0; j < g.size; ++j)
-        stream_copy(static_cast<char*>(output_of(g.members[j], seq)) + off, scratch, len);
-    } else {
-      reduce(x->dtype, op, srcs, g.size, p, m, static_cast<char*>(out.t->data) + off);
-      const char* from = static_cast<const char*>(out.t->data) + off;
-      for (int j = 0; j < g.size; ++j)
-        if (j != g.pos) std::memcpy(static_cast<char*>(output_of(g.members[j], seq)) + off, from, len);
+  for (int64_t c; (c = rv_->claim_chunk(g.members[0], seq)) < num_chunks;) {
+    const int64_t chunk_end = std::min(n, (c + 1) * chunk);
+    for (int64_t p = c * chunk; p < chunk_end; p += piece) {
+      int64_t m = std::min(piece, chunk_end - p);
+      size_t off = p * esize, len = m * esize;
+      if (stream) {
+        reduce(x->dtype, op, srcs, g.size, p, m, scratch);
+        for (int j = 0; j < g.size; ++j)
+          stream_copy(static_cast<char*>(output_of(g.members[j], seq)) + off, scratch, len);
+      } else {
+        char* mine = static_cast<char*>(out.t->data) + off;
+        reduce(x->dtype, op, srcs, g.size, p, m, mine);
+        for (int j = 0; j < g.size; ++j)
+          if (j != g.pos) std::memcpy(static_cast<char*>(output_of(g.members[j], seq)) + off, mine, len);
+      }
     }
   }
   if (stream) stream_fence();

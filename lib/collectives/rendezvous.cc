@@ -81,7 +81,10 @@ Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus)
     : size_(size),
       timeout_ms_(timeout_ms),
       policy_(SpinPolicy::for_threads(size, num_cpus)),
-      slots_(new Slot[size]) {}
+      slots_(new Slot[size]) {
+  claims_[0].reset(new ClaimCounter[size]);
+  claims_[1].reset(new ClaimCounter[size]);
+}
 
 void Rendezvous::reset() {
   for (int r = 0; r < size_; ++r) {
@@ -90,6 +93,8 @@ void Rendezvous::reset() {
     slots_[r].finished.store(0, std::memory_order_relaxed);
     slots_[r].departed.store(false, std::memory_order_relaxed);
     slots_[r].next_seq = 0;
+    claims_[0][r].next.store(0, std::memory_order_relaxed);
+    claims_[1][r].next.store(0, std::memory_order_relaxed);
   }
   std::lock_guard<std::mutex> lock(failure_mu_);
   failure_code_ = TPU_OK;
@@ -181,6 +186,8 @@ void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
 
 void Rendezvous::arrive_and_check(int rank, uint64_t seq) {
   if (failed_.load(std::memory_order_acquire)) throw_failure();
+  if (rank == 0)
+    for (int r = 0; r < size_; ++r) claims_[(seq + 1) & 1][r].next.store(0, std::memory_order_relaxed);
   Line& line = slots_[rank].line[seq & 1];
   const uint64_t digest = record(rank, seq).desc.digest();
   line.digest = digest;

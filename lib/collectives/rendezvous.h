@@ -89,6 +89,12 @@ class Rendezvous {
 
   const Record& record(int rank, uint64_t seq) const { return slots_[rank].rec[seq & 1]; }
 
+  // Work claiming for collective seq: returns the next unclaimed chunk index of the
+  // group whose first member is `group_key`. Counters start at 0 for every collective.
+  int64_t claim_chunk(int group_key, uint64_t seq) {
+    return claims_[seq & 1][group_key].next.fetch_add(1, std::memory_order_relaxed);
+  }
+
  private:
   // What a peer reads to see an arrival: one cache line.
   struct alignas(64) Line {
@@ -114,6 +120,12 @@ class Rendezvous {
   int64_t timeout_ms_;
   SpinPolicy policy_;
   std::unique_ptr<Slot[]> slots_;
+  struct alignas(64) ClaimCounter {
+    std::atomic<int64_t> next{0};
+  };
+  // By sequence parity, per group (indexed by the group's first member). Rank 0 zeroes
+  // the other parity when it arrives: every claim on it ended before its last meeting.
+  std::unique_ptr<ClaimCounter[]> claims_[2];
   WakeWord wake_;
   std::atomic<bool> failed_{false};
   std::mutex failure_mu_;
