@@ -7,14 +7,14 @@
 #             compares bandwidth at 1 MiB instead of 16 MiB
 # environment:
 #   BUILD=build                     where `make` put bin/tpurt
-#   ANCHORS=/work/shared/anchors    the anchor benchmarks (only read)
+#   ANCHORS=../shared/anchors       the anchor benchmarks (only read)
 #   OUT=$BUILD/anchors/<timestamp>  where every CSV, log and the table go
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
-ANCHORS=${ANCHORS:-/work/shared/anchors}
+ANCHORS=${ANCHORS:-$ROOT/../shared/anchors}
 OUT=${OUT:-$BUILD/anchors/$(date +%Y%m%d-%H%M%S)}
 TPURT=$BUILD/bin/tpurt
 QUICK=()

@@ -47,6 +47,22 @@ struct OwnedTensor {
   Tensor* take() { Tensor* r = t; t = nullptr; return r; }
 };
 
+// The bfloat16 scope: rounds float32 x to bfloat16, reduces that with `reduce`
+// (which accumulates in float32 and rounds once), and widens the result to float32.
+template <typename Reduce>
+Tensor* through_bfloat16(const Tensor* x, Reduce&& reduce) {
+  OwnedTensor wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
+  auto* w = static_cast<uint16_t*>(wire.t->data);
+  const float* f = static_cast<const float*>(x->data);
+  for (int64_t i = 0; i < x->num_elements; ++i) w[i] = float_to_bf16(f[i]);
+  OwnedTensor reduced{reduce(wire.t)};
+  OwnedTensor out{new_tensor_uninitialized(TPU_FLOAT, reduced.t->dims, reduced.t->rank)};
+  auto* o = static_cast<float*>(out.t->data);
+  const auto* r = static_cast<const uint16_t*>(reduced.t->data);
+  for (int64_t i = 0; i < reduced.t->num_elements; ++i) o[i] = bf16_to_float(r[i]);
+  return out.take();
+}
+
 int normalize_axis(int axis, int rank, const char* what) {
   int a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank) invalid_argument(what, " ", axis, " is out of range for a rank-", rank, " tensor");
@@ -156,18 +172,8 @@ void* Communicator::output_of(int replica, uint64_t seq) const {
 
 Tensor* Communicator::all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
                                  const tpu_group_assignment* groups, bool bf16_wire) {
-  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT) {
-    OwnedTensor wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
-    auto* w = static_cast<uint16_t*>(wire.t->data);
-    const float* f = static_cast<const float*>(x->data);
-    for (int64_t i = 0; i < x->num_elements; ++i) w[i] = float_to_bf16(f[i]);
-    OwnedTensor reduced{reduce_impl(rank, wire.t, op, groups, true)};
-    OwnedTensor out{new_tensor_uninitialized(TPU_FLOAT, x->dims, x->rank)};
-    auto* o = static_cast<float*>(out.t->data);
-    const auto* r = static_cast<const uint16_t*>(reduced.t->data);
-    for (int64_t i = 0; i < x->num_elements; ++i) o[i] = bf16_to_float(r[i]);
-    return out.take();
-  }
+  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT)
+    return through_bfloat16(x, [&](const Tensor* wire) { return reduce_impl(rank, wire, op, groups, true); });
   return reduce_impl(rank, x, op, groups, false);
 }
 
@@ -264,18 +270,8 @@ Tensor* Communicator::all_gather(int rank, const Tensor* x, int axis,
 
 Tensor* Communicator::reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
                                      const tpu_group_assignment* groups, bool bf16_wire) {
-  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT) {
-    OwnedTensor wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
-    auto* w = static_cast<uint16_t*>(wire.t->data);
-    const float* f = static_cast<const float*>(x->data);
-    for (int64_t i = 0; i < x->num_elements; ++i) w[i] = float_to_bf16(f[i]);
-    OwnedTensor part{scatter_impl(rank, wire.t, op, axis, groups, true)};
-    OwnedTensor out{new_tensor_uninitialized(TPU_FLOAT, part.t->dims, part.t->rank)};
-    auto* o = static_cast<float*>(out.t->data);
-    const auto* r = static_cast<const uint16_t*>(part.t->data);
-    for (int64_t i = 0; i < part.t->num_elements; ++i) o[i] = bf16_to_float(r[i]);
-    return out.take();
-  }
+  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT)
+    return through_bfloat16(x, [&](const Tensor* wire) { return scatter_impl(rank, wire, op, axis, groups, true); });
   return scatter_impl(rank, x, op, axis, groups, false);
 }
 

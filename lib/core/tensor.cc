@@ -15,12 +15,16 @@ namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kHeader = (sizeof(Tensor) + kAlign - 1) / kAlign * kAlign;
 
-Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, bool zero) {
+enum class Data { kNone, kUninitialized, kZeroed };
+
+// One block holds the header and, unless kNone, the data right after it.
+Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, Data data) {
   int64_t n;
   size_t bytes;
   check_shape(dtype, dims, rank, &n, &bytes);
-  if (bytes > SIZE_MAX - kHeader - kAlign) fail(TPU_RESOURCE_EXHAUSTED, "tensor of ", bytes, " bytes is too large");
-  size_t total = (kHeader + bytes + kAlign - 1) / kAlign * kAlign;
+  const size_t data_bytes = data == Data::kNone ? 0 : bytes;
+  if (data_bytes > SIZE_MAX - kHeader - kAlign) fail(TPU_RESOURCE_EXHAUSTED, "tensor of ", bytes, " bytes is too large");
+  size_t total = (kHeader + data_bytes + kAlign - 1) / kAlign * kAlign;
   size_t block_bytes = 0;
   void* mem = total >= kLargeBlock ? alloc_block(total, &block_bytes) : alloc_small(total, &block_bytes);
   if (mem == nullptr) fail(TPU_RESOURCE_EXHAUSTED, "out of memory allocating a tensor of ", bytes, " bytes");
@@ -31,12 +35,12 @@ Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, bool zero) {
   for (int i = 0; i < rank; ++i) t->dims[i] = dims[i];
   t->num_elements = n;
   t->byte_size = bytes;
-  t->data = static_cast<char*>(mem) + kHeader;
+  t->data = data == Data::kNone ? nullptr : static_cast<char*>(mem) + kHeader;
   t->base = nullptr;
   t->release = nullptr;
   t->release_user_data = nullptr;
   t->block_bytes = block_bytes;
-  if (zero && bytes) std::memset(t->data, 0, bytes);
+  if (data == Data::kZeroed && bytes) std::memset(t->data, 0, bytes);
   return t;
 }
 
@@ -61,33 +65,15 @@ void check_shape(tpu_dtype dtype, const int64_t* dims, int rank, int64_t* num_el
 }
 
 Tensor* new_tensor_header(tpu_dtype dtype, const int64_t* dims, int rank) {
-  int64_t n;
-  size_t bytes;
-  check_shape(dtype, dims, rank, &n, &bytes);
-  size_t block_bytes = 0;
-  void* mem = alloc_small(kHeader, &block_bytes);
-  if (mem == nullptr) fail(TPU_RESOURCE_EXHAUSTED, "out of memory allocating a tensor");
-  Tensor* t = new (mem) Tensor;
-  t->refs.store(1, std::memory_order_relaxed);
-  t->dtype = dtype;
-  t->rank = rank;
-  for (int i = 0; i < rank; ++i) t->dims[i] = dims[i];
-  t->num_elements = n;
-  t->byte_size = bytes;
-  t->data = nullptr;
-  t->base = nullptr;
-  t->release = nullptr;
-  t->release_user_data = nullptr;
-  t->block_bytes = block_bytes;
-  return t;
+  return allocate(dtype, dims, rank, Data::kNone);
 }
 
 Tensor* new_tensor(tpu_dtype dtype, const int64_t* dims, int rank) {
-  return allocate(dtype, dims, rank, true);
+  return allocate(dtype, dims, rank, Data::kZeroed);
 }
 
 Tensor* new_tensor_uninitialized(tpu_dtype dtype, const int64_t* dims, int rank) {
-  return allocate(dtype, dims, rank, false);
+  return allocate(dtype, dims, rank, Data::kUninitialized);
 }
 
 void retain(Tensor* t) { t->refs.fetch_add(1, std::memory_order_relaxed); }

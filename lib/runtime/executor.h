@@ -21,6 +21,12 @@ class System;
 
 // One step as the caller describes it.
 struct StepSpec {
+  StepSpec(tpu_computation_fn fn, void* user_data, int num_replicas, int num_inputs,
+           int num_outputs, tpu_tensor* const* inputs)
+      : fn(fn), user_data(user_data), num_replicas(num_replicas), num_inputs(num_inputs),
+        num_outputs(num_outputs), inputs(inputs) {}
+  StepSpec() = default;
+
   tpu_computation_fn fn = nullptr;
   void* user_data = nullptr;
   int num_replicas = 0;

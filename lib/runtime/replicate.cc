@@ -139,13 +139,7 @@ void replicate(System& system, tpu_computation_fn computation, void* user_data,
                          dtype_name(inputs[i]->dtype));
     }
   }
-  StepSpec spec;
-  spec.fn = computation;
-  spec.user_data = user_data;
-  spec.num_replicas = num_replicas;
-  spec.num_inputs = num_inputs;
-  spec.num_outputs = num_outputs;
-  spec.inputs = inputs;
+  StepSpec spec(computation, user_data, num_replicas, num_inputs, num_outputs, inputs);
   PaddedInputs padded;
   if (maximum_shapes != nullptr && num_replicas > 1) {
     pad_inputs(num_replicas, num_inputs, inputs, maximum_shapes, &padded);
@@ -187,13 +181,7 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
       pieces[static_cast<size_t>(s) * num_inputs + i] = split_piece(t, axis, num_shards, s);
   }
 
-  StepSpec spec;
-  spec.fn = computation;
-  spec.user_data = user_data;
-  spec.num_replicas = num_shards;
-  spec.num_inputs = num_inputs;
-  spec.num_outputs = num_outputs;
-  spec.inputs = pieces.data();
+  StepSpec spec(computation, user_data, num_shards, num_inputs, num_outputs, pieces.data());
   OwnedTensors staged(static_cast<size_t>(num_shards) * num_outputs);
   system.run_step(spec, device_assignment, staged.data());
 

@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "core/wait.h"
 #include "topology/embedding_config.h"
+#include "topology/topology.h"
 
 namespace tpurt {
 namespace {
@@ -111,29 +112,12 @@ SystemConfig resolve_system_options(const tpu_system_options* options) {
   return c;
 }
 
-void core_coordinates(const int32_t mesh[TPU_MESH_RANK], int core, int32_t out[TPU_MESH_RANK]) {
-  // Dense order: core fastest, then x, y, z.
-  int rest = core;
-  out[3] = rest % mesh[3];
-  rest /= mesh[3];
-  out[0] = rest % mesh[0];
-  rest /= mesh[0];
-  out[1] = rest % mesh[1];
-  out[2] = rest / mesh[1];
-}
-
 namespace {
 
 std::vector<std::string> device_names(const SystemConfig& c) {
   std::vector<std::string> names(c.num_cores);
-  for (int core = 0; core < c.num_cores; ++core) {
-    size_t len = 0;
-    throw_if_failed(tpu_device_name(c.job_name.c_str(), 0, c.device_type.c_str(), core, nullptr, 0, &len));
-    names[core].resize(len + 1);
-    throw_if_failed(tpu_device_name(c.job_name.c_str(), 0, c.device_type.c_str(), core,
-                                    &names[core][0], len + 1, &len));
-    names[core].resize(len);
-  }
+  for (int core = 0; core < c.num_cores; ++core)
+    names[core] = full_device_name(c.job_name.c_str(), 0, c.device_type.c_str(), core);
   return names;
 }
 
@@ -151,20 +135,7 @@ System::System(SystemConfig config)
 System::~System() = default;
 
 void System::build_topology() {
-  const int n = config_.num_cores;
-  std::vector<int32_t> coords(static_cast<size_t>(n) * TPU_MESH_RANK);
-  for (int core = 0; core < n; ++core)
-    core_coordinates(config_.mesh_shape, core, &coords[static_cast<size_t>(core) * TPU_MESH_RANK]);
-  tpu_topology* topology = nullptr;
-  throw_if_failed(tpu_topology_create(config_.mesh_shape, TPU_MESH_RANK, coords.data(), 1, n, &topology));
-  size_t len = 0;
-  tpu_status st = tpu_topology_serialize(topology, nullptr, 0, &len);
-  if (st == TPU_OK) {
-    serialized_topology_.resize(len);
-    st = tpu_topology_serialize(topology, &serialized_topology_[0], len, &len);
-  }
-  tpu_topology_release(topology);
-  throw_if_failed(st);
+  serialized_topology_ = Topology::local(config_.mesh_shape, config_.num_cores)->serialize();
 }
 
 std::shared_ptr<System> System::start(const tpu_system_options* options) {

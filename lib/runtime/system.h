@@ -43,10 +43,6 @@ constexpr size_t kSystemOptionsMinSize =
 // naming the field.
 SystemConfig resolve_system_options(const tpu_system_options* options);
 
-// The mesh coordinates of a system core: cores fill the mesh densely, core fastest,
-// then x, y, z.
-void core_coordinates(const int32_t mesh[TPU_MESH_RANK], int core, int32_t out[TPU_MESH_RANK]);
-
 // For the library's own calls of tpurt C functions: throws the calling thread's last
 // error when `status` is not OK.
 void throw_if_failed(tpu_status status);
