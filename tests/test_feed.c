@@ -12,6 +12,8 @@
 
 #include <tpurt.h>
 
+#include "test_util.h"
+
 static tpu_system *g_sys;
 static tpu_infeed_queue *g_in;
 static tpu_outfeed_queue *g_out;
@@ -34,18 +36,6 @@ static void start(int cores, int64_t timeout_ms) {
   o.close_on_failure = 0;
   tpu_status st = tpu_system_init(&o, &g_sys);
   if (st != TPU_OK) fail_msg("tpu_system_init: %s", tpu_last_error());
-}
-
-static void expect_error(tpu_status got, tpu_status want, const char *fragment) {
-  if (got != want || strstr(tpu_last_error(), fragment) == NULL)
-    fail_msg("expected %s with \"%s\", got %s: \"%s\"", tpu_status_name(want), fragment,
-             tpu_status_name(got), tpu_last_error());
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Tuples of (float32[2,3], int32 scalar). */

@@ -17,6 +17,8 @@
 
 #include <tpurt.h>
 
+#include "test_util.h"
+
 #define MAX_CORES 8
 
 static tpu_system *g_sys;
@@ -35,18 +37,6 @@ static void start(int cores, int64_t timeout_ms, int close_on_failure) {
   o.close_on_failure = close_on_failure;
   tpu_status st = tpu_system_init(&o, &g_sys);
   if (st != TPU_OK) fail_msg("tpu_system_init: %s: %s", tpu_status_name(st), tpu_last_error());
-}
-
-static void expect_error(tpu_status got, tpu_status want, const char *fragment) {
-  if (got != want || strstr(tpu_last_error(), fragment) == NULL)
-    fail_msg("expected %s with \"%s\", got %s: \"%s\"", tpu_status_name(want), fragment,
-             tpu_status_name(got), tpu_last_error());
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void sleep_ms(int ms) {

@@ -10,6 +10,8 @@
 
 #include <tpurt.h>
 
+#include "test_util.h"
+
 static tpu_system *g_sys;
 
 static int setup(void **state) {
@@ -24,12 +26,6 @@ static int teardown(void **state) {
   (void)state;
   tpu_system_release(g_sys);
   return 0;
-}
-
-static void expect_error(tpu_status got, tpu_status want, const char *fragment) {
-  if (got != want || strstr(tpu_last_error(), fragment) == NULL)
-    fail_msg("expected %s with \"%s\", got %s: \"%s\"", tpu_status_name(want), fragment,
-             tpu_status_name(got), tpu_last_error());
 }
 
 /* A float tensor of `dims` holding 0, 1, 2, ... */

@@ -16,6 +16,8 @@
 
 #include <tpurt.h>
 
+#include "test_util.h"
+
 /* The test's system, released by the teardown even when an assertion fails. */
 static tpu_system *g_sys;
 
@@ -35,12 +37,6 @@ static tpu_system_options options_for(int cores) {
 static void start(const tpu_system_options *o) {
   tpu_status st = tpu_system_init(o, &g_sys);
   if (st != TPU_OK) fail_msg("tpu_system_init: %s: %s", tpu_status_name(st), tpu_last_error());
-}
-
-static void expect_error(tpu_status got, tpu_status want, const char *fragment) {
-  if (got != want || strstr(tpu_last_error(), fragment) == NULL)
-    fail_msg("expected %s with \"%s\", got %s: \"%s\"", tpu_status_name(want), fragment,
-             tpu_status_name(got), tpu_last_error());
 }
 
 static void expect_init_error(const tpu_system_options *o, const char *fragment) {

@@ -1,0 +1,22 @@
+/* Helpers shared by the cmocka tests. Include after <cmocka.h> and <tpurt.h>. */
+#ifndef TPURT_TEST_UTIL_H
+#define TPURT_TEST_UTIL_H
+
+#include <string.h>
+#include <time.h>
+
+/* Fails the test unless `got` is `want` and the last error contains `fragment`. */
+static inline void expect_error(tpu_status got, tpu_status want, const char *fragment) {
+  if (got != want || strstr(tpu_last_error(), fragment) == NULL)
+    fail_msg("expected %s with \"%s\", got %s: \"%s\"", tpu_status_name(want), fragment,
+             tpu_status_name(got), tpu_last_error());
+}
+
+/* Seconds on the monotonic clock. */
+static inline double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#endif /* TPURT_TEST_UTIL_H */
