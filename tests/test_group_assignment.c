@@ -11,20 +11,12 @@
 
 #include <tpurt.h>
 
+#include "test_util.h"
+
 static tpu_status validate(const int32_t *ids, int num_groups, int group_size, int num_replicas) {
   tpu_group_assignment g = {ids, num_groups, group_size};
   return tpu_group_assignment_validate(&g, num_replicas);
 }
-
-#define EXPECT_OK(call)                                                                      \
-  do {                                                                                       \
-    tpu_status s_ = (call);                                                                  \
-    if (s_ != TPU_OK) {                                                                      \
-      print_error("%s:%d: %s gave %s: %s\n", __FILE__, __LINE__, #call, tpu_status_name(s_), \
-                  tpu_last_error());                                                         \
-      fail();                                                                                \
-    }                                                                                        \
-  } while (0)
 
 /* INVALID_ARGUMENT with a message containing `needle`. */
 #define EXPECT_INVALID(call, needle)                                                             \

@@ -11,15 +11,7 @@
 
 #include <tpurt.h>
 
-#define EXPECT_OK(call)                                                                      \
-  do {                                                                                       \
-    tpu_status s_ = (call);                                                                  \
-    if (s_ != TPU_OK) {                                                                      \
-      print_error("%s:%d: %s gave %s: %s\n", __FILE__, __LINE__, #call, tpu_status_name(s_), \
-                  tpu_last_error());                                                         \
-      fail();                                                                                \
-    }                                                                                        \
-  } while (0)
+#include "test_util.h"
 
 /* The call fails with `code` and a message containing `needle`. */
 #define EXPECT_ERR(call, code, needle)                                                            \

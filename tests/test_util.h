@@ -5,6 +5,17 @@
 #include <string.h>
 #include <time.h>
 
+/* Fails the test, naming the call, unless it returns TPU_OK. */
+#define EXPECT_OK(call)                                                                      \
+  do {                                                                                       \
+    tpu_status s_ = (call);                                                                  \
+    if (s_ != TPU_OK) {                                                                      \
+      print_error("%s:%d: %s gave %s: %s\n", __FILE__, __LINE__, #call, tpu_status_name(s_), \
+                  tpu_last_error());                                                         \
+      fail();                                                                                \
+    }                                                                                        \
+  } while (0)
+
 /* Fails the test unless `got` is `want` and the last error contains `fragment`. */
 static inline void expect_error(tpu_status got, tpu_status want, const char *fragment) {
   if (got != want || strstr(tpu_last_error(), fragment) == NULL)
