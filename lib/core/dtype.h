@@ -15,6 +15,5 @@ const char* dtype_name(tpu_dtype dtype);
 size_t checked_dtype_size(tpu_dtype dtype);
 
 inline bool is_valid_dtype(tpu_dtype d) { return dtype_size(d) != 0; }
-inline bool is_16bit_float(tpu_dtype d) { return d == TPU_BFLOAT16 || d == TPU_HALF; }
 
 }  // namespace tpurt

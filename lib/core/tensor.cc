@@ -105,11 +105,4 @@ std::string describe(const Tensor* t) {
   return str_cat(dtype_name(t->dtype), shape_string(t->dims, t->rank));
 }
 
-bool same_shape(const Tensor* a, const Tensor* b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; ++i)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
-}
-
 }  // namespace tpurt

@@ -47,6 +47,4 @@ void release(Tensor* t);
 std::string describe(const Tensor* t);
 std::string shape_string(const int64_t* dims, int rank);
 
-bool same_shape(const Tensor* a, const Tensor* b);
-
 }  // namespace tpurt
