@@ -106,7 +106,8 @@ class Rendezvous {
     Line line[2];  // by sequence parity
     alignas(64) std::atomic<uint64_t> finished{0};
     alignas(64) std::atomic<bool> departed{false};
-    uint64_t next_seq = 0;  // touched only by the owner
+    // Owner-only, and off departed's line, which waiting peers read.
+    alignas(64) uint64_t next_seq = 0;
     Record rec[2];
   };
 
