@@ -56,22 +56,24 @@ static long clamp_long(double v, long lo, long hi) {
   return v < (double)lo ? lo : v > (double)hi ? hi : (long)v;
 }
 
-/* Warms up and picks the timed loop's length: -n, or from a probe call and a warm-up
- * loop sized to a tenth of the target, so the loop takes about target_seconds. */
+/* Warms up and picks the timed loop's length: -n, or doubling batches until a tenth
+ * of the target has passed (a first call may take a millisecond while the workers
+ * settle, so a count derived from it warms up too little); the last batch's mean
+ * sizes the loop to about target_seconds. agree_max keeps the replicas' counts equal. */
 static tpu_status warm_up(tpu_replica_context *ctx, const bench_step *step, const tpu_tensor *x,
                           long *iters) {
   const bench_config *cfg = step->cfg;
-  double probe, warm;
+  double per_call = 0, spent = 0;
   if (cfg->fixed_iters) {
     *iters = cfg->fixed_iters;
-    return run_calls(ctx, step, x, FIXED_WARMUP, &warm, NULL);
+    return run_calls(ctx, step, x, FIXED_WARMUP, &per_call, NULL);
   }
-  RETURN_IF_ERROR(run_calls(ctx, step, x, 1, &probe, NULL));
-  RETURN_IF_ERROR(agree_max(ctx, &probe));
-  long nwarm = clamp_long(0.1 * cfg->target_seconds / (probe > 1e-7 ? probe : 1e-7), 2, 1000);
-  RETURN_IF_ERROR(run_calls(ctx, step, x, nwarm, &warm, NULL));
-  RETURN_IF_ERROR(agree_max(ctx, &warm));
-  *iters = clamp_long(cfg->target_seconds / (warm > 1e-7 ? warm : 1e-7), 5, 200000);
+  for (long batch = 1; spent < 0.1 * cfg->target_seconds && batch <= 1L << 20; batch *= 2) {
+    RETURN_IF_ERROR(run_calls(ctx, step, x, batch, &per_call, NULL));
+    RETURN_IF_ERROR(agree_max(ctx, &per_call));
+    spent += per_call * (double)batch;
+  }
+  *iters = clamp_long(cfg->target_seconds / (per_call > 1e-7 ? per_call : 1e-7), 5, 200000);
   return TPU_OK;
 }
 
