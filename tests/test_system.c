@@ -137,6 +137,9 @@ static void test_system__options_validation(void **state) {
   o.job_name = "a/b";
   expect_init_error(&o, "job_name");
   o = options_for(2);
+  o.pin_threads = 7;
+  expect_init_error(&o, "pin_threads is 7");
+  o = options_for(2);
   o.collective_timeout_ms = -1;
   expect_init_error(&o, "collective_timeout_ms");
   o = options_for(2);
@@ -318,22 +321,90 @@ static void test_system__shutdown_inside_computation(void **state) {
   assert_int_equal(closed, 0);
 }
 
-static tpu_status record_cpu(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
-                             tpu_tensor **out, int no, void *user) {
+typedef struct {
+  int cpu[16];       /* sched_getcpu() per core */
+  int mask_size[16]; /* CPUs in the worker's affinity mask */
+} placement;
+
+static tpu_status record_placement(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                   tpu_tensor **out, int no, void *user) {
   int core = 0;
   tpu_replica_context_core(ctx, &core);
-  ((int *)user)[core] = sched_getcpu();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return TPU_INTERNAL;
+  ((placement *)user)->cpu[core] = sched_getcpu();
+  ((placement *)user)->mask_size[core] = CPU_COUNT(&set);
   return TPU_OK;
 }
 
-static void test_system__pinned_threads(void **state) {
-  tpu_system_options o = options_for(4);
-  o.pin_threads = 1;
+/* The CPUs this thread may use, ascending; returns how many. */
+static int usable_cpus(int *ids, int cap) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+  int n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < cap; ++c)
+    if (CPU_ISSET(c, &set)) ids[n++] = c;
+  return n;
+}
+
+/* Runs one step on a fresh system of `cores` cores with `pinning`. */
+static placement run_placement(int cores, int pinning) {
+  tpu_system_options o = options_for(cores);
+  o.pin_threads = pinning;
   start(&o);
-  int cpu[4] = {-1, -1, -1, -1};
-  assert_int_equal(tpu_replicate(g_sys, record_cpu, cpu, 4, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
-  const int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-  for (int c = 0; c < 4; ++c) assert_int_equal(cpu[c], c % cpus);
+  placement p;
+  memset(&p, -1, sizeof p);
+  assert_int_equal(tpu_replicate(g_sys, record_placement, &p, cores, 0, NULL, NULL, NULL, 0, NULL),
+                   TPU_OK);
+  tpu_system_release(g_sys);
+  g_sys = NULL;
+  return p;
+}
+
+static void expect_pinned(const placement *p, int cores, const int *ids, int n) {
+  for (int c = 0; c < cores; ++c) {
+    assert_int_equal(p->mask_size[c], 1);
+    assert_int_equal(p->cpu[c], ids[c % n]);
+  }
+}
+
+static void test_system__thread_pinning(void **state) {
+  int ids[64];
+  const int n = usable_cpus(ids, 64);
+  if (n > 14) skip();  /* the oversubscribed case below needs n + 2 <= 16 cores */
+
+  placement p = run_placement(4, TPU_PIN_ALWAYS);
+  expect_pinned(&p, 4, ids, n);
+
+  /* AUTO pins only when the cores outnumber the usable CPUs, round-robin. */
+  p = run_placement(n + 2, TPU_PIN_AUTO);
+  expect_pinned(&p, n + 2, ids, n);
+  if (n > 1) {
+    p = run_placement(n, TPU_PIN_AUTO);
+    for (int c = 0; c < n; ++c) assert_int_equal(p.mask_size[c], n);
+  }
+
+  p = run_placement(n + 2, TPU_PIN_NEVER);
+  for (int c = 0; c < n + 2; ++c) assert_int_equal(p.mask_size[c], n);
+}
+
+/* Pinning stays inside the process's affinity mask (taskset, cpusets): it must not
+ * move a worker onto a CPU the process was not given. */
+static void test_system__pinning_respects_affinity(void **state) {
+  int ids[64];
+  const int n = usable_cpus(ids, 64);
+  if (n < 2) skip();
+  cpu_set_t saved, only_last;
+  assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+  CPU_ZERO(&only_last);
+  CPU_SET(ids[n - 1], &only_last);
+  assert_int_equal(sched_setaffinity(0, sizeof only_last, &only_last), 0);
+  placement p = run_placement(3, TPU_PIN_ALWAYS);
+  assert_int_equal(sched_setaffinity(0, sizeof saved, &saved), 0);
+  const int last[1] = {ids[n - 1]};
+  expect_pinned(&p, 3, last, 1);
 }
 
 int main(void) {
@@ -346,7 +417,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_system__topology, teardown),
       cmocka_unit_test_teardown(test_system__workers_named_and_asleep_when_idle, teardown),
       cmocka_unit_test_teardown(test_system__shutdown_inside_computation, teardown),
-      cmocka_unit_test_teardown(test_system__pinned_threads, teardown),
+      cmocka_unit_test_teardown(test_system__thread_pinning, teardown),
+      cmocka_unit_test_teardown(test_system__pinning_respects_affinity, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

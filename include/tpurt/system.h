@@ -20,13 +20,24 @@ typedef struct tpu_system tpu_system;
 /* Default collective deadline: 5 minutes. */
 #define TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS 300000
 
+/* Where the worker threads run (tpu_system_options.pin_threads). "Usable CPUs" are
+ * those in the process's affinity mask (taskset, cpusets), in ascending order. */
+typedef TPU_ENUM(tpu_thread_pinning) {
+  /* Pin only when cores outnumber the usable CPUs: core N on usable CPU N mod C.
+   * Replicas move in lockstep, so a step runs at the pace of its most crowded CPU;
+   * an even, fixed split keeps it fast. */
+  TPU_PIN_AUTO = 0,
+  TPU_PIN_ALWAYS = 1, /* core N on usable CPU N mod C, whatever the counts */
+  TPU_PIN_NEVER = 2   /* leave placement to the OS scheduler */
+} tpu_thread_pinning;
+
 typedef struct tpu_system_options {
   size_t struct_size;           /* sizeof(tpu_system_options) */
   int num_cores;                /* 0: environment TPURT_NUM_CORES, else the online CPUs */
   int32_t mesh_shape[4];        /* all 0: [num_cores, 1, 1, 1]; else its product = num_cores */
   const char *job_name;         /* NULL: "localhost" */
   const char *device_type;      /* NULL: "TPU"; or "CPU" (case-insensitive) */
-  int pin_threads;              /* nonzero: pin core N to CPU N mod online CPUs */
+  int pin_threads;              /* a tpu_thread_pinning; default TPU_PIN_AUTO */
   int64_t collective_timeout_ms; /* 0: TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS; must be > 0 */
   int close_on_failure;         /* nonzero: a failed step closes the system
                                    (compilation_failure_closes_chips); default 1 */

@@ -159,7 +159,7 @@ std::string Rendezvous::missing_list(uint64_t seq, Phase phase) const {
 }
 
 void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+  Deadline deadline(timeout_ms_);  // shared by the peers: the whole wait is bounded
   for (int r = 0; r < size_; ++r) {
     if (r == rank) continue;
     Slot& s = slots_[r];

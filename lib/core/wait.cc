@@ -11,14 +11,6 @@
 
 namespace tpurt {
 
-int online_cpus() {
-  static const int n = [] {
-    long v = sysconf(_SC_NPROCESSORS_ONLN);
-    return v > 0 ? static_cast<int>(v) : 1;
-  }();
-  return n;
-}
-
 void WakeWord::sleep(uint32_t seen, Clock::time_point deadline) {
   auto left = deadline - Clock::now();
   if (left <= Clock::duration::zero()) return;

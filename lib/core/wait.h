@@ -20,8 +20,6 @@ inline void cpu_relax() {
 #endif
 }
 
-int online_cpus();
-
 // A futex word that waiters sleep on and wakers bump. Waiters must re-check their
 // condition after reading epoch() and before sleep(); wake() after changing it.
 class WakeWord {
@@ -48,10 +46,32 @@ struct SpinPolicy {
 
 enum class WaitResult { kReady, kStopped, kTimedOut };
 
-// Waits until ready() is true, stop() is true, or deadline passes. Both predicates
-// are re-evaluated after every wake; `word` must be woken when either may change.
+// A timeout that starts when a waiter first needs it (when it is about to sleep), so
+// the many waits that end while spinning or yielding never read the clock.
+class Deadline {
+ public:
+  static Deadline never() { return Deadline(-1); }
+  explicit Deadline(int64_t timeout_ms) : timeout_ms_(timeout_ms) {}
+  Clock::time_point at() {
+    if (!started_) {
+      at_ = timeout_ms_ < 0 ? Clock::time_point::max()
+                            : Clock::now() + std::chrono::milliseconds(timeout_ms_);
+      started_ = true;
+    }
+    return at_;
+  }
+
+ private:
+  int64_t timeout_ms_;
+  bool started_ = false;
+  Clock::time_point at_{};
+};
+
+// Waits until ready() is true, stop() is true, or the deadline passes. Both
+// predicates are re-evaluated after every wake; `word` must be woken when either
+// may change.
 template <typename Ready, typename Stop>
-WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Clock::time_point deadline,
+WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadline,
                       Ready&& ready, Stop&& stop);
 
 }  // namespace tpurt

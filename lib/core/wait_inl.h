@@ -6,7 +6,7 @@
 namespace tpurt {
 
 template <typename Ready, typename Stop>
-WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Clock::time_point deadline,
+WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadline,
                       Ready&& ready, Stop&& stop) {
   for (int i = 0; i < policy.spins; ++i) {
     if (ready()) return WaitResult::kReady;
@@ -16,11 +16,13 @@ WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Clock::time_poin
   if (policy.yield_ns > 0) {
     // Under CFS a thread that keeps yielding keeps the lowest vruntime and is picked
     // again before the thread it waits for, so yielding is bounded by time.
-    const auto stop_yielding = Clock::now() + std::chrono::nanoseconds(policy.yield_ns);
+    // The clock is first read after 8 yields: most waits end after one.
+    Clock::time_point stop_yielding{};
     for (int i = 0;; ++i) {
       if (ready()) return WaitResult::kReady;
       if (stop()) return WaitResult::kStopped;
-      if ((i & 7) == 7 && Clock::now() >= stop_yielding) break;
+      if (i == 7) stop_yielding = Clock::now() + std::chrono::nanoseconds(policy.yield_ns);
+      else if ((i & 7) == 7 && Clock::now() >= stop_yielding) break;
       sched_yield();
     }
   }
@@ -35,11 +37,11 @@ WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Clock::time_poin
       word.leave_sleep();
       return WaitResult::kStopped;
     }
-    if (Clock::now() >= deadline) {
+    if (Clock::now() >= deadline.at()) {
       word.leave_sleep();
       return WaitResult::kTimedOut;
     }
-    word.sleep(seen, deadline);
+    word.sleep(seen, deadline.at());
     word.leave_sleep();
   }
 }

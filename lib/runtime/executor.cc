@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "collectives/communicator.h"
+#include "core/cpus.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "runtime/replica_context.h"
@@ -52,12 +53,12 @@ struct Executor::Step {
 };
 
 Executor::Executor(System* system, const std::vector<std::string>& device_names,
-                   bool pin_threads, int64_t timeout_ms)
+                   int pin_threads, int64_t timeout_ms)
     : num_cores_(static_cast<int>(device_names.size())),
-      pin_threads_(pin_threads),
+      placement_(worker_placement(pin_threads, num_cores_)),
       timeout_ms_(timeout_ms),
       // The caller waits too: one more thread than cores competes for the CPUs.
-      policy_(SpinPolicy::for_threads(num_cores_ + 1, online_cpus())),
+      policy_(SpinPolicy::for_threads(num_cores_ + 1, num_usable_cpus())),
       cores_(new Core[device_names.size()]),
       step_(new Step) {
   for (int c = 0; c < num_cores_; ++c) {
@@ -94,16 +95,17 @@ void Executor::worker_loop(int index) {
   char name[16];
   snprintf(name, sizeof name, "tpurt-core-%d", index);
   pthread_setname_np(pthread_self(), name);
-  if (pin_threads_) {
+  if (!placement_.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(index % online_cpus(), &set);
+    CPU_SET(placement_[index], &set);
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort
   }
   Core& core = cores_[index];
   uint32_t seen = 0;
   for (;;) {
-    wait_until(core.wake, policy_, Clock::time_point::max(),
+    Deadline never = Deadline::never();
+    wait_until(core.wake, policy_, never,
                [&] { return core.go.load(std::memory_order_acquire) != seen; },
                [] { return false; });
     seen = core.go.load(std::memory_order_acquire);
@@ -197,13 +199,15 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   // No deadline while every replica is still running: computations may be long.
   // Once the step has failed or a replica has finished, the rest get the collective
   // deadline to return.
-  WaitResult w = wait_until(step.done, policy_, Clock::time_point::max(), done, [&] {
+  Deadline never = Deadline::never();
+  WaitResult w = wait_until(step.done, policy_, never, done, [&] {
     return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(n) ||
            comm->aborted();
   });
-  if (w != WaitResult::kReady)
-    w = wait_until(step.done, policy_, Clock::now() + std::chrono::milliseconds(timeout_ms_),
-                   done, [] { return false; });
+  if (w != WaitResult::kReady) {
+    Deadline deadline(timeout_ms_);
+    w = wait_until(step.done, policy_, deadline, done, [] { return false; });
+  }
   if (w != WaitResult::kReady) return abandon(n, cores, outputs);
   return collect(n, cores, outputs);
 }

@@ -56,7 +56,7 @@ bool in_user_code();
 class Executor {
  public:
   // device_names[c] is core c's fully qualified device name.
-  Executor(System* system, const std::vector<std::string>& device_names, bool pin_threads,
+  Executor(System* system, const std::vector<std::string>& device_names, int pin_threads,
            int64_t timeout_ms);
   ~Executor();
   Executor(const Executor&) = delete;
@@ -86,7 +86,7 @@ class Executor {
   StepResult abandon(int num_replicas, const int* cores, tpu_tensor** outputs);
 
   const int num_cores_;
-  const bool pin_threads_;
+  const std::vector<int> placement_;  // CPU per core, or empty: the OS places them
   const int64_t timeout_ms_;
   const SpinPolicy policy_;
   std::unique_ptr<Core[]> cores_;

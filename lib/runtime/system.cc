@@ -8,6 +8,7 @@
 
 #include "collectives/communicator.h"
 #include "core/status.h"
+#include "core/cpus.h"
 #include "core/wait.h"
 #include "topology/embedding_config.h"
 #include "topology/topology.h"
@@ -92,7 +93,11 @@ SystemConfig resolve_system_options(const tpu_system_options* options) {
   if (c.device_type != "TPU" && c.device_type != "CPU")
     invalid_argument("options->device_type '", o.device_type, "' is not \"TPU\" or \"CPU\"");
 
-  c.pin_threads = o.pin_threads != 0;
+  if (o.pin_threads != TPU_PIN_AUTO && o.pin_threads != TPU_PIN_ALWAYS && o.pin_threads != TPU_PIN_NEVER)
+    invalid_argument("options->pin_threads is ", o.pin_threads, "; it must be TPU_PIN_AUTO (",
+                     TPU_PIN_AUTO, "), TPU_PIN_ALWAYS (", TPU_PIN_ALWAYS, ") or TPU_PIN_NEVER (",
+                     TPU_PIN_NEVER, ")");
+  c.pin_threads = o.pin_threads;
   if (o.collective_timeout_ms < 0)
     invalid_argument("options->collective_timeout_ms is ", o.collective_timeout_ms,
                      "; it must be positive, or 0 for the default (",
@@ -248,7 +253,7 @@ const int* System::resolve_cores(int num_replicas, const tpu_device_assignment* 
 Communicator& System::communicator(int num_replicas) {
   std::unique_ptr<Communicator>& comm = comms_[num_replicas];
   if (!comm)
-    comm.reset(new Communicator(num_replicas, config_.collective_timeout_ms, online_cpus()));
+    comm.reset(new Communicator(num_replicas, config_.collective_timeout_ms, num_usable_cpus()));
   return *comm;
 }
 

@@ -29,7 +29,7 @@ struct SystemConfig {
   int32_t mesh_shape[TPU_MESH_RANK] = {0, 0, 0, 0};
   std::string job_name;
   std::string device_type;  // "TPU" or "CPU"
-  bool pin_threads = false;
+  int pin_threads = TPU_PIN_AUTO;
   int64_t collective_timeout_ms = TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS;
   bool close_on_failure = true;
   std::string embedding_config;
