@@ -79,6 +79,16 @@ ldd_line=$(LD_LIBRARY_PATH=$prefix/lib ldd "$tmp/prog" | grep libtpurt || true)
 out=$(LD_LIBRARY_PATH=$prefix/lib "$tmp/prog") || fail "prog failed (exit $?)"
 [ "$out" = "tpurt $version" ] || fail "prog printed '$out'"
 
+# Static linking: `pkg-config --static` must name everything libtpurt.a needs
+# (-l:libtpurt.a makes the linker take the archive although the .so is there).
+# shellcheck disable=SC2046
+(cd "$tmp" && "$CC" -std=c99 -Wall -Wextra -Werror -o prog_static prog.c \
+  $(pkg-config --cflags tpurt) $(pkg-config --static --libs tpurt | sed 's/-ltpurt\b/-l:libtpurt.a/') \
+  "${extra[@]}") || fail "static linking with pkg-config --static --libs tpurt failed"
+! ldd "$tmp/prog_static" | grep -q libtpurt || fail "prog_static still loads libtpurt.so"
+out=$("$tmp/prog_static") || fail "prog_static failed (exit $?)"
+[ "$out" = "tpurt $version" ] || fail "prog_static printed '$out'"
+
 mk uninstall PREFIX="$prefix" DESTDIR=
 left=$(installed_files "$prefix")
 [ -z "$left" ] || fail "make uninstall left:"$'\n'"$left"
@@ -101,4 +111,4 @@ mk uninstall PREFIX="$staged_prefix" DESTDIR="$stage"
 left=$(installed_files "$stage")
 [ -z "$left" ] || fail "make uninstall DESTDIR=... left:"$'\n'"$left"
 
-echo "check_pkgconfig: install, pkg-config build and run, uninstall, DESTDIR staging OK"
+echo "check_pkgconfig: install, pkg-config build and run (shared and static), uninstall, DESTDIR staging OK"

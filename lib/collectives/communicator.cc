@@ -192,13 +192,8 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
   bool small = meet(rank, seq, rec, desc, x, out.t);
-  const void* srcs_stack[64];
-  std::vector<const void*> srcs_heap;
-  const void** srcs = srcs_stack;
-  if (g.size > 64) {
-    srcs_heap.resize(g.size);
-    srcs = srcs_heap.data();
-  }
+  SourceList sources(g.size);
+  const void** srcs = sources.data();
   for (int j = 0; j < g.size; ++j) srcs[j] = input_of(g.members[j], seq, x->byte_size);
   const int64_t n = x->num_elements;
   if (small) {
@@ -306,11 +301,12 @@ Tensor* Communicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, 
   const int64_t block = dims[a] * inner;       // elements this member keeps per outer row
   const int64_t row = x->dims[a] * inner;      // elements of an input row
   const size_t esize = dtype_size(x->dtype);
-  std::vector<const void*> srcs(g.size);
+  SourceList sources(g.size);
+  const void** srcs = sources.data();
   for (int64_t o = 0; o < outer; ++o) {
     for (int j = 0; j < g.size; ++j)
       srcs[j] = static_cast<const char*>(input_of(g.members[j], seq, x->byte_size)) + (o * row + g.pos * block) * esize;
-    reduce(x->dtype, op, srcs.data(), g.size, 0, block, static_cast<char*>(out.t->data) + o * block * esize);
+    reduce(x->dtype, op, srcs, g.size, 0, block, static_cast<char*>(out.t->data) + o * block * esize);
   }
   if (!small) rv_->finish(rank, seq);
   return out.take();

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <complex>
 #include <cstring>
-#include <memory>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -161,14 +160,8 @@ void check_reduction(tpu_dtype dtype, tpu_reduce_op op) {
 
 void reduce(tpu_dtype dtype, tpu_reduce_op op, const void* const* srcs, int n, int64_t offset,
             int64_t count, void* dst) {
-  constexpr int kMaxOnStack = 64;
-  const void* stack[kMaxOnStack];
-  std::unique_ptr<const void*[]> heap;
-  const void** buf = stack;
-  if (n > kMaxOnStack) {
-    heap.reset(new const void*[n]);
-    buf = heap.get();
-  }
+  SourceList shifted(n);
+  const void** buf = shifted.data();
   size_t esize = dtype_size(dtype);
   for (int j = 0; j < n; ++j) buf[j] = static_cast<const char*>(srcs[j]) + offset * esize;
   void* d = dst;

@@ -4,10 +4,26 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tpurt/collectives.h"
 
 namespace tpurt {
+
+// A reduction's source pointers: on the stack for up to 64 sources, so small
+// collectives allocate nothing but their output.
+class SourceList {
+ public:
+  explicit SourceList(int n) {
+    if (n > kOnStack) heap_.resize(n);
+  }
+  const void** data() { return heap_.empty() ? stack_ : heap_.data(); }
+
+ private:
+  static constexpr int kOnStack = 64;
+  const void* stack_[kOnStack];
+  std::vector<const void*> heap_;
+};
 
 // Throws TPU_INVALID_ARGUMENT if `op` is not defined for `dtype` (bool allows only
 // MIN/MAX; complex64 has no MIN/MAX).
