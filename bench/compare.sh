@@ -90,6 +90,8 @@ TABLE=$OUT/compare.md
   step=$(value "$OUT/tpurt_step_n8.csv" 1 8 4)
   [[ $step == - ]] || step=$(printf '%.2f' "$step")
   echo "- empty tpu_replicate step, 8 replicas: median $step us"
+  echo "- meeting floor: 8 bare threads meet at a barrier in $(meta meeting_floor_us) us, waiting as"
+  echo "  tpurt does with no tpurt code (pinned round-robin over the CPUs): no 8-replica collective beats it"
   awk -v b="$(meta memcpy_GBps)" 'BEGIN {
     printf "- memcpy bandwidth B (one thread, read + written): %.2f GB/s; an all-reduce writing\n", b
     printf "  every replica\047s output cannot beat busbw = B(P-1)/P^2: %.2f GB/s at P=2, %.2f at P=8\n",

@@ -105,12 +105,13 @@ static size_t element_count(const bench_config *cfg, size_t bytes) {
   return count;
 }
 
-static void print_header(const bench_config *cfg, double memcpy_gbps) {
+static void print_header(const bench_config *cfg, double memcpy_gbps, double floor_us) {
   int n = cfg->replicas;
   double ceiling = memcpy_gbps * (n - 1) / ((double)n * n);
   if (cfg->csv) {
-    printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,allreduce_ceiling_GBps=%.3f\n",
-           cfg->coll->name, n, online_cpus(), memcpy_gbps, ceiling);
+    printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,allreduce_ceiling_GBps=%.3f,"
+           "meeting_floor_us=%.3f\n",
+           cfg->coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us);
     printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
     return;
   }
@@ -126,7 +127,10 @@ static void print_header(const bench_config *cfg, double memcpy_gbps) {
   printf("# memcpy bandwidth B = %.2f GB/s (64 MiB, one thread, bytes read + written)\n",
          memcpy_gbps);
   printf("# an all-reduce writing every replica's output cannot beat busbw = B(P-1)/P^2 "
-         "= %.2f GB/s (P = %d) once the data outgrow the caches\n#\n", ceiling, n);
+         "= %.2f GB/s (P = %d) once the data outgrow the caches\n", ceiling, n);
+  printf("# meeting floor: %d bare threads meet at a barrier in %.2f us, waiting as tpurt does\n"
+         "# with no tpurt code; no collective among %d replicas can take less\n#\n",
+         n, floor_us, n);
   printf("# %10s  %10s  %9s  %6s  %11s  %11s  %11s  %6s\n", "size", "count", "type", "redop",
          "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
 }
@@ -173,7 +177,7 @@ static int run_sweep(const bench_config *cfg) {
   bench_data data;
   bench_data_init(&data, cfg);
   bench_result *results = xcalloc((size_t)n, sizeof *results);
-  print_header(cfg, bench_memcpy_bandwidth());
+  print_header(cfg, bench_memcpy_bandwidth(), bench_meeting_floor_us(n));
   tpu_system *system = start_system(n, NULL);
 
   int64_t total_wrong = 0;

@@ -87,6 +87,9 @@ tpu_status bench_count_wrong(const bench_config *cfg, const bench_data *data, in
 /* Reference measurements: memcpy bandwidth in GB/s (bytes read + written), and the
  * empty replicated step. */
 double bench_memcpy_bandwidth(void);
+/* The meeting floor: us per barrier of `threads` bare threads waiting as tpurt does
+ * (bench_floor.c), or a negative value if it could not be measured. */
+double bench_meeting_floor_us(int threads);
 int bench_empty_step(const bench_config *cfg);
 
 #endif /* TPURT_TOOL_BENCH_H */
