@@ -178,7 +178,7 @@ static int run_sweep(const bench_config *cfg) {
   bench_data_init(&data, cfg);
   bench_result *results = xcalloc((size_t)n, sizeof *results);
   print_header(cfg, bench_memcpy_bandwidth(), bench_meeting_floor_us(n));
-  tpu_system *system = start_system(n, NULL);
+  tpu_system *system = start_system(n, NULL, cfg->pinning);
 
   int64_t total_wrong = 0;
   size_t previous = 0;
@@ -263,6 +263,11 @@ int cmd_bench(int argc, char **argv) {
       op_given = 1;
     } else if (take_option("bench", argc, argv, &i, "-n", "--iters", &v)) {
       cfg.fixed_iters = parse_long("bench", "-n", v, 1, 100000000);
+    } else if (take_option("bench", argc, argv, &i, NULL, "--pin", &v)) {
+      if (!strcmp(v, "auto")) cfg.pinning = TPU_PIN_AUTO;
+      else if (!strcmp(v, "always")) cfg.pinning = TPU_PIN_ALWAYS;
+      else if (!strcmp(v, "never")) cfg.pinning = TPU_PIN_NEVER;
+      else usage_error("bench", "--pin: '%s' is not auto, always or never", v);
     } else if (!strcmp(argv[i], "--csv")) {
       cfg.csv = 1;
     } else if (!strcmp(argv[i], "--check")) {

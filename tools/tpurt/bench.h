@@ -53,6 +53,7 @@ struct bench_config {
   long fixed_iters;         /* 0: adaptive */
   double target_seconds;    /* adaptive: timed loop length per size */
   int csv, check;
+  int pinning;              /* tpu_thread_pinning of the system's workers */
   int32_t *permute_pairs;   /* collective_permute: the ring r -> r+1, [replicas][2] */
 };
 

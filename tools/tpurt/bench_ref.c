@@ -46,7 +46,7 @@ static int compare_doubles(const void *a, const void *b) {
 int bench_empty_step(const bench_config *cfg) {
   long steps = cfg->fixed_iters ? cfg->fixed_iters : STEP_DEFAULT;
   double *us = xcalloc((size_t)steps, sizeof *us);
-  tpu_system *system = start_system(cfg->replicas, NULL);
+  tpu_system *system = start_system(cfg->replicas, NULL, cfg->pinning);
   for (long i = 0; i < STEP_WARMUP + steps; i++) {
     double t0 = now_seconds();
     CHECK(tpu_replicate(system, empty_computation, NULL, cfg->replicas, 0, NULL, NULL, NULL, 0,

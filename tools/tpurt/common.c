@@ -87,10 +87,11 @@ void parse_int_list(const char *command, const char *what, const char *text, int
   }
 }
 
-tpu_system *start_system(int num_cores, const int32_t *mesh_shape) {
+tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning) {
   tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
   tpu_system *system = NULL;
   options.num_cores = num_cores;
+  options.pin_threads = pinning;
   if (mesh_shape) memcpy(options.mesh_shape, mesh_shape, sizeof options.mesh_shape);
   CHECK(tpu_system_init(&options, &system));
   return system;

@@ -45,7 +45,8 @@ void parse_int_list(const char *command, const char *what, const char *text, int
 
 /* Starts a system with `num_cores` cores (0: the library's default) and an optional
  * mesh shape (NULL: the default line of cores). */
-tpu_system *start_system(int num_cores, const int32_t *mesh_shape);
+/* pinning: a tpu_thread_pinning (TPU_PIN_AUTO is the library's default). */
+tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning);
 
 /* calloc that exits 1 with a message when memory runs out. */
 void *xcalloc(size_t count, size_t size);

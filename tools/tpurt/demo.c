@@ -157,7 +157,7 @@ int cmd_demo(int argc, char **argv) {
   make_data(x, y);
   solve_normal_equations(x, y, exact);
 
-  tpu_system *system = start_system(cores, NULL);
+  tpu_system *system = start_system(cores, NULL, TPU_PIN_AUTO);
   int n;
   CHECK(tpu_system_num_cores(system, &n));
   demo_run run = {steps, xcalloc((size_t)n, sizeof *run.params),

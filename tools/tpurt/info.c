@@ -91,7 +91,7 @@ int cmd_info(int argc, char **argv) {
     }
   }
 
-  tpu_system *system = start_system(cores, have_mesh ? mesh : NULL);
+  tpu_system *system = start_system(cores, have_mesh ? mesh : NULL, TPU_PIN_AUTO);
   char job[NAME_CAP], device_type[NAME_CAP];
   size_t len;
   int num_cores;
