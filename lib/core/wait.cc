@@ -34,7 +34,9 @@ SpinPolicy SpinPolicy::for_threads(int waiters, int cpus) {
     const char* env = std::getenv("TPURT_YIELD_NS");
     return env ? std::atoll(env) : 20000;
   }();
-  if (waiters <= cpus) return SpinPolicy{200000, 200000};  // peers are running: spin
+  // Peers are running: spin about as long as a sleep and wake would cost (20-30 us
+  // here), so a late peer costs at most twice the best choice, then yield.
+  if (waiters <= cpus) return SpinPolicy{50000, 200000};
   return SpinPolicy{0, yield_ns};  // the thread we wait for needs this CPU
 }
 

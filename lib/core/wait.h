@@ -39,7 +39,7 @@ class WakeWord {
 
 // How long to spin and yield before sleeping, for `waiters` threads on the machine.
 struct SpinPolicy {
-  int spins;         // pause iterations before the first yield
+  int64_t spin_ns;   // how long to spin before the first yield
   int64_t yield_ns;  // how long to keep yielding before sleeping
   static SpinPolicy for_threads(int waiters, int cpus);
 };

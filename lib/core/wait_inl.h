@@ -8,10 +8,20 @@ namespace tpurt {
 template <typename Ready, typename Stop>
 WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadline,
                       Ready&& ready, Stop&& stop) {
-  for (int i = 0; i < policy.spins; ++i) {
-    if (ready()) return WaitResult::kReady;
-    if ((i & 63) == 63 && stop()) return WaitResult::kStopped;
-    cpu_relax();
+  if (policy.spin_ns > 0) {
+    // Bounded by time, not count: a peer that shares this CPU (another process took
+    // the other one) cannot arrive while we spin. The clock is first read after 256
+    // pauses (~7 us), so hand-offs that take less never read it.
+    Clock::time_point stop_spinning{};
+    for (int i = 0;; ++i) {
+      if (ready()) return WaitResult::kReady;
+      if ((i & 255) == 255) {
+        if (stop()) return WaitResult::kStopped;
+        if (i == 255) stop_spinning = Clock::now() + std::chrono::nanoseconds(policy.spin_ns);
+        else if (Clock::now() >= stop_spinning) break;
+      }
+      cpu_relax();
+    }
   }
   if (policy.yield_ns > 0) {
     // Under CFS a thread that keeps yielding keeps the lowest vruntime and is picked
