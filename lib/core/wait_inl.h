@@ -26,13 +26,13 @@ WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadli
   if (policy.yield_ns > 0) {
     // Under CFS a thread that keeps yielding keeps the lowest vruntime and is picked
     // again before the thread it waits for, so yielding is bounded by time.
-    // The clock is first read after 8 yields: most waits end after one.
+    // The clock is first read after one yield: most waits end there.
     Clock::time_point stop_yielding{};
     for (int i = 0;; ++i) {
       if (ready()) return WaitResult::kReady;
       if (stop()) return WaitResult::kStopped;
-      if (i == 7) stop_yielding = Clock::now() + std::chrono::nanoseconds(policy.yield_ns);
-      else if ((i & 7) == 7 && Clock::now() >= stop_yielding) break;
+      if (i == 1) stop_yielding = Clock::now() + std::chrono::nanoseconds(policy.yield_ns);
+      else if (i > 1 && (i & 3) == 1 && Clock::now() >= stop_yielding) break;
       sched_yield();
     }
   }
