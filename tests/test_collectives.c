@@ -28,10 +28,11 @@ static int release_system(void **state) {
   return 0;
 }
 
-static tpu_system *start_system(int cores, int64_t timeout_ms) {
+static tpu_system *start_system_pinned(int cores, int64_t timeout_ms, int pinning) {
   release_system(NULL);
   tpu_system_options opts = TPU_SYSTEM_OPTIONS_INIT;
   opts.num_cores = cores;
+  opts.pin_threads = pinning;
   opts.collective_timeout_ms = timeout_ms;
   opts.close_on_failure = 0;
   tpu_system *sys = NULL;
@@ -39,6 +40,10 @@ static tpu_system *start_system(int cores, int64_t timeout_ms) {
   if (st != TPU_OK) fail_msg("tpu_system_init: %s: %s", tpu_status_name(st), tpu_last_error());
   g_sys = sys;
   return sys;
+}
+
+static tpu_system *start_system(int cores, int64_t timeout_ms) {
+  return start_system_pinned(cores, timeout_ms, TPU_PIN_AUTO);
 }
 
 /* ---- element access as double / int64, independent of the library ---------- */
@@ -754,6 +759,32 @@ static void test_collectives__bfloat16_scope_numbers(void **state) {
 
 /* ---- many steps ------------------------------------------------------------ */
 
+/* Waiting differs with placement (spinning, yielding, spinning while every thread
+ * pinned to the same CPU waits too): the results must not. */
+static void test_collectives__every_placement(void **state) {
+  (void)state;
+  const int modes[] = {TPU_PIN_AUTO, TPU_PIN_ALWAYS, TPU_PIN_NEVER};
+  const int replica_counts[] = {2, 5, 8};
+  const op_kind kinds[] = {OP_ALL_REDUCE, OP_ALL_GATHER};
+  for (size_t m = 0; m < sizeof modes / sizeof modes[0]; ++m)
+    for (size_t rc = 0; rc < sizeof replica_counts / sizeof replica_counts[0]; ++rc) {
+      int n = replica_counts[rc];
+      tpu_system *sys = start_system_pinned(n, 20000, modes[m]);
+      for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; ++k)
+        for (size_t si = 0; si < sizeof kSizes / sizeof kSizes[0]; ++si) {
+          coll_case c = {0};
+          c.kind = kinds[k];
+          c.dtype = TPU_FLOAT;
+          c.op = TPU_REDUCE_SUM;
+          c.rank = 1;
+          c.dims[0] = kSizes[si];
+          c.replicas = n;
+          run_case(sys, &c);
+        }
+      release_system(NULL);
+    }
+}
+
 static void test_collectives__thousand_random_steps(void **state) {
   (void)state;
   tpu_system *sys = start_system(3, 20000);
@@ -796,6 +827,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_collectives__failing_replica_aborts_the_others, release_system),
       cmocka_unit_test_teardown(test_collectives__bad_arguments, release_system),
       cmocka_unit_test_teardown(test_collectives__bfloat16_scope_numbers, release_system),
+      cmocka_unit_test_teardown(test_collectives__every_placement, release_system),
       cmocka_unit_test_teardown(test_collectives__thousand_random_steps, release_system),
       cmocka_unit_test_teardown(test_collectives__outside_a_computation, release_system),
   };

@@ -80,7 +80,7 @@ Communicator::Communicator(int size, int64_t timeout_ms, int num_cpus)
 Communicator::~Communicator() = default;
 
 int Communicator::size() const { return rv_->size(); }
-void Communicator::reset() { rv_->reset(); }
+void Communicator::reset(const int* cpu_of_rank) { rv_->reset(cpu_of_rank); }
 void Communicator::abort(int replica, tpu_status code, const std::string& message) {
   rv_->abort(replica, code, message);
 }

@@ -30,8 +30,9 @@ class Communicator {
   int size() const;
 
   // Prepares a new step: sequence numbers, departures and abort state start afresh.
-  // No participant may be inside a collective.
-  void reset();
+  // No participant may be inside a collective. cpu_of_rank: the CPU each replica's
+  // thread is pinned to, or NULL if the OS places them.
+  void reset(const int* cpu_of_rank = nullptr);
 
   // Fails the step on behalf of `replica` (-1: not a replica). Every participant
   // blocked in a collective, or entering one later in the step, throws TPU_ABORTED

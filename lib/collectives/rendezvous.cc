@@ -81,12 +81,22 @@ Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus)
     : size_(size),
       timeout_ms_(timeout_ms),
       policy_(SpinPolicy::for_threads(size, num_cpus)),
-      slots_(new Slot[size]) {
+      slots_(new Slot[size]),
+      cpu_mates_(size),
+      has_cpu_(size, 0) {
   claims_[0].reset(new ClaimCounter[size]);
   claims_[1].reset(new ClaimCounter[size]);
+  for (auto& mates : cpu_mates_) mates.reserve(size);
 }
 
-void Rendezvous::reset() {
+void Rendezvous::reset(const int* cpu_of_rank) {
+  for (int r = 0; r < size_; ++r) {
+    cpu_mates_[r].clear();
+    has_cpu_[r] = cpu_of_rank != nullptr && cpu_of_rank[r] >= 0;
+    if (!has_cpu_[r]) continue;
+    for (int q = 0; q < size_; ++q)
+      if (q != r && cpu_of_rank[q] == cpu_of_rank[r]) cpu_mates_[r].push_back(q);
+  }
   for (int r = 0; r < size_; ++r) {
     slots_[r].line[0].seq.store(0, std::memory_order_relaxed);
     slots_[r].line[1].seq.store(0, std::memory_order_relaxed);
@@ -158,6 +168,16 @@ std::string Rendezvous::missing_list(uint64_t seq, Phase phase) const {
   return os.str();
 }
 
+bool Rendezvous::cpu_mates_arrived(int rank, uint64_t seq, Phase phase) const {
+  if (!has_cpu_[rank] || policy_.spin_ns > 0) return false;  // spinning already
+  for (int q : cpu_mates_[rank]) {
+    const Slot& s = slots_[q];
+    const std::atomic<uint64_t>& field = phase == Phase::kArrive ? s.line[seq & 1].seq : s.finished;
+    if (field.load(std::memory_order_relaxed) < seq) return false;
+  }
+  return true;
+}
+
 void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
   Deadline deadline(timeout_ms_);  // shared by the peers: the whole wait is bounded
   for (int r = 0; r < size_; ++r) {
@@ -168,7 +188,8 @@ void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
     auto stop = [&] {
       return failed_.load(std::memory_order_relaxed) || s.departed.load(std::memory_order_relaxed);
     };
-    WaitResult res = wait_until(wake_, policy_, deadline, ready, stop);
+    auto spin_instead = [&] { return cpu_mates_arrived(rank, seq, phase); };
+    WaitResult res = wait_until(wake_, policy_, deadline, ready, stop, spin_instead);
     if (res == WaitResult::kReady) continue;
     if (failed_.load(std::memory_order_seq_cst)) throw_failure();
     if (res == WaitResult::kStopped) {

@@ -67,7 +67,9 @@ class Rendezvous {
   Rendezvous(int size, int64_t timeout_ms, int num_cpus);
 
   int size() const { return size_; }
-  void reset();
+  // Starts a step. cpu_of_rank: the CPU each rank's thread is pinned to, or NULL
+  // when the OS places them (then waiters never spin in place of yielding).
+  void reset(const int* cpu_of_rank);
   void abort(int replica, tpu_status code, const std::string& message);
   // Fails the step for everyone with `code` (a collective error all must see).
   void poison(tpu_status code, const std::string& message);
@@ -117,10 +119,19 @@ class Rendezvous {
   [[noreturn]] void report_mismatch(uint64_t seq);
   std::string missing_list(uint64_t seq, Phase phase) const;
 
+  // With more threads than CPUs, a waiter whose CPU-mates have all arrived spins
+  // rather than yields: none of them can use the CPU, and the ranks still missing
+  // run elsewhere.
+  bool cpu_mates_arrived(int rank, uint64_t seq, Phase phase) const;
+
   int size_;
   int64_t timeout_ms_;
   SpinPolicy policy_;
   std::unique_ptr<Slot[]> slots_;
+  // Per rank, the other ranks pinned to its CPU; has_cpu_[r] is false when r's CPU
+  // is unknown. Reserved at construction: reset allocates nothing.
+  std::vector<std::vector<int>> cpu_mates_;
+  std::vector<char> has_cpu_;
   struct alignas(64) ClaimCounter {
     std::atomic<int64_t> next{0};
   };

@@ -73,6 +73,12 @@ class Deadline {
 template <typename Ready, typename Stop>
 WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadline,
                       Ready&& ready, Stop&& stop);
+// The same, but in the yield phase spins instead of yielding while spin_instead() is
+// true: when no thread that shares this CPU could use it, a yield only delays
+// noticing that the wait is over.
+template <typename Ready, typename Stop, typename SpinInstead>
+WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadline,
+                      Ready&& ready, Stop&& stop, SpinInstead&& spin_instead);
 
 }  // namespace tpurt
 

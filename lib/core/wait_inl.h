@@ -8,6 +8,12 @@ namespace tpurt {
 template <typename Ready, typename Stop>
 WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadline,
                       Ready&& ready, Stop&& stop) {
+  return wait_until(word, policy, deadline, ready, stop, [] { return false; });
+}
+
+template <typename Ready, typename Stop, typename SpinInstead>
+WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadline,
+                      Ready&& ready, Stop&& stop, SpinInstead&& spin_instead) {
   if (policy.spin_ns > 0) {
     // Bounded by time, not count: a peer that shares this CPU (another process took
     // the other one) cannot arrive while we spin. The clock is first read after 256
@@ -33,7 +39,11 @@ WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadli
       if (stop()) return WaitResult::kStopped;
       if (i == 1) stop_yielding = Clock::now() + std::chrono::nanoseconds(policy.yield_ns);
       else if (i > 1 && (i & 3) == 1 && Clock::now() >= stop_yielding) break;
-      sched_yield();
+      if (!spin_instead()) {
+        sched_yield();
+        continue;
+      }
+      for (int j = 0; j < 64 && !ready(); ++j) cpu_relax();
     }
   }
   for (;;) {

@@ -56,6 +56,7 @@ Executor::Executor(System* system, const std::vector<std::string>& device_names,
                    int pin_threads, int64_t timeout_ms)
     : num_cores_(static_cast<int>(device_names.size())),
       placement_(worker_placement(pin_threads, num_cores_)),
+      cpu_of_rank_(num_cores_, -1),
       timeout_ms_(timeout_ms),
       // The caller waits too: one more thread than cores competes for the CPUs.
       policy_(SpinPolicy::for_threads(num_cores_ + 1, num_usable_cpus())),
@@ -176,7 +177,9 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   step.first_failure.store(-1, std::memory_order_relaxed);
   step.first_abort.store(-1, std::memory_order_relaxed);
   step.pending.store(static_cast<uint32_t>(n), std::memory_order_relaxed);
-  comm->reset();
+  if (!placement_.empty())
+    for (int r = 0; r < n; ++r) cpu_of_rank_[r] = placement_[cores[r]];
+  comm->reset(placement_.empty() ? nullptr : cpu_of_rank_.data());
   for (int r = 0; r < n; ++r) {
     Core& core = cores_[cores[r]];
     tpu_replica_context& ctx = core.ctx;

@@ -87,6 +87,7 @@ class Executor {
 
   const int num_cores_;
   const std::vector<int> placement_;  // CPU per core, or empty: the OS places them
+  std::vector<int> cpu_of_rank_;      // per step: placement_ of each replica's core
   const int64_t timeout_ms_;
   const SpinPolicy policy_;
   std::unique_ptr<Core[]> cores_;
