@@ -1,6 +1,7 @@
 /* The meeting floor: bare threads, one per replica, meeting at a barrier with no
  * library code, waiting the way tpurt does (spinning while threads fit the usable
- * CPUs, yielding when they outnumber them, pinned round-robin then). No collective
+ * CPUs; when they outnumber them, pinned round-robin and yielding, but spinning once
+ * every thread on the same CPU has arrived). No collective
  * among that many replicas can be faster, so the bench prints it beside its rows,
  * as it prints the memcpy ceiling beside busbw. */
 #define _GNU_SOURCE
@@ -30,10 +31,17 @@ static void cpu_relax(void) {
 typedef struct {
   floor_slot *slots;
   atomic_int *go; /* 0: wait for every thread to start; 1: run; -1: give up */
-  int threads, me, cpu, yielding;
+  int threads, me, cpu, yielding, ncpus;
   long rounds;
   double seconds;
 } floor_thread;
+
+/* Threads i, i + C, i + 2C, ... share a CPU (C = usable CPUs). */
+static int cpu_mates_arrived(const floor_thread *t, int ncpus, long round) {
+  for (int q = t->me % ncpus; q < t->threads; q += ncpus)
+    if (atomic_load(&t->slots[q].arrived) < round) return 0;
+  return 1;
+}
 
 static void *meet_repeatedly(void *arg) {
   floor_thread *t = arg;
@@ -50,7 +58,7 @@ static void *meet_repeatedly(void *arg) {
     atomic_store(&t->slots[t->me].arrived, round);
     for (int peer = 0; peer < t->threads; peer++)
       while (atomic_load(&t->slots[peer].arrived) < round) {
-        if (t->yielding) sched_yield();
+        if (t->yielding && !cpu_mates_arrived(t, t->ncpus, round)) sched_yield();
         else cpu_relax();
       }
   }
@@ -69,7 +77,7 @@ static double floor_run(int threads, const int *cpus, int ncpus, long rounds) {
   for (int i = 0; i < threads; i++) atomic_init(&slots[i].arrived, 0);
   for (int i = 0; i < threads; i++) {
     args[i] = (floor_thread){slots, &go, threads, i, yielding ? cpus[i % ncpus] : -1,
-                             yielding, rounds, 0};
+                             yielding, ncpus, rounds, 0};
     if (pthread_create(&ids[i], NULL, meet_repeatedly, &args[i]) != 0) break;
     started++;
   }
