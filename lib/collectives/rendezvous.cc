@@ -82,20 +82,31 @@ Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus)
       timeout_ms_(timeout_ms),
       policy_(SpinPolicy::for_threads(size, num_cpus)),
       slots_(new Slot[size]),
-      cpu_mates_(size),
-      has_cpu_(size, 0) {
+      next_cpu_mate_(size, -1),
+      first_on_cpu_(kMaxCpuIds, -1),
+      last_on_cpu_(kMaxCpuIds, -1) {
   claims_[0].reset(new ClaimCounter[size]);
   claims_[1].reset(new ClaimCounter[size]);
-  for (auto& mates : cpu_mates_) mates.reserve(size);
 }
 
 void Rendezvous::reset(const int* cpu_of_rank) {
+  auto cpu = [&](int r) {
+    int c = cpu_of_rank ? cpu_of_rank[r] : -1;
+    return c >= 0 && c < kMaxCpuIds ? c : -1;
+  };
   for (int r = 0; r < size_; ++r) {
-    cpu_mates_[r].clear();
-    has_cpu_[r] = cpu_of_rank != nullptr && cpu_of_rank[r] >= 0;
-    if (!has_cpu_[r]) continue;
-    for (int q = 0; q < size_; ++q)
-      if (q != r && cpu_of_rank[q] == cpu_of_rank[r]) cpu_mates_[r].push_back(q);
+    next_cpu_mate_[r] = -1;
+    int c = cpu(r);
+    if (c < 0) continue;
+    if (last_on_cpu_[c] >= 0) next_cpu_mate_[last_on_cpu_[c]] = r;
+    else first_on_cpu_[c] = r;
+    last_on_cpu_[c] = r;
+  }
+  for (int r = 0; r < size_; ++r) {
+    int c = cpu(r);
+    if (c < 0 || last_on_cpu_[c] != r) continue;
+    next_cpu_mate_[r] = first_on_cpu_[c];  // close the cycle
+    first_on_cpu_[c] = last_on_cpu_[c] = -1;
   }
   for (int r = 0; r < size_; ++r) {
     slots_[r].line[0].seq.store(0, std::memory_order_relaxed);
@@ -169,8 +180,8 @@ std::string Rendezvous::missing_list(uint64_t seq, Phase phase) const {
 }
 
 bool Rendezvous::cpu_mates_arrived(int rank, uint64_t seq, Phase phase) const {
-  if (!has_cpu_[rank] || policy_.spin_ns > 0) return false;  // spinning already
-  for (int q : cpu_mates_[rank]) {
+  if (next_cpu_mate_[rank] < 0 || policy_.spin_ns > 0) return false;  // unknown; spinning already
+  for (int q = next_cpu_mate_[rank]; q != rank; q = next_cpu_mate_[q]) {
     const Slot& s = slots_[q];
     const std::atomic<uint64_t>& field = phase == Phase::kArrive ? s.line[seq & 1].seq : s.finished;
     if (field.load(std::memory_order_relaxed) < seq) return false;

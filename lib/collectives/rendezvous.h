@@ -128,10 +128,12 @@ class Rendezvous {
   int64_t timeout_ms_;
   SpinPolicy policy_;
   std::unique_ptr<Slot[]> slots_;
-  // Per rank, the other ranks pinned to its CPU; has_cpu_[r] is false when r's CPU
-  // is unknown. Reserved at construction: reset allocates nothing.
-  std::vector<std::vector<int>> cpu_mates_;
-  std::vector<char> has_cpu_;
+  // The ranks pinned to one CPU form a cycle: next_cpu_mate_[r] is the next rank on
+  // r's CPU (r itself if alone), or -1 when r's CPU is unknown. first_/last_on_cpu_
+  // (indexed by CPU id, -1 between resets) build it in one pass with no allocation.
+  static constexpr int kMaxCpuIds = 1024;
+  std::vector<int> next_cpu_mate_;
+  std::vector<int> first_on_cpu_, last_on_cpu_;
   struct alignas(64) ClaimCounter {
     std::atomic<int64_t> next{0};
   };
