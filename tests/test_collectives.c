@@ -353,6 +353,19 @@ static tpu_status case_computation(tpu_replica_context *ctx, tpu_tensor *const *
   return st;
 }
 
+/* A case on a vector of `count` elements. */
+static coll_case vector_case(op_kind kind, tpu_dtype dtype, tpu_reduce_op op, int64_t count,
+                             int replicas) {
+  coll_case c = {0};
+  c.kind = kind;
+  c.dtype = dtype;
+  c.op = op;
+  c.rank = 1;
+  c.dims[0] = count;
+  c.replicas = replicas;
+  return c;
+}
+
 static void run_case(tpu_system *sys, coll_case *c) {
   memset(c->wrong, 0, sizeof c->wrong);
   tpu_status st = tpu_replicate(sys, case_computation, c, c->replicas, 0, NULL, NULL, NULL, 0, NULL);
@@ -388,13 +401,7 @@ static void test_collectives__all_reduce_every_dtype_op_and_replica_count(void *
       for (int op = TPU_REDUCE_SUM; op <= TPU_REDUCE_MEAN; ++op) {
         if (!op_allowed(kAllDtypes[di], (tpu_reduce_op)op)) continue;
         for (size_t si = 0; si < sizeof kSizes / sizeof kSizes[0]; ++si) {
-          coll_case c = {0};
-          c.kind = OP_ALL_REDUCE;
-          c.dtype = kAllDtypes[di];
-          c.op = (tpu_reduce_op)op;
-          c.rank = 1;
-          c.dims[0] = kSizes[si];
-          c.replicas = n;
+          coll_case c = vector_case(OP_ALL_REDUCE, kAllDtypes[di], (tpu_reduce_op)op, kSizes[si], n);
           run_case(sys, &c);
         }
       }
@@ -411,14 +418,9 @@ static void test_collectives__all_reduce_groups(void **state) {
   const tpu_group_assignment *groups[] = {&pairs, &thirds};
   for (int gi = 0; gi < 2; ++gi)
     for (size_t si = 0; si < sizeof kSizes / sizeof kSizes[0]; ++si) {
-      coll_case c = {0};
-      c.kind = OP_ALL_REDUCE;
-      c.dtype = gi ? TPU_BFLOAT16 : TPU_FLOAT;
-      c.op = TPU_REDUCE_SUM;
-      c.rank = 1;
-      c.dims[0] = kSizes[si];
+      coll_case c = vector_case(OP_ALL_REDUCE, gi ? TPU_BFLOAT16 : TPU_FLOAT, TPU_REDUCE_SUM,
+                                kSizes[si], 6);
       c.groups = groups[gi];
-      c.replicas = 6;
       run_case(sys, &c);
     }
   release_system(NULL);
@@ -427,13 +429,8 @@ static void test_collectives__all_reduce_groups(void **state) {
 static void test_collectives__large_all_reduce_streaming_path(void **state) {
   (void)state;
   tpu_system *sys = start_system(2, 60000);
-  coll_case c = {0};
-  c.kind = OP_ALL_REDUCE;
-  c.dtype = TPU_FLOAT;
-  c.op = TPU_REDUCE_SUM;
-  c.rank = 1;
-  c.dims[0] = (9 << 20) / 4 + 13; /* 9 MiB per replica: outputs total > 16 MiB */
-  c.replicas = 2;
+  /* 9 MiB per replica: outputs total > 16 MiB */
+  coll_case c = vector_case(OP_ALL_REDUCE, TPU_FLOAT, TPU_REDUCE_SUM, (9 << 20) / 4 + 13, 2);
   run_case(sys, &c);
   release_system(NULL);
 }
@@ -772,13 +769,7 @@ static void test_collectives__every_placement(void **state) {
       tpu_system *sys = start_system_pinned(n, 20000, modes[m]);
       for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; ++k)
         for (size_t si = 0; si < sizeof kSizes / sizeof kSizes[0]; ++si) {
-          coll_case c = {0};
-          c.kind = kinds[k];
-          c.dtype = TPU_FLOAT;
-          c.op = TPU_REDUCE_SUM;
-          c.rank = 1;
-          c.dims[0] = kSizes[si];
-          c.replicas = n;
+          coll_case c = vector_case(kinds[k], TPU_FLOAT, TPU_REDUCE_SUM, kSizes[si], n);
           run_case(sys, &c);
         }
       release_system(NULL);
@@ -791,13 +782,8 @@ static void test_collectives__thousand_random_steps(void **state) {
   unsigned seed = 12345;
   for (int step = 0; step < 1000; ++step) {
     seed = seed * 1103515245u + 12345u;
-    coll_case c = {0};
-    c.kind = (op_kind)((seed >> 8) % 3);
-    c.dtype = (seed >> 12) % 2 ? TPU_FLOAT : TPU_INT32;
-    c.op = TPU_REDUCE_SUM;
-    c.rank = 1;
-    c.dims[0] = 3 * (1 + (seed >> 16) % 3000);
-    c.replicas = 3;
+    coll_case c = vector_case((op_kind)((seed >> 8) % 3), (seed >> 12) % 2 ? TPU_FLOAT : TPU_INT32,
+                              TPU_REDUCE_SUM, 3 * (1 + (seed >> 16) % 3000), 3);
     run_case(sys, &c);
   }
   release_system(NULL);
