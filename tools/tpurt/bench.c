@@ -128,9 +128,12 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
          memcpy_gbps);
   printf("# an all-reduce writing every replica's output cannot beat busbw = B(P-1)/P^2 "
          "= %.2f GB/s (P = %d) once the data outgrow the caches\n", ceiling, n);
-  printf("# meeting floor: %d bare threads meet at a barrier in %.2f us, waiting as tpurt does\n"
-         "# with no tpurt code; no collective among %d replicas can take less\n#\n",
-         n, floor_us, n);
+  if (floor_us < 0)
+    printf("# meeting floor: could not be measured (threads could not start)\n#\n");
+  else
+    printf("# meeting floor: %d bare threads meet at a barrier in %.2f us, waiting as tpurt does\n"
+           "# with no tpurt code; no collective among %d replicas can take less\n#\n",
+           n, floor_us, n);
   printf("# %10s  %10s  %9s  %6s  %11s  %11s  %11s  %6s\n", "size", "count", "type", "redop",
          "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
 }

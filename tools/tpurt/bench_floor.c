@@ -37,8 +37,8 @@ typedef struct {
 } floor_thread;
 
 /* Threads i, i + C, i + 2C, ... share a CPU (C = usable CPUs). */
-static int cpu_mates_arrived(const floor_thread *t, int ncpus, long round) {
-  for (int q = t->me % ncpus; q < t->threads; q += ncpus)
+static int cpu_mates_arrived(const floor_thread *t, long round) {
+  for (int q = t->me % t->ncpus; q < t->threads; q += t->ncpus)
     if (atomic_load(&t->slots[q].arrived) < round) return 0;
   return 1;
 }
@@ -58,7 +58,7 @@ static void *meet_repeatedly(void *arg) {
     atomic_store(&t->slots[t->me].arrived, round);
     for (int peer = 0; peer < t->threads; peer++)
       while (atomic_load(&t->slots[peer].arrived) < round) {
-        if (t->yielding && !cpu_mates_arrived(t, t->ncpus, round)) sched_yield();
+        if (t->yielding && !cpu_mates_arrived(t, round)) sched_yield();
         else cpu_relax();
       }
   }
@@ -108,5 +108,5 @@ double bench_meeting_floor_us(int threads) {
     double t = floor_run(threads, cpus, ncpus, rounds);
     if (t > 0 && (best < 0 || t < best)) best = t;
   }
-  return best * 1e6;
+  return best < 0 ? -1 : best * 1e6;
 }
