@@ -504,12 +504,7 @@ static void test_collectives__permute_and_broadcast(void **state) {
   const int32_t ring[] = {0, 1, 1, 2, 2, 3, 3, 0};
   const int64_t sizes[] = {3, 5000};
   for (int s = 0; s < 2; ++s) {
-    coll_case c = {0};
-    c.dtype = TPU_DOUBLE;
-    c.rank = 1;
-    c.dims[0] = sizes[s];
-    c.replicas = 4;
-    c.kind = OP_PERMUTE;
+    coll_case c = vector_case(OP_PERMUTE, TPU_DOUBLE, TPU_REDUCE_SUM, sizes[s], 4);
     c.pairs = chain;
     c.num_pairs = 3;
     run_case(sys, &c);
