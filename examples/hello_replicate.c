@@ -26,7 +26,7 @@ static tpu_status computation(tpu_replica_context *ctx, tpu_tensor *const *input
   CHECK(tpu_replica_context_replica_id(ctx, &r));
   for (i = 0; i < 4; i++) values[i] = (float)((r + 1) * (i + 1));
   CHECK(tpu_tensor_create(TPU_FLOAT, dims, 1, values, sizeof values, &x));
-  status = tpu_cross_replica_sum(ctx, x, NULL, &outputs[0]);
+  status = tpu_cross_replica_sum(ctx, x, NULL, &outputs[0], NULL);
   CHECK(tpu_tensor_release(x));
   return status;
 }
@@ -38,7 +38,7 @@ int main(void) {
   CHECK(tpu_system_init(NULL, &system));
   CHECK(tpu_system_num_cores(system, &n));
   results = calloc((size_t)n, sizeof *results);
-  CHECK(tpu_replicate(system, computation, NULL, n, 0, NULL, NULL, NULL, 1, results));
+  CHECK(tpu_replicate(system, computation, NULL, n, 0, NULL, 1, results, NULL));
   for (r = 0; r < n; r++) {
     void *data;
     const float *sum;

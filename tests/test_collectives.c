@@ -263,7 +263,7 @@ static long check_output(const coll_case *c, int r, const tpu_tensor *out) {
   int orank = 0;
   tpu_tensor_rank(out, &orank);
   assert_int_equal(orank, c->rank);
-  tpu_tensor_dims(out, odims, 4);
+  tpu_tensor_dims(out, odims, 4, &(size_t){0});
   int64_t n = 1;
   for (int a = 0; a < orank; ++a) n *= odims[a];
   void *data;
@@ -322,16 +322,16 @@ static tpu_status run_collective(tpu_replica_context *ctx, const coll_case *c, t
   switch (c->kind) {
     case OP_ALL_REDUCE:
       return c->op == TPU_REDUCE_SUM && (c->dtype == TPU_FLOAT)
-                 ? tpu_cross_replica_sum(ctx, x, c->groups, out)
-                 : tpu_all_reduce(ctx, x, c->op, c->groups, out);
-    case OP_ALL_GATHER: return tpu_all_gather(ctx, x, c->axis, c->groups, out);
-    case OP_REDUCE_SCATTER: return tpu_reduce_scatter(ctx, x, c->op, c->axis, c->groups, out);
+                 ? tpu_cross_replica_sum(ctx, x, c->groups, out, NULL)
+                 : tpu_all_reduce(ctx, x, c->op, c->groups, out, NULL);
+    case OP_ALL_GATHER: return tpu_all_gather(ctx, x, c->axis, c->groups, out, NULL);
+    case OP_REDUCE_SCATTER: return tpu_reduce_scatter(ctx, x, c->op, c->axis, c->groups, out, NULL);
     case OP_ALL_TO_ALL: {
       int g = c->groups ? c->groups->group_size : c->replicas;
-      return tpu_all_to_all(ctx, x, c->axis2, c->axis, g, c->groups, out);
+      return tpu_all_to_all(ctx, x, c->axis2, c->axis, g, c->groups, out, NULL);
     }
-    case OP_PERMUTE: return tpu_collective_permute(ctx, x, c->pairs, c->num_pairs, out);
-    case OP_BROADCAST: return tpu_broadcast(ctx, x, c->root, c->groups, out);
+    case OP_PERMUTE: return tpu_collective_permute(ctx, x, c->pairs, c->num_pairs, out, NULL);
+    case OP_BROADCAST: return tpu_broadcast(ctx, x, c->root, c->groups, out, NULL);
   }
   return TPU_INTERNAL;
 }
@@ -368,7 +368,7 @@ static coll_case vector_case(op_kind kind, tpu_dtype dtype, tpu_reduce_op op, in
 
 static void run_case(tpu_system *sys, coll_case *c) {
   memset(c->wrong, 0, sizeof c->wrong);
-  tpu_status st = tpu_replicate(sys, case_computation, c, c->replicas, 0, NULL, NULL, NULL, 0, NULL);
+  tpu_status st = tpu_replicate(sys, case_computation, c, c->replicas, 0, NULL, 0, NULL, NULL);
   if (st != TPU_OK) fail_msg("kind %d dtype %d replicas %d: %s: %s", c->kind, c->dtype, c->replicas,
                              tpu_status_name(st), tpu_last_error());
   for (int r = 0; r < c->replicas; ++r)
@@ -548,49 +548,49 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
   tpu_group_assignment ga = {ids_a, 2, 2}, gb = {ids_b, 2, 2};
   switch (e->mode) {
     case MISMATCH_OP:
-      st = tpu_all_reduce(ctx, x, r == 3 ? TPU_REDUCE_MAX : TPU_REDUCE_SUM, NULL, &out);
+      st = tpu_all_reduce(ctx, x, r == 3 ? TPU_REDUCE_MAX : TPU_REDUCE_SUM, NULL, &out, NULL);
       break;
-    case MISMATCH_GROUPS: st = tpu_cross_replica_sum(ctx, x, r == 1 ? &gb : &ga, &out); break;
+    case MISMATCH_GROUPS: st = tpu_cross_replica_sum(ctx, x, r == 1 ? &gb : &ga, &out, NULL); break;
     case MISMATCH_KIND:
-      st = r == 0 ? tpu_broadcast(ctx, x, 0, NULL, &out) : tpu_cross_replica_sum(ctx, x, NULL, &out);
+      st = r == 0 ? tpu_broadcast(ctx, x, 0, NULL, &out, NULL) : tpu_cross_replica_sum(ctx, x, NULL, &out, NULL);
       break;
     case SKIP_COLLECTIVE:
-      if (r != 1) st = tpu_cross_replica_sum(ctx, x, NULL, &out);
+      if (r != 1) st = tpu_cross_replica_sum(ctx, x, NULL, &out, NULL);
       break;
     case STUCK_REPLICA:
       if (r == 3) {
         struct timespec ts = {e->stuck_ms / 1000, (e->stuck_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
       }
-      st = tpu_cross_replica_sum(ctx, x, NULL, &out);
+      st = tpu_cross_replica_sum(ctx, x, NULL, &out, NULL);
       break;
     case FAILING_REPLICA:
       if (r == 2) {
         st = tpu_replica_context_fail(ctx, TPU_INTERNAL, "the model diverged");
       } else {
-        st = tpu_cross_replica_sum(ctx, x, NULL, &out);
-        if (st == TPU_OK) { tpu_tensor_release(out); out = NULL; st = tpu_cross_replica_sum(ctx, x, NULL, &out); }
+        st = tpu_cross_replica_sum(ctx, x, NULL, &out, NULL);
+        if (st == TPU_OK) { tpu_tensor_release(out); out = NULL; st = tpu_cross_replica_sum(ctx, x, NULL, &out, NULL); }
       }
       break;
     case BAD_GROUPS: {
       const int32_t dup[] = {0, 1, 1, 3};
       tpu_group_assignment bad = {dup, 2, 2};
-      st = tpu_cross_replica_sum(ctx, x, &bad, &out);
+      st = tpu_cross_replica_sum(ctx, x, &bad, &out, NULL);
       break;
     }
-    case BAD_AXIS: st = tpu_all_gather(ctx, x, r == 0 ? 3 : 0, NULL, &out); break;
+    case BAD_AXIS: st = tpu_all_gather(ctx, x, r == 0 ? 3 : 0, NULL, &out, NULL); break;
     case BAD_PAIRS: {
       const int32_t pairs[] = {0, 1, 2, 1};
-      st = tpu_collective_permute(ctx, x, pairs, 2, &out);
+      st = tpu_collective_permute(ctx, x, pairs, 2, &out, NULL);
       break;
     }
     case BF16_SCOPE_MISMATCH:
       if (r == 0) tpu_bfloat16_scope_enter(ctx);
-      st = tpu_cross_replica_sum(ctx, x, NULL, &out);
+      st = tpu_cross_replica_sum(ctx, x, NULL, &out, NULL);
       if (r == 0) tpu_bfloat16_scope_exit(ctx);
       break;
     default:
-      st = tpu_cross_replica_sum(ctx, x, NULL, &out);
+      st = tpu_cross_replica_sum(ctx, x, NULL, &out, NULL);
   }
   e->status[r] = st;
   snprintf(e->message[r], sizeof e->message[r], "%s", st == TPU_OK ? "" : tpu_last_error());
@@ -606,7 +606,7 @@ static tpu_status run_error_step(tpu_system *sys, int mode, err_case *e) {
   memset(e, 0, sizeof *e);
   e->mode = mode;
   e->stuck_ms = stuck_ms;
-  return tpu_replicate(sys, err_computation, e, 4, 0, NULL, NULL, NULL, 0, NULL);
+  return tpu_replicate(sys, err_computation, e, 4, 0, NULL, 0, NULL, NULL);
 }
 
 static void expect_error(tpu_system *sys, int mode, tpu_status want, const char *needle,
@@ -712,7 +712,7 @@ static tpu_status bf16_computation(tpu_replica_context *ctx, tpu_tensor *const *
   tpu_tensor *x = NULL, *out = NULL;
   tpu_tensor_create(TPU_FLOAT, dims, 1, v, sizeof v, &x);
   tpu_bfloat16_scope_enter(ctx);
-  b->status[r] = tpu_cross_replica_sum(ctx, x, NULL, &out);
+  b->status[r] = tpu_cross_replica_sum(ctx, x, NULL, &out, NULL);
   tpu_bfloat16_scope_exit(ctx);
   if (b->status[r] == TPU_OK) {
     tpu_dtype d;
@@ -732,7 +732,7 @@ static void test_collectives__bfloat16_scope_numbers(void **state) {
   tpu_system *sys = start_system(4, 10000);
   bf16_case b;
   memset(&b, 0, sizeof b);
-  assert_int_equal(tpu_replicate(sys, bf16_computation, &b, 4, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_int_equal(tpu_replicate(sys, bf16_computation, &b, 4, 0, NULL, 0, NULL, NULL), TPU_OK);
   int differs_from_f32 = 0;
   for (int i = 0; i < 64; ++i) {
     float acc = 0, exact = 0;
@@ -789,9 +789,9 @@ static void test_collectives__outside_a_computation(void **state) {
   tpu_tensor *x = NULL, *out = NULL;
   int64_t dims[1] = {2};
   assert_int_equal(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &x), TPU_OK);
-  assert_int_equal(tpu_cross_replica_sum(NULL, x, NULL, &out), TPU_INVALID_ARGUMENT);
+  assert_int_equal(tpu_cross_replica_sum(NULL, x, NULL, &out, NULL), TPU_INVALID_ARGUMENT);
   assert_non_null(strstr(tpu_last_error(), "ctx"));
-  assert_int_equal(tpu_barrier(NULL), TPU_INVALID_ARGUMENT);
+  assert_int_equal(tpu_barrier(NULL, NULL), TPU_INVALID_ARGUMENT);
   tpu_tensor_release(x);
 }
 

@@ -168,7 +168,8 @@ static void check_lookups(tpu_device_assignment *da, json_t *lookups) {
     json_t *want;
     json_object_foreach(cores, core_key, want) {
       int task = atoi(task_key), core = atoi(core_key);
-      int got[4096], count = -1;
+      int got[4096];
+      size_t count = 0;
       tpu_status s = tpu_device_assignment_lookup_replicas(da, task, core, got, 4096, &count);
       if (json_is_object(want)) {
         if (s != TPU_NOT_FOUND || !strstr(tpu_last_error(), "Can not find any replica"))
@@ -183,10 +184,10 @@ static void check_lookups(tpu_device_assignment *da, json_t *lookups) {
                 tpu_last_error());
         continue;
       }
-      int same = n == count;
+      int same = (size_t)n == count;
       for (int i = 0; same && i < n; ++i) same = got[i] == exp[i];
       if (!same)
-        problem("lookup_replicas(%d, %d) differs (%d replicas, expected %d)", task, core, count, n);
+        problem("lookup_replicas(%d, %d) differs (%zu replicas, expected %d)", task, core, count, n);
     }
   }
 }
@@ -203,7 +204,7 @@ static void check_success(tpu_device_assignment *da, json_t *expected) {
   }
   static int32_t want[MAX_INTS], got[MAX_INTS];
   int n = flatten_ints(json_object_get(expected, "core_assignment"), want, MAX_INTS, 0);
-  tpu_status s = tpu_device_assignment_core_assignment(da, got, MAX_INTS);
+  tpu_status s = tpu_device_assignment_core_assignment(da, got, MAX_INTS, &(size_t){0});
   if (n != R * C * 4 || s != TPU_OK) {
     problem("core_assignment: %s, %d entries expected", tpu_status_name(s), n);
     return;
@@ -212,7 +213,7 @@ static void check_success(tpu_device_assignment *da, json_t *expected) {
     for (int c = 0; c < C; ++c) {
       const int32_t *w = &want[(r * C + c) * 4], *g = &got[(r * C + c) * 4];
       int32_t coords[4] = {-1, -1, -1, -1};
-      tpu_device_assignment_coordinates(da, r, c, coords);
+      tpu_device_assignment_coordinates(da, r, c, coords, TPU_MESH_RANK, &(size_t){0});
       if (memcmp(w, g, 16) != 0 || memcmp(w, coords, 16) != 0)
         problem("replica %d core %d at (%d,%d,%d,%d), expected (%d,%d,%d,%d)", r, c, g[0], g[1],
                 g[2], g[3], w[0], w[1], w[2], w[3]);
@@ -329,13 +330,13 @@ static void run_proto_vector(json_t *v) {
   if (parsed) {
     int32_t m[4], c[4];
     int t = -1, d = -1, feature = -1, per_chip = -1;
-    tpu_topology_mesh_shape(parsed, m);
+    tpu_topology_mesh_shape(parsed, m, TPU_MESH_RANK, &(size_t){0});
     tpu_topology_num_tasks(parsed, &t);
     tpu_topology_num_devices_per_task(parsed, &d);
     if (memcmp(m, mesh, sizeof(m)) != 0 || t != tasks || d != per_task)
       problem("parsed mesh/tasks/devices differ");
     for (int i = 0; i < tasks * per_task && i * 4 < coords_n; ++i) {
-      tpu_topology_device_coordinates(parsed, i / per_task, i % per_task, c);
+      tpu_topology_device_coordinates(parsed, i / per_task, i % per_task, c, TPU_MESH_RANK, &(size_t){0});
       if (memcmp(c, &coords[i * 4], sizeof(c)) != 0)
         problem("parsed coordinates of device %d differ", i);
     }

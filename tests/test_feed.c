@@ -96,7 +96,7 @@ static void test_feed__round_trip(void **state) {
       assert_int_equal(tpu_infeed_enqueue(g_in, r, t, 2), TPU_OK);
       release_tuple(t); /* the queue holds its own references */
     }
-  assert_int_equal(tpu_replicate(g_sys, echo, NULL, 2, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, echo, NULL, 2, 0, NULL, 0, NULL, NULL), TPU_OK);
   for (int r = 0; r < 2; ++r)
     for (int k = 0; k < 2; ++k) { /* FIFO order per replica */
       tpu_tensor *t[2];
@@ -193,7 +193,7 @@ static void test_feed__deadlines(void **state) {
                "outfeed dequeue for replica 1 timed out after 200 ms");
   assert_true(now() - t0 >= 0.19);
   int nobody = -1;
-  expect_error(tpu_replicate(g_sys, dequeue_one, &nobody, 2, 0, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, dequeue_one, &nobody, 2, 0, NULL, 0, NULL, NULL),
                TPU_DEADLINE_EXCEEDED, "infeed dequeue for replica");
 }
 
@@ -202,7 +202,7 @@ static void test_feed__abort_wakes_dequeue(void **state) {
   assert_int_equal(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in), TPU_OK);
   int failing = 1;
   double t0 = now();
-  expect_error(tpu_replicate(g_sys, dequeue_one, &failing, 2, 0, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, dequeue_one, &failing, 2, 0, NULL, 0, NULL, NULL),
                TPU_DATA_LOSS, "replica 1: bad batch");
   assert_true(now() - t0 < 2.0);
   assert_int_equal(g_dequeue_status, TPU_ABORTED);

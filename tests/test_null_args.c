@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "tpurt.h"
+#include "test_util.h"
 
 /* ---- recording checks ------------------------------------------------------------ */
 
@@ -86,15 +87,15 @@ static void check_either(tpu_status got, const char *names, const char *call, in
 /* f(args..., out): a NULL out fails. */
 #define OUT_ARG(fn, ...) NULL_ARG(fn(__VA_ARGS__, NULL), "'out'")
 
-/* f(args..., buf, cap, len): a size query succeeds; NULL buf with cap > 0 and a NULL
- * len fail (tpurt/common.h, "String out-parameters"). */
-#define BUF_ARGS(fn, ...)                                            \
-  do {                                                               \
-    char buf_[512];                                                  \
-    size_t len_ = 0;                                                 \
-    NULL_OK(fn(__VA_ARGS__, NULL, 0, &len_));                        \
-    NULL_ARG(fn(__VA_ARGS__, NULL, sizeof buf_, &len_), "'buf'");    \
-    NULL_ARG(fn(__VA_ARGS__, buf_, sizeof buf_, NULL), "'len'");     \
+/* f(args..., out, capacity, count), the out-array rule of tpurt/common.h: a size
+ * query succeeds; NULL out with capacity > 0 and a NULL count fail. */
+#define ARRAY_ARGS(fn, ...)                                             \
+  do {                                                                  \
+    _Alignas(8) char buf_[512];                                         \
+    size_t count_ = 0;                                                  \
+    NULL_OK(fn(__VA_ARGS__, NULL, 0, &count_));                         \
+    NULL_ARG(fn(__VA_ARGS__, NULL, 16, &count_), "'out'");              \
+    NULL_ARG(fn(__VA_ARGS__, (void *)buf_, 16, NULL), "'count'");       \
   } while (0)
 
 #define ASSERT_NO_FAILURES() assert_int_equal(take_failures(), 0)
@@ -198,8 +199,8 @@ static void test_tensor(void **state) {
   OUT_ARG(tpu_tensor_dtype, t);
   NULL_ARG(tpu_tensor_rank(NULL, &rank), "'tensor'");
   OUT_ARG(tpu_tensor_rank, t);
-  NULL_ARG(tpu_tensor_dims(NULL, got, 1), "'tensor'");
-  NULL_ARG(tpu_tensor_dims(t, NULL, 1), "'dims'");
+  NULL_ARG(tpu_tensor_dims(NULL, got, 1, &(size_t){0}), "'tensor'");
+  NULL_ARG(tpu_tensor_dims(t, NULL, 1, &(size_t){0}), "'out'");
   NULL_ARG(tpu_tensor_dim(NULL, 0, &n), "'tensor'");
   OUT_ARG(tpu_tensor_dim, t, 0);
   NULL_ARG(tpu_tensor_num_elements(NULL, &n), "'tensor'");
@@ -219,7 +220,7 @@ static void test_tensor(void **state) {
   /* A scalar: dims may be NULL for rank 0. */
   tpu_tensor *s = NULL;
   NULL_OK(tpu_tensor_create(TPU_FLOAT, NULL, 0, data, sizeof(float), &s));
-  NULL_OK(tpu_tensor_dims(s, NULL, 0));
+  NULL_OK(tpu_tensor_dims(s, NULL, 0, &(size_t){0}));
   NULL_OK(tpu_tensor_reshape(s, NULL, 0, &r));
   tpu_tensor_release(r);
   tpu_tensor_release(s);
@@ -260,43 +261,43 @@ static void test_topology(void **state) {
   NULL_ARG(tpu_topology_parse(NULL, len, &r), "'bytes'");
   OUT_ARG(tpu_topology_parse, bytes, len);
   NULL_ARG(tpu_topology_serialize(NULL, bytes, sizeof bytes, &len), "'topology'");
-  BUF_ARGS(tpu_topology_serialize, t);
+  ARRAY_ARGS(tpu_topology_serialize, t);
   NULL_OK(tpu_topology_release(NULL));
 
   int32_t c[4] = {0, 0, 0, 0};
   int v = 0, w = 0;
-  NULL_ARG(tpu_topology_mesh_shape(NULL, c), "'topology'");
-  OUT_ARG(tpu_topology_mesh_shape, t);
+  NULL_ARG(tpu_topology_mesh_shape(NULL, c, TPU_MESH_RANK, &(size_t){0}), "'topology'");
+  ARRAY_ARGS(tpu_topology_mesh_shape, t);
   NULL_ARG(tpu_topology_mesh_rank(NULL, &v), "'topology'");
   OUT_ARG(tpu_topology_mesh_rank, t);
   NULL_ARG(tpu_topology_num_tasks(NULL, &v), "'topology'");
   OUT_ARG(tpu_topology_num_tasks, t);
   NULL_ARG(tpu_topology_num_devices_per_task(NULL, &v), "'topology'");
   OUT_ARG(tpu_topology_num_devices_per_task, t);
-  NULL_ARG(tpu_topology_device_coordinates(NULL, 0, 0, c), "'topology'");
-  OUT_ARG(tpu_topology_device_coordinates, t, 0, 0);
-  NULL_ARG(tpu_topology_task_ordinal_at_coordinates(NULL, c, &v), "'topology'");
-  NULL_ARG(tpu_topology_task_ordinal_at_coordinates(t, NULL, &v), "'coords'");
-  OUT_ARG(tpu_topology_task_ordinal_at_coordinates, t, c);
-  NULL_ARG(tpu_topology_device_ordinal_at_coordinates(NULL, c, &v), "'topology'");
-  NULL_ARG(tpu_topology_device_ordinal_at_coordinates(t, NULL, &v), "'coords'");
-  OUT_ARG(tpu_topology_device_ordinal_at_coordinates, t, c);
+  NULL_ARG(tpu_topology_device_coordinates(NULL, 0, 0, c, TPU_MESH_RANK, &(size_t){0}), "'topology'");
+  ARRAY_ARGS(tpu_topology_device_coordinates, t, 0, 0);
+  NULL_ARG(tpu_topology_task_ordinal_at_coordinates(NULL, c, TPU_MESH_RANK, &v), "'topology'");
+  NULL_ARG(tpu_topology_task_ordinal_at_coordinates(t, NULL, TPU_MESH_RANK, &v), "'coords'");
+  OUT_ARG(tpu_topology_task_ordinal_at_coordinates, t, c, TPU_MESH_RANK);
+  NULL_ARG(tpu_topology_device_ordinal_at_coordinates(NULL, c, TPU_MESH_RANK, &v), "'topology'");
+  NULL_ARG(tpu_topology_device_ordinal_at_coordinates(t, NULL, TPU_MESH_RANK, &v), "'coords'");
+  OUT_ARG(tpu_topology_device_ordinal_at_coordinates, t, c, TPU_MESH_RANK);
   NULL_ARG(tpu_topology_num_missing_devices(NULL, &v), "'topology'");
   OUT_ARG(tpu_topology_num_missing_devices, partial);
-  NULL_ARG(tpu_topology_missing_device(NULL, 0, c), "'topology'");
-  OUT_ARG(tpu_topology_missing_device, partial, 0);
+  NULL_ARG(tpu_topology_missing_device(NULL, 0, c, TPU_MESH_RANK, &(size_t){0}), "'topology'");
+  ARRAY_ARGS(tpu_topology_missing_device, partial, 0);
 
   char name[256];
-  NULL_ARG(tpu_topology_tpu_device_name(NULL, c, "worker", name, sizeof name, &len), "'topology'");
-  NULL_ARG(tpu_topology_tpu_device_name(t, NULL, "worker", name, sizeof name, &len), "'coords'");
-  NULL_OK(tpu_topology_tpu_device_name(t, c, NULL, name, sizeof name, &len)); /* no job part */
+  NULL_ARG(tpu_topology_tpu_device_name(NULL, c, TPU_MESH_RANK, "worker", name, sizeof name, &len), "'topology'");
+  NULL_ARG(tpu_topology_tpu_device_name(t, NULL, TPU_MESH_RANK, "worker", name, sizeof name, &len), "'coords'");
+  NULL_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, name, sizeof name, &len)); /* no job part */
   EXPECT(strstr(name, "/job:") == NULL);
-  BUF_ARGS(tpu_topology_tpu_device_name, t, c, "worker");
-  NULL_ARG(tpu_topology_cpu_device_name(NULL, c, "worker", name, sizeof name, &len), "'topology'");
-  NULL_ARG(tpu_topology_cpu_device_name(t, NULL, "worker", name, sizeof name, &len), "'coords'");
-  NULL_OK(tpu_topology_cpu_device_name(t, c, NULL, name, sizeof name, &len));
+  ARRAY_ARGS(tpu_topology_tpu_device_name, t, c, TPU_MESH_RANK, "worker");
+  NULL_ARG(tpu_topology_cpu_device_name(NULL, c, TPU_MESH_RANK, "worker", name, sizeof name, &len), "'topology'");
+  NULL_ARG(tpu_topology_cpu_device_name(t, NULL, TPU_MESH_RANK, "worker", name, sizeof name, &len), "'coords'");
+  NULL_OK(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, NULL, name, sizeof name, &len));
   EXPECT(strstr(name, "/job:") == NULL);
-  BUF_ARGS(tpu_topology_cpu_device_name, t, c, "worker");
+  ARRAY_ARGS(tpu_topology_cpu_device_name, t, c, TPU_MESH_RANK, "worker");
   NULL_ARG(tpu_topology_hardware_feature(NULL, &v, &w), "'topology'");
   NULL_ARG(tpu_topology_hardware_feature(t, NULL, &w), "'embedding_feature'");
   NULL_ARG(tpu_topology_hardware_feature(t, &v, NULL), "'num_embedding_devices_per_chip'");
@@ -304,8 +305,8 @@ static void test_topology(void **state) {
   /* The header does not give a NULL job or device type a meaning here. */
   NULL_EITHER(tpu_device_name(NULL, 0, "TPU", 0, name, sizeof name, &len), "'job'");
   NULL_EITHER(tpu_device_name("worker", 0, NULL, 0, name, sizeof name, &len), "'device_type'");
-  BUF_ARGS(tpu_device_name, "worker", 0, "TPU", 0);
-  BUF_ARGS(tpu_core, 0);
+  ARRAY_ARGS(tpu_device_name, "worker", 0, "TPU", 0);
+  ARRAY_ARGS(tpu_core, 0);
 
   tpu_topology_release(partial);
   tpu_topology_release(t);
@@ -334,7 +335,8 @@ static void test_device_assignment(void **state) {
   NULL_OK(tpu_device_assignment_release(NULL));
   assert_int_equal(tpu_device_assignment_create(t, cores, 2, 1, &da), TPU_OK);
 
-  int v = 0, count = 0, ids[4];
+  int v = 0, ids[4];
+  size_t count = 0;
   int32_t c[8];
   NULL_ARG(tpu_device_assignment_topology(NULL, &rt), "'assignment'");
   OUT_ARG(tpu_device_assignment_topology, da);
@@ -342,10 +344,10 @@ static void test_device_assignment(void **state) {
   OUT_ARG(tpu_device_assignment_num_replicas, da);
   NULL_ARG(tpu_device_assignment_num_cores_per_replica(NULL, &v), "'assignment'");
   OUT_ARG(tpu_device_assignment_num_cores_per_replica, da);
-  NULL_ARG(tpu_device_assignment_core_assignment(NULL, c, 8), "'assignment'");
-  NULL_ARG(tpu_device_assignment_core_assignment(da, NULL, 8), "'out'");
-  NULL_ARG(tpu_device_assignment_coordinates(NULL, 0, 0, c), "'assignment'");
-  OUT_ARG(tpu_device_assignment_coordinates, da, 0, 0);
+  NULL_ARG(tpu_device_assignment_core_assignment(NULL, c, 8, &(size_t){0}), "'assignment'");
+  NULL_ARG(tpu_device_assignment_core_assignment(da, NULL, 8, &(size_t){0}), "'out'");
+  NULL_ARG(tpu_device_assignment_coordinates(NULL, 0, 0, c, TPU_MESH_RANK, &(size_t){0}), "'assignment'");
+  ARRAY_ARGS(tpu_device_assignment_coordinates, da, 0, 0);
   NULL_ARG(tpu_device_assignment_task(NULL, 0, 0, &v), "'assignment'");
   OUT_ARG(tpu_device_assignment_task, da, 0, 0);
   NULL_ARG(tpu_device_assignment_tpu_ordinal(NULL, 0, 0, &v), "'assignment'");
@@ -357,12 +359,12 @@ static void test_device_assignment(void **state) {
            "'assignment'");
   NULL_OK(tpu_device_assignment_tpu_device(da, 0, 0, NULL, name, sizeof name, &len));
   EXPECT(strstr(name, "/job:") == NULL);
-  BUF_ARGS(tpu_device_assignment_tpu_device, da, 0, 0, "worker");
+  ARRAY_ARGS(tpu_device_assignment_tpu_device, da, 0, 0, "worker");
   NULL_ARG(tpu_device_assignment_host_device(NULL, 0, 0, "worker", name, sizeof name, &len),
            "'assignment'");
   NULL_OK(tpu_device_assignment_host_device(da, 0, 0, NULL, name, sizeof name, &len));
   EXPECT(strstr(name, "/job:") == NULL);
-  BUF_ARGS(tpu_device_assignment_host_device, da, 0, 0, "worker");
+  ARRAY_ARGS(tpu_device_assignment_host_device, da, 0, 0, "worker");
 
   NULL_ARG(tpu_device_assignment_lookup_replicas(NULL, 0, 0, ids, 4, &count), "'assignment'");
   NULL_OK(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 0, &count)); /* a count query */
@@ -387,6 +389,12 @@ static void test_system_init(void **state) {
   tpu_system_options o = system_options();
   tpu_system *s = NULL;
   NULL_ARG(tpu_system_options_init(NULL, sizeof o), "'options'");
+  tpu_step_options so;
+  NULL_ARG(tpu_step_options_init(NULL, sizeof so), "'options'");
+  NULL_OK(tpu_step_options_init(&so, sizeof so));
+  tpu_collective_options co;
+  NULL_ARG(tpu_collective_options_init(NULL, sizeof co), "'options'");
+  NULL_OK(tpu_collective_options_init(&co, sizeof co));
 
   NULL_ARG(tpu_system_init(&o, NULL), "'out'");
   ASSERT_NO_FAILURES();
@@ -399,8 +407,8 @@ static void test_system_init(void **state) {
   size_t len = 0;
   s = NULL;
   NULL_ARG(tpu_initialize_system(&o, NULL, buf, sizeof buf, &len), "'out'");
-  NULL_ARG(tpu_initialize_system(&o, &s, NULL, sizeof buf, &len), "'buf'");
-  NULL_ARG(tpu_initialize_system(&o, &s, buf, sizeof buf, NULL), "'len'");
+  NULL_ARG(tpu_initialize_system(&o, &s, NULL, sizeof buf, &len), "'topology'");
+  NULL_ARG(tpu_initialize_system(&o, &s, buf, sizeof buf, NULL), "'count'");
   ASSERT_NO_FAILURES();
   assert_null(s);
   assert_no_live_system();
@@ -477,13 +485,13 @@ static void test_system_queries(void **state) {
   NULL_ARG(tpu_system_default_device_assignment(NULL, kCores, &da), "'system'");
   OUT_ARG(tpu_system_default_device_assignment, s, kCores);
   NULL_ARG(tpu_system_serialized_topology(NULL, buf, sizeof buf, &len), "'system'");
-  BUF_ARGS(tpu_system_serialized_topology, s);
+  ARRAY_ARGS(tpu_system_serialized_topology, s);
   NULL_ARG(tpu_system_job_name(NULL, buf, sizeof buf, &len), "'system'");
-  BUF_ARGS(tpu_system_job_name, s);
+  ARRAY_ARGS(tpu_system_job_name, s);
   NULL_ARG(tpu_system_device_type(NULL, buf, sizeof buf, &len), "'system'");
-  BUF_ARGS(tpu_system_device_type, s);
+  ARRAY_ARGS(tpu_system_device_type, s);
   NULL_ARG(tpu_system_embedding_config(NULL, buf, sizeof buf, &len), "'system'");
-  BUF_ARGS(tpu_system_embedding_config, s);
+  ARRAY_ARGS(tpu_system_embedding_config, s);
   ASSERT_NO_FAILURES();
 }
 
@@ -511,42 +519,42 @@ static void collectives_with_nulls(tpu_replica_context *ctx, const tpu_tensor *x
   const int32_t pairs[4] = {0, 1, 1, 0};
   tpu_tensor *out = NULL;
 
-  NULL_ARG(tpu_cross_replica_sum(ctx, NULL, NULL, &out), "'x'");
-  NULL_ARG(tpu_cross_replica_sum(ctx, x, NULL, NULL), "'out'");
-  NULL_OK(tpu_cross_replica_sum(ctx, x, NULL, &out)); /* one group of every replica */
+  NULL_ARG(tpu_cross_replica_sum(ctx, NULL, NULL, &out, NULL), "'x'");
+  NULL_ARG(tpu_cross_replica_sum(ctx, x, NULL, NULL, NULL), "'out'");
+  NULL_OK(tpu_cross_replica_sum(ctx, x, NULL, &out, NULL)); /* one group of every replica */
   tpu_tensor_release(out);
 
-  NULL_ARG(tpu_all_reduce(ctx, NULL, TPU_REDUCE_MAX, NULL, &out), "'x'");
-  NULL_ARG(tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, NULL), "'out'");
-  NULL_OK(tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &out));
+  NULL_ARG(tpu_all_reduce(ctx, NULL, TPU_REDUCE_MAX, NULL, &out, NULL), "'x'");
+  NULL_ARG(tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, NULL, NULL), "'out'");
+  NULL_OK(tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &out, NULL));
   tpu_tensor_release(out);
 
-  NULL_ARG(tpu_all_gather(ctx, NULL, 0, NULL, &out), "'x'");
-  NULL_ARG(tpu_all_gather(ctx, x, 0, NULL, NULL), "'out'");
-  NULL_OK(tpu_all_gather(ctx, x, 0, NULL, &out));
+  NULL_ARG(tpu_all_gather(ctx, NULL, 0, NULL, &out, NULL), "'x'");
+  NULL_ARG(tpu_all_gather(ctx, x, 0, NULL, NULL, NULL), "'out'");
+  NULL_OK(tpu_all_gather(ctx, x, 0, NULL, &out, NULL));
   tpu_tensor_release(out);
 
-  NULL_ARG(tpu_reduce_scatter(ctx, NULL, TPU_REDUCE_SUM, 0, NULL, &out), "'x'");
-  NULL_ARG(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, NULL), "'out'");
-  NULL_OK(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &out));
+  NULL_ARG(tpu_reduce_scatter(ctx, NULL, TPU_REDUCE_SUM, 0, NULL, &out, NULL), "'x'");
+  NULL_ARG(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, NULL, NULL), "'out'");
+  NULL_OK(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &out, NULL));
   tpu_tensor_release(out);
 
-  NULL_ARG(tpu_all_to_all(ctx, NULL, 0, 0, kCores, NULL, &out), "'x'");
-  NULL_ARG(tpu_all_to_all(ctx, x, 0, 0, kCores, NULL, NULL), "'out'");
-  NULL_OK(tpu_all_to_all(ctx, x, 0, 0, kCores, NULL, &out));
+  NULL_ARG(tpu_all_to_all(ctx, NULL, 0, 0, kCores, NULL, &out, NULL), "'x'");
+  NULL_ARG(tpu_all_to_all(ctx, x, 0, 0, kCores, NULL, NULL, NULL), "'out'");
+  NULL_OK(tpu_all_to_all(ctx, x, 0, 0, kCores, NULL, &out, NULL));
   tpu_tensor_release(out);
 
-  NULL_ARG(tpu_collective_permute(ctx, NULL, pairs, 2, &out), "'x'");
-  NULL_ARG(tpu_collective_permute(ctx, x, pairs, 2, NULL), "'out'");
-  NULL_OK(tpu_collective_permute(ctx, x, pairs, 2, &out));
+  NULL_ARG(tpu_collective_permute(ctx, NULL, pairs, 2, &out, NULL), "'x'");
+  NULL_ARG(tpu_collective_permute(ctx, x, pairs, 2, NULL, NULL), "'out'");
+  NULL_OK(tpu_collective_permute(ctx, x, pairs, 2, &out, NULL));
   tpu_tensor_release(out);
 
-  NULL_ARG(tpu_broadcast(ctx, NULL, 0, NULL, &out), "'x'");
-  NULL_ARG(tpu_broadcast(ctx, x, 0, NULL, NULL), "'out'");
-  NULL_OK(tpu_broadcast(ctx, x, 0, NULL, &out));
+  NULL_ARG(tpu_broadcast(ctx, NULL, 0, NULL, &out, NULL), "'x'");
+  NULL_ARG(tpu_broadcast(ctx, x, 0, NULL, NULL, NULL), "'out'");
+  NULL_OK(tpu_broadcast(ctx, x, 0, NULL, &out, NULL));
   tpu_tensor_release(out);
 
-  NULL_OK(tpu_barrier(ctx));
+  NULL_OK(tpu_barrier(ctx, NULL));
   NULL_OK(tpu_bfloat16_scope_enter(ctx));
   NULL_OK(tpu_bfloat16_scope_exit(ctx));
 }
@@ -557,7 +565,7 @@ static void in_replica(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f
   OUT_ARG(tpu_replica_context_num_replicas, ctx);
   OUT_ARG(tpu_replica_context_core, ctx);
   OUT_ARG(tpu_replica_context_num_cores_per_replica, ctx);
-  BUF_ARGS(tpu_replica_context_device_name, ctx);
+  ARRAY_ARGS(tpu_replica_context_device_name, ctx);
   NULL_ARG(tpu_outside_compilation(ctx, NULL, NULL), "'fn'");
   NULL_OK(tpu_outside_compilation(ctx, host_ok, NULL)); /* user_data may be NULL */
 
@@ -578,20 +586,20 @@ static void null_group_ids(tpu_replica_context *ctx, tpu_tensor *x, const fixtur
   const tpu_group_assignment no_ids = {NULL, 1, kCores};
   tpu_tensor *out = NULL;
   (void)f;
-  NULL_ARG(tpu_cross_replica_sum(ctx, x, &no_ids, &out), "replica_ids");
+  NULL_ARG(tpu_cross_replica_sum(ctx, x, &no_ids, &out, NULL), "replica_ids");
 }
 
 static void null_pairs(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f) {
   tpu_tensor *out = NULL;
   (void)f;
-  NULL_ARG(tpu_collective_permute(ctx, x, NULL, 2, &out), "'source_target_pairs'");
+  NULL_ARG(tpu_collective_permute(ctx, x, NULL, 2, &out, NULL), "'source_target_pairs'");
 }
 
 static void null_pairs_none(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f) {
   tpu_tensor *out = NULL;
   (void)f;
   /* No pairs: everybody gets zeros; the header does not say whether NULL is fine then. */
-  NULL_EITHER(tpu_collective_permute(ctx, x, NULL, 0, &out), "'source_target_pairs'");
+  NULL_EITHER(tpu_collective_permute(ctx, x, NULL, 0, &out, NULL), "'source_target_pairs'");
   tpu_tensor_release(out);
 }
 
@@ -614,7 +622,7 @@ static tpu_status run_check(tpu_replica_context *ctx, tpu_tensor *const *inputs,
 static void run_in_replicas(const fixture *f, replica_check check, int may_fail) {
   check_step step = {f, check};
   tpu_tensor *inputs[kCores] = {f->x, f->x};
-  tpu_status st = tpu_replicate(f->system, run_check, &step, kCores, 1, inputs, NULL, NULL, 0, NULL);
+  tpu_status st = tpu_replicate(f->system, run_check, &step, kCores, 1, inputs, 0, NULL, NULL);
   if (!(st == TPU_OK || (may_fail && st == TPU_INVALID_ARGUMENT)))
     fail_msg("tpu_replicate: %s: %s", tpu_status_name(st), tpu_last_error());
 }
@@ -644,14 +652,14 @@ static void test_replica_context(void **state) {
   NULL_ARG(tpu_replica_context_device_name(NULL, buf, sizeof buf, &len), "'ctx'");
   NULL_ARG(tpu_replica_context_fail(NULL, TPU_DATA_LOSS, "why"), "'ctx'");
   NULL_ARG(tpu_outside_compilation(NULL, host_ok, NULL), "'ctx'");
-  NULL_ARG(tpu_cross_replica_sum(NULL, f->x, NULL, &out), "'ctx'");
-  NULL_ARG(tpu_all_reduce(NULL, f->x, TPU_REDUCE_SUM, NULL, &out), "'ctx'");
-  NULL_ARG(tpu_all_gather(NULL, f->x, 0, NULL, &out), "'ctx'");
-  NULL_ARG(tpu_reduce_scatter(NULL, f->x, TPU_REDUCE_SUM, 0, NULL, &out), "'ctx'");
-  NULL_ARG(tpu_all_to_all(NULL, f->x, 0, 0, kCores, NULL, &out), "'ctx'");
-  NULL_ARG(tpu_collective_permute(NULL, f->x, pairs, 1, &out), "'ctx'");
-  NULL_ARG(tpu_broadcast(NULL, f->x, 0, NULL, &out), "'ctx'");
-  NULL_ARG(tpu_barrier(NULL), "'ctx'");
+  NULL_ARG(tpu_cross_replica_sum(NULL, f->x, NULL, &out, NULL), "'ctx'");
+  NULL_ARG(tpu_all_reduce(NULL, f->x, TPU_REDUCE_SUM, NULL, &out, NULL), "'ctx'");
+  NULL_ARG(tpu_all_gather(NULL, f->x, 0, NULL, &out, NULL), "'ctx'");
+  NULL_ARG(tpu_reduce_scatter(NULL, f->x, TPU_REDUCE_SUM, 0, NULL, &out, NULL), "'ctx'");
+  NULL_ARG(tpu_all_to_all(NULL, f->x, 0, 0, kCores, NULL, &out, NULL), "'ctx'");
+  NULL_ARG(tpu_collective_permute(NULL, f->x, pairs, 1, &out, NULL), "'ctx'");
+  NULL_ARG(tpu_broadcast(NULL, f->x, 0, NULL, &out, NULL), "'ctx'");
+  NULL_ARG(tpu_barrier(NULL, NULL), "'ctx'");
   NULL_ARG(tpu_bfloat16_scope_enter(NULL), "'ctx'");
   NULL_ARG(tpu_bfloat16_scope_exit(NULL), "'ctx'");
   NULL_ARG(tpu_infeed_dequeue(NULL, f->infeed, tuple, 1), "'ctx'");
@@ -670,7 +678,7 @@ static void test_fail_null_message(void **state) {
   fixture *f = *state;
   /* The header leaves a NULL message open: the step fails with the code, or the call
    * rejects it, which the computation returns. Either way nothing crashes. */
-  tpu_status st = tpu_rewrite(f->system, fail_without_message, NULL, 0, NULL, NULL, 0, NULL);
+  tpu_status st = tpu_rewrite(f->system, fail_without_message, NULL, 0, NULL, 0, NULL, NULL);
   assert_true(st == TPU_DATA_LOSS || st == TPU_INVALID_ARGUMENT);
   int closed = 1;
   assert_int_equal(tpu_system_is_closed(f->system, &closed), TPU_OK);
@@ -684,47 +692,47 @@ static void test_replicate(void **state) {
   tpu_tensor *const with_null[kCores] = {f->x, NULL};
   tpu_tensor *out[kCores] = {NULL, NULL};
 
-  NULL_ARG(tpu_replicate(NULL, identity, NULL, kCores, 1, in, NULL, NULL, 1, out), "'system'");
-  NULL_ARG(tpu_replicate(s, NULL, NULL, kCores, 1, in, NULL, NULL, 1, out), "'computation'");
-  NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, NULL, NULL, NULL, 1, out), "'inputs'");
-  NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, with_null, NULL, NULL, 1, out), "input");
-  NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, in, NULL, NULL, 1, NULL), "'outputs'");
+  NULL_ARG(tpu_replicate(NULL, identity, NULL, kCores, 1, in, 1, out, NULL), "'system'");
+  NULL_ARG(tpu_replicate(s, NULL, NULL, kCores, 1, in, 1, out, NULL), "'computation'");
+  NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, NULL, 1, out, NULL), "'inputs'");
+  NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, with_null, 1, out, NULL), "input");
+  NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, in, 1, NULL, NULL), "'outputs'");
   /* user_data, device_assignment and maximum_shapes may be NULL. */
-  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, NULL, NULL, 1, out));
+  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, 1, out, NULL));
   EXPECT(out[0] == f->x && out[1] == f->x);
   tpu_tensor_release(out[0]);
   tpu_tensor_release(out[1]);
-  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, f->assignment, NULL, 1, out));
+  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, 1, out, STEP_OPTIONS(f->assignment, NULL, 0)));
   tpu_tensor_release(out[0]);
   tpu_tensor_release(out[1]);
   /* No inputs or outputs: the arrays may be NULL. */
-  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 0, NULL, NULL, NULL, 0, NULL));
+  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 0, NULL, 0, NULL, NULL));
 
-  NULL_ARG(tpu_rewrite(NULL, identity, NULL, 1, in, NULL, 1, out), "'system'");
-  NULL_ARG(tpu_rewrite(s, NULL, NULL, 1, in, NULL, 1, out), "'computation'");
-  NULL_ARG(tpu_rewrite(s, identity, NULL, 1, NULL, NULL, 1, out), "'inputs'");
-  NULL_ARG(tpu_rewrite(s, identity, NULL, 1, with_null + 1, NULL, 1, out), "input");
-  NULL_ARG(tpu_rewrite(s, identity, NULL, 1, in, NULL, 1, NULL), "'outputs'");
-  NULL_OK(tpu_rewrite(s, identity, NULL, 1, in, NULL, 1, out));
+  NULL_ARG(tpu_rewrite(NULL, identity, NULL, 1, in, 1, out, NULL), "'system'");
+  NULL_ARG(tpu_rewrite(s, NULL, NULL, 1, in, 1, out, NULL), "'computation'");
+  NULL_ARG(tpu_rewrite(s, identity, NULL, 1, NULL, 1, out, NULL), "'inputs'");
+  NULL_ARG(tpu_rewrite(s, identity, NULL, 1, with_null + 1, 1, out, NULL), "input");
+  NULL_ARG(tpu_rewrite(s, identity, NULL, 1, in, 1, NULL, NULL), "'outputs'");
+  NULL_OK(tpu_rewrite(s, identity, NULL, 1, in, 1, out, NULL));
   tpu_tensor_release(out[0]);
 
-  NULL_ARG(tpu_shard(NULL, identity, NULL, 1, in, kCores, NULL, NULL, NULL, NULL, 1, out),
+  NULL_ARG(tpu_shard(NULL, identity, NULL, 1, in, kCores, NULL, NULL, NULL, 1, out, NULL),
            "'system'");
-  NULL_ARG(tpu_shard(s, NULL, NULL, 1, in, kCores, NULL, NULL, NULL, NULL, 1, out),
+  NULL_ARG(tpu_shard(s, NULL, NULL, 1, in, kCores, NULL, NULL, NULL, 1, out, NULL),
            "'computation'");
-  NULL_ARG(tpu_shard(s, identity, NULL, 1, NULL, kCores, NULL, NULL, NULL, NULL, 1, out),
+  NULL_ARG(tpu_shard(s, identity, NULL, 1, NULL, kCores, NULL, NULL, NULL, 1, out, NULL),
            "'inputs'");
-  NULL_ARG(tpu_shard(s, identity, NULL, 1, in, kCores, NULL, NULL, NULL, NULL, 1, NULL),
+  NULL_ARG(tpu_shard(s, identity, NULL, 1, in, kCores, NULL, NULL, NULL, 1, NULL, NULL),
            "'outputs'");
   /* The axis and flag arrays may be NULL (all 0, all true). */
-  NULL_OK(tpu_shard(s, identity, NULL, 1, in, kCores, NULL, NULL, NULL, NULL, 1, out));
+  NULL_OK(tpu_shard(s, identity, NULL, 1, in, kCores, NULL, NULL, NULL, 1, out, NULL));
   tpu_tensor_release(out[0]);
 
-  NULL_ARG(tpu_batch_parallel(NULL, identity, NULL, 1, in, kCores, NULL, 1, out), "'system'");
-  NULL_ARG(tpu_batch_parallel(s, NULL, NULL, 1, in, kCores, NULL, 1, out), "'computation'");
-  NULL_ARG(tpu_batch_parallel(s, identity, NULL, 1, NULL, kCores, NULL, 1, out), "'inputs'");
-  NULL_ARG(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, NULL, 1, NULL), "'outputs'");
-  NULL_OK(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, NULL, 1, out));
+  NULL_ARG(tpu_batch_parallel(NULL, identity, NULL, 1, in, kCores, 1, out, NULL), "'system'");
+  NULL_ARG(tpu_batch_parallel(s, NULL, NULL, 1, in, kCores, 1, out, NULL), "'computation'");
+  NULL_ARG(tpu_batch_parallel(s, identity, NULL, 1, NULL, kCores, 1, out, NULL), "'inputs'");
+  NULL_ARG(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, 1, NULL, NULL), "'outputs'");
+  NULL_OK(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, 1, out, NULL));
   tpu_tensor_release(out[0]);
   ASSERT_NO_FAILURES();
 }

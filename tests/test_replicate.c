@@ -114,7 +114,7 @@ static void test_replicate__per_replica_results(void **state) {
     float v[3] = {1.0f + r, 2.0f, -3.0f};
     in[r] = floats(v, 3);
   }
-  assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, NULL, NULL, 2, out), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, 2, out, NULL), TPU_OK);
   for (int r = 0; r < 4; ++r) {
     const float *y = float_data(out[2 * r]);
     assert_true(y[0] == (1.0f + r) * r && y[1] == 2.0f * r && y[2] == -3.0f * r);
@@ -125,7 +125,7 @@ static void test_replicate__per_replica_results(void **state) {
   release_all(out, 8);
   /* tpu_rewrite: one replica on core 0. */
   n = 1;
-  assert_int_equal(tpu_rewrite(g_sys, scale_by_replica, &n, 1, in, NULL, 2, out), TPU_OK);
+  assert_int_equal(tpu_rewrite(g_sys, scale_by_replica, &n, 1, in, 2, out, NULL), TPU_OK);
   assert_true(float_data(out[0])[0] == 0.0f);
   release_all(out, 2);
   release_all(in, 4);
@@ -149,7 +149,7 @@ static void test_replicate__explicit_device_assignment(void **state) {
     float v = 1;
     in[r] = floats(&v, 1);
   }
-  assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, da, NULL, 2, out), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)), TPU_OK);
   for (int r = 0; r < 4; ++r) {
     void *p;
     tpu_tensor_data(out[2 * r + 1], &p);
@@ -157,7 +157,7 @@ static void test_replicate__explicit_device_assignment(void **state) {
   }
   release_all(out, 8);
   /* Its replica count must match. */
-  expect_error(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, da, NULL, 2, out),
+  expect_error(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
                TPU_INVALID_ARGUMENT, "device assignment has 4 replicas");
   tpu_device_assignment_release(da);
 
@@ -165,7 +165,7 @@ static void test_replicate__explicit_device_assignment(void **state) {
   int32_t pairs[2][2][4] = {{{2, 0, 0, 0}, {3, 0, 0, 0}}, {{0, 0, 0, 0}, {1, 0, 0, 0}}};
   assert_int_equal(tpu_device_assignment_create(topo, &pairs[0][0][0], 2, 2, &da), TPU_OK);
   n = 2;
-  assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 2, 1, in, da, NULL, 2, out), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 2, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)), TPU_OK);
   void *p;
   tpu_tensor_data(out[1], &p);
   assert_int_equal(*(int32_t *)p, 2 * 100 + 2);
@@ -181,14 +181,14 @@ static void test_replicate__explicit_device_assignment(void **state) {
   assert_int_equal(tpu_topology_create(mesh, 4, &coords[0][0], 1, 8, &topo), TPU_OK);
   int32_t far[1][1][4] = {{{6, 0, 0, 0}}};
   assert_int_equal(tpu_device_assignment_create(topo, &far[0][0][0], 1, 1, &da), TPU_OK);
-  expect_error(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, da, NULL, 2, out),
+  expect_error(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
                TPU_INVALID_ARGUMENT, "device 6");
   tpu_device_assignment_release(da);
   tpu_topology_release(topo);
   /* The same mesh as two tasks of four devices: device (6,0,0,0) is on task 1. */
   assert_int_equal(tpu_topology_create(mesh, 4, &coords[0][0], 2, 4, &topo), TPU_OK);
   assert_int_equal(tpu_device_assignment_create(topo, &far[0][0][0], 1, 1, &da), TPU_OK);
-  expect_error(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, da, NULL, 2, out),
+  expect_error(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
                TPU_INVALID_ARGUMENT, "on task 1");
   tpu_device_assignment_release(da);
   tpu_topology_release(topo);
@@ -200,19 +200,19 @@ static void test_replicate__argument_rules(void **state) {
   atomic_int calls = 0;
   tpu_tensor *out[8];
   /* Zero replicas: nothing runs. */
-  assert_int_equal(tpu_replicate(g_sys, empty, &calls, 0, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, empty, &calls, 0, 0, NULL, 0, NULL, NULL), TPU_OK);
   assert_int_equal(calls, 0);
-  expect_error(tpu_replicate(g_sys, empty, &calls, 3, 0, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, empty, &calls, 3, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "'num_replicas' must be equal to 1 or 4");
-  expect_error(tpu_replicate(g_sys, empty, &calls, -1, 0, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, empty, &calls, -1, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "num_replicas");
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 1, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 1, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "'inputs' is NULL");
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, -2, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, empty, &calls, 4, -2, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "num_inputs");
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 0, NULL, NULL, NULL, 1, NULL),
+  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 0, NULL, 1, NULL, NULL),
                TPU_INVALID_ARGUMENT, "'outputs' is NULL");
-  expect_error(tpu_replicate(g_sys, NULL, &calls, 4, 0, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, NULL, &calls, 4, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "computation");
 
   float v = 1;
@@ -221,7 +221,7 @@ static void test_replicate__argument_rules(void **state) {
   tpu_tensor_release(in[5]);
   in[5] = int_scalar(7); /* replica 2 input 1 */
   for (int i = 0; i < 8; ++i) out[i] = (tpu_tensor *)&v; /* must come back NULL */
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 2, in, NULL, NULL, 2, out),
+  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 2, in, 2, out, NULL),
                TPU_INVALID_ARGUMENT,
                "Replicas must have matching input types: replica 2 input 1 is int32 but "
                "replica 0's is float32");
@@ -230,7 +230,7 @@ static void test_replicate__argument_rules(void **state) {
   in[5] = floats(&v, 1);
   tpu_tensor *saved = in[6];
   in[6] = NULL;
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 2, in, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 2, in, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "replica 3 input 0 is NULL");
   in[6] = saved;
   assert_int_equal(calls, 0);
@@ -259,7 +259,7 @@ static tpu_status record_inputs(tpu_replica_context *ctx, tpu_tensor *const *in,
       s->dims[r][i][0] = *(int32_t *)p;
       s->dims[r][i][1] = -1;
     } else {
-      tpu_tensor_dims(in[i], s->dims[r][i], 2);
+      tpu_tensor_dims(in[i], s->dims[r][i], 2, &(size_t){0});
     }
   }
   int64_t count = 0;
@@ -284,20 +284,20 @@ static void test_replicate__maximum_shapes(void **state) {
   /* input 0: [2,3] vs [3,3] (dim 0 differs) padded to max(-1 -> 3); dim 1 equal.
    * input 1: [1,1] vs [1,4], target 8 in dim 1.  input 2: never padded. */
   tpu_tensor *in[6] = {matrix(2, 3, 1), matrix(1, 1, 0), matrix(1, 2, 0),
-                       matrix(3, 3, 10), matrix(1, 4, 0), matrix(1, 3, 0)};
+                       matrix(3, 3, 10), matrix(1, 4, 0), matrix(1, 2, 0)};
   tpu_shape max[3];
   memset(max, 0, sizeof max);
   max[0].rank = 2, max[0].dims[0] = -1, max[0].dims[1] = -1;
   max[1].rank = 2, max[1].dims[0] = 1, max[1].dims[1] = 8;
   max[2].rank = -1;
-  assert_int_equal(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, NULL, max, 0, NULL), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, 0, NULL, STEP_OPTIONS(NULL, max, 3)), TPU_OK);
   assert_int_equal(s.num_inputs, 5); /* 3 inputs + (0,0) + (1,1) */
   for (int r = 0; r < 2; ++r) {
     assert_int_equal(s.dims[r][0][0], 3);
     assert_int_equal(s.dims[r][0][1], 3);
     assert_int_equal(s.dims[r][1][0], 1);
     assert_int_equal(s.dims[r][1][1], 8);
-    assert_int_equal(s.dims[r][2][1], r == 0 ? 2 : 3); /* unpadded */
+    assert_int_equal(s.dims[r][2][1], 2); /* unpadded */
   }
   assert_int_equal(s.dims[0][3][0], 2); /* real sizes, (input, dimension) order */
   assert_int_equal(s.dims[1][3][0], 3);
@@ -307,13 +307,23 @@ static void test_replicate__maximum_shapes(void **state) {
     assert_true(s.first[0][i] == (i < 6 ? 1.0f + (float)i : 0.0f));
   for (int i = 0; i < 9; ++i) assert_true(s.first[1][i] == 10.0f + (float)i);
 
+  /* An input that is never padded must have one shape in every replica, as
+   * TensorFlow's TPUReplicatedInput requires. */
+  tpu_tensor *odd = matrix(1, 3, 0);
+  tpu_tensor *swapped[6] = {in[0], in[1], in[2], in[3], in[4], odd};
+  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, swapped, 0, NULL, STEP_OPTIONS(NULL, max, 3)),
+               TPU_INVALID_ARGUMENT, "input 2 has shape float32[1,2] in replica 0 but float32[1,3] in replica 1");
+  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, swapped, 0, NULL, NULL),
+               TPU_INVALID_ARGUMENT, "input 0 has shape float32[2,3] in replica 0 but float32[3,3] in replica 1");
+  tpu_tensor_release(odd);
+
   /* A target below an actual size is an error. */
   max[1].dims[1] = 3;
-  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, NULL, max, 0, NULL),
+  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, 0, NULL, STEP_OPTIONS(NULL, max, 3)),
                TPU_INVALID_ARGUMENT, "maximum_shapes[1].dims[1] = 3");
   /* A rank that does not match is an error. */
   max[1].rank = 1;
-  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, NULL, max, 0, NULL),
+  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, 0, NULL, STEP_OPTIONS(NULL, max, 3)),
                TPU_INVALID_ARGUMENT, "maximum_shapes[1] has rank 1");
   release_all(in, 6);
 
@@ -322,7 +332,7 @@ static void test_replicate__maximum_shapes(void **state) {
   tpu_shape one;
   memset(&one, 0, sizeof one);
   one.rank = 2, one.dims[0] = -1, one.dims[1] = -1;
-  assert_int_equal(tpu_replicate(g_sys, record_inputs, &s, 2, 1, small, NULL, &one, 0, NULL), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, record_inputs, &s, 2, 1, small, 0, NULL, STEP_OPTIONS(NULL, &one, 1)), TPU_OK);
   assert_int_equal(s.num_inputs, 2);
   assert_int_equal(s.dims[0][0][0], 2);
   assert_int_equal(s.dims[0][0][1], 1);
@@ -347,7 +357,7 @@ static tpu_status fail_one(tpu_replica_context *ctx, tpu_tensor *const *in, int 
   int r = replica_id(ctx);
   out[0] = int_scalar(r); /* outputs of a failed step must be released, not leaked */
   if (r != p->failing) {
-    tpu_status st = tpu_barrier(ctx);
+    tpu_status st = tpu_barrier(ctx, NULL);
     if (st == TPU_ABORTED) atomic_fetch_add(&p->aborted, 1);
     return st;
   }
@@ -366,7 +376,7 @@ static void test_replicate__first_failure_and_recovery(void **state) {
   failure_plan p = {2, 0, 20, 0};
   for (int i = 0; i < 4; ++i) out[i] = (tpu_tensor *)&p;
   double t0 = now();
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, NULL, NULL, 1, out),
+  expect_error(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL),
                TPU_INVALID_ARGUMENT, "replica 2: boom");
   assert_true(now() - t0 < 2.0); /* the others' barrier was aborted, not timed out */
   assert_int_equal(p.aborted, 3);
@@ -374,15 +384,15 @@ static void test_replicate__first_failure_and_recovery(void **state) {
   for (int i = 0; i < 4; ++i) assert_null(out[i]);
 
   p.failing = 1, p.mode = 1;
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, NULL, NULL, 1, out),
+  expect_error(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL),
                TPU_INVALID_ARGUMENT, "replica 1: unknown dtype 99");
   p.failing = 0, p.mode = 2;
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, NULL, NULL, 1, out), TPU_INTERNAL,
+  expect_error(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL), TPU_INTERNAL,
                "replica 0: the computation returned INTERNAL");
 
   /* close_on_failure = 0: the next step runs normally. */
   p.failing = -1;
-  assert_int_equal(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, NULL, NULL, 1, out), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL), TPU_OK);
   for (int r = 0; r < 4; ++r) {
     void *d;
     tpu_tensor_data(out[r], &d);
@@ -398,10 +408,10 @@ static void test_replicate__close_on_failure(void **state) {
   start(2, 5000, 1);
   tpu_tensor *out[2];
   failure_plan p = {1, 0, 0, 0};
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 2, 0, NULL, NULL, NULL, 1, out),
+  expect_error(tpu_replicate(g_sys, fail_one, &p, 2, 0, NULL, 1, out, NULL),
                TPU_INVALID_ARGUMENT, "replica 1: boom");
   p.failing = -1;
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 2, 0, NULL, NULL, NULL, 1, out),
+  expect_error(tpu_replicate(g_sys, fail_one, &p, 2, 0, NULL, 1, out, NULL),
                TPU_FAILED_PRECONDITION, "the system was closed by a failed step: replica 1: boom");
   int closed = 0;
   assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
@@ -424,14 +434,14 @@ static void test_replicate__stuck_replica_is_bounded(void **state) {
   tpu_tensor *in[4];
   for (int r = 0; r < 4; ++r) in[r] = floats(&v, 1);
   double t0 = now();
-  expect_error(tpu_replicate(g_sys, one_stuck, NULL, 4, 1, in, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, one_stuck, NULL, 4, 1, in, 0, NULL, NULL),
                TPU_DEADLINE_EXCEEDED, "replica 1 did not return within 200 ms");
   assert_true(now() - t0 < 5.0);
   release_all(in, 4); /* the stuck replica holds its own references */
   int closed = 0;
   assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
   assert_int_equal(closed, 1);
-  expect_error(tpu_replicate(g_sys, one_stuck, NULL, 1, 0, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, one_stuck, NULL, 1, 0, NULL, 0, NULL, NULL),
                TPU_FAILED_PRECONDITION, "closed by a failed step");
   atomic_store(&g_release_stuck, 1);
   assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
@@ -463,15 +473,16 @@ static void run_random_steps(unsigned seed, int steps, int cores) {
     int ni = rand_r(&seed) % 4, no = rand_r(&seed) % 4;
     tpu_tensor *in[MAX_CORES * 3], *out[MAX_CORES * 3];
     float expect[MAX_CORES] = {0};
+    int len[3]; /* per input: replicas' shapes must match */
+    for (int i = 0; i < ni; ++i) len[i] = 1 + rand_r(&seed) % 8;
     for (int r = 0; r < replicas; ++r) {
       for (int i = 0; i < ni; ++i) {
         float v[8];
-        int len = 1 + rand_r(&seed) % 8;
-        for (int k = 0; k < len; ++k) expect[r] += v[k] = (float)(rand_r(&seed) % 10);
-        in[r * ni + i] = floats(v, len);
+        for (int k = 0; k < len[i]; ++k) expect[r] += v[k] = (float)(rand_r(&seed) % 10);
+        in[r * ni + i] = floats(v, len[i]);
       }
     }
-    tpu_status st = tpu_replicate(g_sys, sum_inputs, NULL, replicas, ni, in, NULL, NULL, no, out);
+    tpu_status st = tpu_replicate(g_sys, sum_inputs, NULL, replicas, ni, in, no, out, NULL);
     if (st != TPU_OK) fail_msg("step %d: %s", step, tpu_last_error());
     for (int r = 0; r < replicas; ++r)
       for (int o = 0; o < no; ++o)
@@ -503,7 +514,7 @@ static void test_replicate__concurrent_callers(void **state) {
 
 static tpu_status nested(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
                          tpu_tensor **out, int no, void *user) {
-  tpu_status st = tpu_replicate(g_sys, empty, user, 1, 0, NULL, NULL, NULL, 0, NULL);
+  tpu_status st = tpu_replicate(g_sys, empty, user, 1, 0, NULL, 0, NULL, NULL);
   return st == TPU_FAILED_PRECONDITION && strstr(tpu_last_error(), "cannot be nested") ? TPU_OK
                                                                                        : TPU_INTERNAL;
 }
@@ -511,7 +522,7 @@ static tpu_status nested(tpu_replica_context *ctx, tpu_tensor *const *in, int ni
 static void test_replicate__no_nesting(void **state) {
   start(2, 0, 1);
   atomic_int calls = 0;
-  assert_int_equal(tpu_replicate(g_sys, nested, &calls, 2, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, nested, &calls, 2, 0, NULL, 0, NULL, NULL), TPU_OK);
   assert_int_equal(calls, 0);
 }
 
@@ -553,12 +564,12 @@ static void test_replicate__outside_compilation(void **state) {
   host_state h;
   memset(&h, 0, sizeof h);
   h.fail_replica = -1;
-  assert_int_equal(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_int_equal(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, 0, NULL, NULL), TPU_OK);
   assert_int_equal(h.calls, 24);
   assert_int_equal(h.overlaps, 0);
   /* A host function's failure comes back with its message. */
   h.fail_replica = 5;
-  expect_error(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "replica 5: unknown dtype 77");
 }
 
@@ -592,7 +603,7 @@ static void test_replicate__outside_compilation_cancelled_by_abort(void **state)
   start(4, 5000, 0);
   cancel_state c;
   memset(&c, 0, sizeof c);
-  expect_error(tpu_replicate(g_sys, queue_then_fail, &c, 4, 0, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, queue_then_fail, &c, 4, 0, NULL, 0, NULL, NULL),
                TPU_UNAVAILABLE, "replica 1: gone");
   assert_int_equal(c.ran[0], 1);
   assert_int_equal(c.ran[2] + c.ran[3], 0); /* dropped from the queue, never ran */

@@ -50,6 +50,11 @@ static tpu_status empty(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
   return TPU_OK;
 }
 
+static tpu_status failing(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                          tpu_tensor **out, int no, void *user) {
+  return tpu_replica_context_fail(ctx, TPU_ABORTED, "on purpose");
+}
+
 static void test_system__init_query_shutdown(void **state) {
   tpu_system_options o = options_for(4);
   o.job_name = "worker";
@@ -75,7 +80,7 @@ static void test_system__init_query_shutdown(void **state) {
   expect_error(tpu_system_num_cores(g_sys, &n), TPU_FAILED_PRECONDITION, "shut down");
   expect_error(tpu_system_serialized_topology(g_sys, NULL, 0, &len), TPU_FAILED_PRECONDITION,
                "shut down");
-  expect_error(tpu_replicate(g_sys, empty, NULL, 1, 0, NULL, NULL, NULL, 0, NULL),
+  expect_error(tpu_replicate(g_sys, empty, NULL, 1, 0, NULL, 0, NULL, NULL),
                TPU_FAILED_PRECONDITION, "shut down");
 }
 
@@ -111,7 +116,7 @@ static void test_system__one_live_system(void **state) {
   assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
   /* After a shutdown a new system starts, even before the old handle is released. */
   assert_int_equal(tpu_system_init(&o, &second), TPU_OK);
-  assert_int_equal(tpu_replicate(second, empty, NULL, 2, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_int_equal(tpu_replicate(second, empty, NULL, 2, 0, NULL, 0, NULL, NULL), TPU_OK);
   assert_int_equal(tpu_system_release(second), TPU_OK);
   assert_int_equal(tpu_system_release(NULL), TPU_OK);
 }
@@ -152,23 +157,59 @@ static void test_system__options_validation(void **state) {
   assert_int_equal(tpu_system_init(&o, &s), TPU_INVALID_ARGUMENT);
   assert_null(s);
 
-  /* Larger structs from newer callers are fine; device type is case-insensitive. */
+  /* A struct from a newer tpurt header (larger than this library knows) is rejected:
+   * it may ask for settings this library would silently ignore. */
   struct {
     tpu_system_options o;
     char tail[32];
   } big;
-  assert_int_equal(tpu_system_options_init(&big.o, sizeof big), TPU_OK);
-  assert_int_equal(big.o.struct_size, sizeof big);
-  assert_int_equal(big.o.close_on_failure, 1);
-  for (size_t i = 0; i < sizeof big.tail; ++i) assert_int_equal(big.tail[i], 0);
-  big.o.num_cores = 2;
-  big.o.device_type = "cpu";
-  start(&big.o);
+  memset(&big, 0, sizeof big);
+  expect_error(tpu_system_options_init(&big.o, sizeof big), TPU_INVALID_ARGUMENT, "struct_size");
+  big.o.struct_size = sizeof big;
+  expect_init_error(&big.o, "struct_size is");
+  assert_int_equal(tpu_system_options_init(&o, 8), TPU_INVALID_ARGUMENT);
+
+  /* An older caller's smaller struct (1.0 ends at embedding_config_len) reads as
+   * zeros beyond its size; the device type is case-insensitive. */
+  struct {
+    tpu_system_options o;
+  } old;
+  memset(&old, 0xAB, sizeof old); /* garbage past the old size must not be read */
+  const size_t old_size = offsetof(tpu_system_options, embedding_config_len) + sizeof(size_t);
+  assert_int_equal(tpu_system_options_init(&old.o, old_size), TPU_OK);
+  assert_int_equal(old.o.struct_size, old_size);
+  old.o.num_cores = 2;
+  old.o.device_type = "cpu";
+  start(&old.o);
   char buf[8];
   size_t len = 0;
   assert_int_equal(tpu_system_device_type(g_sys, buf, sizeof buf, &len), TPU_OK);
   assert_string_equal(buf, "CPU");
-  assert_int_equal(tpu_system_options_init(&o, 8), TPU_INVALID_ARGUMENT);
+}
+
+/* Zero means default: {sizeof o} and zeros is the init macro is the init function. */
+static void test_system__zeroed_options_are_defaults(void **state) {
+  tpu_system_options zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  zeroed.struct_size = sizeof zeroed;
+  const tpu_system_options macro = TPU_SYSTEM_OPTIONS_INIT;
+  tpu_system_options fn;
+  memset(&fn, 0xAB, sizeof fn);
+  assert_int_equal(tpu_system_options_init(&fn, sizeof fn), TPU_OK);
+  assert_memory_equal(&zeroed, &macro, sizeof zeroed);
+  assert_memory_equal(&zeroed, &fn, sizeof zeroed);
+  assert_int_equal(macro.close_on_failure, 0); /* TF2: a failed step keeps the system */
+
+  /* And it runs like the defaults: every CPU a core, the system open after a failure. */
+  start(&zeroed);
+  int n = 0, closed = 1;
+  assert_int_equal(tpu_system_num_cores(g_sys, &n), TPU_OK);
+  assert_int_equal(n, (int)sysconf(_SC_NPROCESSORS_ONLN));
+  expect_error(tpu_replicate(g_sys, failing, NULL, 1, 0, NULL, 0, NULL, NULL), TPU_ABORTED,
+               "replica 0: on purpose");
+  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  assert_int_equal(closed, 0);
+  assert_int_equal(tpu_replicate(g_sys, empty, NULL, 1, 0, NULL, 0, NULL, NULL), TPU_OK);
 }
 
 static void test_system__num_cores_defaults(void **state) {
@@ -209,7 +250,7 @@ static void test_system__topology(void **state) {
   assert_int_equal(tpu_topology_parse(bytes, len, &topo), TPU_OK);
   int32_t mesh[4], c[4];
   int tasks = 0, devices = 0;
-  assert_int_equal(tpu_topology_mesh_shape(topo, mesh), TPU_OK);
+  assert_int_equal(tpu_topology_mesh_shape(topo, mesh, TPU_MESH_RANK, &(size_t){0}), TPU_OK);
   assert_int_equal(mesh[0], 2);
   assert_int_equal(mesh[3], 2);
   assert_int_equal(tpu_topology_num_tasks(topo, &tasks), TPU_OK);
@@ -217,7 +258,7 @@ static void test_system__topology(void **state) {
   assert_int_equal(tasks, 1);
   assert_int_equal(devices, 4);
   for (int d = 0; d < 4; ++d) { /* dense order: core fastest, then x */
-    assert_int_equal(tpu_topology_device_coordinates(topo, 0, d, c), TPU_OK);
+    assert_int_equal(tpu_topology_device_coordinates(topo, 0, d, c, TPU_MESH_RANK, &(size_t){0}), TPU_OK);
     assert_int_equal(c[3], d % 2);
     assert_int_equal(c[0], d / 2);
     assert_int_equal(c[1], 0);
@@ -286,7 +327,7 @@ static void test_system__workers_named_and_asleep_when_idle(void **state) {
   tpu_system_options o = options_for(8);
   start(&o);
   for (int i = 0; i < 100; ++i)
-    assert_int_equal(tpu_replicate(g_sys, empty, NULL, 8, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+    assert_int_equal(tpu_replicate(g_sys, empty, NULL, 8, 0, NULL, 0, NULL, NULL), TPU_OK);
   int total = 0, sleeping = 0, host = 0, host_sleeping = 0;
   /* Idle workers stop spinning within a few ms; allow a loaded machine 2 s. */
   for (int i = 0; i < 200 && sleeping < 8; ++i) {
@@ -314,7 +355,7 @@ static tpu_status call_shutdown(tpu_replica_context *ctx, tpu_tensor *const *in,
 static void test_system__shutdown_inside_computation(void **state) {
   tpu_system_options o = options_for(2);
   start(&o);
-  assert_int_equal(tpu_replicate(g_sys, call_shutdown, g_sys, 2, 0, NULL, NULL, NULL, 0, NULL),
+  assert_int_equal(tpu_replicate(g_sys, call_shutdown, g_sys, 2, 0, NULL, 0, NULL, NULL),
                    TPU_OK);
   int closed = 1;
   assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
@@ -356,7 +397,7 @@ static placement run_placement(int cores, int pinning) {
   start(&o);
   placement p;
   memset(&p, -1, sizeof p);
-  assert_int_equal(tpu_replicate(g_sys, record_placement, &p, cores, 0, NULL, NULL, NULL, 0, NULL),
+  assert_int_equal(tpu_replicate(g_sys, record_placement, &p, cores, 0, NULL, 0, NULL, NULL),
                    TPU_OK);
   tpu_system_release(g_sys);
   g_sys = NULL;
@@ -413,6 +454,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_system__embedding_config_is_validated_and_kept, teardown),
       cmocka_unit_test_teardown(test_system__one_live_system, teardown),
       cmocka_unit_test_teardown(test_system__options_validation, teardown),
+      cmocka_unit_test_teardown(test_system__zeroed_options_are_defaults, teardown),
       cmocka_unit_test_teardown(test_system__num_cores_defaults, teardown),
       cmocka_unit_test_teardown(test_system__topology, teardown),
       cmocka_unit_test_teardown(test_system__workers_named_and_asleep_when_idle, teardown),

@@ -70,7 +70,7 @@ static void assert_shape(const tpu_tensor *t, tpu_dtype dtype, int rank, const i
   assert_int_equal(d, dtype);
   OK(tpu_tensor_rank(t, &r));
   assert_int_equal(r, rank);
-  OK(tpu_tensor_dims(t, got, TPU_MAX_RANK + 1));
+  OK(tpu_tensor_dims(t, got, TPU_MAX_RANK + 1, &(size_t){0}));
   for (int i = 0; i < rank; ++i) {
     assert_int_equal(got[i], dims[i]);
     n *= dims[i];
@@ -116,7 +116,7 @@ static void test_scalar(void **state) {
   assert_shape(t, TPU_DOUBLE, 0, NULL);
   assert_int_equal(num_elements(t), 1);
   assert_true(*(double *)data_of(t) == 2.5);
-  OK(tpu_tensor_dims(t, NULL, 0)); /* dims may be NULL when the rank is 0 */
+  OK(tpu_tensor_dims(t, NULL, 0, &(size_t){0})); /* dims may be NULL when the rank is 0 */
   int64_t d = 77;
   EXPECT_ERROR(tpu_tensor_dim(t, 0, &d), TPU_OUT_OF_RANGE, "axis");
   EXPECT_ERROR(tpu_tensor_dim(t, -1, &d), TPU_OUT_OF_RANGE, "axis");
@@ -148,9 +148,9 @@ static void test_dims_and_dim(void **state) {
   tpu_tensor *t = NULL;
   OK(tpu_tensor_create(TPU_INT8, dims, 3, NULL, 0, &t));
   int64_t got[3] = {0, 0, 0}, d = -5;
-  EXPECT_ERROR(tpu_tensor_dims(t, got, 2), TPU_OUT_OF_RANGE, "capacity");
+  EXPECT_ERROR(tpu_tensor_dims(t, got, 2, &(size_t){0}), TPU_OUT_OF_RANGE, "capacity");
   assert_int_equal(got[0], 0);
-  OK(tpu_tensor_dims(t, got, 3));
+  OK(tpu_tensor_dims(t, got, 3, &(size_t){0}));
   assert_true(got[0] == 2 && got[1] == 3 && got[2] == 4);
   for (int axis = -3; axis < 3; ++axis) {
     OK(tpu_tensor_dim(t, axis, &d));

@@ -96,7 +96,7 @@ static void test_accessors(void **state) {
   tpu_topology *t = v38();
   int32_t m[4], c[4];
   int v;
-  EXPECT_OK(tpu_topology_mesh_shape(t, m));
+  EXPECT_OK(tpu_topology_mesh_shape(t, m, TPU_MESH_RANK, &(size_t){0}));
   assert_memory_equal(m, kMesh38, sizeof(m));
   EXPECT_OK(tpu_topology_mesh_rank(t, &v));
   assert_int_equal(v, TPU_MESH_RANK);
@@ -105,11 +105,11 @@ static void test_accessors(void **state) {
   EXPECT_OK(tpu_topology_num_devices_per_task(t, &v));
   assert_int_equal(v, 8);
   for (int d = 0; d < 8; ++d) {
-    EXPECT_OK(tpu_topology_device_coordinates(t, 0, d, c));
+    EXPECT_OK(tpu_topology_device_coordinates(t, 0, d, c, TPU_MESH_RANK, &(size_t){0}));
     assert_memory_equal(c, &kCoords38[d * 4], sizeof(c));
-    EXPECT_OK(tpu_topology_task_ordinal_at_coordinates(t, c, &v));
+    EXPECT_OK(tpu_topology_task_ordinal_at_coordinates(t, c, TPU_MESH_RANK, &v));
     assert_int_equal(v, 0);
-    EXPECT_OK(tpu_topology_device_ordinal_at_coordinates(t, c, &v));
+    EXPECT_OK(tpu_topology_device_ordinal_at_coordinates(t, c, TPU_MESH_RANK, &v));
     assert_int_equal(v, d);
   }
   EXPECT_OK(tpu_topology_num_missing_devices(t, &v));
@@ -119,15 +119,15 @@ static void test_accessors(void **state) {
   assert_int_equal(feature, 0);
   assert_int_equal(per_chip, 0);
 
-  EXPECT_ERR(tpu_topology_device_coordinates(t, 1, 0, c), TPU_OUT_OF_RANGE, "task 1");
-  EXPECT_ERR(tpu_topology_device_coordinates(t, -1, 0, c), TPU_OUT_OF_RANGE, "task -1");
-  EXPECT_ERR(tpu_topology_device_coordinates(t, 0, 8, c), TPU_OUT_OF_RANGE, "device 8");
+  EXPECT_ERR(tpu_topology_device_coordinates(t, 1, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "task 1");
+  EXPECT_ERR(tpu_topology_device_coordinates(t, -1, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "task -1");
+  EXPECT_ERR(tpu_topology_device_coordinates(t, 0, 8, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "device 8");
   const int32_t outside[4] = {0, 2, 0, 0}, negative[4] = {0, 0, 0, -1};
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, outside, &v), TPU_INVALID_ARGUMENT,
+  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, outside, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "(0, 2, 0, 0)");
-  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(t, negative, &v), TPU_INVALID_ARGUMENT,
+  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(t, negative, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "(0, 0, 0, -1)");
-  EXPECT_ERR(tpu_topology_missing_device(t, 0, c), TPU_OUT_OF_RANGE, "index 0");
+  EXPECT_ERR(tpu_topology_missing_device(t, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "index 0");
   tpu_topology_release(t);
 }
 
@@ -147,8 +147,8 @@ static void test_local_layout_serializes_like_tf(void **state) {
   assert_int_equal(len, sizeof(want));
   assert_memory_equal(buf, want, sizeof(want));
   EXPECT_ERR(tpu_topology_serialize(t, buf, sizeof(want) - 1, &len), TPU_OUT_OF_RANGE, "too small");
-  EXPECT_ERR(tpu_topology_serialize(t, NULL, 4, &len), TPU_INVALID_ARGUMENT, "buf");
-  EXPECT_ERR(tpu_topology_serialize(t, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT, "len");
+  EXPECT_ERR(tpu_topology_serialize(t, NULL, 4, &len), TPU_INVALID_ARGUMENT, "\'out\'");
+  EXPECT_ERR(tpu_topology_serialize(t, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT, "\'count\'");
   tpu_topology_release(t);
 
   /* Zero tasks: fields 2-4 are omitted entirely. */
@@ -165,23 +165,23 @@ static void test_names(void **state) {
   char buf[128];
   size_t len = 0;
   const int32_t c[4] = {1, 1, 0, 1};
-  EXPECT_OK(tpu_topology_tpu_device_name(t, c, "worker", buf, sizeof(buf), &len));
+  EXPECT_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, "worker", buf, sizeof(buf), &len));
   assert_string_equal(buf, "/job:worker/task:0/device:TPU:7");
   assert_int_equal(len, strlen(buf));
-  EXPECT_OK(tpu_topology_tpu_device_name(t, c, NULL, buf, sizeof(buf), &len));
+  EXPECT_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len));
   assert_string_equal(buf, "/task:0/device:TPU:7");
-  EXPECT_OK(tpu_topology_cpu_device_name(t, c, "worker", buf, sizeof(buf), &len));
+  EXPECT_OK(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, "worker", buf, sizeof(buf), &len));
   assert_string_equal(buf, "/job:worker/task:0/device:CPU:0");
-  EXPECT_OK(tpu_topology_cpu_device_name(t, c, NULL, buf, sizeof(buf), &len));
+  EXPECT_OK(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len));
   assert_string_equal(buf, "/task:0/device:CPU:0");
-  EXPECT_ERR(tpu_topology_tpu_device_name(t, c, "a/b", buf, sizeof(buf), &len),
+  EXPECT_ERR(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, "a/b", buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "a/b");
 
   /* Size query, then exactly-too-small (no room for the NUL). */
-  EXPECT_OK(tpu_topology_tpu_device_name(t, c, NULL, NULL, 0, &len));
+  EXPECT_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, NULL, 0, &len));
   assert_int_equal(len, strlen("/task:0/device:TPU:7"));
   memset(buf, 'x', sizeof(buf));
-  EXPECT_ERR(tpu_topology_tpu_device_name(t, c, NULL, buf, len, &len), TPU_OUT_OF_RANGE,
+  EXPECT_ERR(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, len, &len), TPU_OUT_OF_RANGE,
              "too small");
   assert_int_equal(buf[0], 'x');
 
@@ -206,7 +206,7 @@ static void test_names(void **state) {
   EXPECT_OK(tpu_core(13, buf, sizeof(buf), &len));
   assert_string_equal(buf, "device:TPU_REPLICATED_CORE:13");
   EXPECT_ERR(tpu_core(-1, buf, sizeof(buf), &len), TPU_OUT_OF_RANGE, "-1");
-  EXPECT_ERR(tpu_core(1, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT, "len");
+  EXPECT_ERR(tpu_core(1, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT, "\'count\'");
   tpu_topology_release(t);
 }
 
@@ -218,20 +218,20 @@ static void test_missing_devices(void **state) {
   EXPECT_OK(tpu_topology_num_missing_devices(t, &n));
   assert_int_equal(n, 2);
   const int32_t want0[4] = {1, 1, 0, 0}, want1[4] = {1, 1, 0, 1};
-  EXPECT_OK(tpu_topology_missing_device(t, 0, c));
+  EXPECT_OK(tpu_topology_missing_device(t, 0, c, TPU_MESH_RANK, &(size_t){0}));
   assert_memory_equal(c, want0, sizeof(c));
-  EXPECT_OK(tpu_topology_missing_device(t, 1, c));
+  EXPECT_OK(tpu_topology_missing_device(t, 1, c, TPU_MESH_RANK, &(size_t){0}));
   assert_memory_equal(c, want1, sizeof(c));
-  EXPECT_ERR(tpu_topology_missing_device(t, 2, c), TPU_OUT_OF_RANGE, "2");
-  EXPECT_ERR(tpu_topology_missing_device(t, -1, c), TPU_OUT_OF_RANGE, "-1");
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, want0, &v), TPU_NOT_FOUND, "(1, 1, 0, 0)");
-  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(t, want1, &v), TPU_NOT_FOUND,
+  EXPECT_ERR(tpu_topology_missing_device(t, 2, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "2");
+  EXPECT_ERR(tpu_topology_missing_device(t, -1, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "-1");
+  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, want0, TPU_MESH_RANK, &v), TPU_NOT_FOUND, "(1, 1, 0, 0)");
+  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(t, want1, TPU_MESH_RANK, &v), TPU_NOT_FOUND,
              "(1, 1, 0, 1)");
   char buf[64];
   size_t len;
-  EXPECT_ERR(tpu_topology_tpu_device_name(t, want0, NULL, buf, sizeof(buf), &len), TPU_NOT_FOUND,
+  EXPECT_ERR(tpu_topology_tpu_device_name(t, want0, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len), TPU_NOT_FOUND,
              "(1, 1, 0, 0)");
-  EXPECT_ERR(tpu_topology_cpu_device_name(t, want0, NULL, buf, sizeof(buf), &len), TPU_NOT_FOUND,
+  EXPECT_ERR(tpu_topology_cpu_device_name(t, want0, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len), TPU_NOT_FOUND,
              "(1, 1, 0, 0)");
   tpu_topology_release(t);
 
@@ -242,7 +242,7 @@ static void test_missing_devices(void **state) {
   assert_int_equal(n, 3);
   const int32_t order[3][4] = {{0, 0, 0, 0}, {0, 1, 0, 0}, {1, 1, 0, 0}};
   for (int i = 0; i < 3; ++i) {
-    EXPECT_OK(tpu_topology_missing_device(t, i, c));
+    EXPECT_OK(tpu_topology_missing_device(t, i, c, TPU_MESH_RANK, &(size_t){0}));
     assert_memory_equal(c, order[i], sizeof(c));
   }
   tpu_topology_release(t);
@@ -418,15 +418,15 @@ static void parse_hostile(const unsigned char *b, size_t n) {
   }
   int32_t mesh[4], c[4];
   int tasks, per_task, missing, v;
-  EXPECT_OK(tpu_topology_mesh_shape(t, mesh));
+  EXPECT_OK(tpu_topology_mesh_shape(t, mesh, TPU_MESH_RANK, &(size_t){0}));
   EXPECT_OK(tpu_topology_num_tasks(t, &tasks));
   EXPECT_OK(tpu_topology_num_devices_per_task(t, &per_task));
   EXPECT_OK(tpu_topology_num_missing_devices(t, &missing));
   assert_int_equal((int64_t)tasks * per_task + missing,
                    (int64_t)mesh[0] * mesh[1] * mesh[2] * mesh[3]);
   for (int i = 0; i < tasks * per_task && i < 64; ++i) {
-    EXPECT_OK(tpu_topology_device_coordinates(t, i / per_task, i % per_task, c));
-    EXPECT_OK(tpu_topology_task_ordinal_at_coordinates(t, c, &v));
+    EXPECT_OK(tpu_topology_device_coordinates(t, i / per_task, i % per_task, c, TPU_MESH_RANK, &(size_t){0}));
+    EXPECT_OK(tpu_topology_task_ordinal_at_coordinates(t, c, TPU_MESH_RANK, &v));
     assert_int_equal(v, i / per_task);
   }
   unsigned char again[1024];
@@ -493,42 +493,41 @@ static void test_null_handles(void **state) {
   size_t len;
   EXPECT_OK(tpu_topology_release(NULL));
   EXPECT_OK(tpu_device_assignment_release(NULL));
-  EXPECT_ERR(tpu_topology_mesh_shape(NULL, c), TPU_INVALID_ARGUMENT, "'topology'");
+  EXPECT_ERR(tpu_topology_mesh_shape(NULL, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'topology'");
   EXPECT_ERR(tpu_topology_mesh_rank(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
   EXPECT_ERR(tpu_topology_num_tasks(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
   EXPECT_ERR(tpu_topology_num_devices_per_task(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_device_coordinates(NULL, 0, 0, c), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(NULL, c, &v), TPU_INVALID_ARGUMENT,
+  EXPECT_ERR(tpu_topology_device_coordinates(NULL, 0, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'topology'");
+  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(NULL, c, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "'topology'");
-  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(NULL, c, &v), TPU_INVALID_ARGUMENT,
+  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(NULL, c, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "'topology'");
   EXPECT_ERR(tpu_topology_num_missing_devices(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_missing_device(NULL, 0, c), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_tpu_device_name(NULL, c, NULL, buf, sizeof(buf), &len),
+  EXPECT_ERR(tpu_topology_missing_device(NULL, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'topology'");
+  EXPECT_ERR(tpu_topology_tpu_device_name(NULL, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_cpu_device_name(NULL, c, NULL, buf, sizeof(buf), &len),
+  EXPECT_ERR(tpu_topology_cpu_device_name(NULL, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'topology'");
   EXPECT_ERR(tpu_topology_hardware_feature(NULL, &v, &v), TPU_INVALID_ARGUMENT, "'topology'");
   EXPECT_ERR(tpu_topology_serialize(NULL, buf, sizeof(buf), &len), TPU_INVALID_ARGUMENT,
              "'topology'");
 
   tpu_topology *t = v38();
-  EXPECT_ERR(tpu_topology_mesh_shape(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  EXPECT_ERR(tpu_topology_mesh_shape(t, NULL, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
   EXPECT_ERR(tpu_topology_mesh_rank(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
   EXPECT_ERR(tpu_topology_num_tasks(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
   EXPECT_ERR(tpu_topology_num_devices_per_task(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_device_coordinates(t, 0, 0, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, NULL, &v), TPU_INVALID_ARGUMENT,
+  EXPECT_ERR(tpu_topology_device_coordinates(t, 0, 0, NULL, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
+  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, NULL, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "'coords'");
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, c, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(t, NULL, &v), TPU_INVALID_ARGUMENT,
+  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, c, TPU_MESH_RANK, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(t, NULL, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "'coords'");
   EXPECT_ERR(tpu_topology_num_missing_devices(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_missing_device(t, 0, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_tpu_device_name(t, NULL, NULL, buf, sizeof(buf), &len),
+  EXPECT_ERR(tpu_topology_tpu_device_name(t, NULL, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'coords'");
-  EXPECT_ERR(tpu_topology_cpu_device_name(t, c, NULL, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT,
-             "'len'");
+  EXPECT_ERR(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT,
+             "\'count\'");
   EXPECT_ERR(tpu_topology_hardware_feature(t, &v, NULL), TPU_INVALID_ARGUMENT,
              "num_embedding_devices_per_chip");
 
@@ -548,12 +547,12 @@ static void test_null_handles(void **state) {
   EXPECT_ERR(tpu_device_assignment_num_cores_per_replica(NULL, &v), TPU_INVALID_ARGUMENT,
              "'assignment'");
   EXPECT_ERR(tpu_device_assignment_num_cores_per_replica(da, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_core_assignment(NULL, c, 4), TPU_INVALID_ARGUMENT,
+  EXPECT_ERR(tpu_device_assignment_core_assignment(NULL, c, 4, &(size_t){0}), TPU_INVALID_ARGUMENT,
              "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_core_assignment(da, NULL, 8), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_coordinates(NULL, 0, 0, c), TPU_INVALID_ARGUMENT,
+  EXPECT_ERR(tpu_device_assignment_core_assignment(da, NULL, 8, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
+  EXPECT_ERR(tpu_device_assignment_coordinates(NULL, 0, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT,
              "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_coordinates(da, 0, 0, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  EXPECT_ERR(tpu_device_assignment_coordinates(da, 0, 0, NULL, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
   EXPECT_ERR(tpu_device_assignment_task(NULL, 0, 0, &v), TPU_INVALID_ARGUMENT, "'assignment'");
   EXPECT_ERR(tpu_device_assignment_task(da, 0, 0, NULL), TPU_INVALID_ARGUMENT, "'out'");
   EXPECT_ERR(tpu_device_assignment_tpu_ordinal(NULL, 0, 0, &v), TPU_INVALID_ARGUMENT,
@@ -562,20 +561,19 @@ static void test_null_handles(void **state) {
   EXPECT_ERR(tpu_device_assignment_tpu_device(NULL, 0, 0, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'assignment'");
   EXPECT_ERR(tpu_device_assignment_tpu_device(da, 0, 0, NULL, buf, sizeof(buf), NULL),
-             TPU_INVALID_ARGUMENT, "'len'");
+             TPU_INVALID_ARGUMENT, "\'count\'");
   EXPECT_ERR(tpu_device_assignment_host_device(NULL, 0, 0, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'assignment'");
   EXPECT_ERR(tpu_device_assignment_host_device(da, 0, 0, NULL, NULL, 8, &len), TPU_INVALID_ARGUMENT,
-             "'buf'");
+             "\'out\'");
   int out[4];
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(NULL, 0, 0, out, 4, &v), TPU_INVALID_ARGUMENT,
+  size_t n = 0;
+  EXPECT_ERR(tpu_device_assignment_lookup_replicas(NULL, 0, 0, out, 4, &n), TPU_INVALID_ARGUMENT,
              "'assignment'");
   EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 0, out, 4, NULL), TPU_INVALID_ARGUMENT,
              "'count'");
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 4, &v), TPU_INVALID_ARGUMENT,
+  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 4, &n), TPU_INVALID_ARGUMENT,
              "'out'");
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 0, out, -1, &v), TPU_INVALID_ARGUMENT,
-             "capacity");
   tpu_device_assignment_release(da);
   tpu_topology_release(t);
 }
@@ -597,11 +595,11 @@ static void test_assignment_accessors(void **state) {
   /* MESH order: chips (0,0) (1,0) (0,1) (1,1), both cores each (spec §3.3). */
   const int32_t chips[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
   int32_t all[32], c[4];
-  EXPECT_OK(tpu_device_assignment_core_assignment(da, all, 32));
+  EXPECT_OK(tpu_device_assignment_core_assignment(da, all, 32, &(size_t){0}));
   for (int r = 0; r < 4; ++r)
     for (int k = 0; k < 2; ++k) {
       const int32_t want[4] = {chips[r][0], chips[r][1], 0, k};
-      EXPECT_OK(tpu_device_assignment_coordinates(da, r, k, c));
+      EXPECT_OK(tpu_device_assignment_coordinates(da, r, k, c, TPU_MESH_RANK, &(size_t){0}));
       assert_memory_equal(c, want, sizeof(c));
       assert_memory_equal(&all[(r * 2 + k) * 4], want, sizeof(c));
       EXPECT_OK(tpu_device_assignment_tpu_ordinal(da, r, k, &v));
@@ -609,9 +607,9 @@ static void test_assignment_accessors(void **state) {
       EXPECT_OK(tpu_device_assignment_task(da, r, k, &v));
       assert_int_equal(v, 0);
     }
-  EXPECT_ERR(tpu_device_assignment_core_assignment(da, all, 31), TPU_OUT_OF_RANGE, "31");
-  EXPECT_ERR(tpu_device_assignment_coordinates(da, 4, 0, c), TPU_OUT_OF_RANGE, "replica 4");
-  EXPECT_ERR(tpu_device_assignment_coordinates(da, -1, 0, c), TPU_OUT_OF_RANGE, "replica -1");
+  EXPECT_ERR(tpu_device_assignment_core_assignment(da, all, 31, &(size_t){0}), TPU_OUT_OF_RANGE, "31");
+  EXPECT_ERR(tpu_device_assignment_coordinates(da, 4, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "replica 4");
+  EXPECT_ERR(tpu_device_assignment_coordinates(da, -1, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "replica -1");
   EXPECT_ERR(tpu_device_assignment_task(da, 0, 2, &v), TPU_OUT_OF_RANGE, "logical_core 2");
   EXPECT_ERR(tpu_device_assignment_tpu_ordinal(da, 0, -1, &v), TPU_OUT_OF_RANGE, "logical_core -1");
   char buf[64];
@@ -632,19 +630,23 @@ static void test_assignment_accessors(void **state) {
   tpu_topology_release(back);
 
   /* lookup_replicas: query, copy, too small. */
-  int out[8], count = -1;
+  int out[8];
+  size_t count = 0;
   EXPECT_OK(tpu_device_assignment_lookup_replicas(da, 0, 1, NULL, 0, &count));
   assert_int_equal(count, 4);
   EXPECT_OK(tpu_device_assignment_lookup_replicas(da, 0, 1, out, 8, &count));
   for (int i = 0; i < 4; ++i) assert_int_equal(out[i], i);
-  count = -1;
+  count = 0;
   EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 1, out, 3, &count), TPU_OUT_OF_RANGE,
              "capacity 3");
   assert_int_equal(count, 4);
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 1, 0, out, 8, &count), TPU_OUT_OF_RANGE,
-             "task 1");
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 2, out, 8, &count), TPU_OUT_OF_RANGE,
-             "logical_core 2");
+  /* A task or logical core beyond the assignment is not found, as in TensorFlow. */
+  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 1, 0, out, 8, &count), TPU_NOT_FOUND,
+             "Can not find any replica in task: 1 contains logical_core: 0");
+  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 2, out, 8, &count), TPU_NOT_FOUND,
+             "Can not find any replica in task: 0 contains logical_core: 2");
+  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, -1, -1, out, 8, &count), TPU_NOT_FOUND,
+             "task: -1 contains logical_core: -1");
   tpu_device_assignment_release(da);
 }
 
@@ -657,7 +659,8 @@ static void test_lookup_not_found(void **state) {
   EXPECT_OK(tpu_topology_create(mesh, 4, coords, 2, 2, &t));
   tpu_device_assignment *da = NULL;
   EXPECT_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &da));
-  int out[4], count;
+  int out[4];
+  size_t count = 0;
   EXPECT_OK(tpu_device_assignment_lookup_replicas(da, 0, 0, out, 4, &count));
   assert_int_equal(count, 2);
   EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 1, 0, out, 4, &count), TPU_NOT_FOUND,
@@ -669,7 +672,7 @@ static void test_lookup_not_found(void **state) {
   int v = -1;
   EXPECT_OK(tpu_device_assignment_num_replicas(da, &v));
   assert_int_equal(v, 0);
-  EXPECT_OK(tpu_device_assignment_core_assignment(da, NULL, 0));
+  EXPECT_OK(tpu_device_assignment_core_assignment(da, NULL, 0, &(size_t){0}));
   EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 0, out, 4, &count), TPU_NOT_FOUND,
              "task: 0");
   tpu_device_assignment_release(da);
@@ -715,7 +718,7 @@ static void test_build_errors(void **state) {
   EXPECT_OK(tpu_device_assignment_build(t, cs_chip, 4, NULL, 0, 4, TPU_DEVICE_ORDER_RING, &da));
   /* Ring order: chips (0,0) (1,0) (1,1) (0,1). */
   int32_t c[4];
-  EXPECT_OK(tpu_device_assignment_coordinates(da, 2, 1, c));
+  EXPECT_OK(tpu_device_assignment_coordinates(da, 2, 1, c, TPU_MESH_RANK, &(size_t){0}));
   const int32_t want[4] = {1, 1, 0, 1};
   assert_memory_equal(c, want, sizeof(c));
   tpu_device_assignment_release(da);
@@ -733,7 +736,7 @@ static void test_build_errors(void **state) {
   assert_null(da);
   /* ... and device_order_mode is ignored there (RING does not fail). */
   EXPECT_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 6, TPU_DEVICE_ORDER_RING, &da));
-  EXPECT_OK(tpu_device_assignment_coordinates(da, 5, 0, c));
+  EXPECT_OK(tpu_device_assignment_coordinates(da, 5, 0, c, TPU_MESH_RANK, &(size_t){0}));
   assert_memory_equal(c, &kCoords38[5 * 4], sizeof(c));
   tpu_device_assignment_release(da);
   tpu_topology_release(t);

@@ -23,6 +23,11 @@ static inline void expect_error(tpu_status got, tpu_status want, const char *fra
              tpu_status_name(got), tpu_last_error());
 }
 
+/* A pointer to step options with a device assignment and maximum_shapes (NULL
+ * and 0 for none), the rest default. */
+#define STEP_OPTIONS(da, shapes, num_shapes) \
+  (&(tpu_step_options){sizeof(tpu_step_options), (da), (shapes), (num_shapes), 0, 0, NULL})
+
 /* Seconds on the monotonic clock. */
 static inline double now(void) {
   struct timespec ts;

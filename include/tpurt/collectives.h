@@ -37,48 +37,72 @@ typedef TPU_ENUM(tpu_reduce_op) {
   TPU_REDUCE_MEAN = 4
 } tpu_reduce_op;
 
+/* Per-call options, as Gloo's per-operation options: every collective takes a
+ * pointer to one as its last argument; NULL or zeros mean the defaults. */
+typedef struct tpu_collective_options {
+  size_t struct_size; /* sizeof(tpu_collective_options) */
+  /* How long this replica waits in this call for the other participants, in ms;
+   * 0: the step's deadline (tpu_step_options.collective_timeout_ms, else the
+   * system's). Must not be negative. Each participant applies its own. */
+  int64_t timeout_ms;
+} tpu_collective_options;
+
+#define TPU_COLLECTIVE_OPTIONS_INIT { sizeof(tpu_collective_options), 0 }
+
+/* Fills *options with the defaults (zeros) and struct_size (the caller's sizeof; at
+ * least the first release's size, at most this library's). */
+TPU_API tpu_status tpu_collective_options_init(tpu_collective_options *options,
+                                               size_t struct_size);
+
 /* tf.tpu.cross_replica_sum: every replica gets the elementwise sum over its group.
  * Numeric dtypes (not bool); shape unchanged. */
 TPU_API tpu_status tpu_cross_replica_sum(tpu_replica_context *ctx, const tpu_tensor *x,
-                                         const tpu_group_assignment *groups, tpu_tensor **out);
+                                         const tpu_group_assignment *groups, tpu_tensor **out,
+                                  const tpu_collective_options *options);
 
 /* All-reduce with `op` (SUM, PROD, MIN, MAX, MEAN). MIN/MAX are not defined for
  * complex64; bool supports MIN (and) and MAX (or) only. */
 TPU_API tpu_status tpu_all_reduce(tpu_replica_context *ctx, const tpu_tensor *x,
                                   tpu_reduce_op op, const tpu_group_assignment *groups,
-                                  tpu_tensor **out);
+                                  tpu_tensor **out,
+                                  const tpu_collective_options *options);
 
 /* Concatenates the group members' inputs along `axis` in group order (the output's
  * axis is group_size times larger). Any dtype; rank >= 1. */
 TPU_API tpu_status tpu_all_gather(tpu_replica_context *ctx, const tpu_tensor *x, int axis,
-                                  const tpu_group_assignment *groups, tpu_tensor **out);
+                                  const tpu_group_assignment *groups, tpu_tensor **out,
+                                  const tpu_collective_options *options);
 
 /* Reduces over the group, then the member at position k keeps block k along
  * `scatter_axis`, whose size must be divisible by the group size. */
 TPU_API tpu_status tpu_reduce_scatter(tpu_replica_context *ctx, const tpu_tensor *x,
                                       tpu_reduce_op op, int scatter_axis,
-                                      const tpu_group_assignment *groups, tpu_tensor **out);
+                                      const tpu_group_assignment *groups, tpu_tensor **out,
+                                  const tpu_collective_options *options);
 
 /* tf.tpu.all_to_all: splits x into split_count blocks along split_dimension, sends
  * block j to the j-th member of the group, and concatenates what arrives along
  * concat_dimension in group order. split_count must equal the group size. */
 TPU_API tpu_status tpu_all_to_all(tpu_replica_context *ctx, const tpu_tensor *x,
                                   int concat_dimension, int split_dimension, int split_count,
-                                  const tpu_group_assignment *groups, tpu_tensor **out);
+                                  const tpu_group_assignment *groups, tpu_tensor **out,
+                                  const tpu_collective_options *options);
 
 /* tf.tpu.collective_permute: source_target_pairs[num_pairs][2]; replica b gets
  * replica a's x for each pair (a, b); a replica nobody sends to gets zeros. Each id
  * at most once as a source and once as a target. */
 TPU_API tpu_status tpu_collective_permute(tpu_replica_context *ctx, const tpu_tensor *x,
                                           const int32_t *source_target_pairs, int num_pairs,
-                                          tpu_tensor **out);
+                                          tpu_tensor **out,
+                                  const tpu_collective_options *options);
 
 /* Every member of a group gets the x of the member at position `root` of its group. */
 TPU_API tpu_status tpu_broadcast(tpu_replica_context *ctx, const tpu_tensor *x, int root,
-                                 const tpu_group_assignment *groups, tpu_tensor **out);
+                                 const tpu_group_assignment *groups, tpu_tensor **out,
+                                  const tpu_collective_options *options);
 
 /* Returns when every replica of the step has arrived. */
-TPU_API tpu_status tpu_barrier(tpu_replica_context *ctx);
+TPU_API tpu_status tpu_barrier(tpu_replica_context *ctx, const tpu_collective_options *options);
 
 /* bfloat16 scope: between enter and exit (they nest, per replica), all-reduce,
  * cross_replica_sum and reduce-scatter of float32 tensors travel as bfloat16 (half

@@ -3,19 +3,26 @@
  * Conventions for the whole API:
  * - Every function returns tpu_status (TPU_OK = 0) unless it only names a value
  *   (tpu_status_name, tpu_last_error, tpu_version). Results come back through
- *   out-parameters, which are written only on success.
+ *   out-parameters, which are written only on success (the one exception: *count
+ *   of an out-array, below).
  * - On failure the calling thread's message (tpu_last_error) names the offending
  *   argument or value. Success leaves the message of an earlier failure alone.
  * - Handles are opaque. Whatever a function returns through `T **out` belongs to
  *   the caller and is freed with that type's one releasing function, which accepts
- *   NULL. Strings are copied into caller buffers (see "String out-parameters").
+ *   NULL. Strings are copied into caller buffers (the out-array rule below).
  * - Options structs start with `size_t struct_size`; initialise them with their
- *   *_INIT macro or *_init function. Fields are only ever appended.
+ *   *_INIT macro or *_init function. Zero means default in every field, and a NULL
+ *   options pointer means all defaults. Fields are only ever appended.
  * - Functions are safe to call from any thread unless their comment says otherwise.
  *
- * String out-parameters: (char *buf, size_t cap, size_t *len). *len receives the
- * string length without the NUL. buf == NULL with cap == 0 is a size query and
- * succeeds; a buffer with cap <= length gets TPU_OUT_OF_RANGE and nothing written.
+ * Out-arrays, strings and bytes follow one rule: (T *out, size_t capacity,
+ * size_t *count). On success, and on TPU_OUT_OF_RANGE, *count receives the full
+ * count: elements for arrays, bytes for bytes, characters without the NUL for
+ * strings. out == NULL with capacity == 0 is a size query and succeeds; a capacity
+ * below the count (for strings: not above it, the NUL needs room) gives
+ * TPU_OUT_OF_RANGE and writes nothing to out. Input arrays come with their count
+ * beside them, or with a count argument that the comment names.
+ * docs/ABI.md holds the full rules: versioning, struct growth, ownership.
  */
 #ifndef TPURT_COMMON_H
 #define TPURT_COMMON_H

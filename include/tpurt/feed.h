@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-typedef struct tpu_infeed_queue tpu_infeed_queue;
+/* tpu_infeed_queue is declared in tpurt/replicate.h. */
 typedef struct tpu_outfeed_queue tpu_outfeed_queue;
 
 /* dtypes[num_elements] must be infeed types (bool, int32, int64, bfloat16, float32,

@@ -33,56 +33,95 @@ typedef tpu_status (*tpu_computation_fn)(tpu_replica_context *ctx, tpu_tensor *c
                                          int num_inputs, tpu_tensor **outputs, int num_outputs,
                                          void *user_data);
 
-/* Runs `computation` once per replica. inputs[r * num_inputs + i] is input i of
- * replica r (borrowed); outputs[r * num_outputs + o] receives output o of replica r
- * (the caller releases them). Rules, as TensorFlow's:
+/* An infeed queue (tpurt/feed.h); declared here for tpu_step_options. */
+typedef struct tpu_infeed_queue tpu_infeed_queue;
+
+/* tf.tpu's PaddingSpec for maximum_shapes: how a dimension whose maximum is unknown
+ * (-1) is padded. */
+typedef TPU_ENUM(tpu_padding_spec) {
+  TPU_PADDING_AUTO = 0,        /* to max(largest size over the replicas, 2) */
+  TPU_PADDING_POWER_OF_TWO = 1 /* to the smallest power of two >= that */
+} tpu_padding_spec;
+
+/* Per-step options of tpu_replicate, tpu_rewrite, tpu_shard and tpu_batch_parallel.
+ * Zero (or a NULL options pointer) means default in every field. */
+typedef struct tpu_step_options {
+  size_t struct_size; /* sizeof(tpu_step_options) */
+  /* NULL: one core per replica, replica r on core r; the replica count must then be 1
+   * or the number of cores. Otherwise its replica count must equal the step's, it must
+   * be built on this system's topology (tpu_system_topology), and replica r runs on
+   * the core of (r, logical core 0). */
+  const tpu_device_assignment *device_assignment;
+  /* tpu_replicate only. NULL, or num_maximum_shapes == num_inputs entries: input i is
+   * padded with zeros at the end of every dimension whose size differs between
+   * replicas, to max(maximum_shapes[i].dims[d], 2), or for -1 as padding_spec says.
+   * rank -1 means "never pad input i". For every padded dimension each replica gets an
+   * extra int32 scalar input with its real size, appended after the inputs in
+   * (input, dimension) order. Not allowed together with infeed_queue. */
+  const tpu_shape *maximum_shapes;
+  size_t num_maximum_shapes;
+  int padding_spec; /* a tpu_padding_spec; 0 = TPU_PADDING_AUTO */
+  /* The collective deadline of this step in ms, overriding the system's
+   * collective_timeout_ms; 0: the system's. Must not be negative. */
+  int64_t collective_timeout_ms;
+  /* TensorFlow's infeed_queue: before its computation runs, replica r dequeues its
+   * next tuple from this queue (created for the step's replica count) and receives
+   * the tuple's tensors after its own inputs (and after any padding sizes). NULL:
+   * none. An empty FIFO waits up to the collective deadline. */
+  tpu_infeed_queue *infeed_queue;
+} tpu_step_options;
+
+#define TPU_STEP_OPTIONS_INIT { sizeof(tpu_step_options), NULL, NULL, 0, 0, 0, NULL }
+
+/* Fills *options with the defaults (zeros) and struct_size (the caller's sizeof; at
+ * least the first release's size, at most this library's). */
+TPU_API tpu_status tpu_step_options_init(tpu_step_options *options, size_t struct_size);
+
+/* tf.tpu.replicate: runs `computation` once per replica. inputs[r * num_inputs + i]
+ * is input i of replica r (borrowed); outputs[r * num_outputs + o] receives output o
+ * of replica r (the caller releases them). options may be NULL (defaults). Rules, as
+ * TensorFlow's:
  * - num_replicas == 0 returns TPU_OK at once and runs nothing;
- * - input i must have the same dtype in every replica (TPU_INVALID_ARGUMENT naming
- *   the replica and input); no input may be NULL;
- * - device_assignment NULL: one core per replica; num_replicas must be 1 or the
- *   number of cores (TPU_INVALID_ARGUMENT otherwise); replica r runs on core r;
- * - with a device assignment, its replica count must equal num_replicas, and
- *   replica r runs on the core of (r, logical core 0);
- * - maximum_shapes (NULL, or one per input): input i is padded with zeros at the
- *   end of every dimension whose size differs between replicas, to
- *   max(maximum_shapes[i].dims[d], 2), or for -1 to max(largest size, 2). rank -1
- *   means "never pad input i". For every padded dimension each replica gets an
- *   extra int32 scalar input with the real size, appended after the inputs in
- *   (input, dimension) order, so the computation sees num_inputs + extras inputs.
+ * - no input may be NULL; input i must have the same dtype in every replica, and the
+ *   same shape unless maximum_shapes pads it (TPU_INVALID_ARGUMENT naming the input
+ *   and the replicas that differ);
+ * - device assignment, maximum_shapes, padding, deadline and infeed: see
+ *   tpu_step_options.
  * Errors: TPU_INVALID_ARGUMENT, TPU_FAILED_PRECONDITION (system closed), or the
- * first replica's failure. */
+ * first replica's failure as "replica R: <message>". */
 TPU_API tpu_status tpu_replicate(tpu_system *system, tpu_computation_fn computation,
                                  void *user_data, int num_replicas, int num_inputs,
-                                 tpu_tensor *const *inputs,
-                                 const tpu_device_assignment *device_assignment,
-                                 const tpu_shape *maximum_shapes, int num_outputs,
-                                 tpu_tensor **outputs);
+                                 tpu_tensor *const *inputs, int num_outputs,
+                                 tpu_tensor **outputs, const tpu_step_options *options);
 
-/* tf.tpu.rewrite: one replica on core 0 (or where device_assignment says). */
+/* tf.tpu.rewrite: one replica on core 0 (or where options->device_assignment says).
+ * options->maximum_shapes must be NULL. */
 TPU_API tpu_status tpu_rewrite(tpu_system *system, tpu_computation_fn computation,
                                void *user_data, int num_inputs, tpu_tensor *const *inputs,
-                               const tpu_device_assignment *device_assignment,
-                               int num_outputs, tpu_tensor **outputs);
+                               int num_outputs, tpu_tensor **outputs,
+                               const tpu_step_options *options);
 
 /* tf.tpu.shard: splits input i into num_shards equal pieces along
  * input_shard_axes[i] (NULL: all 0; axis must divide evenly, TPU_INVALID_ARGUMENT
  * naming input, axis and sizes otherwise), runs one replica per shard, and for
  * output o: if outputs_from_all_shards[o] (NULL: all true) concatenates the shards'
  * outputs along output_shard_axes[o] (NULL: all 0), stacking scalar outputs into a
- * [num_shards] vector; else returns shard 0's output. outputs[0..num_outputs). */
+ * [num_shards] vector; else returns shard 0's output. outputs[0..num_outputs).
+ * input_shard_axes has num_inputs entries, the other two num_outputs.
+ * options->maximum_shapes must be NULL. */
 TPU_API tpu_status tpu_shard(tpu_system *system, tpu_computation_fn computation,
                              void *user_data, int num_inputs, tpu_tensor *const *inputs,
                              int num_shards, const int *input_shard_axes,
                              const int *outputs_from_all_shards, const int *output_shard_axes,
-                             const tpu_device_assignment *device_assignment, int num_outputs,
-                             tpu_tensor **outputs);
+                             int num_outputs, tpu_tensor **outputs,
+                             const tpu_step_options *options);
 
 /* tf.tpu.batch_parallel: tpu_shard with every axis 0 and every output concatenated. */
 TPU_API tpu_status tpu_batch_parallel(tpu_system *system, tpu_computation_fn computation,
                                       void *user_data, int num_inputs,
                                       tpu_tensor *const *inputs, int num_shards,
-                                      const tpu_device_assignment *device_assignment,
-                                      int num_outputs, tpu_tensor **outputs);
+                                      int num_outputs, tpu_tensor **outputs,
+                                      const tpu_step_options *options);
 
 /* ---- Inside a computation ----------------------------------------------------
  * A replica context is valid only on its worker thread during its computation. */
@@ -94,8 +133,8 @@ TPU_API tpu_status tpu_replica_context_core(const tpu_replica_context *ctx, int 
 TPU_API tpu_status tpu_replica_context_num_cores_per_replica(const tpu_replica_context *ctx,
                                                              int *out);
 /* "/job:J/replica:0/task:T/device:TPU:D" of this replica's core. */
-TPU_API tpu_status tpu_replica_context_device_name(const tpu_replica_context *ctx, char *buf,
-                                                   size_t cap, size_t *len);
+TPU_API tpu_status tpu_replica_context_device_name(const tpu_replica_context *ctx, char *out,
+                                                   size_t capacity, size_t *count);
 
 /* Records why the computation fails and returns `code`, so a computation can end
  * with `return tpu_replica_context_fail(ctx, TPU_INVALID_ARGUMENT, "why");`.

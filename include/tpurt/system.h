@@ -31,25 +31,30 @@ typedef TPU_ENUM(tpu_thread_pinning) {
   TPU_PIN_NEVER = 2   /* leave placement to the OS scheduler */
 } tpu_thread_pinning;
 
+/* Zero means default in every field: a struct filled with {sizeof o} and zeros
+ * behaves exactly like TPU_SYSTEM_OPTIONS_INIT. */
 typedef struct tpu_system_options {
   size_t struct_size;           /* sizeof(tpu_system_options) */
-  int num_cores;                /* 0: environment TPURT_NUM_CORES, else the online CPUs */
+  int num_cores;                /* 0: environment TPURT_NUM_CORES, else the usable CPUs */
   int32_t mesh_shape[4];        /* all 0: [num_cores, 1, 1, 1]; else its product = num_cores */
   const char *job_name;         /* NULL: "localhost" */
   const char *device_type;      /* NULL: "TPU"; or "CPU" (case-insensitive) */
-  int pin_threads;              /* a tpu_thread_pinning; default TPU_PIN_AUTO */
-  int64_t collective_timeout_ms; /* 0: TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS; must be > 0 */
-  int close_on_failure;         /* nonzero: a failed step closes the system
-                                   (compilation_failure_closes_chips); default 1 */
+  int pin_threads;              /* a tpu_thread_pinning; 0 = TPU_PIN_AUTO */
+  int64_t collective_timeout_ms; /* 0: TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS; else > 0 */
+  int close_on_failure;         /* 0 (default): a failed step leaves the system open, as
+                                   TF2 does; nonzero: any failed step closes it, like
+                                   compilation_failure_closes_chips. A step whose replica
+                                   never returns closes it either way. */
   const void *embedding_config; /* serialized TPUEmbeddingConfiguration, or NULL */
   size_t embedding_config_len;
 } tpu_system_options;
 
 #define TPU_SYSTEM_OPTIONS_INIT \
-  { sizeof(tpu_system_options), 0, {0, 0, 0, 0}, NULL, NULL, 0, 0, 1, NULL, 0 }
+  { sizeof(tpu_system_options), 0, {0, 0, 0, 0}, NULL, NULL, 0, 0, 0, NULL, 0 }
 
-/* Fills *options with the defaults; struct_size is the caller's sizeof. For bindings
- * that cannot use the macro. */
+/* Fills *options with the defaults (zeros) and struct_size. For bindings that cannot
+ * use the macro. struct_size is the caller's sizeof: at least the first release's
+ * size, at most this library's (TPU_INVALID_ARGUMENT naming both otherwise). */
 TPU_API tpu_status tpu_system_options_init(tpu_system_options *options, size_t struct_size);
 
 /* Starts a system: validates the options (TPU_INVALID_ARGUMENT naming the field),
@@ -61,9 +66,10 @@ TPU_API tpu_status tpu_system_options_init(tpu_system_options *options, size_t s
 TPU_API tpu_status tpu_system_init(const tpu_system_options *options, tpu_system **out);
 
 /* tf.tpu.initialize_system: like tpu_system_init, and also writes the serialized
- * TopologyProto into buf (size query: buf NULL, cap 0 still starts the system). */
+ * TopologyProto into topology[0..capacity) (a size query, topology NULL and
+ * capacity 0, still starts the system). Nothing is started unless the call succeeds. */
 TPU_API tpu_status tpu_initialize_system(const tpu_system_options *options, tpu_system **out,
-                                         void *buf, size_t cap, size_t *len);
+                                         void *topology, size_t capacity, size_t *count);
 
 /* Waits for work in flight, stops and joins the workers. Idempotent. Afterwards
  * every call on the system but release gives TPU_FAILED_PRECONDITION. Must not be
@@ -79,18 +85,18 @@ TPU_API tpu_status tpu_system_num_cores(const tpu_system *system, int *out);
 TPU_API tpu_status tpu_system_topology(const tpu_system *system, tpu_topology **out);
 
 /* The serialized TopologyProto, exactly as TensorFlow's initialize_system returns it. */
-TPU_API tpu_status tpu_system_serialized_topology(const tpu_system *system, void *buf,
-                                                  size_t cap, size_t *len);
+TPU_API tpu_status tpu_system_serialized_topology(const tpu_system *system, void *out,
+                                                  size_t capacity, size_t *count);
 
 /* The job name and device type ("TPU" or "CPU") the system was started with. */
-TPU_API tpu_status tpu_system_job_name(const tpu_system *system, char *buf, size_t cap,
-                                       size_t *len);
-TPU_API tpu_status tpu_system_device_type(const tpu_system *system, char *buf, size_t cap,
-                                          size_t *len);
+TPU_API tpu_status tpu_system_job_name(const tpu_system *system, char *out, size_t capacity,
+                                       size_t *count);
+TPU_API tpu_status tpu_system_device_type(const tpu_system *system, char *out, size_t capacity,
+                                          size_t *count);
 
 /* The embedding configuration bytes given at init (len 0 if none). */
-TPU_API tpu_status tpu_system_embedding_config(const tpu_system *system, void *buf, size_t cap,
-                                               size_t *len);
+TPU_API tpu_status tpu_system_embedding_config(const tpu_system *system, void *out, size_t capacity,
+                                               size_t *count);
 
 /* The device assignment tpu_replicate uses when given none: one core per replica,
  * replica i on device i. num_replicas must be 1 or the number of cores. */

@@ -52,9 +52,9 @@ TPU_API tpu_status tpu_tensor_release(tpu_tensor *tensor);
 TPU_API tpu_status tpu_tensor_dtype(const tpu_tensor *tensor, tpu_dtype *out);
 TPU_API tpu_status tpu_tensor_rank(const tpu_tensor *tensor, int *out);
 
-/* Copies the dimensions into dims[0..capacity); capacity must be >= rank
- * (TPU_OUT_OF_RANGE otherwise). dims may be NULL when the rank is 0. */
-TPU_API tpu_status tpu_tensor_dims(const tpu_tensor *tensor, int64_t *dims, int capacity);
+/* The dimensions (rank of them) into out[0..capacity). */
+TPU_API tpu_status tpu_tensor_dims(const tpu_tensor *tensor, int64_t *out, size_t capacity,
+                                   size_t *count);
 
 /* The size of dimension `axis`; negative axes count from the end (-1 = last). */
 TPU_API tpu_status tpu_tensor_dim(const tpu_tensor *tensor, int axis, int64_t *out);

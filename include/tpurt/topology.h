@@ -36,41 +36,48 @@ TPU_API tpu_status tpu_topology_parse(const void *bytes, size_t len, tpu_topolog
 /* Serializes as TensorFlow does (fields 1-4, plus 5 when a hardware feature was
  * parsed); a topology parsed from bytes gives back those bytes unchanged.
  * buf == NULL with cap == 0 queries the size into *len. */
-TPU_API tpu_status tpu_topology_serialize(const tpu_topology *topology, void *buf, size_t cap,
-                                          size_t *len);
+TPU_API tpu_status tpu_topology_serialize(const tpu_topology *topology, void *out, size_t capacity,
+                                          size_t *count);
 
 TPU_API tpu_status tpu_topology_release(tpu_topology *topology);
 
-/* Copies the 4 mesh sizes into out[4]. */
-TPU_API tpu_status tpu_topology_mesh_shape(const tpu_topology *topology, int32_t *out);
+/* The mesh sizes (TPU_MESH_RANK of them) into out[0..capacity). */
+TPU_API tpu_status tpu_topology_mesh_shape(const tpu_topology *topology, int32_t *out,
+                                           size_t capacity, size_t *count);
 TPU_API tpu_status tpu_topology_mesh_rank(const tpu_topology *topology, int *out);
 TPU_API tpu_status tpu_topology_num_tasks(const tpu_topology *topology, int *out);
 TPU_API tpu_status tpu_topology_num_devices_per_task(const tpu_topology *topology, int *out);
 
-/* The coordinates (4 entries) of device `device` of task `task`. */
+/* The coordinates (TPU_MESH_RANK entries) of device `device` of task `task`. */
 TPU_API tpu_status tpu_topology_device_coordinates(const tpu_topology *topology, int task,
-                                                   int device, int32_t *out);
+                                                   int device, int32_t *out, size_t capacity,
+                                                   size_t *count);
 
-/* The task / device ordinal within its task at coords[4]. Coordinates outside the
- * mesh: TPU_INVALID_ARGUMENT; a position no device occupies: TPU_NOT_FOUND. */
+/* The task / device ordinal within its task at coords[0..num_coords) (num_coords
+ * must be TPU_MESH_RANK). Coordinates outside the mesh: TPU_INVALID_ARGUMENT; a
+ * position no device occupies: TPU_NOT_FOUND. */
 TPU_API tpu_status tpu_topology_task_ordinal_at_coordinates(const tpu_topology *topology,
-                                                            const int32_t *coords, int *out);
+                                                            const int32_t *coords,
+                                                            size_t num_coords, int *out);
 TPU_API tpu_status tpu_topology_device_ordinal_at_coordinates(const tpu_topology *topology,
-                                                              const int32_t *coords, int *out);
+                                                              const int32_t *coords,
+                                                              size_t num_coords, int *out);
 
 /* Mesh positions without a device, in row-major order (x slowest, core fastest). */
 TPU_API tpu_status tpu_topology_num_missing_devices(const tpu_topology *topology, int *out);
 TPU_API tpu_status tpu_topology_missing_device(const tpu_topology *topology, int index,
-                                               int32_t *out);
+                                               int32_t *out, size_t capacity, size_t *count);
 
 /* "/job:J/task:T/device:TPU:D" for the device at coords (job NULL: "/task:T/..."). */
 TPU_API tpu_status tpu_topology_tpu_device_name(const tpu_topology *topology,
-                                                const int32_t *coords, const char *job,
-                                                char *buf, size_t cap, size_t *len);
+                                                const int32_t *coords, size_t num_coords,
+                                                const char *job,
+                                                char *out, size_t capacity, size_t *count);
 /* "/job:J/task:T/device:CPU:0", the host of the device at coords. */
 TPU_API tpu_status tpu_topology_cpu_device_name(const tpu_topology *topology,
-                                                const int32_t *coords, const char *job,
-                                                char *buf, size_t cap, size_t *len);
+                                                const int32_t *coords, size_t num_coords,
+                                                const char *job,
+                                                char *out, size_t capacity, size_t *count);
 
 /* The TPUHardwareFeature (field 5): embedding feature (0 UNSUPPORTED, 1 V1, 2 V2) and
  * embedding devices per chip; both 0 when the topology has none. */
@@ -81,10 +88,10 @@ TPU_API tpu_status tpu_topology_hardware_feature(const tpu_topology *topology,
 /* The fully qualified TensorFlow name "/job:J/replica:0/task:T/device:TYPE:D"
  * (device_type "TPU" or "CPU"). */
 TPU_API tpu_status tpu_device_name(const char *job, int task, const char *device_type,
-                                   int device, char *buf, size_t cap, size_t *len);
+                                   int device, char *out, size_t capacity, size_t *count);
 
 /* tf.tpu.core(n): "device:TPU_REPLICATED_CORE:n". */
-TPU_API tpu_status tpu_core(int n, char *buf, size_t cap, size_t *len);
+TPU_API tpu_status tpu_core(int n, char *out, size_t capacity, size_t *count);
 
 /* ---- Device assignment ------------------------------------------------------ */
 
@@ -127,15 +134,19 @@ TPU_API tpu_status tpu_device_assignment_num_replicas(const tpu_device_assignmen
 TPU_API tpu_status tpu_device_assignment_num_cores_per_replica(
     const tpu_device_assignment *assignment, int *out);
 
-/* Copies core_assignment[num_replicas][num_cores_per_replica][4] into out; count is
- * the capacity of out in int32s and must be at least that product. */
+/* core_assignment[num_replicas][num_cores_per_replica][4], flattened, into
+ * out[0..capacity). */
 TPU_API tpu_status tpu_device_assignment_core_assignment(const tpu_device_assignment *assignment,
-                                                         int32_t *out, size_t count);
+                                                         int32_t *out, size_t capacity,
+                                                         size_t *count);
 
-/* Lookups for (replica, logical_core); out-of-range indices: TPU_OUT_OF_RANGE. */
+/* Lookups for (replica, logical_core); indices outside the assignment:
+ * TPU_OUT_OF_RANGE naming the index and the bound. The coordinates have
+ * TPU_MESH_RANK entries. */
 TPU_API tpu_status tpu_device_assignment_coordinates(const tpu_device_assignment *assignment,
                                                      int replica, int logical_core,
-                                                     int32_t *out);
+                                                     int32_t *out, size_t capacity,
+                                                     size_t *count);
 TPU_API tpu_status tpu_device_assignment_task(const tpu_device_assignment *assignment,
                                               int replica, int logical_core, int *out);
 TPU_API tpu_status tpu_device_assignment_tpu_ordinal(const tpu_device_assignment *assignment,
@@ -143,22 +154,21 @@ TPU_API tpu_status tpu_device_assignment_tpu_ordinal(const tpu_device_assignment
 /* "/job:J/task:T/device:TPU:D" (job NULL: no job part). */
 TPU_API tpu_status tpu_device_assignment_tpu_device(const tpu_device_assignment *assignment,
                                                     int replica, int logical_core,
-                                                    const char *job, char *buf, size_t cap,
-                                                    size_t *len);
+                                                    const char *job, char *out, size_t capacity,
+                                                    size_t *count);
 /* "/job:J/task:T/device:CPU:0" (job NULL: no job part). */
 TPU_API tpu_status tpu_device_assignment_host_device(const tpu_device_assignment *assignment,
                                                      int replica, int logical_core,
-                                                     const char *job, char *buf, size_t cap,
-                                                     size_t *len);
+                                                     const char *job, char *out, size_t capacity,
+                                                     size_t *count);
 
-/* The ascending replica ids whose `logical_core` lives on `task`, copied into
- * out[0..capacity); *count gets how many there are (even when capacity is smaller,
- * which gives TPU_OUT_OF_RANGE; out may be NULL with capacity 0 to query).
- * None at all: TPU_NOT_FOUND ("Can not find any replica in task: T contains
- * logical_core: C"). */
+/* The ascending replica ids whose `logical_core` lives on `task`, into
+ * out[0..capacity). No such replica — including a task or logical core beyond the
+ * assignment, as TensorFlow raises one error for both — gives TPU_NOT_FOUND ("Can
+ * not find any replica in task: T contains logical_core: C"). */
 TPU_API tpu_status tpu_device_assignment_lookup_replicas(const tpu_device_assignment *assignment,
                                                          int task, int logical_core, int *out,
-                                                         int capacity, int *count);
+                                                         size_t capacity, size_t *count);
 
 /* ---- Group assignment ------------------------------------------------------- */
 

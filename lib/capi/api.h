@@ -29,9 +29,23 @@ tpu_status guarded(Fn&& body) noexcept {
   }
 }
 
-// Copies s into the caller's (buf, cap, len) per the string out-parameter rule.
-void copy_string_out(const std::string& s, char* buf, size_t cap, size_t* len, const char* what);
-// The same for bytes (no NUL terminator).
-void copy_bytes_out(const std::string& bytes, void* buf, size_t cap, size_t* len, const char* what);
+// The out-array rule (tpurt/common.h): *count gets the full count, out NULL with
+// capacity 0 is a size query, too small a capacity is TPU_OUT_OF_RANGE naming `what`.
+// `extra` is the room the terminator needs (1 for strings).
+void check_out_array(const void* out, size_t capacity, size_t* count, size_t n, size_t extra,
+                     const char* what);
+
+template <typename T>
+void copy_array_out(const T* data, size_t n, T* out, size_t capacity, size_t* count,
+                    const char* what) {
+  check_out_array(out, capacity, count, n, 0, what);
+  if (out != nullptr && n > 0) std::memcpy(out, data, n * sizeof(T));
+}
+
+// Strings get a NUL after the count characters; bytes get none.
+void copy_string_out(const std::string& s, char* out, size_t capacity, size_t* count,
+                     const char* what);
+void copy_bytes_out(const std::string& bytes, void* out, size_t capacity, size_t* count,
+                    const char* what);
 
 }  // namespace tpurt

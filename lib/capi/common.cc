@@ -4,28 +4,29 @@
 
 namespace tpurt {
 
-void copy_string_out(const std::string& s, char* buf, size_t cap, size_t* len, const char* what) {
-  require_not_null(len, "len");
-  if (buf == nullptr && cap != 0) invalid_argument("argument 'buf' is NULL but cap is ", cap);
-  *len = s.size();
-  if (buf == nullptr) return;
-  if (cap <= s.size())
-    fail(TPU_OUT_OF_RANGE, "buffer of ", cap, " bytes is too small for ", what, " (",
-         s.size() + 1, " bytes with NUL)");
-  std::memcpy(buf, s.data(), s.size());
-  buf[s.size()] = '\0';
+void check_out_array(const void* out, size_t capacity, size_t* count, size_t n, size_t extra,
+                     const char* what) {
+  require_not_null(count, "count");
+  if (out == nullptr && capacity != 0)
+    invalid_argument("argument 'out' is NULL but capacity is ", capacity);
+  *count = n;
+  if (out == nullptr) return;  // a size query
+  if (capacity < n + extra)
+    fail(TPU_OUT_OF_RANGE, "capacity ", capacity, " is too small for ", what, " (", n,
+         extra ? " characters and a NUL)" : ")");
 }
 
-void copy_bytes_out(const std::string& bytes, void* buf, size_t cap, size_t* len,
+void copy_string_out(const std::string& s, char* out, size_t capacity, size_t* count,
+                     const char* what) {
+  check_out_array(out, capacity, count, s.size(), 1, what);
+  if (out == nullptr) return;
+  std::memcpy(out, s.data(), s.size());
+  out[s.size()] = '\0';
+}
+
+void copy_bytes_out(const std::string& bytes, void* out, size_t capacity, size_t* count,
                     const char* what) {
-  require_not_null(len, "len");
-  if (buf == nullptr && cap != 0) invalid_argument("argument 'buf' is NULL but cap is ", cap);
-  *len = bytes.size();
-  if (buf == nullptr) return;
-  if (cap < bytes.size())
-    fail(TPU_OUT_OF_RANGE, "buffer of ", cap, " bytes is too small for ", what, " (",
-         bytes.size(), " bytes)");
-  if (!bytes.empty()) std::memcpy(buf, bytes.data(), bytes.size());
+  copy_array_out(bytes.data(), bytes.size(), static_cast<char*>(out), capacity, count, what);
 }
 
 }  // namespace tpurt

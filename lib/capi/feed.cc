@@ -1,17 +1,12 @@
 // C API: infeed and outfeed queues.
 #include "capi/api.h"
+#include "capi/handles.h"
 #include "runtime/feed.h"
 #include "runtime/replica_context.h"
 #include "runtime/system.h"
 
 using namespace tpurt;
 
-struct tpu_infeed_queue : FeedQueue {
-  using FeedQueue::FeedQueue;
-};
-struct tpu_outfeed_queue : FeedQueue {
-  using FeedQueue::FeedQueue;
-};
 
 namespace {
 

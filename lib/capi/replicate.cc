@@ -1,7 +1,11 @@
 // C API: replicated execution, the replica context and outside compilation.
 #include <algorithm>
 
+#include <cstddef>
+
 #include "capi/api.h"
+#include "capi/handles.h"
+#include "core/options.h"
 #include "runtime/replica_context.h"
 #include "runtime/replicate.h"
 
@@ -16,6 +20,21 @@ void clear_outputs(const tpu_system* system, int num_replicas, int num_outputs,
   if (system == nullptr || outputs == nullptr || num_outputs <= 0 || num_replicas <= 0) return;
   const int n = std::min(num_replicas, system->impl->num_cores());
   std::fill(outputs, outputs + static_cast<int64_t>(n) * num_outputs, nullptr);
+}
+
+// The 1.0 size of tpu_step_options.
+constexpr size_t kStepOptionsMinSize = offsetof(tpu_step_options, infeed_queue) + sizeof(void*);
+
+StepOptions step_options(const tpu_step_options* options) {
+  const tpu_step_options o = read_options(options, kStepOptionsMinSize, "tpu_step_options");
+  StepOptions out;
+  out.device_assignment = o.device_assignment;
+  out.maximum_shapes = o.maximum_shapes;
+  out.num_maximum_shapes = o.num_maximum_shapes;
+  out.padding_spec = o.padding_spec;
+  out.collective_timeout_ms = o.collective_timeout_ms;
+  out.infeed_queue = o.infeed_queue;
+  return out;
 }
 
 const tpu_replica_context& context(const tpu_replica_context* ctx) {
@@ -34,15 +53,18 @@ tpu_status get(const tpu_replica_context* ctx, T* out, T tpu_replica_context::*f
 
 }  // namespace
 
+TPU_EXPORT tpu_status tpu_step_options_init(tpu_step_options* options, size_t struct_size) {
+  return guarded([&] { init_options(options, struct_size, kStepOptionsMinSize, "tpu_step_options"); });
+}
+
 TPU_EXPORT tpu_status tpu_replicate(tpu_system* system, tpu_computation_fn computation,
                                     void* user_data, int num_replicas, int num_inputs,
-                                    tpu_tensor* const* inputs,
-                                    const tpu_device_assignment* device_assignment,
-                                    const tpu_shape* maximum_shapes, int num_outputs,
-                                    tpu_tensor** outputs) {
+                                    tpu_tensor* const* inputs, int num_outputs,
+                                    tpu_tensor** outputs, const tpu_step_options* options) {
   tpu_status st = guarded([&] {
-    replicate(system_of(system), computation, user_data, num_replicas, num_inputs, inputs,
-              device_assignment, maximum_shapes, num_outputs, outputs);
+    System& s = system_of(system);
+    replicate(s, computation, user_data, num_replicas, num_inputs, inputs, num_outputs, outputs,
+              step_options(options));
   });
   if (st != TPU_OK) clear_outputs(system, num_replicas, num_outputs, outputs);
   return st;
@@ -50,22 +72,30 @@ TPU_EXPORT tpu_status tpu_replicate(tpu_system* system, tpu_computation_fn compu
 
 TPU_EXPORT tpu_status tpu_rewrite(tpu_system* system, tpu_computation_fn computation,
                                   void* user_data, int num_inputs, tpu_tensor* const* inputs,
-                                  const tpu_device_assignment* device_assignment,
-                                  int num_outputs, tpu_tensor** outputs) {
-  return tpu_replicate(system, computation, user_data, 1, num_inputs, inputs, device_assignment,
-                       nullptr, num_outputs, outputs);
+                                  int num_outputs, tpu_tensor** outputs,
+                                  const tpu_step_options* options) {
+  tpu_status st = guarded([&] {
+    System& s = system_of(system);
+    const StepOptions o = step_options(options);
+    if (o.maximum_shapes != nullptr)
+      invalid_argument("options->maximum_shapes applies to tpu_replicate only; rewrite takes it NULL");
+    replicate(s, computation, user_data, 1, num_inputs, inputs, num_outputs, outputs, o);
+  });
+  if (st != TPU_OK) clear_outputs(system, 1, num_outputs, outputs);
+  return st;
 }
 
 TPU_EXPORT tpu_status tpu_shard(tpu_system* system, tpu_computation_fn computation,
                                 void* user_data, int num_inputs, tpu_tensor* const* inputs,
                                 int num_shards, const int* input_shard_axes,
                                 const int* outputs_from_all_shards, const int* output_shard_axes,
-                                const tpu_device_assignment* device_assignment, int num_outputs,
-                                tpu_tensor** outputs) {
+                                int num_outputs, tpu_tensor** outputs,
+                                const tpu_step_options* options) {
   tpu_status st = guarded([&] {
-    shard(system_of(system), computation, user_data, num_inputs, inputs, num_shards,
-          input_shard_axes, outputs_from_all_shards, output_shard_axes, device_assignment,
-          num_outputs, outputs);
+    System& s = system_of(system);
+    shard(s, computation, user_data, num_inputs, inputs, num_shards, input_shard_axes,
+          outputs_from_all_shards, output_shard_axes, num_outputs, outputs,
+          step_options(options));
   });
   if (st != TPU_OK) clear_outputs(system, 1, num_outputs, outputs);
   return st;
@@ -74,10 +104,10 @@ TPU_EXPORT tpu_status tpu_shard(tpu_system* system, tpu_computation_fn computati
 TPU_EXPORT tpu_status tpu_batch_parallel(tpu_system* system, tpu_computation_fn computation,
                                          void* user_data, int num_inputs,
                                          tpu_tensor* const* inputs, int num_shards,
-                                         const tpu_device_assignment* device_assignment,
-                                         int num_outputs, tpu_tensor** outputs) {
+                                         int num_outputs, tpu_tensor** outputs,
+                                         const tpu_step_options* options) {
   return tpu_shard(system, computation, user_data, num_inputs, inputs, num_shards, nullptr,
-                   nullptr, nullptr, device_assignment, num_outputs, outputs);
+                   nullptr, nullptr, num_outputs, outputs, options);
 }
 
 TPU_EXPORT tpu_status tpu_replica_context_replica_id(const tpu_replica_context* ctx, int* out) {
@@ -97,9 +127,9 @@ TPU_EXPORT tpu_status tpu_replica_context_num_cores_per_replica(const tpu_replic
   return get(ctx, out, &tpu_replica_context::num_cores_per_replica);
 }
 
-TPU_EXPORT tpu_status tpu_replica_context_device_name(const tpu_replica_context* ctx, char* buf,
-                                                      size_t cap, size_t* len) {
-  return guarded([&] { copy_string_out(context(ctx).device_name, buf, cap, len, "the device name"); });
+TPU_EXPORT tpu_status tpu_replica_context_device_name(const tpu_replica_context* ctx, char* out,
+                                                      size_t capacity, size_t* count) {
+  return guarded([&] { copy_string_out(context(ctx).device_name, out, capacity, count, "the device name"); });
 }
 
 TPU_EXPORT tpu_status tpu_replica_context_fail(tpu_replica_context* ctx, tpu_status code,

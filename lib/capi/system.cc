@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "capi/api.h"
+#include "core/options.h"
 #include "runtime/system.h"
 
 using namespace tpurt;
@@ -22,16 +23,8 @@ const System& live_system(const tpu_system* handle) {
 }  // namespace
 
 TPU_EXPORT tpu_status tpu_system_options_init(tpu_system_options* options, size_t struct_size) {
-  return guarded([&] {
-    require_not_null(options, "options");
-    if (struct_size < kSystemOptionsMinSize)
-      invalid_argument("struct_size is ", struct_size, " but tpu_system_options has ",
-                       kSystemOptionsMinSize, " bytes");
-    const tpu_system_options defaults = TPU_SYSTEM_OPTIONS_INIT;
-    std::memset(static_cast<void*>(options), 0, struct_size);  // a newer caller's tail too
-    std::memcpy(static_cast<void*>(options), &defaults, std::min(struct_size, sizeof defaults));
-    options->struct_size = struct_size;
-  });
+  return guarded(
+      [&] { init_options(options, struct_size, kSystemOptionsMinSize, "tpu_system_options"); });
 }
 
 TPU_EXPORT tpu_status tpu_system_init(const tpu_system_options* options, tpu_system** out) {
@@ -42,14 +35,16 @@ TPU_EXPORT tpu_status tpu_system_init(const tpu_system_options* options, tpu_sys
 }
 
 TPU_EXPORT tpu_status tpu_initialize_system(const tpu_system_options* options, tpu_system** out,
-                                            void* buf, size_t cap, size_t* len) {
+                                            void* topology, size_t capacity, size_t* count) {
   return guarded([&] {
     require_not_null(out, "out");
-    require_not_null(len, "len");
-    if (buf == nullptr && cap != 0) invalid_argument("argument 'buf' is NULL but cap is ", cap);
+    require_not_null(count, "count");
+    if (topology == nullptr && capacity != 0)
+      invalid_argument("argument 'topology' is NULL but capacity is ", capacity);
     tpu_system* system = start_system(options);
     try {
-      copy_bytes_out(system->impl->serialized_topology(), buf, cap, len, "the serialized topology");
+      copy_bytes_out(system->impl->serialized_topology(), topology, capacity, count,
+                     "the serialized topology");
     } catch (...) {  // nothing is started unless the call succeeds
       system->impl->shutdown();
       delete system;
@@ -87,32 +82,32 @@ TPU_EXPORT tpu_status tpu_system_topology(const tpu_system* system, tpu_topology
   });
 }
 
-TPU_EXPORT tpu_status tpu_system_serialized_topology(const tpu_system* system, void* buf,
-                                                     size_t cap, size_t* len) {
+TPU_EXPORT tpu_status tpu_system_serialized_topology(const tpu_system* system, void* out,
+                                                     size_t capacity, size_t* count) {
   return guarded([&] {
-    copy_bytes_out(live_system(system).serialized_topology(), buf, cap, len,
+    copy_bytes_out(live_system(system).serialized_topology(), out, capacity, count,
                    "the serialized topology");
   });
 }
 
-TPU_EXPORT tpu_status tpu_system_job_name(const tpu_system* system, char* buf, size_t cap,
-                                          size_t* len) {
+TPU_EXPORT tpu_status tpu_system_job_name(const tpu_system* system, char* out, size_t capacity,
+                                          size_t* count) {
   return guarded([&] {
-    copy_string_out(live_system(system).config().job_name, buf, cap, len, "the job name");
+    copy_string_out(live_system(system).config().job_name, out, capacity, count, "the job name");
   });
 }
 
-TPU_EXPORT tpu_status tpu_system_device_type(const tpu_system* system, char* buf, size_t cap,
-                                             size_t* len) {
+TPU_EXPORT tpu_status tpu_system_device_type(const tpu_system* system, char* out, size_t capacity,
+                                             size_t* count) {
   return guarded([&] {
-    copy_string_out(live_system(system).config().device_type, buf, cap, len, "the device type");
+    copy_string_out(live_system(system).config().device_type, out, capacity, count, "the device type");
   });
 }
 
-TPU_EXPORT tpu_status tpu_system_embedding_config(const tpu_system* system, void* buf,
-                                                  size_t cap, size_t* len) {
+TPU_EXPORT tpu_status tpu_system_embedding_config(const tpu_system* system, void* out,
+                                                  size_t capacity, size_t* count) {
   return guarded([&] {
-    copy_bytes_out(live_system(system).config().embedding_config, buf, cap, len,
+    copy_bytes_out(live_system(system).config().embedding_config, out, capacity, count,
                    "the embedding configuration");
   });
 }
@@ -128,8 +123,10 @@ TPU_EXPORT tpu_status tpu_system_default_device_assignment(const tpu_system* sys
     std::vector<int32_t> coords(static_cast<size_t>(num_replicas) * TPU_MESH_RANK);
     tpu_topology* topology = s.new_topology();
     tpu_status st = TPU_OK;
+    size_t n = 0;
     for (int r = 0; r < num_replicas && st == TPU_OK; ++r)
-      st = tpu_topology_device_coordinates(topology, 0, r, &coords[static_cast<size_t>(r) * TPU_MESH_RANK]);
+      st = tpu_topology_device_coordinates(topology, 0, r, &coords[static_cast<size_t>(r) * TPU_MESH_RANK],
+                                           TPU_MESH_RANK, &n);
     if (st == TPU_OK) st = tpu_device_assignment_create(topology, coords.data(), num_replicas, 1, out);
     tpu_topology_release(topology);
     throw_if_failed(st);

@@ -134,13 +134,12 @@ TPU_EXPORT tpu_status tpu_tensor_rank(const tpu_tensor* tensor, int* out) {
   });
 }
 
-TPU_EXPORT tpu_status tpu_tensor_dims(const tpu_tensor* tensor, int64_t* dims, int capacity) {
+TPU_EXPORT tpu_status tpu_tensor_dims(const tpu_tensor* tensor, int64_t* out, size_t capacity,
+                                      size_t* count) {
   return guarded([&] {
     require_tensor(tensor, "tensor");
-    if (capacity < tensor->rank)
-      fail(TPU_OUT_OF_RANGE, "capacity ", capacity, " is smaller than the rank ", tensor->rank);
-    if (tensor->rank > 0) require_not_null(dims, "dims");
-    for (int i = 0; i < tensor->rank; ++i) dims[i] = tensor->dims[i];
+    copy_array_out(tensor->dims, static_cast<size_t>(tensor->rank), out, capacity, count,
+                   "the dimensions");
   });
 }
 

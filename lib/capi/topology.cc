@@ -21,7 +21,18 @@ const DeviceAssignment& assign(const tpu_device_assignment* a) {
   return *a->impl;
 }
 
-void copy_coords(const Coords& c, int32_t* out) { std::memcpy(out, c.data(), sizeof(c)); }
+void copy_coords(const Coords& c, int32_t* out, size_t capacity, size_t* count) {
+  copy_array_out(c.data(), c.size(), out, capacity, count, "the coordinates");
+}
+
+// Input coordinates: exactly TPU_MESH_RANK of them.
+const int32_t* checked_coords(const int32_t* coords, size_t num_coords) {
+  require_not_null(coords, "coords");
+  if (num_coords != TPU_MESH_RANK)
+    invalid_argument("num_coords is ", num_coords, "; coordinates have ", TPU_MESH_RANK,
+                     " entries (x, y, z, core)");
+  return coords;
+}
 
 }  // namespace
 
@@ -42,22 +53,19 @@ TPU_EXPORT tpu_status tpu_topology_parse(const void* bytes, size_t len, tpu_topo
   });
 }
 
-TPU_EXPORT tpu_status tpu_topology_serialize(const tpu_topology* topology, void* buf, size_t cap,
-                                             size_t* len) {
+TPU_EXPORT tpu_status tpu_topology_serialize(const tpu_topology* topology, void* out,
+                                             size_t capacity, size_t* count) {
   return guarded(
-      [&] { copy_bytes_out(topo(topology).serialize(), buf, cap, len, "the TopologyProto"); });
+      [&] { copy_bytes_out(topo(topology).serialize(), out, capacity, count, "the TopologyProto"); });
 }
 
 TPU_EXPORT tpu_status tpu_topology_release(tpu_topology* topology) {
   return guarded([&] { delete topology; });
 }
 
-TPU_EXPORT tpu_status tpu_topology_mesh_shape(const tpu_topology* topology, int32_t* out) {
-  return guarded([&] {
-    const Topology& t = topo(topology);
-    require_not_null(out, "out");
-    copy_coords(t.mesh_shape(), out);
-  });
+TPU_EXPORT tpu_status tpu_topology_mesh_shape(const tpu_topology* topology, int32_t* out,
+                                              size_t capacity, size_t* count) {
+  return guarded([&] { copy_coords(topo(topology).mesh_shape(), out, capacity, count); });
 }
 
 TPU_EXPORT tpu_status tpu_topology_mesh_rank(const tpu_topology* topology, int* out) {
@@ -85,29 +93,30 @@ TPU_EXPORT tpu_status tpu_topology_num_devices_per_task(const tpu_topology* topo
 }
 
 TPU_EXPORT tpu_status tpu_topology_device_coordinates(const tpu_topology* topology, int task,
-                                                      int device, int32_t* out) {
+                                                      int device, int32_t* out,
+                                                      size_t capacity, size_t* count) {
   return guarded([&] {
-    const Topology& t = topo(topology);
-    require_not_null(out, "out");
-    copy_coords(t.device_coordinates(task, device), out);
+    copy_coords(topo(topology).device_coordinates(task, device), out, capacity, count);
   });
 }
 
 TPU_EXPORT tpu_status tpu_topology_task_ordinal_at_coordinates(const tpu_topology* topology,
-                                                               const int32_t* coords, int* out) {
+                                                               const int32_t* coords,
+                                                               size_t num_coords, int* out) {
   return guarded([&] {
     const Topology& t = topo(topology);
-    require_not_null(coords, "coords");
+    checked_coords(coords, num_coords);
     require_not_null(out, "out");
     *out = t.require_device_at(coords) / t.devices_per_task();
   });
 }
 
 TPU_EXPORT tpu_status tpu_topology_device_ordinal_at_coordinates(const tpu_topology* topology,
-                                                                 const int32_t* coords, int* out) {
+                                                                 const int32_t* coords,
+                                                                 size_t num_coords, int* out) {
   return guarded([&] {
     const Topology& t = topo(topology);
-    require_not_null(coords, "coords");
+    checked_coords(coords, num_coords);
     require_not_null(out, "out");
     *out = t.require_device_at(coords) % t.devices_per_task();
   });
@@ -122,31 +131,30 @@ TPU_EXPORT tpu_status tpu_topology_num_missing_devices(const tpu_topology* topol
 }
 
 TPU_EXPORT tpu_status tpu_topology_missing_device(const tpu_topology* topology, int index,
-                                                  int32_t* out) {
-  return guarded([&] {
-    const Topology& t = topo(topology);
-    require_not_null(out, "out");
-    copy_coords(t.missing_device(index), out);
-  });
+                                                  int32_t* out, size_t capacity,
+                                                  size_t* count) {
+  return guarded([&] { copy_coords(topo(topology).missing_device(index), out, capacity, count); });
 }
 
 TPU_EXPORT tpu_status tpu_topology_tpu_device_name(const tpu_topology* topology,
-                                                   const int32_t* coords, const char* job,
-                                                   char* buf, size_t cap, size_t* len) {
+                                                   const int32_t* coords, size_t num_coords,
+                                                   const char* job, char* out, size_t capacity,
+                                                   size_t* count) {
   return guarded([&] {
     const Topology& t = topo(topology);
-    require_not_null(coords, "coords");
-    copy_string_out(t.tpu_device_name(coords, job), buf, cap, len, "the device name");
+    checked_coords(coords, num_coords);
+    copy_string_out(t.tpu_device_name(coords, job), out, capacity, count, "the device name");
   });
 }
 
 TPU_EXPORT tpu_status tpu_topology_cpu_device_name(const tpu_topology* topology,
-                                                   const int32_t* coords, const char* job,
-                                                   char* buf, size_t cap, size_t* len) {
+                                                   const int32_t* coords, size_t num_coords,
+                                                   const char* job, char* out, size_t capacity,
+                                                   size_t* count) {
   return guarded([&] {
     const Topology& t = topo(topology);
-    require_not_null(coords, "coords");
-    copy_string_out(t.cpu_device_name(coords, job), buf, cap, len, "the device name");
+    checked_coords(coords, num_coords);
+    copy_string_out(t.cpu_device_name(coords, job), out, capacity, count, "the device name");
   });
 }
 
@@ -164,15 +172,15 @@ TPU_EXPORT tpu_status tpu_topology_hardware_feature(const tpu_topology* topology
 }
 
 TPU_EXPORT tpu_status tpu_device_name(const char* job, int task, const char* device_type,
-                                      int device, char* buf, size_t cap, size_t* len) {
+                                      int device, char* out, size_t capacity, size_t* count) {
   return guarded([&] {
-    copy_string_out(full_device_name(job, task, device_type, device), buf, cap, len,
+    copy_string_out(full_device_name(job, task, device_type, device), out, capacity, count,
                     "the device name");
   });
 }
 
-TPU_EXPORT tpu_status tpu_core(int n, char* buf, size_t cap, size_t* len) {
-  return guarded([&] { copy_string_out(core_device_name(n), buf, cap, len, "the core name"); });
+TPU_EXPORT tpu_status tpu_core(int n, char* out, size_t capacity, size_t* count) {
+  return guarded([&] { copy_string_out(core_device_name(n), out, capacity, count, "the core name"); });
 }
 
 TPU_EXPORT tpu_status tpu_device_assignment_build(
@@ -235,24 +243,20 @@ tpu_device_assignment_num_cores_per_replica(const tpu_device_assignment* assignm
 }
 
 TPU_EXPORT tpu_status tpu_device_assignment_core_assignment(const tpu_device_assignment* assignment,
-                                                            int32_t* out, size_t count) {
+                                                            int32_t* out, size_t capacity,
+                                                            size_t* count) {
   return guarded([&] {
     const std::vector<int32_t>& v = assign(assignment).core_assignment();
-    if (!v.empty()) require_not_null(out, "out");
-    if (count < v.size())
-      fail(TPU_OUT_OF_RANGE, "count ", count, " is smaller than the ", v.size(),
-           " int32s of the core assignment");
-    if (!v.empty()) std::memcpy(out, v.data(), v.size() * sizeof(int32_t));
+    copy_array_out(v.data(), v.size(), out, capacity, count, "the core assignment");
   });
 }
 
 TPU_EXPORT tpu_status tpu_device_assignment_coordinates(const tpu_device_assignment* assignment,
                                                         int replica, int logical_core,
-                                                        int32_t* out) {
+                                                        int32_t* out, size_t capacity,
+                                                        size_t* count) {
   return guarded([&] {
-    const DeviceAssignment& a = assign(assignment);
-    require_not_null(out, "out");
-    copy_coords(a.coordinates(replica, logical_core), out);
+    copy_coords(assign(assignment).coordinates(replica, logical_core), out, capacity, count);
   });
 }
 
@@ -276,41 +280,30 @@ TPU_EXPORT tpu_status tpu_device_assignment_tpu_ordinal(const tpu_device_assignm
 
 TPU_EXPORT tpu_status tpu_device_assignment_tpu_device(const tpu_device_assignment* assignment,
                                                        int replica, int logical_core,
-                                                       const char* job, char* buf, size_t cap,
-                                                       size_t* len) {
+                                                       const char* job, char* out, size_t capacity,
+                                                       size_t* count) {
   return guarded([&] {
     const DeviceAssignment& a = assign(assignment);
-    copy_string_out(a.tpu_device(replica, logical_core, job), buf, cap, len, "the device name");
+    copy_string_out(a.tpu_device(replica, logical_core, job), out, capacity, count, "the device name");
   });
 }
 
 TPU_EXPORT tpu_status tpu_device_assignment_host_device(const tpu_device_assignment* assignment,
                                                         int replica, int logical_core,
-                                                        const char* job, char* buf, size_t cap,
-                                                        size_t* len) {
+                                                        const char* job, char* out, size_t capacity,
+                                                        size_t* count) {
   return guarded([&] {
     const DeviceAssignment& a = assign(assignment);
-    copy_string_out(a.host_device(replica, logical_core, job), buf, cap, len, "the device name");
+    copy_string_out(a.host_device(replica, logical_core, job), out, capacity, count, "the device name");
   });
 }
 
 TPU_EXPORT tpu_status tpu_device_assignment_lookup_replicas(const tpu_device_assignment* assignment,
                                                             int task, int logical_core, int* out,
-                                                            int capacity, int* count) {
+                                                            size_t capacity, size_t* count) {
   return guarded([&] {
-    const DeviceAssignment& a = assign(assignment);
-    require_not_null(count, "count");
-    if (capacity < 0) invalid_argument("capacity must be >= 0; got ", capacity);
-    if (out == nullptr && capacity != 0)
-      invalid_argument("argument 'out' is NULL but capacity is ", capacity);
-    const std::vector<int> replicas = a.lookup_replicas(task, logical_core);
-    const int n = static_cast<int>(replicas.size());
-    *count = n;
-    if (out == nullptr) return;
-    if (capacity < n)
-      fail(TPU_OUT_OF_RANGE, "capacity ", capacity, " is smaller than the ", n,
-           " replicas of task ", task, " logical_core ", logical_core);
-    std::memcpy(out, replicas.data(), replicas.size() * sizeof(int));
+    const std::vector<int> replicas = assign(assignment).lookup_replicas(task, logical_core);
+    copy_array_out(replicas.data(), replicas.size(), out, capacity, count, "the replicas");
   });
 }
 

@@ -81,6 +81,10 @@ Communicator::~Communicator() = default;
 
 int Communicator::size() const { return rv_->size(); }
 void Communicator::reset(const int* cpu_of_rank) { rv_->reset(cpu_of_rank); }
+void Communicator::set_step_timeout(int64_t timeout_ms) { rv_->set_step_timeout(timeout_ms); }
+void Communicator::set_call_timeout(int rank, int64_t timeout_ms) {
+  rv_->set_call_timeout(rank, timeout_ms);
+}
 void Communicator::abort(int replica, tpu_status code, const std::string& message) {
   rv_->abort(replica, code, message);
 }

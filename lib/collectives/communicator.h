@@ -33,6 +33,10 @@ class Communicator {
   // No participant may be inside a collective. cpu_of_rank: the CPU each replica's
   // thread is pinned to, or NULL if the OS places them.
   void reset(const int* cpu_of_rank = nullptr);
+  // The step's collective deadline (from reset on), and one replica's for the calls
+  // it makes next (0: the step's); the latter only from that replica's thread.
+  void set_step_timeout(int64_t timeout_ms);
+  void set_call_timeout(int rank, int64_t timeout_ms);
 
   // Fails the step on behalf of `replica` (-1: not a replica). Every participant
   // blocked in a collective, or entering one later in the step, throws TPU_ABORTED

@@ -109,6 +109,7 @@ void Rendezvous::reset(const int* cpu_of_rank) {
     first_on_cpu_[c] = last_on_cpu_[c] = -1;
   }
   for (int r = 0; r < size_; ++r) {
+    slots_[r].call_timeout_ms = 0;
     slots_[r].line[0].seq.store(0, std::memory_order_relaxed);
     slots_[r].line[1].seq.store(0, std::memory_order_relaxed);
     slots_[r].finished.store(0, std::memory_order_relaxed);
@@ -190,7 +191,9 @@ bool Rendezvous::cpu_mates_arrived(int rank, uint64_t seq, Phase phase) const {
 }
 
 void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
-  Deadline deadline(timeout_ms_);  // shared by the peers: the whole wait is bounded
+  const int64_t call_ms = slots_[rank].call_timeout_ms;
+  const int64_t timeout_ms = call_ms > 0 ? call_ms : timeout_ms_;
+  Deadline deadline(timeout_ms);  // shared by the peers: the whole wait is bounded
   for (int r = 0; r < size_; ++r) {
     if (r == rank) continue;
     Slot& s = slots_[r];
@@ -212,7 +215,7 @@ void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
     }
     poison_and_throw(TPU_DEADLINE_EXCEEDED,
                      str_cat("collective #", seq, " (", record(rank, seq).desc.describe(), ") timed out after ",
-                             timeout_ms_, " ms waiting for replicas [", missing_list(seq, phase), "]"));
+                             timeout_ms, " ms waiting for replicas [", missing_list(seq, phase), "]"));
   }
 }
 

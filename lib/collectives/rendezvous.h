@@ -70,6 +70,10 @@ class Rendezvous {
   // Starts a step. cpu_of_rank: the CPU each rank's thread is pinned to, or NULL
   // when the OS places them (then waiters never spin in place of yielding).
   void reset(const int* cpu_of_rank);
+  // The deadline of every wait in this step, and one rank's for its next calls
+  // (0: the step's). Owner-only: set_call_timeout by the rank's own thread.
+  void set_step_timeout(int64_t timeout_ms) { timeout_ms_ = timeout_ms; }
+  void set_call_timeout(int rank, int64_t timeout_ms) { slots_[rank].call_timeout_ms = timeout_ms; }
   void abort(int replica, tpu_status code, const std::string& message);
   // Fails the step for everyone with `code` (a collective error all must see).
   void poison(tpu_status code, const std::string& message);
@@ -110,6 +114,7 @@ class Rendezvous {
     alignas(64) std::atomic<bool> departed{false};
     // Owner-only, and off departed's line, which waiting peers read.
     alignas(64) uint64_t next_seq = 0;
+    int64_t call_timeout_ms = 0;
     Record rec[2];
   };
 

@@ -180,6 +180,8 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   if (!placement_.empty())
     for (int r = 0; r < n; ++r) cpu_of_rank_[r] = placement_[cores[r]];
   comm->reset(placement_.empty() ? nullptr : cpu_of_rank_.data());
+  step_timeout_ms_ = spec.timeout_ms > 0 ? spec.timeout_ms : timeout_ms_;
+  comm->set_step_timeout(step_timeout_ms_);
   for (int r = 0; r < n; ++r) {
     Core& core = cores_[cores[r]];
     tpu_replica_context& ctx = core.ctx;
@@ -208,7 +210,7 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
            comm->aborted();
   });
   if (w != WaitResult::kReady) {
-    Deadline deadline(timeout_ms_);
+    Deadline deadline(step_timeout_ms_);
     w = wait_until(step.done, policy_, deadline, done, [] { return false; });
   }
   if (w != WaitResult::kReady) return abandon(n, cores, outputs);
@@ -261,7 +263,7 @@ StepResult Executor::abandon(int num_replicas, const int* cores, tpu_tensor** ou
   }
   const char* plural = num_stuck > 1 ? "s" : "";
   const std::string lost = str_cat("replica", plural, " ", stuck, " did not return within ",
-                                   timeout_ms_, " ms");
+                                   step_timeout_ms_, " ms");
   StepResult result;
   result.abandoned = true;
   int failed = step.first_failure.load(std::memory_order_acquire);

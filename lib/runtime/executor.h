@@ -33,6 +33,7 @@ struct StepSpec {
   int num_inputs = 0;   // per replica
   int num_outputs = 0;  // per replica
   tpu_tensor* const* inputs = nullptr;  // [replica][input], borrowed for the step
+  int64_t timeout_ms = 0;               // the step's collective deadline; 0: the system's
 };
 
 struct StepResult {
@@ -89,6 +90,7 @@ class Executor {
   const std::vector<int> placement_;  // CPU per core, or empty: the OS places them
   std::vector<int> cpu_of_rank_;      // per step: placement_ of each replica's core
   const int64_t timeout_ms_;
+  int64_t step_timeout_ms_ = 0;  // the running step's deadline
   const SpinPolicy policy_;
   std::unique_ptr<Core[]> cores_;
   std::unique_ptr<Step> step_;

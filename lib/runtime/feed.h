@@ -29,6 +29,8 @@ class FeedQueue {
   FeedQueue& operator=(const FeedQueue&) = delete;
 
   System& system() const { return *system_; }
+  int num_replicas() const { return num_replicas_; }
+  int num_elements() const { return num_elements_; }
 
   // Checks every element, then appends the tuple (retained) to the replica's FIFO,
   // waiting while it is full. step: the caller's communicator when a replica

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "runtime/feed.h"
+#include "runtime/replica_context.h"
 #include "runtime/tensor_ops.h"
 
 namespace tpurt {
@@ -47,8 +49,16 @@ struct PaddedInputs {
   int num_inputs = 0;
 };
 
+// The smallest power of two >= n. TensorFlow computes 2**ceil(log2(n)) in float32,
+// which agrees up to 2^21 and beyond that can fall below n (an error there).
+int64_t ceil_power_of_two(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
 void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
-                const tpu_shape* maximum_shapes, PaddedInputs* out) {
+                const tpu_shape* maximum_shapes, int padding_spec, PaddedInputs* out) {
   auto input = [&](int r, int i) { return inputs[static_cast<int64_t>(r) * num_inputs + i]; };
   struct PaddedDim {
     int input, dim;
@@ -80,7 +90,12 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
       if (!differs) continue;
       const int64_t largest_size = input(largest, i)->dims[d];
       // At least 2: XLA cannot represent a dynamic size of 1.
-      target[d] = std::max<int64_t>(max.dims[d] == -1 ? largest_size : max.dims[d], 2);
+      if (max.dims[d] == -1) {
+        target[d] = std::max<int64_t>(largest_size, 2);
+        if (padding_spec == TPU_PADDING_POWER_OF_TWO) target[d] = ceil_power_of_two(target[d]);
+      } else {
+        target[d] = std::max<int64_t>(max.dims[d], 2);
+      }
       if (target[d] < largest_size)
         invalid_argument("replica ", largest, " input ", i, " (", describe(input(largest, i)),
                          ") has size ", largest_size, " in dimension ", d,
@@ -118,48 +133,133 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
 
 int normalize_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
-}  // namespace
+bool same_shape(const Tensor* a, const Tensor* b) {
+  return a->rank == b->rank && std::equal(a->dims, a->dims + a->rank, b->dims);
+}
 
-void replicate(System& system, tpu_computation_fn computation, void* user_data,
-               int num_replicas, int num_inputs, tpu_tensor* const* inputs,
-               const tpu_device_assignment* device_assignment, const tpu_shape* maximum_shapes,
-               int num_outputs, tpu_tensor** outputs) {
-  system.check_can_start_step();
-  check_counts(computation, num_inputs, inputs, num_outputs, outputs);
-  if (num_replicas < 0) invalid_argument("num_replicas is ", num_replicas, "; it must be >= 0");
-  if (num_replicas == 0) return;
-  system.check_num_replicas(num_replicas, device_assignment);
+// Inputs must agree between replicas: dtype always, shape unless maximum_shapes pads
+// the input (TensorFlow merges the replicas' shapes in TPUReplicatedInput).
+void check_replica_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
+                          const tpu_shape* maximum_shapes) {
   for (int r = 0; r < num_replicas; ++r) {
     for (int i = 0; i < num_inputs; ++i) {
       const Tensor* t = inputs[static_cast<int64_t>(r) * num_inputs + i];
       if (t == nullptr) invalid_argument("replica ", r, " input ", i, " is NULL");
-      if (t->dtype != inputs[i]->dtype)
+      const Tensor* first = inputs[i];
+      if (t->dtype != first->dtype)
         invalid_argument("Replicas must have matching input types: replica ", r, " input ", i,
                          " is ", dtype_name(t->dtype), " but replica 0's is ",
-                         dtype_name(inputs[i]->dtype));
+                         dtype_name(first->dtype));
+      const bool padded = maximum_shapes != nullptr && maximum_shapes[i].rank != -1;
+      if (!padded && !same_shape(t, first))
+        invalid_argument("input ", i, " has shape ", describe(first), " in replica 0 but ",
+                         describe(t), " in replica ", r,
+                         "; replicas' shapes must match unless maximum_shapes pads input ", i);
     }
   }
+}
+
+// The step options' own rules, before anything runs.
+void check_options(const System& system, int num_replicas, int num_inputs,
+                   const StepOptions& o) {
+  if (o.padding_spec != TPU_PADDING_AUTO && o.padding_spec != TPU_PADDING_POWER_OF_TWO)
+    invalid_argument("options->padding_spec is ", o.padding_spec,
+                     "; it must be TPU_PADDING_AUTO (0) or TPU_PADDING_POWER_OF_TWO (1)");
+  if (o.collective_timeout_ms < 0)
+    invalid_argument("options->collective_timeout_ms is ", o.collective_timeout_ms,
+                     "; it must be positive, or 0 for the system's");
+  if (o.maximum_shapes == nullptr && o.num_maximum_shapes != 0)
+    invalid_argument("options->maximum_shapes is NULL but num_maximum_shapes is ",
+                     o.num_maximum_shapes);
+  if (o.maximum_shapes != nullptr && o.num_maximum_shapes != static_cast<size_t>(num_inputs))
+    invalid_argument("options->num_maximum_shapes is ", o.num_maximum_shapes,
+                     "; maximum_shapes needs one entry per input (", num_inputs, ")");
+  if (o.infeed_queue == nullptr) return;
+  if (o.maximum_shapes != nullptr)
+    invalid_argument("Dynamic input shapes are not supported with infeed queues: give "
+                     "options->maximum_shapes or options->infeed_queue, not both");
+  if (&o.infeed_queue->system() != &system)
+    invalid_argument("options->infeed_queue belongs to another TPU system");
+  if (o.infeed_queue->num_replicas() != num_replicas)
+    invalid_argument("options->infeed_queue was created for ", o.infeed_queue->num_replicas(),
+                     " replicas but the step has ", num_replicas);
+}
+
+// TensorFlow's infeed_queue argument: each replica dequeues its tuple and gets it
+// after its own inputs. Wraps the caller's computation.
+struct InfeedStep {
+  tpu_computation_fn fn;
+  void* user_data;
+  FeedQueue* queue;
+};
+
+tpu_status run_with_infeed(tpu_replica_context* ctx, tpu_tensor* const* inputs, int num_inputs,
+                           tpu_tensor** outputs, int num_outputs, void* data) {
+  const InfeedStep step = *static_cast<const InfeedStep*>(data);
+  const int n = step.queue->num_elements();
+  std::vector<tpu_tensor*> all(inputs, inputs + num_inputs);
+  all.resize(static_cast<size_t>(num_inputs) + n, nullptr);
+  try {
+    step.queue->pop(ctx->replica_id, all.data() + num_inputs, n, ctx->comm);
+  } catch (const Error& e) {
+    ctx->fail_code = e.code();
+    ctx->fail_message = e.message();
+    return e.code();
+  }
+  const tpu_status st = step.fn(ctx, all.data(), num_inputs + n, outputs, num_outputs,
+                                step.user_data);
+  for (int e = 0; e < n; ++e) release(all[static_cast<size_t>(num_inputs) + e]);
+  return st;
+}
+
+// Runs spec (with the infeed wrapper if the options ask for it).
+void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor** outputs) {
+  spec.timeout_ms = options.collective_timeout_ms;
+  InfeedStep infeed{spec.fn, spec.user_data, options.infeed_queue};
+  if (options.infeed_queue != nullptr) {
+    spec.fn = run_with_infeed;
+    spec.user_data = &infeed;
+  }
+  system.run_step(spec, options.device_assignment, outputs);
+}
+
+}  // namespace
+
+void replicate(System& system, tpu_computation_fn computation, void* user_data,
+               int num_replicas, int num_inputs, tpu_tensor* const* inputs, int num_outputs,
+               tpu_tensor** outputs, const StepOptions& options) {
+  system.check_can_start_step();
+  check_counts(computation, num_inputs, inputs, num_outputs, outputs);
+  if (num_replicas < 0) invalid_argument("num_replicas is ", num_replicas, "; it must be >= 0");
+  if (num_replicas == 0) return;
+  check_options(system, num_replicas, num_inputs, options);
+  system.check_num_replicas(num_replicas, options.device_assignment);
+  check_replica_inputs(num_replicas, num_inputs, inputs, options.maximum_shapes);
   StepSpec spec(computation, user_data, num_replicas, num_inputs, num_outputs, inputs);
   PaddedInputs padded;
-  if (maximum_shapes != nullptr && num_replicas > 1) {
-    pad_inputs(num_replicas, num_inputs, inputs, maximum_shapes, &padded);
+  if (options.maximum_shapes != nullptr && num_replicas > 1) {
+    pad_inputs(num_replicas, num_inputs, inputs, options.maximum_shapes, options.padding_spec,
+               &padded);
     if (padded.num_inputs > 0) {
       spec.inputs = padded.inputs.data();
       spec.num_inputs = padded.num_inputs;
     }
   }
-  system.run_step(spec, device_assignment, outputs);
+  run(system, spec, options, outputs);
 }
 
 void shard(System& system, tpu_computation_fn computation, void* user_data, int num_inputs,
            tpu_tensor* const* inputs, int num_shards, const int* input_shard_axes,
-           const int* outputs_from_all_shards, const int* output_shard_axes,
-           const tpu_device_assignment* device_assignment, int num_outputs,
-           tpu_tensor** outputs) {
+           const int* outputs_from_all_shards, const int* output_shard_axes, int num_outputs,
+           tpu_tensor** outputs, const StepOptions& options) {
   system.check_can_start_step();
   check_counts(computation, num_inputs, inputs, num_outputs, outputs);
   if (num_shards <= 0) invalid_argument("num_shards must be a positive integer, got ", num_shards);
-  system.check_num_replicas(num_shards, device_assignment);
+  if (options.maximum_shapes != nullptr)
+    invalid_argument("options->maximum_shapes applies to tpu_replicate only; shard, "
+                     "batch_parallel and rewrite take it NULL");
+  check_options(system, num_shards, num_inputs, options);
+  system.check_num_replicas(num_shards, options.device_assignment);
 
   OwnedTensors pieces(static_cast<size_t>(num_shards) * num_inputs);
   for (int i = 0; i < num_inputs; ++i) {
@@ -183,7 +283,7 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
 
   StepSpec spec(computation, user_data, num_shards, num_inputs, num_outputs, pieces.data());
   OwnedTensors staged(static_cast<size_t>(num_shards) * num_outputs);
-  system.run_step(spec, device_assignment, staged.data());
+  run(system, spec, options, staged.data());
 
   OwnedTensors results(num_outputs);
   std::vector<Tensor*> parts(num_shards);

@@ -7,15 +7,25 @@
 
 namespace tpurt {
 
+class FeedQueue;
+
+// tpu_step_options after the C shim has read them (NULL handles stay NULL).
+struct StepOptions {
+  const tpu_device_assignment* device_assignment = nullptr;
+  const tpu_shape* maximum_shapes = nullptr;
+  size_t num_maximum_shapes = 0;
+  int padding_spec = TPU_PADDING_AUTO;
+  int64_t collective_timeout_ms = 0;  // 0: the system's
+  FeedQueue* infeed_queue = nullptr;
+};
+
 void replicate(System& system, tpu_computation_fn computation, void* user_data,
-               int num_replicas, int num_inputs, tpu_tensor* const* inputs,
-               const tpu_device_assignment* device_assignment, const tpu_shape* maximum_shapes,
-               int num_outputs, tpu_tensor** outputs);
+               int num_replicas, int num_inputs, tpu_tensor* const* inputs, int num_outputs,
+               tpu_tensor** outputs, const StepOptions& options);
 
 void shard(System& system, tpu_computation_fn computation, void* user_data, int num_inputs,
            tpu_tensor* const* inputs, int num_shards, const int* input_shard_axes,
-           const int* outputs_from_all_shards, const int* output_shard_axes,
-           const tpu_device_assignment* device_assignment, int num_outputs,
-           tpu_tensor** outputs);
+           const int* outputs_from_all_shards, const int* output_shard_axes, int num_outputs,
+           tpu_tensor** outputs, const StepOptions& options);
 
 }  // namespace tpurt

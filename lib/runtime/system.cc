@@ -9,6 +9,7 @@
 #include "collectives/communicator.h"
 #include "core/status.h"
 #include "core/cpus.h"
+#include "core/options.h"
 #include "core/wait.h"
 #include "topology/embedding_config.h"
 #include "topology/topology.h"
@@ -48,12 +49,7 @@ void throw_if_failed(tpu_status status) {
 }
 
 SystemConfig resolve_system_options(const tpu_system_options* options) {
-  const tpu_system_options defaults = TPU_SYSTEM_OPTIONS_INIT;
-  const tpu_system_options& o = options ? *options : defaults;
-  if (o.struct_size < kSystemOptionsMinSize)
-    invalid_argument("options->struct_size is ", o.struct_size, " but tpu_system_options has ",
-                     kSystemOptionsMinSize,
-                     " bytes; initialise it with TPU_SYSTEM_OPTIONS_INIT or tpu_system_options_init");
+  const tpu_system_options o = read_options(options, kSystemOptionsMinSize, "tpu_system_options");
   SystemConfig c;
 
   if (o.num_cores < 0 || o.num_cores > kMaxCores)

@@ -31,11 +31,11 @@ struct SystemConfig {
   std::string device_type;  // "TPU" or "CPU"
   int pin_threads = TPU_PIN_AUTO;
   int64_t collective_timeout_ms = TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS;
-  bool close_on_failure = true;
+  bool close_on_failure = false;
   std::string embedding_config;
 };
 
-// The first release's struct size: callers must pass at least this much.
+// The 1.0 struct size: callers must pass at least this much.
 constexpr size_t kSystemOptionsMinSize =
     offsetof(tpu_system_options, embedding_config_len) + sizeof(size_t);
 

@@ -331,10 +331,7 @@ std::string DeviceAssignment::host_device(int replica, int logical_core, const c
 }
 
 std::vector<int> DeviceAssignment::lookup_replicas(int task, int logical_core) const {
-  if (task < 0 || task >= topology_->num_tasks())
-    fail(TPU_OUT_OF_RANGE, "task ", task, " is outside [0, ", topology_->num_tasks(), ")");
-  if (logical_core < 0 || logical_core >= num_cores_)
-    fail(TPU_OUT_OF_RANGE, "logical_core ", logical_core, " is outside [0, ", num_cores_, ")");
+  // One error for every miss, out-of-range task or core included, as TensorFlow has.
   auto first =
       std::lower_bound(placements_.begin(), placements_.end(), std::make_pair(task, logical_core),
                        [](const Placement& p, const std::pair<int, int>& k) {

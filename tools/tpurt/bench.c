@@ -29,7 +29,7 @@ static tpu_status agree_max(tpu_replica_context *ctx, double *v) {
   tpu_tensor *x = NULL, *y = NULL;
   void *p;
   RETURN_IF_ERROR(tpu_tensor_create(TPU_DOUBLE, NULL, 0, v, sizeof *v, &x));
-  tpu_status status = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &y);
+  tpu_status status = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &y, NULL);
   if (status == TPU_OK) status = tpu_tensor_data(y, &p);
   if (status == TPU_OK) memcpy(v, p, sizeof *v);
   return first_error(status, first_error(tpu_tensor_release(y), tpu_tensor_release(x)));
@@ -88,7 +88,7 @@ static tpu_status bench_computation(tpu_replica_context *ctx, tpu_tensor *const 
   tpu_tensor *x = NULL, *last = NULL;
   RETURN_IF_ERROR(bench_make_input(step->cfg, step->data, k, step->count, &x));
   tpu_status status = warm_up(ctx, step, x, &result->iters);
-  if (status == TPU_OK) status = tpu_barrier(ctx);  /* start the timed loops together */
+  if (status == TPU_OK) status = tpu_barrier(ctx, NULL);  /* start the timed loops together */
   if (status == TPU_OK)
     status = run_calls(ctx, step, x, result->iters, &result->seconds_per_call, &last);
   if (status == TPU_OK && step->cfg->check)
@@ -201,7 +201,7 @@ static int run_sweep(const bench_config *cfg) {
       memset(results, 0, (size_t)n * sizeof *results);
       bench_step step = {cfg, &data, count, results};
       progress(cfg, in_bytes, 0);
-      CHECK(tpu_replicate(system, bench_computation, &step, n, 0, NULL, NULL, NULL, 0, NULL));
+      CHECK(tpu_replicate(system, bench_computation, &step, n, 0, NULL, 0, NULL, NULL));
       progress(cfg, in_bytes, 1);
       double slowest = 0;
       int64_t wrong = 0;

@@ -12,34 +12,34 @@ static double bus_one(int n) { (void)n; return 1.0; }
 
 static tpu_status call_all_reduce(tpu_replica_context *ctx, const tpu_tensor *x,
                                   const bench_config *cfg, tpu_tensor **out) {
-  return tpu_all_reduce(ctx, x, cfg->op, NULL, out);
+  return tpu_all_reduce(ctx, x, cfg->op, NULL, out, NULL);
 }
 static tpu_status call_cross_replica_sum(tpu_replica_context *ctx, const tpu_tensor *x,
                                          const bench_config *cfg, tpu_tensor **out) {
   (void)cfg;
-  return tpu_cross_replica_sum(ctx, x, NULL, out);
+  return tpu_cross_replica_sum(ctx, x, NULL, out, NULL);
 }
 static tpu_status call_all_gather(tpu_replica_context *ctx, const tpu_tensor *x,
                                   const bench_config *cfg, tpu_tensor **out) {
   (void)cfg;
-  return tpu_all_gather(ctx, x, 0, NULL, out);
+  return tpu_all_gather(ctx, x, 0, NULL, out, NULL);
 }
 static tpu_status call_reduce_scatter(tpu_replica_context *ctx, const tpu_tensor *x,
                                       const bench_config *cfg, tpu_tensor **out) {
-  return tpu_reduce_scatter(ctx, x, cfg->op, 0, NULL, out);
+  return tpu_reduce_scatter(ctx, x, cfg->op, 0, NULL, out, NULL);
 }
 static tpu_status call_all_to_all(tpu_replica_context *ctx, const tpu_tensor *x,
                                   const bench_config *cfg, tpu_tensor **out) {
-  return tpu_all_to_all(ctx, x, 0, 0, cfg->replicas, NULL, out);
+  return tpu_all_to_all(ctx, x, 0, 0, cfg->replicas, NULL, out, NULL);
 }
 static tpu_status call_permute(tpu_replica_context *ctx, const tpu_tensor *x,
                                const bench_config *cfg, tpu_tensor **out) {
-  return tpu_collective_permute(ctx, x, cfg->permute_pairs, cfg->replicas, out);
+  return tpu_collective_permute(ctx, x, cfg->permute_pairs, cfg->replicas, out, NULL);
 }
 static tpu_status call_broadcast(tpu_replica_context *ctx, const tpu_tensor *x,
                                  const bench_config *cfg, tpu_tensor **out) {
   (void)cfg;
-  return tpu_broadcast(ctx, x, 0, NULL, out);
+  return tpu_broadcast(ctx, x, 0, NULL, out, NULL);
 }
 
 static void from_reduction(int n, int k, int seg, size_t len, int *src, size_t *start) {

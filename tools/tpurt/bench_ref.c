@@ -49,8 +49,8 @@ int bench_empty_step(const bench_config *cfg) {
   tpu_system *system = start_system(cfg->replicas, NULL, cfg->pinning);
   for (long i = 0; i < STEP_WARMUP + steps; i++) {
     double t0 = now_seconds();
-    CHECK(tpu_replicate(system, empty_computation, NULL, cfg->replicas, 0, NULL, NULL, NULL, 0,
-                        NULL));
+    CHECK(tpu_replicate(system, empty_computation, NULL, cfg->replicas, 0, NULL, 0,
+                        NULL, NULL));
     if (i >= STEP_WARMUP) us[i - STEP_WARMUP] = (now_seconds() - t0) * 1e6;
   }
   CHECK(tpu_system_release(system));

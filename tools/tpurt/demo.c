@@ -96,22 +96,28 @@ static tpu_status all_sum(tpu_replica_context *ctx, float *sums) {
   tpu_tensor *local = NULL, *global = NULL;
   void *p;
   RETURN_IF_ERROR(tpu_tensor_create(TPU_FLOAT, dims, 1, sums, SUMS * sizeof(float), &local));
-  tpu_status status = tpu_cross_replica_sum(ctx, local, NULL, &global);
+  tpu_status status = tpu_cross_replica_sum(ctx, local, NULL, &global, NULL);
   if (status == TPU_OK) status = tpu_tensor_data(global, &p);
   if (status == TPU_OK) memcpy(sums, p, SUMS * sizeof(float));
   return first_error(status, first_error(tpu_tensor_release(global), tpu_tensor_release(local)));
 }
 
-/* The training loop of one replica: inputs are its rows of X [rows, FEATURES] and y. */
+/* The training loop of one replica: inputs are its rows of X [rows, FEATURES] and y,
+ * padded to the largest shard when shards differ; then inputs[2] holds the real rows. */
 static tpu_status train(tpu_replica_context *ctx, tpu_tensor *const *inputs, int num_inputs,
                         tpu_tensor **outputs, int num_outputs, void *user_data) {
-  (void)num_inputs, (void)outputs, (void)num_outputs;
+  (void)outputs, (void)num_outputs;
   demo_run *run = user_data;
   int k;
   int64_t rows;
   void *xp, *yp;
   RETURN_IF_ERROR(tpu_replica_context_replica_id(ctx, &k));
   RETURN_IF_ERROR(tpu_tensor_dim(inputs[0], 0, &rows));
+  if (num_inputs > 2) {
+    const void *real;
+    RETURN_IF_ERROR(tpu_tensor_data(inputs[2], (void **)&real));
+    rows = *(const int32_t *)real;
+  }
   RETURN_IF_ERROR(tpu_tensor_data(inputs[0], &xp));
   RETURN_IF_ERROR(tpu_tensor_data(inputs[1], &yp));
   const float *x = xp, *y = yp;
@@ -182,7 +188,13 @@ int cmd_demo(int argc, char **argv) {
          SAMPLES, FEATURES, n, shard, steps, LEARNING_RATE);
 
   double t0 = now_seconds();
-  CHECK(tpu_replicate(system, train, &run, n, 2, inputs, NULL, NULL, 0, NULL));
+  /* Uneven shards are padded with zero rows, as tf.tpu.replicate's maximum_shapes does;
+   * the computation gets the real row count as an extra input. */
+  tpu_shape max_shapes[2] = {{2, {-1, FEATURES}}, {1, {-1}}};
+  tpu_step_options options = TPU_STEP_OPTIONS_INIT;
+  options.maximum_shapes = max_shapes;
+  options.num_maximum_shapes = 2;
+  CHECK(tpu_replicate(system, train, &run, n, 2, inputs, 0, NULL, &options));
   double elapsed = now_seconds() - t0;
 
   int every = steps >= 10 ? steps / 10 : 1;

@@ -17,7 +17,7 @@ static void print_topology(const tpu_topology *topology, const char *job,
   int tasks, per_task, missing;
   char cbuf[64], name[NAME_CAP];
   size_t len;
-  CHECK(tpu_topology_mesh_shape(topology, mesh));
+  CHECK(tpu_topology_mesh_shape(topology, mesh, TPU_MESH_RANK, &(size_t){0}));
   CHECK(tpu_topology_num_tasks(topology, &tasks));
   CHECK(tpu_topology_num_devices_per_task(topology, &per_task));
   CHECK(tpu_topology_num_missing_devices(topology, &missing));
@@ -30,13 +30,13 @@ static void print_topology(const tpu_topology *topology, const char *job,
   printf("  %4s  %7s  %-14s  %s\n", "task", "ordinal", "coordinates", "device");
   for (int t = 0; t < tasks; t++) {
     for (int d = 0; d < per_task; d++) {
-      CHECK(tpu_topology_device_coordinates(topology, t, d, coords));
+      CHECK(tpu_topology_device_coordinates(topology, t, d, coords, TPU_MESH_RANK, &(size_t){0}));
       CHECK(tpu_device_name(job, t, device_type, d, name, sizeof name, &len));
       printf("  %4d  %7d  %-14s  %s\n", t, d, format_coords(coords, cbuf, sizeof cbuf), name);
     }
   }
   for (int m = 0; m < missing; m++) {
-    CHECK(tpu_topology_missing_device(topology, m, coords));
+    CHECK(tpu_topology_missing_device(topology, m, coords, TPU_MESH_RANK, &(size_t){0}));
     printf("  %4s  %7s  %-14s  (no device)\n", "-", "-", format_coords(coords, cbuf, sizeof cbuf));
   }
   printf("\n");
@@ -57,7 +57,7 @@ static void print_assignment(const char *title, const tpu_device_assignment *ass
   for (int r = 0; r < replicas; r++) {
     for (int c = 0; c < cores; c++) {
       int task, ordinal;
-      CHECK(tpu_device_assignment_coordinates(assignment, r, c, coords));
+      CHECK(tpu_device_assignment_coordinates(assignment, r, c, coords, TPU_MESH_RANK, &(size_t){0}));
       CHECK(tpu_device_assignment_task(assignment, r, c, &task));
       CHECK(tpu_device_assignment_tpu_ordinal(assignment, r, c, &ordinal));
       CHECK(tpu_device_assignment_tpu_device(assignment, r, c, job, name, sizeof name, &len));
