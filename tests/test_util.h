@@ -2,6 +2,8 @@
 #ifndef TPURT_TEST_UTIL_H
 #define TPURT_TEST_UTIL_H
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -27,6 +29,14 @@ static inline void expect_error(tpu_status got, tpu_status want, const char *fra
  * and 0 for none), the rest default. */
 #define STEP_OPTIONS(da, shapes, num_shapes) \
   (&(tpu_step_options){sizeof(tpu_step_options), (da), (shapes), (num_shapes), 0, 0, NULL})
+
+/* A wall-clock limit in ms scaled by TPURT_TEST_TIMEOUT_MULTIPLIER (default 1), for
+ * slow builds such as the sanitizers'. */
+static inline int64_t scaled_ms(int64_t ms) {
+  const char *m = getenv("TPURT_TEST_TIMEOUT_MULTIPLIER");
+  double f = m ? atof(m) : 1.0;
+  return (int64_t)((double)ms * (f > 0 ? f : 1.0));
+}
 
 /* Seconds on the monotonic clock. */
 static inline double now(void) {
