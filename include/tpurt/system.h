@@ -101,6 +101,13 @@ TPU_API tpu_status tpu_system_default_device_assignment(const tpu_system *system
 /* Nonzero once the system is shut down or closed by a failed step. */
 TPU_API tpu_status tpu_system_is_closed(const tpu_system *system, int *out);
 
+/* The environment variables the library reads, by index from 0: *name gets the
+ * variable's name (a static string) and *value the value the library works with (the
+ * variable's, or the default when it is unset or empty). TPU_OUT_OF_RANGE past the
+ * last one; TPU_INVALID_ARGUMENT naming the variable and its value when it is not a
+ * decimal integer in its range (tpu_system_init rejects such a value likewise). */
+TPU_API tpu_status tpu_environment_variable(int index, const char **name, int64_t *value);
+
 #ifdef __cplusplus
 }
 #endif
