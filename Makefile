@@ -124,7 +124,7 @@ test: all
 	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} bash tests/run_tests.sh
 
 demo: lib tool
-	$(TOOL) demo
+	$(TOOL) demo --check
 
 bench: lib tool
 	$(TOOL) bench

@@ -28,6 +28,12 @@ esac
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 [[ -x $TPURT ]] || { echo "compare.sh: $TPURT not found; run make first" >&2; exit 1; }
+if [[ ! -f $ANCHORS/run_anchors.sh ]]; then
+  echo "compare.sh: no anchor benchmarks at $ANCHORS (run_anchors.sh is missing)." >&2
+  echo "  They live beside the repository, in ../shared/anchors; set ANCHORS=DIR to use" >&2
+  echo "  another copy. Without them, tpurt alone: $TPURT bench -r 8 -b 8 -e 64M -f 2" >&2
+  exit 1
+fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 

@@ -1,17 +1,84 @@
 #!/usr/bin/env bash
-# The tpurt command and the example, as a user runs them: demo converges, info
-# prints the topology, every collective's bench run checks out with no wrong
-# elements, and the example prints the sums.
+# The tpurt command and the example, as a user runs them: every command's --help,
+# getopt-style options (-r8, --, --name=value), bad values and variables rejected
+# with exit 2 and a message, the inclusive size range, demo (reporting, and failing
+# only under --check), info with its environment, every collective's bench run
+# with no wrong elements, and the example's sums.
 set -euo pipefail
 BUILD=${BUILD:-build}
 TPURT=$BUILD/bin/tpurt
 fail() { echo "check_tool: $*" >&2; exit 1; }
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
 
-out=$("$TPURT" demo --cores 3 --steps 100) || fail "tpurt demo failed: $out"
+# expect_usage WHAT FRAGMENT CMD...: CMD exits 2 with FRAGMENT in its message.
+expect_usage() {
+  local what=$1 fragment=$2 rc=0
+  shift 2
+  "$@" >/dev/null 2>"$err" || rc=$?
+  [ "$rc" -eq 2 ] || fail "$what: exited $rc, not 2 (bad usage): $(cat "$err")"
+  grep -qF -- "$fragment" "$err" || fail "$what: message lacks '$fragment': $(cat "$err")"
+}
+
+# Help: the overview, and each command's own usage on stdout with exit 0.
+"$TPURT" --help | grep -q '^usage: tpurt <command>' || fail "tpurt --help"
+for c in info bench demo; do
+  out=$("$TPURT" "$c" --help) || fail "tpurt $c --help exited non-zero"
+  grep -q "^usage: tpurt $c " <<<"$out" || fail "tpurt $c --help printed: $out"
+  out=$("$TPURT" help "$c") || fail "tpurt help $c exited non-zero"
+  grep -q "^usage: tpurt $c " <<<"$out" || fail "tpurt help $c printed: $out"
+  grep -q -- '-r, --replicas' <<<"$out" || fail "tpurt $c lacks -r, --replicas"
+done
+
+# Bad options and values.
+expect_usage "unknown collective" "unknown collective 'no_such'" "$TPURT" bench -c no_such
+expect_usage "unknown option" "unknown option '--bogus'" "$TPURT" bench --bogus
+expect_usage "missing value" "'--replicas' needs a value" "$TPURT" bench --replicas
+expect_usage "operand" "unexpected argument 'extra'" "$TPURT" demo -- extra
+expect_usage "-r 0" "--replicas: 0 is outside" "$TPURT" bench -r 0
+expect_usage "-r abc" "'abc' is not an integer" "$TPURT" info -rabc
+expect_usage "-b 1X" "bad suffix in '1X'" "$TPURT" bench -b 1X
+expect_usage "-b > -e" "larger than --maxbytes" "$TPURT" bench -b 1M -e 1K
+expect_usage "--tolerance" "'-1' is not a positive number" "$TPURT" demo --tolerance=-1
+expect_usage "TPURT_YIELD_NS" "TPURT_YIELD_NS='20us'" env TPURT_YIELD_NS=20us "$TPURT" info
+expect_usage "TPURT_NUM_CORES" "TPURT_NUM_CORES='0'" env TPURT_NUM_CORES=0 "$TPURT" demo
+expect_usage "TPURT_TENSOR_CACHE_MB" "TPURT_TENSOR_CACHE_MB='-5'" \
+  env TPURT_TENSOR_CACHE_MB=-5 "$TPURT" bench -r 2 -b 8 -e 8 -n 1
+
+# Bundled values and "--": -r3 -b8 run 3 replicas from 8 bytes.
+rows=$("$TPURT" bench -r3 -b8 -e32 -f4 -n1 --csv --)
+grep -q '^# collective=all_reduce,replicas=3,' <<<"$rows" || fail "-r3 not taken: $rows"
+[ "$(grep -v '^#' <<<"$rows" | tail -n +2 | cut -d, -f1 | tr '\n' ' ')" = "8 32 " ] ||
+  fail "-b8 -e32 -f4 measured: $rows"
+
+# The range is inclusive: -e is measured, and the default sweep has the 16 MiB row.
+rows=$("$TPURT" bench -r 2 -b 8 -e 1M -n 1 --csv 2>/dev/null)
+grep -q '^1048576,' <<<"$rows" || fail "-b 8 -e 1M lacks the 1 MiB row: $rows"
+rows=$("$TPURT" bench -r 2 -n 1 --csv 2>/dev/null)
+grep -q '^16777216,' <<<"$rows" || fail "the default sweep lacks the 16 MiB row: $rows"
+grep -q '^67108864,' <<<"$rows" || fail "the default sweep lacks its 64 MiB maximum: $rows"
+# A size that is not whole elements is rounded up, and said so.
+rows=$("$TPURT" bench -r 2 -b 3 -e 4 -n 1 --csv 2>"$err")
+grep -q '^4,1,float32' <<<"$rows" || fail "-b 3 measured: $rows"
+grep -q '3 B rounded up to 4 B' "$err" || fail "-b 3 rounded without a word: $(cat "$err")"
+# Each collective's header names its own ceiling.
+out=$("$TPURT" bench -c all_gather -r 2 -b 8 -e 8 -n 1)
+grep -q 'all_gather' <<<"$out" && grep -q 'B(P-1)/(P(P+1))' <<<"$out" ||
+  fail "all_gather header: $out"
+
+# demo reports the distance; it fails only when convergence is asked for.
+out=$("$TPURT" demo -r 3 --steps 20) || fail "demo --steps 20 failed without --check: $out"
+grep -q '^max |diff| = .*outside the tolerance' <<<"$out" || fail "demo did not report: $out"
+rc=0
+"$TPURT" demo -r 3 --steps 20 --check >/dev/null || rc=$?
+[ "$rc" -eq 1 ] || fail "demo --steps 20 --check exited $rc, not 1"
+out=$("$TPURT" demo -r3 --check) || fail "demo --check failed: $out"
 grep -q '^demo: OK' <<<"$out" || fail "demo did not converge: $(tail -3 <<<"$out")"
 
-out=$("$TPURT" info --cores 4 --mesh 2,1,1,2)
+out=$(TPURT_TENSOR_CACHE_MB=64 "$TPURT" info --cores 4 --mesh=2,1,1,2)
 grep -q '/job:localhost/replica:0/task:0/device:TPU:3' <<<"$out" || fail "info lacks device 3: $out"
+grep -Eq '^  TPURT_TENSOR_CACHE_MB +64  \(set\)' <<<"$out" || fail "info lacks the cache size: $out"
+grep -Eq '^  TPURT_YIELD_NS +[0-9]+  \(default\)' <<<"$out" || fail "info lacks TPURT_YIELD_NS: $out"
 
 for c in all_reduce all_gather reduce_scatter all_to_all collective_permute broadcast; do
   for d in float32 bfloat16 int32; do
@@ -23,10 +90,6 @@ for c in all_reduce all_gather reduce_scatter all_to_all collective_permute broa
   done
 done
 
-rc=0
-"$TPURT" bench -c no_such_collective >/dev/null 2>&1 || rc=$?
-[ "$rc" -eq 2 ] || fail "bench with an unknown collective exited $rc, not 2 (bad usage)"
-
 out=$(TPURT_NUM_CORES=4 "$BUILD/examples/hello_replicate")
 grep -q '^replica 3: \[10, 20, 30, 40\]$' <<<"$out" || fail "example printed: $out"
-echo "check_tool: demo, info, bench of 6 collectives x 3 dtypes, example OK"
+echo "check_tool: help, options, bad values, sizes, demo, info, bench of 6 collectives x 3 dtypes, example OK"

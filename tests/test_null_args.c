@@ -769,6 +769,18 @@ static void test_feed(void **state) {
   ASSERT_NO_FAILURES();
 }
 
+static void test_environment_and_cache(void **state) {
+  (void)state;
+  const char *name = NULL;
+  int64_t value = 0;
+  size_t released = 0;
+  NULL_ARG(tpu_environment_variable(0, NULL, &value), "'name'");
+  NULL_ARG(tpu_environment_variable(0, &name, NULL), "'value'");
+  NULL_ARG(tpu_tensor_cache_trim(0, NULL), "'released'");
+  NULL_OK(tpu_tensor_cache_trim(0, &released));
+  ASSERT_NO_FAILURES();
+}
+
 int main(void) {
   const struct CMUnitTest no_system[] = {
       cmocka_unit_test(test_common),
@@ -776,6 +788,7 @@ int main(void) {
       cmocka_unit_test(test_topology),
       cmocka_unit_test(test_device_assignment),
       cmocka_unit_test(test_system_init),
+      cmocka_unit_test(test_environment_and_cache),
   };
   const struct CMUnitTest with_system[] = {
       cmocka_unit_test(test_system_queries),

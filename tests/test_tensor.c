@@ -1,6 +1,7 @@
 /* Tensors (create, wrap, accessors, reshape, cast, reference counting) and the
  * float32 <-> bfloat16 / half buffer conversions, checked against references written
  * here independently of the library. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <cmocka.h>
 
@@ -730,6 +732,100 @@ static void test_conversion_args(void **state) {
   assert_true(u.f[3] == 4.0f);
 }
 
+/* ---- the tensor block cache ---------------------------------------------------- */
+
+/* Creates and releases `count` zero-filled float tensors of `bytes` each, all alive
+ * at once, as the replicas' outputs of one collective are. */
+static void create_and_release(int count, size_t bytes) {
+  tpu_tensor *t[8];
+  int64_t dims[1] = {(int64_t)(bytes / sizeof(float))};
+  assert_true(count <= 8);
+  for (int i = 0; i < count; i++) OK(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &t[i]));
+  for (int i = 0; i < count; i++) OK(tpu_tensor_release(t[i]));
+}
+
+static void test_cache_trim(void **state) {
+  (void)state;
+  const size_t mib = 1 << 20;
+  size_t released = 0, rest = 0;
+  OK(tpu_tensor_cache_trim(0, &released)); /* start empty */
+  OK(tpu_tensor_cache_trim(0, &released));
+  assert_int_equal(released, 0);
+
+  create_and_release(2, mib);
+  create_and_release(1, 4 * mib);
+  /* Nothing beyond keep_bytes is cached: nothing is released. */
+  OK(tpu_tensor_cache_trim((size_t)1 << 40, &released));
+  assert_int_equal(released, 0);
+  /* Largest first: keeping 3 MiB releases the 4 MiB buffer and keeps both 1 MiB ones. */
+  OK(tpu_tensor_cache_trim(3 * mib, &released));
+  assert_true(released >= 4 * mib && released < 6 * mib);
+  OK(tpu_tensor_cache_trim(0, &rest));
+  assert_true(rest >= 2 * mib && rest <= 3 * mib);
+  OK(tpu_tensor_cache_trim(0, &released));
+  assert_int_equal(released, 0);
+
+  EXPECT_ERROR(tpu_tensor_cache_trim(0, NULL), TPU_INVALID_ARGUMENT, "'released'");
+}
+
+static long minor_faults(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+/* The default cache holds the steady state of the benchmarks' 8-replica 16 MiB
+ * all-reduce (8 outputs alive, then released, every call): the second round of
+ * buffers comes from the cache and touches no new page. */
+static void test_cache_default_holds_16mib_x8(void **state) {
+  (void)state;
+  size_t released;
+  if (getenv("TPURT_TENSOR_CACHE_MB")) skip(); /* the default is what is tested */
+  create_and_release(8, (size_t)16 << 20);
+  long before = minor_faults();
+  create_and_release(8, (size_t)16 << 20);
+  long faults = minor_faults() - before;
+  /* Fresh buffers would fault at least once per 2 MiB huge page: 64 times. */
+  assert_true(faults < 8);
+  OK(tpu_tensor_cache_trim(0, &released));
+  assert_true(released >= (size_t)128 << 20);
+}
+
+/* TPURT_TENSOR_CACHE_MB is read once, by the first freed buffer: a bad value cannot
+ * be reported there, so tpu_system_init rejects it, naming the variable and value. */
+static void test_cache_env_rejected_at_init(void **state) {
+  (void)state;
+  const char *bad[] = {"12abc", "-1", " 5", "1048577", "99999999999999999999"};
+  tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
+  tpu_system *system = NULL;
+  int64_t value = 0;
+  const char *name = NULL;
+  char want[64];
+  if (getenv("TPURT_TENSOR_CACHE_MB")) skip(); /* the default is checked below */
+  o.num_cores = 1;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("TPURT_TENSOR_CACHE_MB", bad[i], 1);
+    snprintf(want, sizeof want, "TPURT_TENSOR_CACHE_MB='%s'", bad[i]);
+    EXPECT_ERROR(tpu_system_init(&o, &system), TPU_INVALID_ARGUMENT, want);
+    assert_null(system);
+    EXPECT_ERROR(tpu_environment_variable(2, &name, &value), TPU_INVALID_ARGUMENT, want);
+  }
+  unsetenv("TPURT_TENSOR_CACHE_MB");
+  OK(tpu_system_init(&o, &system));
+  OK(tpu_system_release(system));
+
+  /* Every variable by index, with its effective value; the cache's is the default. */
+  const char *names[] = {"TPURT_NUM_CORES", "TPURT_YIELD_NS", "TPURT_TENSOR_CACHE_MB"};
+  for (int i = 0; i < 3; i++) {
+    OK(tpu_environment_variable(i, &name, &value));
+    assert_string_equal(name, names[i]);
+    assert_true(value >= 1 || (i == 1 && value == 0));
+  }
+  assert_int_equal(value, 256);
+  EXPECT_ERROR(tpu_environment_variable(3, &name, &value), TPU_OUT_OF_RANGE, "index 3");
+  EXPECT_ERROR(tpu_environment_variable(-1, &name, &value), TPU_OUT_OF_RANGE, "index -1");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_create_copies),
@@ -754,6 +850,9 @@ int main(void) {
       cmocka_unit_test(test_half_ties),
       cmocka_unit_test(test_half_specials),
       cmocka_unit_test(test_conversion_args),
+      cmocka_unit_test(test_cache_trim),
+      cmocka_unit_test(test_cache_default_holds_16mib_x8),
+      cmocka_unit_test(test_cache_env_rejected_at_init),
   };
   return cmocka_run_group_tests_name("tensor", tests, NULL, NULL);
 }

@@ -61,8 +61,10 @@ TPU_API tpu_status tpu_system_options_init(tpu_system_options *options, size_t s
  * starts one worker per logical core, and builds the topology: one task, devices
  * laid out on the mesh with core fastest, then x, y, z. options may be NULL
  * (defaults). Errors: TPU_ALREADY_EXISTS if a system is live; TPU_INVALID_ARGUMENT
- * for bad options or embedding configuration bytes. *out is the caller's; free it
- * with tpu_system_release. */
+ * for bad options or embedding configuration bytes, and for a TPURT_* environment
+ * variable that is not a decimal integer in its range (naming it and its value;
+ * TPURT_NUM_CORES only when num_cores is 0). *out is the caller's; free it with
+ * tpu_system_release. */
 TPU_API tpu_status tpu_system_init(const tpu_system_options *options, tpu_system **out);
 
 /* tf.tpu.initialize_system: like tpu_system_init, and also writes the serialized
@@ -106,6 +108,13 @@ TPU_API tpu_status tpu_system_default_device_assignment(const tpu_system *system
 
 /* Nonzero once the system is shut down or closed by a failed step. */
 TPU_API tpu_status tpu_system_is_closed(const tpu_system *system, int *out);
+
+/* The environment variables the library reads, by index from 0: *name gets the
+ * variable's name (a static string) and *value the value the library works with (the
+ * variable's, or the default when it is unset or empty). TPU_OUT_OF_RANGE past the
+ * last one; TPU_INVALID_ARGUMENT naming the variable and its value when it is not a
+ * decimal integer in its range (tpu_system_init rejects such a value likewise). */
+TPU_API tpu_status tpu_environment_variable(int index, const char **name, int64_t *value);
 
 #ifdef __cplusplus
 }

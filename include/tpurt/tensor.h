@@ -87,6 +87,13 @@ TPU_API tpu_status tpu_bfloat16_to_float(const uint16_t *in, float *out, size_t 
 TPU_API tpu_status tpu_float_to_half(const float *in, uint16_t *out, size_t count);
 TPU_API tpu_status tpu_half_to_float(const uint16_t *in, float *out, size_t count);
 
+/* The buffers of freed tensors of 256 KiB and more are kept for reuse, up to
+ * TPURT_TENSOR_CACHE_MB (default 256), since a fresh buffer page-faults on every first
+ * touch. This gives cached buffers back to the system, largest first, until at most
+ * keep_bytes remain cached (0: all of them), as malloc_trim does with its pad;
+ * *released receives the bytes given back. Live tensors are not affected. */
+TPU_API tpu_status tpu_tensor_cache_trim(size_t keep_bytes, size_t *released);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "capi/api.h"
+#include "core/block_cache.h"
 #include "core/dtype.h"
 #include "core/float16.h"
 #include "core/tensor.h"
@@ -274,5 +275,12 @@ TPU_EXPORT tpu_status tpu_half_to_float(const uint16_t* in, float* out, size_t c
   return guarded([&] {
     check_conversion_args(in, out, count, 2, 4);
     for (size_t i = 0; i < count; ++i) out[i] = half_to_float(in[i]);
+  });
+}
+
+TPU_EXPORT tpu_status tpu_tensor_cache_trim(size_t keep_bytes, size_t* released) {
+  return guarded([&] {
+    require_not_null(released, "released");
+    *released = trim_block_cache(keep_bytes);
   });
 }

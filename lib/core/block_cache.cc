@@ -1,8 +1,12 @@
 #include "core/block_cache.h"
 
+#include "core/env.h"
+
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <utility>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -10,13 +14,10 @@
 namespace tpurt {
 namespace {
 
-// How many bytes of freed blocks the cache keeps (TPURT_TENSOR_CACHE_MB, default 1 GiB).
+// How many bytes of freed blocks the cache keeps (TPURT_TENSOR_CACHE_MB; the
+// default and its reason are in core/env.cc).
 size_t cache_limit() {
-  static const size_t limit = [] {
-    const char* env = std::getenv("TPURT_TENSOR_CACHE_MB");
-    long mb = env ? std::strtol(env, nullptr, 10) : 1024;
-    return static_cast<size_t>(mb > 0 ? mb : 0) << 20;
-  }();
+  static const size_t limit = static_cast<size_t>(env_value_cached(EnvVar::kTensorCacheMb)) << 20;
   return limit;
 }
 
@@ -121,6 +122,33 @@ void free_block(void* p, size_t block_bytes) {
     }
   }
   munmap(p, block_bytes);
+}
+
+size_t trim_block_cache(size_t keep_bytes) {
+  std::vector<std::pair<void*, size_t>> released;
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    // Largest classes first: the fewest unmaps for the bytes, and the small blocks
+    // stay for the calls that come most often.
+    std::vector<size_t> classes;
+    for (const auto& entry : c.free_by_class) classes.push_back(entry.first);
+    std::sort(classes.rbegin(), classes.rend());
+    for (size_t size : classes) {
+      std::vector<void*>& blocks = c.free_by_class[size];
+      while (c.cached_bytes > keep_bytes && !blocks.empty()) {
+        released.emplace_back(blocks.back(), size);
+        blocks.pop_back();
+        c.cached_bytes -= size;
+      }
+    }
+  }
+  size_t bytes = 0;
+  for (const auto& [p, size] : released) {  // outside the lock: munmap may be slow
+    munmap(p, size);
+    bytes += size;
+  }
+  return bytes;
 }
 
 }  // namespace tpurt

@@ -1,6 +1,7 @@
 // Memory for large tensors. Fresh large allocations are mmapped and every first
 // touch of a page faults (measured: a 16 MiB all-reduce spent 80% of its time in
-// page faults), so freed large blocks are kept, by size class, for reuse.
+// page faults), so freed large blocks are kept, by size class, for reuse, up to
+// TPURT_TENSOR_CACHE_MB; tpu_tensor_cache_trim gives them back.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,10 @@ size_t block_class(size_t bytes);
 // *block_bytes receives the size to pass back to free_block.
 void* alloc_block(size_t bytes, size_t* block_bytes);
 void free_block(void* p, size_t block_bytes);
+
+// Unmaps cached large blocks, largest first, until at most keep_bytes remain cached;
+// returns the bytes unmapped.
+size_t trim_block_cache(size_t keep_bytes);
 
 // Small blocks (< kLargeBlock), 64-byte aligned, recycled through a per-thread free
 // list (aligned_alloc + free cost 0.1 us, a tenth of a small collective's budget).

@@ -1,5 +1,7 @@
 #include "core/wait.h"
 
+#include "core/env.h"
+
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -7,7 +9,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 
 namespace tpurt {
 
@@ -30,10 +31,7 @@ void WakeWord::wake() {
 }
 
 SpinPolicy SpinPolicy::for_threads(int waiters, int cpus) {
-  static const int64_t yield_ns = [] {
-    const char* env = std::getenv("TPURT_YIELD_NS");
-    return env ? std::atoll(env) : 20000;
-  }();
+  const int64_t yield_ns = env_value_cached(EnvVar::kYieldNs);
   // Peers are running: spin about as long as a sleep and wake would cost (20-30 us
   // here), so a late peer costs at most twice the best choice, then yield.
   if (waiters <= cpus) return SpinPolicy{50000, 200000};

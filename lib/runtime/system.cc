@@ -9,6 +9,7 @@
 #include "collectives/communicator.h"
 #include "core/status.h"
 #include "core/cpus.h"
+#include "core/env.h"
 #include "core/options.h"
 #include "core/wait.h"
 #include "topology/embedding_config.h"
@@ -17,23 +18,8 @@
 namespace tpurt {
 namespace {
 
-// More cores than this would only exhaust threads; no mesh of ours is that large.
-constexpr int kMaxCores = 4096;
-
 std::mutex g_live_mu;
 const System* g_live = nullptr;  // guarded by g_live_mu
-
-int cores_from_environment() {
-  const char* v = std::getenv("TPURT_NUM_CORES");
-  if (v == nullptr || *v == '\0') return 0;
-  errno = 0;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (errno != 0 || *end != '\0' || n <= 0 || n > kMaxCores)
-    invalid_argument("environment variable TPURT_NUM_CORES='", v,
-                     "' is not a core count in [1, ", kMaxCores, "]");
-  return static_cast<int>(n);
-}
 
 bool valid_job_name(const std::string& job) {
   if (job.empty()) return false;
@@ -56,8 +42,9 @@ SystemConfig resolve_system_options(const tpu_system_options* options) {
     invalid_argument("options->num_cores is ", o.num_cores, "; it must be in [1, ", kMaxCores,
                      "], or 0 for the default");
   c.num_cores = o.num_cores;
-  if (c.num_cores == 0) c.num_cores = cores_from_environment();
-  if (c.num_cores == 0) c.num_cores = std::min(online_cpus(), kMaxCores);
+  // The environment only where it is consulted: an explicit count wins over it.
+  if (c.num_cores == 0) c.num_cores = static_cast<int>(env_value(EnvVar::kNumCores));
+  check_environment();
 
   const int32_t* m = o.mesh_shape;
   if (m[0] == 0 && m[1] == 0 && m[2] == 0 && m[3] == 0) {

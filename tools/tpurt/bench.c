@@ -15,6 +15,8 @@
 
 #define FIXED_WARMUP 3
 #define PROGRESS_BYTES ((size_t)1 << 20)
+#define PROGRESS_REPLICAS 64
+#define MAX_SIZES 64 /* factor >= 2 and sizes <= 2^40 give at most 42 */
 
 /* What a step's computation reads (shared) and writes (one slot per replica). */
 typedef struct bench_step {
@@ -96,38 +98,39 @@ static tpu_status bench_computation(tpu_replica_context *ctx, tpu_tensor *const 
   return first_error(status, first_error(tpu_tensor_release(last), tpu_tensor_release(x)));
 }
 
-/* Input elements per replica for `bytes`: at least one, and a multiple of the replica
- * count where the collective splits its input. */
+/* Input elements per replica for `bytes`, rounded up: whole elements, and a multiple
+ * of the replica count where the collective splits its input. */
 static size_t element_count(const bench_config *cfg, size_t bytes) {
-  size_t count = bytes / cfg->elem_size, n = (size_t)cfg->replicas;
-  if (count == 0) count = 1;
+  size_t count = (bytes + cfg->elem_size - 1) / cfg->elem_size, n = (size_t)cfg->replicas;
   if (cfg->coll->split) count = (count + n - 1) / n * n;
   return count;
 }
 
 static void print_header(const bench_config *cfg, double memcpy_gbps, double floor_us) {
   int n = cfg->replicas;
-  double ceiling = memcpy_gbps * (n - 1) / ((double)n * n);
+  const bench_collective *coll = cfg->coll;
+  double ceiling = memcpy_gbps * coll->ceiling(n);
   if (cfg->csv) {
-    printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,allreduce_ceiling_GBps=%.3f,"
+    printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,busbw_ceiling_GBps=%.3f,"
            "meeting_floor_us=%.3f\n",
-           cfg->coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us);
+           coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us);
     printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
     return;
   }
   printf("# tpurt bench: %s, %d replicas (logical cores) on %d CPUs, runtime %s\n",
-         cfg->coll->name, n, online_cpus(), tpu_version());
+         coll->name, n, online_cpus(), tpu_version());
   if (cfg->fixed_iters)
     printf("# iterations: %ld per size after %d warm-up\n", cfg->fixed_iters, FIXED_WARMUP);
   else
     printf("# iterations: adaptive, timed loop ~%.2f s per size (at least 5), after warm-up\n",
            cfg->target_seconds);
   printf("# time: mean per call, max over replicas; size: per-replica input; algbw = size/time;\n"
-         "# busbw = %s; GB = 1e9 B\n", cfg->coll->bus_formula);
+         "# busbw = %s; GB = 1e9 B\n", coll->bus_formula);
   printf("# memcpy bandwidth B = %.2f GB/s (64 MiB, one thread, bytes read + written)\n",
          memcpy_gbps);
-  printf("# an all-reduce writing every replica's output cannot beat busbw = B(P-1)/P^2 "
-         "= %.2f GB/s (P = %d) once the data outgrow the caches\n", ceiling, n);
+  printf("# reading each input it needs once and writing every replica's output, %s\n"
+         "# cannot beat busbw = %s = %.2f GB/s (P = %d) once the data outgrow the caches\n",
+         coll->name, coll->ceiling_formula, ceiling, n);
   if (floor_us < 0)
     printf("# meeting floor: could not be measured (threads could not start)\n#\n");
   else
@@ -154,12 +157,12 @@ static void print_row(const bench_config *cfg, size_t bytes, size_t count, doubl
   fflush(stdout);
 }
 
-/* Progress on stderr for the slow (>= 1 MiB) sizes: one overwritten line on a
- * terminal, else one line per size. */
+/* Progress on stderr for the slow steps (large sizes, or more replicas than a quick
+ * step allows): one overwritten line on a terminal, else one line per size. */
 static void progress(const bench_config *cfg, size_t bytes, int done) {
   static int tty = -1;
   char human[32];
-  if (bytes < PROGRESS_BYTES) return;
+  if (bytes < PROGRESS_BYTES && cfg->replicas <= PROGRESS_REPLICAS) return;
   if (tty < 0) tty = isatty(STDERR_FILENO);
   if (done) {
     if (tty) fputs("\r\033[K", stderr);
@@ -174,9 +177,41 @@ static double physical_memory(void) {
   return pages > 0 && page > 0 ? (double)pages * (double)page : 1e18;
 }
 
+/* The requested sizes, ascending: -e and its quotients by the factor down to -b, then
+ * -b itself if the quotients miss it. Anchored at -e, so the sizes quoted most (the
+ * largest, usually powers of two: 1 MiB, 16 MiB) are measured, and both ends are. */
+static int sweep_sizes(const bench_config *cfg, size_t *sizes) {
+  size_t down[MAX_SIZES];
+  int n = 0;
+  for (size_t b = cfg->max_bytes; b >= cfg->min_bytes && n < MAX_SIZES - 1; b /= (size_t)cfg->factor)
+    down[n++] = b;
+  if (down[n - 1] != cfg->min_bytes) down[n++] = cfg->min_bytes;
+  for (int i = 0; i < n; i++) sizes[i] = down[n - 1 - i];
+  return n;
+}
+
+/* Every size the bench measures differently from the request is announced (the row
+ * shows the size measured): elements are whole, and split collectives need a multiple
+ * of the replica count. */
+static void note_rounding(const bench_config *cfg, size_t requested, size_t measured,
+                          int repeated) {
+  char why[128];
+  if (measured == requested) return;
+  if (cfg->coll->split)
+    snprintf(why, sizeof why, "a multiple of %d whole %s elements (%s splits its input over "
+             "the replicas)", cfg->replicas, cfg->dtype_name, cfg->coll->name);
+  else
+    snprintf(why, sizeof why, "whole %s elements", cfg->dtype_name);
+  fprintf(stderr, "tpurt bench: %zu B rounded up to %zu B, %s%s\n", requested, measured, why,
+          repeated ? "; measured already" : "");
+}
+
 static int run_sweep(const bench_config *cfg) {
   int n = cfg->replicas;
   const bench_collective *coll = cfg->coll;
+  size_t sizes[MAX_SIZES];
+  int num_sizes = sweep_sizes(cfg, sizes);
+  check_environment();  /* before the reference measurements, which take a while */
   bench_data data;
   bench_data_init(&data, cfg);
   bench_result *results = xcalloc((size_t)n, sizeof *results);
@@ -185,34 +220,33 @@ static int run_sweep(const bench_config *cfg) {
 
   int64_t total_wrong = 0;
   size_t previous = 0;
-  for (size_t bytes = cfg->min_bytes;; bytes *= (size_t)cfg->factor) {
-    size_t count = element_count(cfg, bytes);
-    if (count != previous) {  /* rounding may repeat a size */
-      previous = count;
-      size_t in_bytes = count * cfg->elem_size;
-      size_t out_bytes = coll->gathers ? in_bytes * n : coll->scatters ? in_bytes / n : in_bytes;
-      double need = (double)n * (double)(in_bytes + out_bytes);
-      if (need > physical_memory() / 2) {
-        char human[32];
-        fprintf(stderr, "tpurt bench: stopping before %zu bytes: the step needs %s, more than "
-                "half of the memory\n", in_bytes, format_bytes(need, human, sizeof human));
-        break;
-      }
-      memset(results, 0, (size_t)n * sizeof *results);
-      bench_step step = {cfg, &data, count, results};
-      progress(cfg, in_bytes, 0);
-      CHECK(tpu_replicate(system, bench_computation, &step, n, 0, NULL, 0, NULL, NULL));
-      progress(cfg, in_bytes, 1);
-      double slowest = 0;
-      int64_t wrong = 0;
-      for (int r = 0; r < n; r++) {
-        if (results[r].seconds_per_call > slowest) slowest = results[r].seconds_per_call;
-        wrong += results[r].wrong;
-      }
-      print_row(cfg, in_bytes, count, slowest, wrong);
-      total_wrong += wrong;
+  for (int i = 0; i < num_sizes; i++) {
+    size_t count = element_count(cfg, sizes[i]);
+    size_t in_bytes = count * cfg->elem_size;
+    note_rounding(cfg, sizes[i], in_bytes, count == previous);
+    if (count == previous) continue;
+    previous = count;
+    size_t out_bytes = coll->gathers ? in_bytes * n : coll->scatters ? in_bytes / n : in_bytes;
+    double need = (double)n * (double)(in_bytes + out_bytes);
+    if (need > physical_memory() / 2) {
+      char human[32];
+      fprintf(stderr, "tpurt bench: stopping before %zu bytes: the step needs %s, more than "
+              "half of the memory\n", in_bytes, format_bytes(need, human, sizeof human));
+      break;
     }
-    if (bytes > cfg->max_bytes / (size_t)cfg->factor) break;
+    memset(results, 0, (size_t)n * sizeof *results);
+    bench_step step = {cfg, &data, count, results};
+    progress(cfg, in_bytes, 0);
+    CHECK(tpu_replicate(system, bench_computation, &step, n, 0, NULL, 0, NULL, NULL));
+    progress(cfg, in_bytes, 1);
+    double slowest = 0;
+    int64_t wrong = 0;
+    for (int r = 0; r < n; r++) {
+      if (results[r].seconds_per_call > slowest) slowest = results[r].seconds_per_call;
+      wrong += results[r].wrong;
+    }
+    print_row(cfg, in_bytes, count, slowest, wrong);
+    total_wrong += wrong;
   }
 
   CHECK(tpu_system_release(system));
@@ -225,7 +259,43 @@ static int run_sweep(const bench_config *cfg) {
   return 0;
 }
 
-int cmd_bench(int argc, char **argv) {
+static const char bench_usage[] =
+    "usage: tpurt bench [options]\n"
+    "An nccl-tests-style sweep of one collective over message sizes, every result checked.\n"
+    "\n"
+    "  -c, --collective C   all_reduce (default), cross_replica_sum, all_gather,\n"
+    "                       reduce_scatter, all_to_all, collective_permute, broadcast,\n"
+    "                       empty (= --step)\n"
+    "  -b, --minbytes MIN   smallest per-replica input, K/M/G suffixes (default 8)\n"
+    "  -e, --maxbytes MAX   largest per-replica input, measured (default 64M); the sizes\n"
+    "                       are MAX, MAX/F, MAX/F^2, ... down to MIN, and MIN\n"
+    "  -f, --stepfactor F   size ratio between rows (default 4)\n"
+    "  -r, --replicas R     replicas = logical cores (default: online CPUs)\n"
+    "  -d, --datatype T     float32 (default), float64, bfloat16, float16, int8, int16,\n"
+    "                       int32, int64, uint8, uint32, uint64\n"
+    "  -o, --op OP          sum (default), prod, min, max, mean\n"
+    "  -n, --iters N        fixed iterations per size (default: adaptive, ~0.3 s)\n"
+    "  --pin MODE           worker pinning: auto (default), always, never\n"
+    "  --csv                comma-separated rows instead of the table\n"
+    "  --check, --no-check  verify the last call's output, exit 1 if wrong (default on)\n"
+    "  --step               median time of an empty replicated step instead\n"
+    "  -h, --help           this text\n"
+    "A size that is not a whole number of elements (or, for reduce_scatter and\n"
+    "all_to_all, of R elements) is rounded up, with a note on stderr; rows show the\n"
+    "size measured.\n";
+
+enum { OPT_PIN = 256, OPT_CSV, OPT_CHECK, OPT_NO_CHECK, OPT_STEP };
+
+static int cmd_bench(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"collective", required_argument, NULL, 'c'}, {"minbytes", required_argument, NULL, 'b'},
+      {"maxbytes", required_argument, NULL, 'e'},   {"stepfactor", required_argument, NULL, 'f'},
+      {"replicas", required_argument, NULL, 'r'},   {"datatype", required_argument, NULL, 'd'},
+      {"op", required_argument, NULL, 'o'},         {"iters", required_argument, NULL, 'n'},
+      {"pin", required_argument, NULL, OPT_PIN},    {"csv", no_argument, NULL, OPT_CSV},
+      {"check", no_argument, NULL, OPT_CHECK},      {"no-check", no_argument, NULL, OPT_NO_CHECK},
+      {"step", no_argument, NULL, OPT_STEP},        {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
   bench_config cfg = {.coll = bench_find_collective("all_reduce"),
                       .dtype = TPU_FLOAT,
                       .op = TPU_REDUCE_SUM,
@@ -237,60 +307,53 @@ int cmd_bench(int argc, char **argv) {
                       .target_seconds = 0.3,
                       .check = 1};
   int step = 0, op_given = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *v;
-    if (is_help(argv[i])) {
-      fputs(tpurt_usage, stdout);
-      return 0;
-    } else if (take_option("bench", argc, argv, &i, "-c", "--collective", &v)) {
-      step = !strcmp(v, "empty");
-      if (!step && !(cfg.coll = bench_find_collective(v)))
-        usage_error("bench", "-c: unknown collective '%s' (one of: %s)", v,
-                    bench_collective_names);
-    } else if (take_option("bench", argc, argv, &i, "-b", "--minbytes", &v)) {
-      cfg.min_bytes = parse_bytes("bench", "-b", v);
-    } else if (take_option("bench", argc, argv, &i, "-e", "--maxbytes", &v)) {
-      cfg.max_bytes = parse_bytes("bench", "-e", v);
-    } else if (take_option("bench", argc, argv, &i, "-f", "--stepfactor", &v)) {
-      cfg.factor = parse_long("bench", "-f", v, 2, 1024);
-    } else if (take_option("bench", argc, argv, &i, "-r", "--replicas", &v)) {
-      cfg.replicas = (int)parse_long("bench", "-r", v, 1, 4096);
-    } else if (take_option("bench", argc, argv, &i, "-d", "--datatype", &v)) {
-      if (!bench_parse_dtype(v, &cfg.dtype))
-        usage_error("bench", "-d: unknown dtype '%s' (float32, float64, bfloat16, float16, "
-                    "int8, int16, int32, int64, uint8, uint32, uint64)", v);
-    } else if (take_option("bench", argc, argv, &i, "-o", "--op", &v)) {
-      if (!bench_parse_op(v, &cfg.op))
-        usage_error("bench", "-o: unknown reduction '%s' (sum, prod, min, max, mean)", v);
-      cfg.op_name = v;
-      op_given = 1;
-    } else if (take_option("bench", argc, argv, &i, "-n", "--iters", &v)) {
-      cfg.fixed_iters = parse_long("bench", "-n", v, 1, 100000000);
-    } else if (take_option("bench", argc, argv, &i, NULL, "--pin", &v)) {
-      if (!strcmp(v, "auto")) cfg.pinning = TPU_PIN_AUTO;
-      else if (!strcmp(v, "always")) cfg.pinning = TPU_PIN_ALWAYS;
-      else if (!strcmp(v, "never")) cfg.pinning = TPU_PIN_NEVER;
-      else usage_error("bench", "--pin: '%s' is not auto, always or never", v);
-    } else if (!strcmp(argv[i], "--csv")) {
-      cfg.csv = 1;
-    } else if (!strcmp(argv[i], "--check")) {
-      cfg.check = 1;
-    } else if (!strcmp(argv[i], "--no-check")) {
-      cfg.check = 0;
-    } else if (!strcmp(argv[i], "--step")) {
-      step = 1;
-    } else {
-      usage_error("bench", "unknown option '%s'", argv[i]);
+  for (int c; (c = next_option("bench", argc, argv, "c:b:e:f:r:d:o:n:h", longopts)) != -1;) {
+    const char *v = optarg;
+    switch (c) {
+      case 'c':
+        step = !strcmp(v, "empty");
+        if (!step && !(cfg.coll = bench_find_collective(v)))
+          usage_error("bench", "--collective: unknown collective '%s' (one of: %s)", v,
+                      bench_collective_names);
+        break;
+      case 'b': cfg.min_bytes = parse_bytes("bench", "--minbytes", v); break;
+      case 'e': cfg.max_bytes = parse_bytes("bench", "--maxbytes", v); break;
+      case 'f': cfg.factor = parse_long("bench", "--stepfactor", v, 2, 1024); break;
+      case 'r': cfg.replicas = (int)parse_long("bench", "--replicas", v, 1, 4096); break;
+      case 'd':
+        if (!bench_parse_dtype(v, &cfg.dtype))
+          usage_error("bench", "--datatype: unknown dtype '%s' (float32, float64, bfloat16, "
+                      "float16, int8, int16, int32, int64, uint8, uint32, uint64)", v);
+        break;
+      case 'o':
+        if (!bench_parse_op(v, &cfg.op))
+          usage_error("bench", "--op: unknown reduction '%s' (sum, prod, min, max, mean)", v);
+        cfg.op_name = v;
+        op_given = 1;
+        break;
+      case 'n': cfg.fixed_iters = parse_long("bench", "--iters", v, 1, 100000000); break;
+      case OPT_PIN:
+        if (!strcmp(v, "auto")) cfg.pinning = TPU_PIN_AUTO;
+        else if (!strcmp(v, "always")) cfg.pinning = TPU_PIN_ALWAYS;
+        else if (!strcmp(v, "never")) cfg.pinning = TPU_PIN_NEVER;
+        else usage_error("bench", "--pin: '%s' is not auto, always or never", v);
+        break;
+      case OPT_CSV: cfg.csv = 1; break;
+      case OPT_CHECK: cfg.check = 1; break;
+      case OPT_NO_CHECK: cfg.check = 0; break;
+      case OPT_STEP: step = 1; break;
+      case 'h': return print_usage(bench_usage);
     }
   }
   if (step) return bench_empty_step(&cfg);
 
   if (cfg.min_bytes > cfg.max_bytes)
-    usage_error("bench", "-b %zu is larger than -e %zu", cfg.min_bytes, cfg.max_bytes);
+    usage_error("bench", "--minbytes %zu is larger than --maxbytes %zu", cfg.min_bytes,
+                cfg.max_bytes);
   if (op_given && !cfg.coll->reduces)
-    usage_error("bench", "-o: %s does not reduce", cfg.coll->name);
+    usage_error("bench", "--op: %s does not reduce", cfg.coll->name);
   if (!strcmp(cfg.coll->name, "cross_replica_sum") && cfg.op != TPU_REDUCE_SUM)
-    usage_error("bench", "-o: cross_replica_sum always sums (use -c all_reduce -o %s)",
+    usage_error("bench", "--op: cross_replica_sum always sums (use -c all_reduce -o %s)",
                 cfg.op_name);
   CHECK(tpu_dtype_size(cfg.dtype, &cfg.elem_size));
   CHECK(tpu_dtype_name(cfg.dtype, &cfg.dtype_name));
@@ -305,3 +368,6 @@ int cmd_bench(int argc, char **argv) {
   free(pairs);
   return rc;
 }
+
+const tool_command bench_command = {"bench", "nccl-tests-style sweep of one collective",
+                                    bench_usage, cmd_bench};

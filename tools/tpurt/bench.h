@@ -28,6 +28,11 @@ typedef struct bench_collective {
   /* nccl-tests' busbw / algbw for n replicas (algbw from the per-replica input). */
   double (*bus_factor)(int n);
   const char *bus_formula;  /* the same, for the header */
+  /* The busbw ceiling over the memcpy bandwidth B for n replicas: the least memory
+   * traffic of a call (every input it needs read once, every replica's output
+   * written) moved at B. */
+  double (*ceiling)(int n);
+  const char *ceiling_formula;  /* the same, for the header */
   tpu_status (*call)(tpu_replica_context *ctx, const tpu_tensor *x, const bench_config *cfg,
                      tpu_tensor **out);
   /* Run `seg` (of length seg_len) of replica k's output holds the input of replica

@@ -8,13 +8,22 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "bench.h"
 
-#define FLOOR_ROUNDS_YIELDING 20000L /* ~0.1 s at 8 threads on 2 CPUs */
-#define FLOOR_ROUNDS_SPINNING 200000L
+/* Rounds per run: at most this many thread-rounds (20000 rounds of 8 threads), and no
+ * more than fit in FLOOR_RUN_SECONDS at the time per meeting of a first, short run,
+ * since a meeting costs more than linearly in the threads once they outnumber the
+ * CPUs (512 threads on 2 CPUs: ~6 ms). */
+#define FLOOR_WORK_YIELDING 160000L
+#define FLOOR_WORK_SPINNING 400000L
+#define FLOOR_MIN_ROUNDS 10L
+#define FLOOR_RUN_SECONDS 0.1
 #define FLOOR_REPEATS 3
+/* Above this many threads the measurement is announced on stderr. */
+#define FLOOR_PROGRESS_THREADS 64
 
 typedef struct {
   _Alignas(64) atomic_long arrived; /* the last round this thread reached */
@@ -102,11 +111,23 @@ double bench_meeting_floor_us(int threads) {
     for (int c = 0; c < CPU_SETSIZE; c++)
       if (CPU_ISSET(c, &set)) cpus[ncpus++] = c;
   if (ncpus == 0) return -1;
-  long rounds = threads > ncpus ? FLOOR_ROUNDS_YIELDING : FLOOR_ROUNDS_SPINNING;
-  double best = -1;
+  long work = threads > ncpus ? FLOOR_WORK_YIELDING : FLOOR_WORK_SPINNING;
+  int verbose = threads > FLOOR_PROGRESS_THREADS;
+  double t0 = now_seconds();
+  if (verbose)
+    fprintf(stderr, "tpurt bench: measuring the meeting floor of %d threads...\n", threads);
+  /* The first run is short and sizes the others; it competes for the best too. */
+  double best = floor_run(threads, cpus, ncpus, FLOOR_MIN_ROUNDS);
+  if (best < 0) return -1;
+  long rounds = (long)(FLOOR_RUN_SECONDS / best);
+  if (rounds > work / threads) rounds = work / threads;
+  if (rounds < FLOOR_MIN_ROUNDS) rounds = FLOOR_MIN_ROUNDS;
   for (int rep = 0; rep < FLOOR_REPEATS; rep++) {
     double t = floor_run(threads, cpus, ncpus, rounds);
-    if (t > 0 && (best < 0 || t < best)) best = t;
+    if (t > 0 && t < best) best = t;
   }
+  if (verbose)
+    fprintf(stderr, "tpurt bench: meeting floor measured in %.1f s (%d runs of %ld rounds)\n",
+            now_seconds() - t0, FLOOR_REPEATS, rounds);
   return best < 0 ? -1 : best * 1e6;
 }

@@ -10,6 +10,16 @@ static double bus_spread(int n) { return (double)(n - 1) / n; }
 static double bus_gather(int n) { return (double)(n - 1); }
 static double bus_one(int n) { (void)n; return 1.0; }
 
+/* Ceilings, busbw / B. Per call, with S the per-replica input: all-reduce reads P*S
+ * and writes P*S; all-gather reads P*S and writes P*P*S; reduce-scatter reads P*S and
+ * writes S; all-to-all and the permute read and write P*S; broadcast reads the
+ * root's S and writes P*S. busbw = bus_factor * S / (traffic / B). */
+static double ceiling_all_reduce(int n) { return (double)(n - 1) / ((double)n * n); }
+static double ceiling_gather_scatter(int n) { return (double)(n - 1) / ((double)n * (n + 1)); }
+static double ceiling_all_to_all(int n) { return (double)(n - 1) / (2.0 * n * n); }
+static double ceiling_permute(int n) { return 1.0 / (2.0 * n); }
+static double ceiling_broadcast(int n) { return 1.0 / (n + 1.0); }
+
 static tpu_status call_all_reduce(tpu_replica_context *ctx, const tpu_tensor *x,
                                   const bench_config *cfg, tpu_tensor **out) {
   return tpu_all_reduce(ctx, x, cfg->op, NULL, out, NULL);
@@ -76,22 +86,28 @@ static void from_root(int n, int k, int seg, size_t len, int *src, size_t *start
 
 static const bench_collective collectives[] = {
     {.name = "all_reduce", .reduces = 1, .bus_factor = bus_all_reduce,
-     .bus_formula = "algbw * 2(n-1)/n", .call = call_all_reduce, .source = from_reduction},
+     .bus_formula = "algbw * 2(n-1)/n", .ceiling = ceiling_all_reduce,
+     .ceiling_formula = "B(P-1)/P^2", .call = call_all_reduce, .source = from_reduction},
     {.name = "cross_replica_sum", .reduces = 1, .bus_factor = bus_all_reduce,
-     .bus_formula = "algbw * 2(n-1)/n", .call = call_cross_replica_sum,
-     .source = from_reduction},
+     .bus_formula = "algbw * 2(n-1)/n", .ceiling = ceiling_all_reduce,
+     .ceiling_formula = "B(P-1)/P^2", .call = call_cross_replica_sum, .source = from_reduction},
     {.name = "all_gather", .gathers = 1, .per_replica_segments = 1, .bus_factor = bus_gather,
      .bus_formula = "(n * size)/time * (n-1)/n, the output being the larger buffer",
+     .ceiling = ceiling_gather_scatter, .ceiling_formula = "B(P-1)/(P(P+1))",
      .call = call_all_gather, .source = from_each_replica},
     {.name = "reduce_scatter", .reduces = 1, .split = 1, .scatters = 1,
-     .bus_factor = bus_spread, .bus_formula = "algbw * (n-1)/n", .call = call_reduce_scatter,
-     .source = from_reduced_block},
+     .bus_factor = bus_spread, .bus_formula = "algbw * (n-1)/n",
+     .ceiling = ceiling_gather_scatter, .ceiling_formula = "B(P-1)/(P(P+1))",
+     .call = call_reduce_scatter, .source = from_reduced_block},
     {.name = "all_to_all", .split = 1, .per_replica_segments = 1, .bus_factor = bus_spread,
-     .bus_formula = "algbw * (n-1)/n", .call = call_all_to_all,
+     .bus_formula = "algbw * (n-1)/n", .ceiling = ceiling_all_to_all,
+     .ceiling_formula = "B(P-1)/(2P^2)", .call = call_all_to_all,
      .source = from_each_replicas_block},
     {.name = "collective_permute", .bus_factor = bus_one, .bus_formula = "algbw",
-     .call = call_permute, .source = from_ring_predecessor},
-    {.name = "broadcast", .bus_factor = bus_one, .bus_formula = "algbw", .call = call_broadcast,
+     .ceiling = ceiling_permute, .ceiling_formula = "B/(2P)", .call = call_permute,
+     .source = from_ring_predecessor},
+    {.name = "broadcast", .bus_factor = bus_one, .bus_formula = "algbw",
+     .ceiling = ceiling_broadcast, .ceiling_formula = "B/(P+1)", .call = call_broadcast,
      .source = from_root},
 };
 

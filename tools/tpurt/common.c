@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,24 +23,44 @@ void usage_error(const char *command, const char *fmt, ...) {
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
-  fprintf(stderr, " (see tpurt --help)\n");
+  fprintf(stderr, " (see tpurt %s --help)\n", command);
   exit(EXIT_USAGE);
 }
 
-int take_option(const char *command, int argc, char **argv, int *i, const char *short_name,
-                const char *long_name, const char **value) {
-  const char *arg = argv[*i];
-  size_t long_len = long_name ? strlen(long_name) : 0;
-  if (long_name && strncmp(arg, long_name, long_len) == 0 && arg[long_len] == '=') {
-    *value = arg + long_len + 1;
-    return 1;
+int next_option(const char *command, int argc, char **argv, const char *shortopts,
+                const struct option *longopts) {
+  char spec[64];
+  /* A leading ':' makes getopt return ':' for a missing value and stay silent: the
+   * messages are ours, in the tool's format. */
+  snprintf(spec, sizeof spec, ":%s", shortopts);
+  opterr = 0;
+  int c = getopt_long(argc, argv, spec, longopts, NULL);
+  if (c == '?') {
+    if (optopt) usage_error(command, "unknown option '-%c'", optopt);
+    usage_error(command, "unknown option '%s'", argv[optind - 1]);
   }
-  if (!((short_name && strcmp(arg, short_name) == 0) ||
-        (long_name && strcmp(arg, long_name) == 0)))
-    return 0;
-  if (*i + 1 >= argc) usage_error(command, "option %s needs a value", arg);
-  *value = argv[++*i];
-  return 1;
+  if (c == ':') usage_error(command, "option '%s' needs a value", argv[optind - 1]);
+  if (c == -1 && optind < argc) usage_error(command, "unexpected argument '%s'", argv[optind]);
+  return c;
+}
+
+int print_usage(const char *usage) {
+  fputs(usage, stdout);
+  return 0;
+}
+
+void check_environment(void) {
+  for (int i = 0;; i++) {
+    const char *name;
+    int64_t value;
+    tpu_status status = tpu_environment_variable(i, &name, &value);
+    if (status == TPU_OUT_OF_RANGE) return;
+    if (status == TPU_INVALID_ARGUMENT) {
+      fprintf(stderr, "tpurt: %s\n", tpu_last_error());
+      exit(EXIT_USAGE);
+    }
+    check_status(status, "tpu_environment_variable");
+  }
 }
 
 long parse_long(const char *command, const char *what, const char *text, long min, long max) {
@@ -49,6 +70,15 @@ long parse_long(const char *command, const char *what, const char *text, long mi
   if (errno || end == text || *end) usage_error(command, "%s: '%s' is not an integer", what, text);
   if (v < min || v > max)
     usage_error(command, "%s: %ld is outside [%ld, %ld]", what, v, min, max);
+  return v;
+}
+
+double parse_double(const char *command, const char *what, const char *text) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text || *end || !(v > 0) || !isfinite(v))
+    usage_error(command, "%s: '%s' is not a positive number", what, text);
   return v;
 }
 
@@ -90,6 +120,7 @@ void parse_int_list(const char *command, const char *what, const char *text, int
 tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning) {
   tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
   tpu_system *system = NULL;
+  check_environment();
   options.num_cores = num_cores;
   options.pin_threads = pinning;
   if (mesh_shape) memcpy(options.mesh_shape, mesh_shape, sizeof options.mesh_shape);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <getopt.h>
 #include <tpurt.h>
 
 /* Exit codes: 1 for a failing library call or a failed check, 2 for bad usage. */
@@ -25,18 +26,36 @@ void check_status(tpu_status status, const char *what);
 /* The first non-OK of two statuses, for cleanup paths that must run regardless. */
 static inline tpu_status first_error(tpu_status a, tpu_status b) { return a != TPU_OK ? a : b; }
 
-/* Prints "tpurt <command>: <message>" to stderr and exits EXIT_USAGE. */
+/* A subcommand: its name, a line for `tpurt --help`, its own usage (`tpurt NAME
+ * --help`) and its entry point, which sees argv from its own name on. */
+typedef struct tool_command {
+  const char *name;
+  const char *summary;
+  const char *usage;
+  int (*run)(int argc, char **argv);
+} tool_command;
+
+extern const tool_command info_command, bench_command, demo_command;
+
+/* Prints "tpurt <command>: <message> (see tpurt <command> --help)" to stderr and
+ * exits EXIT_USAGE. */
 void usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
-/* Matches argv[*i] against "-s VALUE", "--long VALUE" or "--long=VALUE" (short or
- * long may be NULL). On a match sets *value, advances *i past a separate value and
- * returns 1; a missing value is a usage error. */
-int take_option(const char *command, int argc, char **argv, int *i, const char *short_name,
-                const char *long_name, const char **value);
+/* getopt_long over a subcommand's argv: the next option's short name or long-only
+ * value, or -1 when the options end (at the first operand or after "--"). An
+ * unknown option, a missing value or an operand is a usage error; so each command
+ * needs no operand. shortopts must not start with ':' (added here). */
+int next_option(const char *command, int argc, char **argv, const char *shortopts,
+                const struct option *longopts);
+
+/* Prints `usage` to stdout and returns 0: what every command does with -h/--help. */
+int print_usage(const char *usage);
 
 /* Value parsers: anything malformed or out of range is a usage error naming `what`. */
 long parse_long(const char *command, const char *what, const char *text, long min, long max);
+/* A positive finite number, e.g. "1e-3". */
+double parse_double(const char *command, const char *what, const char *text);
 /* A byte count with an optional K, M or G suffix (powers of 1024). */
 size_t parse_bytes(const char *command, const char *what, const char *text);
 /* Exactly `n` comma-separated positive integers, e.g. "2,2,1,1". */
@@ -57,13 +76,8 @@ double now_seconds(void);
 /* "64 MiB", "8 B", ... into buf. */
 const char *format_bytes(double bytes, char *buf, size_t cap);
 
-/* The --help text, and whether an argument asks for it. */
-extern const char tpurt_usage[];
-int is_help(const char *arg);
-
-/* The subcommands; argv[0] is the subcommand's name. */
-int cmd_info(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
-int cmd_demo(int argc, char **argv);
+/* Rejects a TPURT_* environment variable the library would reject (a usage error,
+ * exit EXIT_USAGE, with the library's message). */
+void check_environment(void);
 
 #endif /* TPURT_TOOL_COMMON_H */

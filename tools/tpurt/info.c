@@ -1,6 +1,7 @@
 /* tpurt info: the topology of a freshly started system and its device assignments. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 
@@ -68,26 +69,60 @@ static void print_assignment(const char *title, const tpu_device_assignment *ass
   printf("\n");
 }
 
-int cmd_info(int argc, char **argv) {
+static const char info_usage[] =
+    "usage: tpurt info [options]\n"
+    "Starts a system and prints its topology, its default device assignment and the\n"
+    "environment variables the library reads, with the values in effect.\n"
+    "\n"
+    "  --cores N                  logical cores (default: TPURT_NUM_CORES, else the\n"
+    "                             online CPUs)\n"
+    "  -m, --mesh X,Y,Z,C         mesh shape (product = cores)\n"
+    "  -r, --replicas R           also show tpu_device_assignment_build for R replicas\n"
+    "  --computation-shape A,B,C,D  cores per replica for that assignment (1,1,1,1)\n"
+    "  -h, --help                 this text\n";
+
+/* The TPURT_* variables with the values the library works with. */
+static void print_environment(int cores_given) {
+  printf("Environment (values in effect)\n");
+  for (int i = 0;; i++) {
+    const char *name;
+    int64_t value;
+    tpu_status status = tpu_environment_variable(i, &name, &value);
+    if (status == TPU_OUT_OF_RANGE) break;
+    check_status(status, "tpu_environment_variable");
+    const char *set = getenv(name);
+    const char *note = set && *set ? "set" : "default";
+    if (cores_given && !strcmp(name, "TPURT_NUM_CORES")) note = "not used: --cores given";
+    printf("  %-22s %12lld  (%s)\n", name, (long long)value, note);
+  }
+  printf("\n");
+}
+
+enum { OPT_CORES = 256, OPT_COMPUTATION_SHAPE };
+
+static int cmd_info(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"cores", required_argument, NULL, OPT_CORES},
+      {"mesh", required_argument, NULL, 'm'},
+      {"replicas", required_argument, NULL, 'r'},
+      {"computation-shape", required_argument, NULL, OPT_COMPUTATION_SHAPE},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
   int cores = 0, replicas = 0, have_mesh = 0, have_shape = 0;
   int32_t mesh[TPU_MESH_RANK], shape[TPU_MESH_RANK] = {1, 1, 1, 1};
-  for (int i = 1; i < argc; i++) {
-    const char *v;
-    if (is_help(argv[i])) {
-      fputs(tpurt_usage, stdout);
-      return 0;
-    } else if (take_option("info", argc, argv, &i, NULL, "--cores", &v)) {
-      cores = (int)parse_long("info", "--cores", v, 1, 65536);
-    } else if (take_option("info", argc, argv, &i, NULL, "--mesh", &v)) {
-      parse_int_list("info", "--mesh", v, mesh, TPU_MESH_RANK);
-      have_mesh = 1;
-    } else if (take_option("info", argc, argv, &i, NULL, "--replicas", &v)) {
-      replicas = (int)parse_long("info", "--replicas", v, 1, 65536);
-    } else if (take_option("info", argc, argv, &i, NULL, "--computation-shape", &v)) {
-      parse_int_list("info", "--computation-shape", v, shape, TPU_MESH_RANK);
-      have_shape = 1;
-    } else {
-      usage_error("info", "unknown option '%s'", argv[i]);
+  for (int c; (c = next_option("info", argc, argv, "m:r:h", longopts)) != -1;) {
+    switch (c) {
+      case OPT_CORES: cores = (int)parse_long("info", "--cores", optarg, 1, 4096); break;
+      case 'm':
+        parse_int_list("info", "--mesh", optarg, mesh, TPU_MESH_RANK);
+        have_mesh = 1;
+        break;
+      case 'r': replicas = (int)parse_long("info", "--replicas", optarg, 1, 4096); break;
+      case OPT_COMPUTATION_SHAPE:
+        parse_int_list("info", "--computation-shape", optarg, shape, TPU_MESH_RANK);
+        have_shape = 1;
+        break;
+      case 'h': return print_usage(info_usage);
     }
   }
 
@@ -103,6 +138,7 @@ int cmd_info(int argc, char **argv) {
   printf("  cores          %d (online CPUs: %d)\n", num_cores, online_cpus());
   printf("  job            %s\n", job);
   printf("  device type    %s\n\n", device_type);
+  print_environment(cores != 0);
 
   tpu_topology *topology = NULL;
   CHECK(tpu_system_topology(system, &topology));
@@ -131,3 +167,7 @@ int cmd_info(int argc, char **argv) {
   CHECK(tpu_system_release(system));
   return 0;
 }
+
+const tool_command info_command = {
+    "info", "start a system; print its topology, device assignment and environment",
+    info_usage, cmd_info};

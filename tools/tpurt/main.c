@@ -4,58 +4,54 @@
 
 #include "common.h"
 
-const char tpurt_usage[] =
-    "usage: tpurt <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  info     start a system and print its topology and device assignment\n"
-    "             --cores N                logical cores (default: online CPUs)\n"
-    "             --mesh X,Y,Z,C           mesh shape (product = cores)\n"
-    "             --replicas R             show tpu_device_assignment_build for R replicas\n"
-    "             --computation-shape A,B,C,D   cores per replica (default 1,1,1,1)\n"
-    "  bench    nccl-tests-style sweep of one collective\n"
-    "             -c COLLECTIVE   all_reduce (default), cross_replica_sum, all_gather,\n"
-    "                             reduce_scatter, all_to_all, collective_permute,\n"
-    "                             broadcast, empty (= --step)\n"
-    "             -b MIN -e MAX   per-replica input bytes, K/M/G suffixes (8 .. 64M)\n"
-    "             -f FACTOR       size multiplier between rows (4)\n"
-    "             -r REPLICAS     replicas = logical cores (default: online CPUs)\n"
-    "             -d DTYPE        float32 (default), float64, bfloat16, float16, int8,\n"
-    "                             int16, int32, int64, uint8, uint32, uint64\n"
-    "             -o OP           sum (default), prod, min, max, mean\n"
-    "             -n ITERS        fixed iterations per size (default: adaptive, ~0.3 s)\n"
-    "             --pin MODE      worker pinning: auto (default), always, never\n"
-    "             --csv           comma-separated rows instead of the table\n"
-    "             --check, --no-check   verify the last call's output (default on)\n"
-    "             --step          median time of an empty replicated step\n"
-    "  demo     data-parallel linear regression with cross_replica_sum\n"
-    "             --cores N       replicas = logical cores (default: online CPUs)\n"
-    "             --steps S       SGD steps (default 100)\n"
-    "  version  print the tool and runtime versions\n"
-    "\n"
-    "Exit status: 0 success, 1 a library call or a check failed, 2 bad usage.\n";
+static const tool_command *const commands[] = {&info_command, &bench_command, &demo_command};
+#define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 
-int is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
+static void print_overview(FILE *out) {
+  fputs("usage: tpurt <command> [options]\n\ncommands:\n", out);
+  for (size_t i = 0; i < NUM_COMMANDS; i++)
+    fprintf(out, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
+  fputs("  version  print the tool and runtime versions\n"
+        "\n"
+        "`tpurt <command> --help` (or `tpurt help <command>`) lists a command's options.\n"
+        "Exit status: 0 success, 1 a library call or a check failed, 2 bad usage.\n",
+        out);
+}
+
+static const tool_command *find_command(const char *name) {
+  for (size_t i = 0; i < NUM_COMMANDS; i++)
+    if (!strcmp(commands[i]->name, name)) return commands[i];
+  return NULL;
+}
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fputs(tpurt_usage, stderr);
+    print_overview(stderr);
     return EXIT_USAGE;
   }
-  const char *command = argv[1];
-  if (is_help(command) || !strcmp(command, "help")) {
-    fputs(tpurt_usage, stdout);
+  const char *name = argv[1];
+  if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+    if (argc > 2 && strcmp(name, "help") == 0) {
+      const tool_command *command = find_command(argv[2]);
+      if (!command) {
+        fprintf(stderr, "tpurt help: unknown command '%s'\n", argv[2]);
+        return EXIT_USAGE;
+      }
+      return print_usage(command->usage);
+    }
+    print_overview(stdout);
     return 0;
   }
-  if (!strcmp(command, "version") || !strcmp(command, "--version")) {
+  if (!strcmp(name, "version") || !strcmp(name, "--version")) {
     printf("tpurt %d.%d.%d (runtime %s)\n", TPU_VERSION_MAJOR, TPU_VERSION_MINOR,
            TPU_VERSION_PATCH, tpu_version());
     return 0;
   }
-  /* Subcommands see argv from their own name on, so options start at index 1. */
-  if (!strcmp(command, "info")) return cmd_info(argc - 1, argv + 1);
-  if (!strcmp(command, "bench")) return cmd_bench(argc - 1, argv + 1);
-  if (!strcmp(command, "demo")) return cmd_demo(argc - 1, argv + 1);
-  fprintf(stderr, "tpurt: unknown command '%s'\n\n%s", command, tpurt_usage);
-  return EXIT_USAGE;
+  const tool_command *command = find_command(name);
+  if (!command) {
+    fprintf(stderr, "tpurt: unknown command '%s'\n\n", name);
+    print_overview(stderr);
+    return EXIT_USAGE;
+  }
+  return command->run(argc - 1, argv + 1);
 }

@@ -1,0 +1,43 @@
+// The environment variables the library reads, and the one strict parser they share.
+// Every variable holds a decimal integer in a documented range; anything else (a
+// sign, spaces, a suffix, overflow) is rejected with a message naming the variable
+// and its value. Set but empty counts as unset.
+#pragma once
+
+#include <cstdint>
+
+namespace tpurt {
+
+// Largest core count a system accepts (TPURT_NUM_CORES and options->num_cores).
+constexpr int64_t kMaxCores = 4096;
+
+enum class EnvVar { kNumCores, kYieldNs, kTensorCacheMb, kCount };
+
+struct EnvVarInfo {
+  const char* name;
+  int64_t min, max;
+  int64_t (*fallback)();  // the value when unset
+  // Read once, at first use, by a hot path (else read where it is used, each time).
+  bool read_once;
+};
+
+const EnvVarInfo& env_info(EnvVar var);
+
+// The variable's current value, or its fallback when unset or empty. A bad value
+// throws Error(TPU_INVALID_ARGUMENT) naming the variable, its value and the range.
+int64_t env_value(EnvVar var);
+
+// For hot paths: the value read once, at the first call. A bad value gives the
+// fallback here, since a hot path cannot report it; tpu_system_init reports it
+// (check_environment), so no step runs with it unnoticed.
+int64_t env_value_cached(EnvVar var);
+
+// The value the library works with: the cached one for variables read once, the
+// current one otherwise. Throws like env_value for a bad current value.
+int64_t env_effective(EnvVar var);
+
+// Throws for the first read-once variable with a bad value: tpu_system_init calls
+// it. Variables read each time are checked where they are read.
+void check_environment();
+
+}  // namespace tpurt
