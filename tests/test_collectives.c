@@ -16,6 +16,8 @@
 
 #include <tpurt.h>
 
+#include "test_util.h"
+
 #define MAX_REPLICAS 8
 
 /* The test's system, released by the teardown even when an assertion jumps out. */
@@ -54,7 +56,7 @@ static int is_float(tpu_dtype d) {
 
 static size_t esize(tpu_dtype d) {
   size_t s = 0;
-  assert_int_equal(tpu_dtype_size(d, &s), TPU_OK);
+  CHECK_OK(tpu_dtype_size(d, &s));
   return s;
 }
 
@@ -75,13 +77,13 @@ static uint16_t f_to_bf16(float f) { /* reference RNE, NaN not used here */
 /* half via the library's exact conversions (tested exhaustively elsewhere) */
 static float half_to_f(uint16_t h) {
   float f;
-  assert_int_equal(tpu_half_to_float(&h, &f, 1), TPU_OK);
+  CHECK_OK(tpu_half_to_float(&h, &f, 1));
   return f;
 }
 
 static uint16_t f_to_half(float f) {
   uint16_t h;
-  assert_int_equal(tpu_float_to_half(&f, &h, 1), TPU_OK);
+  CHECK_OK(tpu_float_to_half(&f, &h, 1));
   return h;
 }
 
@@ -127,7 +129,7 @@ static int64_t input_value(tpu_dtype d, int r, int64_t i) {
 
 static tpu_tensor *make_input(tpu_dtype d, int r, const int64_t *dims, int rank) {
   tpu_tensor *t = NULL;
-  assert_int_equal(tpu_tensor_create(d, dims, rank, NULL, 0, &t), TPU_OK);
+  CHECK_OK(tpu_tensor_create(d, dims, rank, NULL, 0, &t));
   void *data;
   int64_t n;
   tpu_tensor_data(t, &data);
@@ -599,8 +601,7 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
   return st;
 }
 
-/* Runs a 4-replica step in `mode`, checks the step's status and message, then checks
- * that a correct step runs normally afterwards. */
+/* Runs a 4-replica step in `mode`. */
 static tpu_status run_error_step(tpu_system *sys, int mode, err_case *e) {
   int stuck_ms = e->stuck_ms;
   memset(e, 0, sizeof *e);
@@ -609,12 +610,15 @@ static tpu_status run_error_step(tpu_system *sys, int mode, err_case *e) {
   return tpu_replicate(sys, err_computation, e, 4, 0, NULL, NULL, NULL, 0, NULL);
 }
 
-static void expect_error(tpu_system *sys, int mode, tpu_status want, const char *needle,
-                         err_case *e) {
-  tpu_status st = run_error_step(sys, mode, e);
-  if (st != want) fail_msg("mode %d: got %s (%s), want %s", mode, tpu_status_name(st), tpu_last_error(), tpu_status_name(want));
-  if (needle && strstr(tpu_last_error(), needle) == NULL)
-    fail_msg("mode %d: message '%s' lacks '%s'", mode, tpu_last_error(), needle);
+/* The step in `mode` fails with `want` and a message containing `needle`; then a
+ * correct step runs. */
+#define CHECK_STEP_ERROR(sys, mode, want, needle, e)               \
+  do {                                                             \
+    CHECK_ERROR(run_error_step((sys), (mode), (e)), want, needle); \
+    run_ok_step(sys);                                              \
+  } while (0)
+
+static void run_ok_step(tpu_system *sys) {
   coll_case ok = {0};
   ok.kind = OP_ALL_REDUCE;
   ok.dtype = TPU_FLOAT;
@@ -629,15 +633,15 @@ static void test_collectives__mismatches_fail_every_participant(void **state) {
   (void)state;
   tpu_system *sys = start_system(4, 10000);
   err_case e;
-  expect_error(sys, MISMATCH_DTYPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce int32[4]", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_DTYPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce int32[4]", &e);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
-  expect_error(sys, MISMATCH_SHAPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce float32[5]", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_SHAPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce float32[5]", &e);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
-  expect_error(sys, MISMATCH_OP, TPU_INVALID_ARGUMENT, "replica 3", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_OP, TPU_INVALID_ARGUMENT, "replica 3", &e);
   for (int r = 0; r < 4; ++r) assert_non_null(strstr(e.message[r], "op=max"));
-  expect_error(sys, MISMATCH_GROUPS, TPU_INVALID_ARGUMENT, "replica 1", &e);
-  expect_error(sys, MISMATCH_KIND, TPU_INVALID_ARGUMENT, "replica 0 called broadcast", &e);
-  expect_error(sys, BF16_SCOPE_MISMATCH, TPU_INVALID_ARGUMENT, "replica 0", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_GROUPS, TPU_INVALID_ARGUMENT, "replica 1", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_KIND, TPU_INVALID_ARGUMENT, "replica 0 called broadcast", &e);
+  CHECK_STEP_ERROR(sys, BF16_SCOPE_MISMATCH, TPU_INVALID_ARGUMENT, "replica 0", &e);
   release_system(NULL);
 }
 
@@ -646,12 +650,12 @@ static void test_collectives__missing_and_stuck_replicas(void **state) {
   tpu_system *sys = start_system(4, 300);
   err_case e = {0};
   /* A replica that finishes without the collective is named at once. */
-  expect_error(sys, SKIP_COLLECTIVE, TPU_FAILED_PRECONDITION, "replica 1 finished its computation without joining", &e);
-  assert_int_equal(e.status[1], TPU_OK);
+  CHECK_STEP_ERROR(sys, SKIP_COLLECTIVE, TPU_FAILED_PRECONDITION, "replica 1 finished its computation without joining", &e);
+  CHECK_OK(e.status[1]);
   /* A replica that arrives after the deadline but returns within the grace period
    * after the failure: the others time out naming it, and the system goes on. */
   e.stuck_ms = 450;
-  expect_error(sys, STUCK_REPLICA, TPU_DEADLINE_EXCEEDED, "waiting for replicas [3]", &e);
+  CHECK_STEP_ERROR(sys, STUCK_REPLICA, TPU_DEADLINE_EXCEEDED, "waiting for replicas [3]", &e);
   assert_int_equal(e.status[0], TPU_DEADLINE_EXCEEDED);
   assert_int_equal(e.status[3], TPU_DEADLINE_EXCEEDED);
 
@@ -672,7 +676,7 @@ static void test_collectives__failing_replica_aborts_the_others(void **state) {
   (void)state;
   tpu_system *sys = start_system(4, 60000); /* a long deadline: release must not wait for it */
   err_case e;
-  expect_error(sys, FAILING_REPLICA, TPU_INTERNAL, "replica 2: the model diverged", &e);
+  CHECK_STEP_ERROR(sys, FAILING_REPLICA, TPU_INTERNAL, "replica 2: the model diverged", &e);
   for (int r = 0; r < 4; ++r)
     if (r != 2) {
       assert_int_equal(e.status[r], TPU_ABORTED);
@@ -685,10 +689,10 @@ static void test_collectives__bad_arguments(void **state) {
   (void)state;
   tpu_system *sys = start_system(4, 10000);
   err_case e;
-  expect_error(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, "1", &e);
+  CHECK_STEP_ERROR(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, "1", &e);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
-  expect_error(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
-  expect_error(sys, BAD_PAIRS, TPU_INVALID_ARGUMENT, "Target 1 appears more than once", &e);
+  CHECK_STEP_ERROR(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
+  CHECK_STEP_ERROR(sys, BAD_PAIRS, TPU_INVALID_ARGUMENT, "Target 1 appears more than once", &e);
   release_system(NULL);
 }
 
@@ -732,7 +736,7 @@ static void test_collectives__bfloat16_scope_numbers(void **state) {
   tpu_system *sys = start_system(4, 10000);
   bf16_case b;
   memset(&b, 0, sizeof b);
-  assert_int_equal(tpu_replicate(sys, bf16_computation, &b, 4, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  CHECK_OK(tpu_replicate(sys, bf16_computation, &b, 4, 0, NULL, NULL, NULL, 0, NULL));
   int differs_from_f32 = 0;
   for (int i = 0; i < 64; ++i) {
     float acc = 0, exact = 0;
@@ -788,7 +792,7 @@ static void test_collectives__outside_a_computation(void **state) {
   (void)state;
   tpu_tensor *x = NULL, *out = NULL;
   int64_t dims[1] = {2};
-  assert_int_equal(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &x), TPU_OK);
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &x));
   assert_int_equal(tpu_cross_replica_sum(NULL, x, NULL, &out), TPU_INVALID_ARGUMENT);
   assert_non_null(strstr(tpu_last_error(), "ctx"));
   assert_int_equal(tpu_barrier(NULL), TPU_INVALID_ARGUMENT);
