@@ -799,7 +799,7 @@ static void test_collectives__outside_a_computation(void **state) {
   tpu_tensor_release(x);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_collectives__all_reduce_every_dtype_op_and_replica_count, release_system),
       cmocka_unit_test_teardown(test_collectives__all_reduce_groups, release_system),
@@ -816,5 +816,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_collectives__thousand_random_steps, release_system),
       cmocka_unit_test_teardown(test_collectives__outside_a_computation, release_system),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -157,7 +157,7 @@ static void test_common__last_error_is_thread_local(void **state) {
   assert_string_equal(tpu_last_error(), "");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_common__status_names),
       cmocka_unit_test(test_common__version),
@@ -166,5 +166,5 @@ int main(void) {
       cmocka_unit_test(test_common__last_error_and_clear),
       cmocka_unit_test(test_common__last_error_is_thread_local),
   };
-  return cmocka_run_group_tests_name("common", tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -223,7 +223,7 @@ static void test_feed__after_shutdown(void **state) {
                TPU_FAILED_PRECONDITION, "shut down");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_feed__round_trip, teardown),
       cmocka_unit_test_teardown(test_feed__tuple_checks, teardown),
@@ -232,5 +232,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_feed__abort_wakes_dequeue, teardown),
       cmocka_unit_test_teardown(test_feed__after_shutdown, teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

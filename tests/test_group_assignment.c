@@ -90,12 +90,12 @@ static void test_group_assignment__message_survives_success(void **state) {
   assert_non_null(strstr(tpu_last_error(), "appears twice"));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_group_assignment__valid),
       cmocka_unit_test(test_group_assignment__sizes),
       cmocka_unit_test(test_group_assignment__errors),
       cmocka_unit_test(test_group_assignment__message_survives_success),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -734,7 +734,7 @@ static void test_null_args__feed(void **state) {
   CHECK_NO_WORKER_FAILURES();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest no_system[] = {
       cmocka_unit_test(test_null_args__common),
       cmocka_unit_test(test_null_args__tensor),
@@ -749,8 +749,7 @@ int main(void) {
       cmocka_unit_test(test_null_args__feed),
       cmocka_unit_test(test_null_args__fail_null_message),
   };
-  int failed = cmocka_run_group_tests_name("null_args", no_system, NULL, NULL);
-  failed += cmocka_run_group_tests_name("null_args_system", with_system, setup_system,
-                                        teardown_system);
+  int failed = RUN_TESTS(argc, argv, no_system, NULL, NULL);
+  failed += RUN_TESTS(argc, argv, with_system, setup_system, teardown_system);
   return failed;
 }

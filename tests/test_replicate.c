@@ -599,7 +599,7 @@ static void test_replicate__outside_compilation_cancelled_by_abort(void **state)
   assert_int_equal(c.aborted, 2);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_replicate__per_replica_results, teardown),
       cmocka_unit_test_teardown(test_replicate__explicit_device_assignment, teardown),
@@ -614,5 +614,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_replicate__outside_compilation, teardown),
       cmocka_unit_test_teardown(test_replicate__outside_compilation_cancelled_by_abort, teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -217,12 +217,12 @@ static void test_shard__output_errors(void **state) {
                TPU_INVALID_ARGUMENT, "shard 0 left output 2 NULL");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shard__split_concat_and_stack),
       cmocka_unit_test(test_shard__batch_parallel),
       cmocka_unit_test(test_shard__input_errors),
       cmocka_unit_test(test_shard__output_errors),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return RUN_TESTS(argc, argv, tests, setup, teardown);
 }

@@ -405,7 +405,7 @@ static void test_system__pinning_respects_affinity(void **state) {
   expect_pinned(&p, 3, last, 1);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_system__init_query_shutdown, teardown),
       cmocka_unit_test_teardown(test_system__embedding_config_is_validated_and_kept, teardown),
@@ -418,5 +418,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_system__thread_pinning, teardown),
       cmocka_unit_test_teardown(test_system__pinning_respects_affinity, teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

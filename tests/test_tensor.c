@@ -721,7 +721,7 @@ static void test_tensor__conversion_args(void **state) {
   assert_true(u.f[3] == 4.0f);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tensor__create_copies),
       cmocka_unit_test(test_tensor__create_zero_filled),
@@ -746,5 +746,5 @@ int main(void) {
       cmocka_unit_test(test_tensor__half_specials),
       cmocka_unit_test(test_tensor__conversion_args),
   };
-  return cmocka_run_group_tests_name("tensor", tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

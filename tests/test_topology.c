@@ -773,7 +773,7 @@ static void test_topology__explicit_assignment(void **state) {
   tpu_topology_release(t);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_topology__accessors),
       cmocka_unit_test(test_topology__local_layout_serializes_like_tf),
@@ -788,5 +788,5 @@ int main(void) {
       cmocka_unit_test(test_topology__build_errors),
       cmocka_unit_test(test_topology__explicit_assignment),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

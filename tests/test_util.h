@@ -9,13 +9,24 @@
  * thread (the process's main thread, where cmocka runs every case). On any other
  * thread (a computation, a host function, a thread the test starts) these macros
  * print and count the failure instead; the test calls CHECK_NO_WORKER_FAILURES()
- * after the join, and a binary whose failures no test claimed exits non-zero. */
+ * after the join, and RUN_TESTS fails the binary if failures are left unclaimed.
+ *
+ * Every binary's main is
+ *   int main(int argc, char **argv) {
+ *     const struct CMUnitTest tests[] = {cmocka_unit_test(test_<area>__<case>), ...};
+ *     return RUN_TESTS(argc, argv, tests, group_setup, group_teardown);
+ *   }
+ * and runs only the cases whose name matches `binary PATTERN` or, without an argument,
+ * $TPURT_TEST_FILTER (cmocka's pattern: `*` any run of characters, `?` one), e.g.
+ *   build/tests/test_tensor test_tensor__cast
+ *   TPURT_TEST_FILTER='*bf16*' make test */
 #ifndef TPURT_TEST_UTIL_H
 #define TPURT_TEST_UTIL_H
 
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -90,6 +101,25 @@ static inline int tpurt_test_take_worker_failures_(void) {
       tpurt_test_failed_(__FILE__, __LINE__, "%d check(s) failed off the test's thread", \
                          tpurt_n_);                                                      \
   } while (0)
+
+static inline int tpurt_run_tests(int argc, char **argv, const char *group,
+                                  const struct CMUnitTest *tests, size_t n,
+                                  CMFixtureFunction setup, CMFixtureFunction teardown) {
+  const char *filter = argc > 1 ? argv[1] : getenv("TPURT_TEST_FILTER");
+  if (argc > 2 || (filter && filter[0] == '-')) {
+    fprintf(stderr, "usage: %s [PATTERN]  (or TPURT_TEST_FILTER=PATTERN; '*' and '?' match)\n",
+            argv[0]);
+    return 2;
+  }
+  if (filter && *filter) cmocka_set_test_filter(filter);
+  int failed = _cmocka_run_group_tests(group, tests, n, setup, teardown);
+  int lost = tpurt_test_take_worker_failures_();
+  if (lost) fprintf(stderr, "%s: %d check(s) failed off the test's thread, unclaimed\n", group, lost);
+  return failed + lost;
+}
+
+#define RUN_TESTS(argc, argv, tests, setup, teardown) \
+  tpurt_run_tests((argc), (argv), #tests, (tests), sizeof(tests) / sizeof((tests)[0]), (setup), (teardown))
 
 /* Seconds on the monotonic clock. */
 static inline double now(void) {
