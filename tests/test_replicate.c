@@ -115,6 +115,7 @@ static void test_replicate__per_replica_results(void **state) {
     in[r] = floats(v, 3);
   }
   CHECK_OK(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, NULL, NULL, 2, out));
+  CHECK_NO_WORKER_FAILURES();
   for (int r = 0; r < 4; ++r) {
     const float *y = float_data(out[2 * r]);
     assert_true(y[0] == (1.0f + r) * r && y[1] == 2.0f * r && y[2] == -3.0f * r);
@@ -126,6 +127,7 @@ static void test_replicate__per_replica_results(void **state) {
   /* tpu_rewrite: one replica on core 0. */
   n = 1;
   CHECK_OK(tpu_rewrite(g_sys, scale_by_replica, &n, 1, in, NULL, 2, out));
+  CHECK_NO_WORKER_FAILURES();
   assert_true(float_data(out[0])[0] == 0.0f);
   release_all(out, 2);
   release_all(in, 4);
@@ -150,6 +152,7 @@ static void test_replicate__explicit_device_assignment(void **state) {
     in[r] = floats(&v, 1);
   }
   CHECK_OK(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, da, NULL, 2, out));
+  CHECK_NO_WORKER_FAILURES();
   for (int r = 0; r < 4; ++r) {
     void *p;
     tpu_tensor_data(out[2 * r + 1], &p);
@@ -166,6 +169,7 @@ static void test_replicate__explicit_device_assignment(void **state) {
   CHECK_OK(tpu_device_assignment_create(topo, &pairs[0][0][0], 2, 2, &da));
   n = 2;
   CHECK_OK(tpu_replicate(g_sys, scale_by_replica, &n, 2, 1, in, da, NULL, 2, out));
+  CHECK_NO_WORKER_FAILURES();
   void *p;
   tpu_tensor_data(out[1], &p);
   assert_int_equal(*(int32_t *)p, 2 * 100 + 2);
@@ -291,6 +295,7 @@ static void test_replicate__maximum_shapes(void **state) {
   max[1].rank = 2, max[1].dims[0] = 1, max[1].dims[1] = 8;
   max[2].rank = -1;
   CHECK_OK(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, NULL, max, 0, NULL));
+  CHECK_NO_WORKER_FAILURES();
   assert_int_equal(s.num_inputs, 5); /* 3 inputs + (0,0) + (1,1) */
   for (int r = 0; r < 2; ++r) {
     assert_int_equal(s.dims[r][0][0], 3);
@@ -323,6 +328,7 @@ static void test_replicate__maximum_shapes(void **state) {
   memset(&one, 0, sizeof one);
   one.rank = 2, one.dims[0] = -1, one.dims[1] = -1;
   CHECK_OK(tpu_replicate(g_sys, record_inputs, &s, 2, 1, small, NULL, &one, 0, NULL));
+  CHECK_NO_WORKER_FAILURES();
   assert_int_equal(s.num_inputs, 2);
   assert_int_equal(s.dims[0][0][0], 2);
   assert_int_equal(s.dims[0][0][1], 1);
@@ -383,6 +389,7 @@ static void test_replicate__first_failure_and_recovery(void **state) {
   /* close_on_failure = 0: the next step runs normally. */
   p.failing = -1;
   CHECK_OK(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, NULL, NULL, 1, out));
+  CHECK_NO_WORKER_FAILURES();
   for (int r = 0; r < 4; ++r) {
     void *d;
     tpu_tensor_data(out[r], &d);
@@ -472,11 +479,12 @@ static void run_random_steps(unsigned seed, int steps, int cores) {
       }
     }
     tpu_status st = tpu_replicate(g_sys, sum_inputs, NULL, replicas, ni, in, NULL, NULL, no, out);
-    if (st != TPU_OK) fail_msg("step %d: %s", step, tpu_last_error());
-    for (int r = 0; r < replicas; ++r)
-      for (int o = 0; o < no; ++o)
-        assert_true(float_data(out[r * no + o])[0] == expect[r] + (float)o + (float)r);
-    release_all(out, replicas * no);
+    CHECK_OK(st);
+    if (st == TPU_OK)
+      for (int r = 0; r < replicas; ++r)
+        for (int o = 0; o < no; ++o)
+          CHECK(float_data(out[r * no + o])[0] == expect[r] + (float)o + (float)r);
+    if (st == TPU_OK) release_all(out, replicas * no);
     release_all(in, replicas * ni);
   }
 }
@@ -499,6 +507,7 @@ static void test_replicate__concurrent_callers(void **state) {
   assert_int_equal(pthread_create(&t, NULL, host_thread, (void *)(uintptr_t)7), 0);
   run_random_steps(8, 300, 4);
   pthread_join(t, NULL);
+  CHECK_NO_WORKER_FAILURES();
 }
 
 static tpu_status nested(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,

@@ -3,6 +3,7 @@
  *   CHECK_OK(call)                    the call returns TPU_OK
  *   CHECK_ERROR(call, code, fragment) it returns `code` and the message contains `fragment`
  *   CHECK(cond)                       the condition holds
+ *   CHECK_FAIL(fmt, ...)              fails with a printf-style message
  *
  * Each reports the caller's file and line, the call and the last error. cmocka's
  * asserts jump back to the test's frame, so they are safe only on the test's own
@@ -91,6 +92,8 @@ static inline int tpurt_test_take_worker_failures_(void) {
   do {                                                                           \
     if (!(cond)) tpurt_test_failed_(__FILE__, __LINE__, "%s is false", #cond);   \
   } while (0)
+
+#define CHECK_FAIL(...) tpurt_test_failed_(__FILE__, __LINE__, __VA_ARGS__)
 
 /* After joining the threads a test started (or after tpu_replicate returned): fails
  * if a check failed on one of them. */
