@@ -401,7 +401,7 @@ static void test_collectives__all_reduce_every_dtype_op_and_replica_count(void *
   const int replica_counts[] = {1, 2, 3, 5, 8};
   for (size_t rc = 0; rc < sizeof replica_counts / sizeof replica_counts[0]; ++rc) {
     int n = replica_counts[rc];
-    tpu_system *sys = start_system(n, 20000);
+    tpu_system *sys = start_system(n, time_limit_ms(20000));
     for (size_t di = 0; di < NUM_DTYPES; ++di)
       for (int op = TPU_REDUCE_SUM; op <= TPU_REDUCE_MEAN; ++op) {
         if (!op_allowed(kAllDtypes[di], (tpu_reduce_op)op)) continue;
@@ -416,7 +416,7 @@ static void test_collectives__all_reduce_every_dtype_op_and_replica_count(void *
 
 static void test_collectives__all_reduce_groups(void **state) {
   (void)state;
-  tpu_system *sys = start_system(6, 20000);
+  tpu_system *sys = start_system(6, time_limit_ms(20000));
   const int32_t pairs_ids[] = {0, 3, 1, 4, 2, 5};
   const int32_t thirds_ids[] = {5, 1, 0, 2, 4, 3};
   tpu_group_assignment pairs = {pairs_ids, 3, 2}, thirds = {thirds_ids, 2, 3};
@@ -433,7 +433,7 @@ static void test_collectives__all_reduce_groups(void **state) {
 
 static void test_collectives__large_all_reduce_streaming_path(void **state) {
   (void)state;
-  tpu_system *sys = start_system(2, 60000);
+  tpu_system *sys = start_system(2, time_limit_ms(60000));
   /* 9 MiB per replica: outputs total > 16 MiB */
   coll_case c = vector_case(OP_ALL_REDUCE, TPU_FLOAT, TPU_REDUCE_SUM, (9 << 20) / 4 + 13, 2);
   run_case(sys, &c);
@@ -446,7 +446,7 @@ static void test_collectives__all_gather_reduce_scatter_all_to_all(void **state)
   const tpu_dtype dtypes[] = {TPU_FLOAT, TPU_INT8, TPU_COMPLEX64, TPU_HALF};
   for (size_t rc = 0; rc < 3; ++rc) {
     int n = replica_counts[rc];
-    tpu_system *sys = start_system(n, 20000);
+    tpu_system *sys = start_system(n, time_limit_ms(20000));
     for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; ++di)
       for (int big = 0; big < 2; ++big)
         for (int axis = 0; axis < 3; ++axis) {
@@ -475,7 +475,7 @@ static void test_collectives__all_gather_reduce_scatter_all_to_all(void **state)
 
 static void test_collectives__grouped_gather_and_all_to_all(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 20000);
+  tpu_system *sys = start_system(4, time_limit_ms(20000));
   const int32_t ids[] = {3, 0, 2, 1};
   tpu_group_assignment groups = {ids, 2, 2};
   coll_case c = {0};
@@ -504,7 +504,7 @@ static void test_collectives__grouped_gather_and_all_to_all(void **state) {
 
 static void test_collectives__permute_and_broadcast(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 20000);
+  tpu_system *sys = start_system(4, time_limit_ms(20000));
   const int32_t chain[] = {0, 1, 1, 2, 2, 3}; /* TF's example: [0, A, B, C] */
   const int32_t ring[] = {0, 1, 1, 2, 2, 3, 3, 0};
   const int64_t sizes[] = {3, 5000};
@@ -634,7 +634,7 @@ static void run_ok_step(tpu_system *sys) {
 
 static void test_collectives__mismatches_fail_every_participant(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 10000);
+  tpu_system *sys = start_system(4, time_limit_ms(10000));
   err_case e;
   CHECK_STEP_ERROR(sys, MISMATCH_DTYPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce int32[4]", &e);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
@@ -677,7 +677,7 @@ static void test_collectives__missing_and_stuck_replicas(void **state) {
 
 static void test_collectives__failing_replica_aborts_the_others(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 60000); /* a long deadline: release must not wait for it */
+  tpu_system *sys = start_system(4, time_limit_ms(60000)); /* a long deadline: release must not wait for it */
   err_case e;
   CHECK_STEP_ERROR(sys, FAILING_REPLICA, TPU_INTERNAL, "replica 2: the model diverged", &e);
   for (int r = 0; r < 4; ++r)
@@ -690,7 +690,7 @@ static void test_collectives__failing_replica_aborts_the_others(void **state) {
 
 static void test_collectives__bad_arguments(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 10000);
+  tpu_system *sys = start_system(4, time_limit_ms(10000));
   err_case e;
   CHECK_STEP_ERROR(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, "1", &e);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
@@ -736,7 +736,7 @@ static tpu_status bf16_computation(tpu_replica_context *ctx, tpu_tensor *const *
 
 static void test_collectives__bfloat16_scope_numbers(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 10000);
+  tpu_system *sys = start_system(4, time_limit_ms(10000));
   bf16_case b;
   memset(&b, 0, sizeof b);
   CHECK_OK(tpu_replicate(sys, bf16_computation, &b, 4, 0, NULL, NULL, NULL, 0, NULL));
@@ -768,7 +768,7 @@ static void test_collectives__every_placement(void **state) {
   for (size_t m = 0; m < sizeof modes / sizeof modes[0]; ++m)
     for (size_t rc = 0; rc < sizeof replica_counts / sizeof replica_counts[0]; ++rc) {
       int n = replica_counts[rc];
-      tpu_system *sys = start_system_pinned(n, 20000, modes[m]);
+      tpu_system *sys = start_system_pinned(n, time_limit_ms(20000), modes[m]);
       for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; ++k)
         for (size_t si = 0; si < sizeof kSizes / sizeof kSizes[0]; ++si) {
           coll_case c = vector_case(kinds[k], TPU_FLOAT, TPU_REDUCE_SUM, kSizes[si], n);
@@ -780,7 +780,7 @@ static void test_collectives__every_placement(void **state) {
 
 static void test_collectives__thousand_random_steps(void **state) {
   (void)state;
-  tpu_system *sys = start_system(3, 20000);
+  tpu_system *sys = start_system(3, time_limit_ms(20000));
   unsigned seed = 12345;
   for (int step = 0; step < 1000; ++step) {
     seed = seed * 1103515245u + 12345u;

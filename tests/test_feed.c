@@ -139,7 +139,7 @@ static void test_feed__tuple_checks(void **state) {
   double t0 = now();
   CHECK_ERROR(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_DEADLINE_EXCEEDED, "stayed full");
   double waited = now() - t0;
-  assert_true(waited >= 0.19 && waited < 3.0);
+  assert_true(waited >= 0.19 && waited < time_limit(3.0));
   release_tuple(t);
   tpu_tensor_release(bad);
 }
@@ -198,13 +198,13 @@ static void test_feed__deadlines(void **state) {
 }
 
 static void test_feed__abort_wakes_dequeue(void **state) {
-  start(2, 10000); /* far beyond the test: only the abort can end the wait */
+  start(2, time_limit_ms(10000)); /* far beyond the test: only the abort can end the wait */
   CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in));
   int failing = 1;
   double t0 = now();
   CHECK_ERROR(tpu_replicate(g_sys, dequeue_one, &failing, 2, 0, NULL, NULL, NULL, 0, NULL),
                TPU_DATA_LOSS, "replica 1: bad batch");
-  assert_true(now() - t0 < 2.0);
+  assert_true(now() - t0 < time_limit(2.0));
   assert_int_equal(g_dequeue_status, TPU_ABORTED);
 }
 

@@ -80,7 +80,7 @@ static tpu_system_options system_options(void) {
   tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
   o.num_cores = kCores;
   o.close_on_failure = 0;          /* the failing steps below must not close it */
-  o.collective_timeout_ms = 20000; /* a hang fails the test instead of waiting minutes */
+  o.collective_timeout_ms = time_limit_ms(20000); /* a hang fails the test instead of waiting minutes */
   return o;
 }
 

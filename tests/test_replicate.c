@@ -367,14 +367,14 @@ static tpu_status fail_one(tpu_replica_context *ctx, tpu_tensor *const *in, int 
 }
 
 static void test_replicate__first_failure_and_recovery(void **state) {
-  start(4, 5000, 0);
+  start(4, time_limit_ms(5000), 0);
   tpu_tensor *out[4];
   failure_plan p = {2, 0, 20, 0};
   for (int i = 0; i < 4; ++i) out[i] = (tpu_tensor *)&p;
   double t0 = now();
   CHECK_ERROR(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, NULL, NULL, 1, out),
                TPU_INVALID_ARGUMENT, "replica 2: boom");
-  assert_true(now() - t0 < 2.0); /* the others' barrier was aborted, not timed out */
+  assert_true(now() - t0 < time_limit(2.0)); /* the others' barrier was aborted, not timed out */
   assert_int_equal(p.aborted, 3);
   assert_string_equal(tpu_last_error(), "replica 2: boom");
   for (int i = 0; i < 4; ++i) assert_null(out[i]);
@@ -402,7 +402,7 @@ static void test_replicate__first_failure_and_recovery(void **state) {
 }
 
 static void test_replicate__close_on_failure(void **state) {
-  start(2, 5000, 1);
+  start(2, time_limit_ms(5000), 1);
   tpu_tensor *out[2];
   failure_plan p = {1, 0, 0, 0};
   CHECK_ERROR(tpu_replicate(g_sys, fail_one, &p, 2, 0, NULL, NULL, NULL, 1, out),
@@ -421,7 +421,8 @@ static atomic_int g_release_stuck;
 static tpu_status one_stuck(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
                             tpu_tensor **out, int no, void *user) {
   if (replica_id(ctx) != 1) return TPU_OK;
-  for (int i = 0; i < 10000 && !atomic_load(&g_release_stuck); ++i) sleep_ms(1); /* <= 10 s */
+  /* Until the test releases it, or 10 s (scaled) so that it ends even if the test does not. */
+  for (int64_t i = 0; i < time_limit_ms(10000) && !atomic_load(&g_release_stuck); ++i) sleep_ms(1);
   return TPU_OK;
 }
 
@@ -433,7 +434,7 @@ static void test_replicate__stuck_replica_is_bounded(void **state) {
   double t0 = now();
   CHECK_ERROR(tpu_replicate(g_sys, one_stuck, NULL, 4, 1, in, NULL, NULL, 0, NULL),
                TPU_DEADLINE_EXCEEDED, "replica 1 did not return within 200 ms");
-  assert_true(now() - t0 < 5.0);
+  assert_true(now() - t0 < time_limit(5.0));
   release_all(in, 4); /* the stuck replica holds its own references */
   int closed = 0;
   CHECK_OK(tpu_system_is_closed(g_sys, &closed));
@@ -493,7 +494,7 @@ static void test_replicate__many_steps(void **state) {
   start(4, 0, 1);
   double t0 = now();
   run_random_steps(42, 1000, 4);
-  assert_true(now() - t0 < 10.0);
+  assert_true(now() - t0 < time_limit(10.0));
 }
 
 static void *host_thread(void *arg) {
@@ -598,7 +599,7 @@ static tpu_status queue_then_fail(tpu_replica_context *ctx, tpu_tensor *const *i
 }
 
 static void test_replicate__outside_compilation_cancelled_by_abort(void **state) {
-  start(4, 5000, 0);
+  start(4, time_limit_ms(5000), 0);
   cancel_state c;
   memset(&c, 0, sizeof c);
   CHECK_ERROR(tpu_replicate(g_sys, queue_then_fail, &c, 4, 0, NULL, NULL, NULL, 0, NULL),

@@ -289,7 +289,7 @@ static void test_system__workers_named_and_asleep_when_idle(void **state) {
     CHECK_OK(tpu_replicate(g_sys, empty, NULL, 8, 0, NULL, NULL, NULL, 0, NULL));
   int total = 0, sleeping = 0, host = 0, host_sleeping = 0;
   /* Idle workers stop spinning within a few ms; allow a loaded machine 2 s. */
-  for (int i = 0; i < 200 && sleeping < 8; ++i) {
+  for (int i = 0; i < time_limit(2.0) * 100 && sleeping < 8; ++i) {
     struct timespec ts = {0, 10 * 1000 * 1000};
     nanosleep(&ts, NULL);
     count_threads("tpurt-core-", &total, &sleeping);

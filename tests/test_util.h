@@ -105,6 +105,24 @@ static inline int tpurt_test_take_worker_failures_(void) {
                          tpurt_n_);                                                      \
   } while (0)
 
+/* Every wall-clock limit in the tests (an upper bound on a duration, a deadline that
+ * only guards against a hang) goes through these: TPURT_TEST_TIMEOUT_MULTIPLIER
+ * (default 1) scales them for slow builds such as the sanitizers'. */
+static inline double timeout_multiplier(void) {
+  const char *v = getenv("TPURT_TEST_TIMEOUT_MULTIPLIER");
+  if (v == NULL || *v == '\0') return 1.0;
+  char *end = NULL;
+  double m = strtod(v, &end);
+  if (*end != '\0' || !(m > 0 && m <= 1000)) {
+    fprintf(stderr, "TPURT_TEST_TIMEOUT_MULTIPLIER=\"%s\": expected a number in (0, 1000]\n", v);
+    exit(2);
+  }
+  return m;
+}
+
+static inline double time_limit(double seconds) { return seconds * timeout_multiplier(); }
+static inline int64_t time_limit_ms(int64_t ms) { return (int64_t)((double)ms * timeout_multiplier()); }
+
 static inline int tpurt_run_tests(int argc, char **argv, const char *group,
                                   const struct CMUnitTest *tests, size_t n,
                                   CMFixtureFunction setup, CMFixtureFunction teardown) {
@@ -114,6 +132,7 @@ static inline int tpurt_run_tests(int argc, char **argv, const char *group,
             argv[0]);
     return 2;
   }
+  timeout_multiplier(); /* a bad value stops the binary before any case runs */
   if (filter && *filter) cmocka_set_test_filter(filter);
   int failed = _cmocka_run_group_tests(group, tests, n, setup, teardown);
   int lost = tpurt_test_take_worker_failures_();
