@@ -5,13 +5,6 @@
 // The phases are told apart by the order in which wait_until calls its predicates:
 // spinning calls ready() 256 times per stop(); yielding calls ready(), stop() and
 // spin_instead() once per round; sleeping calls ready() and stop() once per wake.
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-extern "C" {
-#include <cmocka.h>
-}
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -21,6 +14,14 @@ extern "C" {
 
 #include "core/wait.h"
 #include "tpurt.h"
+
+// After the C++ and library headers: cmocka defines a macro named fail().
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+extern "C" {
+#include <cmocka.h>
+}
 
 #include "test_util.h"
 
