@@ -157,6 +157,7 @@ static void test_system__options_validation(void **state) {
     tpu_system_options o;
     char tail[32];
   } big;
+  memset(&big, 0xab, sizeof big); /* the tail must be zeroed by the call, not by chance */
   CHECK_OK(tpu_system_options_init(&big.o, sizeof big));
   assert_int_equal(big.o.struct_size, sizeof big);
   assert_int_equal(big.o.close_on_failure, 1);
@@ -192,6 +193,8 @@ static void test_system__num_cores_defaults(void **state) {
   o.num_cores = 2; /* an explicit count wins over the environment */
   start(&o);
   unsetenv("TPURT_NUM_CORES");
+  CHECK_OK(tpu_system_num_cores(g_sys, &n));
+  assert_int_equal(n, 2);
 }
 
 static void test_system__topology(void **state) {
@@ -236,7 +239,9 @@ static void test_system__topology(void **state) {
   assert_memory_equal(again, bytes, len);
 
   CHECK_OK(tpu_system_topology(g_sys, &topo));
+  memset(again, 0, sizeof again); /* still holds the same bytes from above */
   CHECK_OK(tpu_topology_serialize(topo, again, sizeof again, &len2));
+  assert_int_equal(len2, len);
   assert_memory_equal(again, bytes, len);
   tpu_topology_release(topo);
 

@@ -1,4 +1,5 @@
-/* Helpers shared by the cmocka tests, C and C++. Include after <cmocka.h> and <tpurt.h>.
+/* Helpers shared by the cmocka tests, C and C++. Include after <cmocka.h> and <tpurt.h>
+ * (in C++ after every other header too: cmocka defines a macro named fail()).
  *
  *   CHECK_OK(call)                    the call returns TPU_OK
  *   CHECK_ERROR(call, code, fragment) it returns `code` and the message contains `fragment`
@@ -20,12 +21,16 @@
  * and runs only the cases whose name matches `binary PATTERN` or, without an argument,
  * $TPURT_TEST_FILTER (cmocka's pattern: `*` any run of characters, `?` one), e.g.
  *   build/tests/test_tensor test_tensor__cast
- *   TPURT_TEST_FILTER='*bf16*' make test */
+ *   TPURT_TEST_FILTER='*bf16*' make test
+ *
+ * time_limit(seconds) and time_limit_ms(ms) scale a wall-clock limit by
+ * TPURT_TEST_TIMEOUT_MULTIPLIER (below). */
 #ifndef TPURT_TEST_UTIL_H
 #define TPURT_TEST_UTIL_H
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +126,9 @@ static inline double timeout_multiplier(void) {
 }
 
 static inline double time_limit(double seconds) { return seconds * timeout_multiplier(); }
-static inline int64_t time_limit_ms(int64_t ms) { return (int64_t)((double)ms * timeout_multiplier()); }
+static inline int64_t time_limit_ms(int64_t ms) {
+  return (int64_t)((double)ms * timeout_multiplier());
+}
 
 static inline int tpurt_run_tests(int argc, char **argv, const char *group,
                                   const struct CMUnitTest *tests, size_t n,
@@ -136,12 +143,13 @@ static inline int tpurt_run_tests(int argc, char **argv, const char *group,
   if (filter && *filter) cmocka_set_test_filter(filter);
   int failed = _cmocka_run_group_tests(group, tests, n, setup, teardown);
   int lost = tpurt_test_take_worker_failures_();
-  if (lost) fprintf(stderr, "%s: %d check(s) failed off the test's thread, unclaimed\n", group, lost);
+  if (lost) fprintf(stderr, "%s: %d unclaimed check(s) failed off the test's thread\n", group, lost);
   return failed + lost;
 }
 
-#define RUN_TESTS(argc, argv, tests, setup, teardown) \
-  tpurt_run_tests((argc), (argv), #tests, (tests), sizeof(tests) / sizeof((tests)[0]), (setup), (teardown))
+#define RUN_TESTS(argc, argv, tests, setup, teardown)                                     \
+  tpurt_run_tests((argc), (argv), #tests, (tests), sizeof(tests) / sizeof((tests)[0]), \
+                  (setup), (teardown))
 
 /* Seconds on the monotonic clock. */
 static inline double now(void) {
