@@ -16,6 +16,8 @@
 
 #include <tpurt.h>
 
+#include "test_util.h"
+
 #define MAX_REPLICAS 8
 
 /* The test's system, released by the teardown even when an assertion jumps out. */
@@ -54,7 +56,7 @@ static int is_float(tpu_dtype d) {
 
 static size_t esize(tpu_dtype d) {
   size_t s = 0;
-  assert_int_equal(tpu_dtype_size(d, &s), TPU_OK);
+  CHECK_OK(tpu_dtype_size(d, &s));
   return s;
 }
 
@@ -75,13 +77,13 @@ static uint16_t f_to_bf16(float f) { /* reference RNE, NaN not used here */
 /* half via the library's exact conversions (tested exhaustively elsewhere) */
 static float half_to_f(uint16_t h) {
   float f;
-  assert_int_equal(tpu_half_to_float(&h, &f, 1), TPU_OK);
+  CHECK_OK(tpu_half_to_float(&h, &f, 1));
   return f;
 }
 
 static uint16_t f_to_half(float f) {
   uint16_t h;
-  assert_int_equal(tpu_float_to_half(&f, &h, 1), TPU_OK);
+  CHECK_OK(tpu_float_to_half(&f, &h, 1));
   return h;
 }
 
@@ -127,7 +129,7 @@ static int64_t input_value(tpu_dtype d, int r, int64_t i) {
 
 static tpu_tensor *make_input(tpu_dtype d, int r, const int64_t *dims, int rank) {
   tpu_tensor *t = NULL;
-  assert_int_equal(tpu_tensor_create(d, dims, rank, NULL, 0, &t), TPU_OK);
+  CHECK_OK(tpu_tensor_create(d, dims, rank, NULL, 0, &t));
   void *data;
   int64_t n;
   tpu_tensor_data(t, &data);
@@ -236,7 +238,7 @@ static int group_of(const coll_case *c, int r, const int32_t **members, int *pos
         *pos = k;
         return c->groups->group_size;
       }
-  fail_msg("replica %d in no group", r);
+  CHECK_FAIL("replica %d in no group", r); /* runs on a worker */
   return 0;
 }
 
@@ -258,11 +260,13 @@ static long check_output(const coll_case *c, int r, const tpu_tensor *out) {
   const int32_t *members = NULL;
   int pos = 0;
   int g = group_of(c, r, &members, &pos);
+  if (g == 0) return 1;
   size_t es = esize(c->dtype);
   int64_t odims[4];
   int orank = 0;
   tpu_tensor_rank(out, &orank);
-  assert_int_equal(orank, c->rank);
+  CHECK(orank == c->rank); /* runs on a worker */
+  if (orank != c->rank) return 1;
   tpu_tensor_dims(out, odims, 4, &(size_t){0});
   int64_t n = 1;
   for (int a = 0; a < orank; ++a) n *= odims[a];
@@ -369,6 +373,7 @@ static coll_case vector_case(op_kind kind, tpu_dtype dtype, tpu_reduce_op op, in
 static void run_case(tpu_system *sys, coll_case *c) {
   memset(c->wrong, 0, sizeof c->wrong);
   tpu_status st = tpu_replicate(sys, case_computation, c, c->replicas, 0, NULL, 0, NULL, NULL);
+  CHECK_NO_WORKER_FAILURES();
   if (st != TPU_OK) fail_msg("kind %d dtype %d replicas %d: %s: %s", c->kind, c->dtype, c->replicas,
                              tpu_status_name(st), tpu_last_error());
   for (int r = 0; r < c->replicas; ++r)
@@ -396,7 +401,7 @@ static void test_collectives__all_reduce_every_dtype_op_and_replica_count(void *
   const int replica_counts[] = {1, 2, 3, 5, 8};
   for (size_t rc = 0; rc < sizeof replica_counts / sizeof replica_counts[0]; ++rc) {
     int n = replica_counts[rc];
-    tpu_system *sys = start_system(n, 20000);
+    tpu_system *sys = start_system(n, time_limit_ms(20000));
     for (size_t di = 0; di < NUM_DTYPES; ++di)
       for (int op = TPU_REDUCE_SUM; op <= TPU_REDUCE_MEAN; ++op) {
         if (!op_allowed(kAllDtypes[di], (tpu_reduce_op)op)) continue;
@@ -411,7 +416,7 @@ static void test_collectives__all_reduce_every_dtype_op_and_replica_count(void *
 
 static void test_collectives__all_reduce_groups(void **state) {
   (void)state;
-  tpu_system *sys = start_system(6, 20000);
+  tpu_system *sys = start_system(6, time_limit_ms(20000));
   const int32_t pairs_ids[] = {0, 3, 1, 4, 2, 5};
   const int32_t thirds_ids[] = {5, 1, 0, 2, 4, 3};
   tpu_group_assignment pairs = {pairs_ids, 3, 2}, thirds = {thirds_ids, 2, 3};
@@ -428,7 +433,7 @@ static void test_collectives__all_reduce_groups(void **state) {
 
 static void test_collectives__large_all_reduce_streaming_path(void **state) {
   (void)state;
-  tpu_system *sys = start_system(2, 60000);
+  tpu_system *sys = start_system(2, time_limit_ms(60000));
   /* 9 MiB per replica: outputs total > 16 MiB */
   coll_case c = vector_case(OP_ALL_REDUCE, TPU_FLOAT, TPU_REDUCE_SUM, (9 << 20) / 4 + 13, 2);
   run_case(sys, &c);
@@ -441,7 +446,7 @@ static void test_collectives__all_gather_reduce_scatter_all_to_all(void **state)
   const tpu_dtype dtypes[] = {TPU_FLOAT, TPU_INT8, TPU_COMPLEX64, TPU_HALF};
   for (size_t rc = 0; rc < 3; ++rc) {
     int n = replica_counts[rc];
-    tpu_system *sys = start_system(n, 20000);
+    tpu_system *sys = start_system(n, time_limit_ms(20000));
     for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; ++di)
       for (int big = 0; big < 2; ++big)
         for (int axis = 0; axis < 3; ++axis) {
@@ -470,7 +475,7 @@ static void test_collectives__all_gather_reduce_scatter_all_to_all(void **state)
 
 static void test_collectives__grouped_gather_and_all_to_all(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 20000);
+  tpu_system *sys = start_system(4, time_limit_ms(20000));
   const int32_t ids[] = {3, 0, 2, 1};
   tpu_group_assignment groups = {ids, 2, 2};
   coll_case c = {0};
@@ -499,7 +504,7 @@ static void test_collectives__grouped_gather_and_all_to_all(void **state) {
 
 static void test_collectives__permute_and_broadcast(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 20000);
+  tpu_system *sys = start_system(4, time_limit_ms(20000));
   const int32_t chain[] = {0, 1, 1, 2, 2, 3}; /* TF's example: [0, A, B, C] */
   const int32_t ring[] = {0, 1, 1, 2, 2, 3, 3, 0};
   const int64_t sizes[] = {3, 5000};
@@ -599,8 +604,7 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
   return st;
 }
 
-/* Runs a 4-replica step in `mode`, checks the step's status and message, then checks
- * that a correct step runs normally afterwards. */
+/* Runs a 4-replica step in `mode`. */
 static tpu_status run_error_step(tpu_system *sys, int mode, err_case *e) {
   int stuck_ms = e->stuck_ms;
   memset(e, 0, sizeof *e);
@@ -609,12 +613,15 @@ static tpu_status run_error_step(tpu_system *sys, int mode, err_case *e) {
   return tpu_replicate(sys, err_computation, e, 4, 0, NULL, 0, NULL, NULL);
 }
 
-static void expect_error(tpu_system *sys, int mode, tpu_status want, const char *needle,
-                         err_case *e) {
-  tpu_status st = run_error_step(sys, mode, e);
-  if (st != want) fail_msg("mode %d: got %s (%s), want %s", mode, tpu_status_name(st), tpu_last_error(), tpu_status_name(want));
-  if (needle && strstr(tpu_last_error(), needle) == NULL)
-    fail_msg("mode %d: message '%s' lacks '%s'", mode, tpu_last_error(), needle);
+/* The step in `mode` fails with `want` and a message containing `needle`; then a
+ * correct step runs. */
+#define CHECK_STEP_ERROR(sys, mode, want, needle, e)               \
+  do {                                                             \
+    CHECK_ERROR(run_error_step((sys), (mode), (e)), want, needle); \
+    run_ok_step(sys);                                              \
+  } while (0)
+
+static void run_ok_step(tpu_system *sys) {
   coll_case ok = {0};
   ok.kind = OP_ALL_REDUCE;
   ok.dtype = TPU_FLOAT;
@@ -627,17 +634,17 @@ static void expect_error(tpu_system *sys, int mode, tpu_status want, const char 
 
 static void test_collectives__mismatches_fail_every_participant(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 10000);
+  tpu_system *sys = start_system(4, time_limit_ms(10000));
   err_case e;
-  expect_error(sys, MISMATCH_DTYPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce int32[4]", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_DTYPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce int32[4]", &e);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
-  expect_error(sys, MISMATCH_SHAPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce float32[5]", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_SHAPE, TPU_INVALID_ARGUMENT, "replica 2 called all_reduce float32[5]", &e);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
-  expect_error(sys, MISMATCH_OP, TPU_INVALID_ARGUMENT, "replica 3", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_OP, TPU_INVALID_ARGUMENT, "replica 3", &e);
   for (int r = 0; r < 4; ++r) assert_non_null(strstr(e.message[r], "op=max"));
-  expect_error(sys, MISMATCH_GROUPS, TPU_INVALID_ARGUMENT, "replica 1", &e);
-  expect_error(sys, MISMATCH_KIND, TPU_INVALID_ARGUMENT, "replica 0 called broadcast", &e);
-  expect_error(sys, BF16_SCOPE_MISMATCH, TPU_INVALID_ARGUMENT, "replica 0", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_GROUPS, TPU_INVALID_ARGUMENT, "replica 1", &e);
+  CHECK_STEP_ERROR(sys, MISMATCH_KIND, TPU_INVALID_ARGUMENT, "replica 0 called broadcast", &e);
+  CHECK_STEP_ERROR(sys, BF16_SCOPE_MISMATCH, TPU_INVALID_ARGUMENT, "replica 0", &e);
   release_system(NULL);
 }
 
@@ -646,12 +653,12 @@ static void test_collectives__missing_and_stuck_replicas(void **state) {
   tpu_system *sys = start_system(4, 300);
   err_case e = {0};
   /* A replica that finishes without the collective is named at once. */
-  expect_error(sys, SKIP_COLLECTIVE, TPU_FAILED_PRECONDITION, "replica 1 finished its computation without joining", &e);
-  assert_int_equal(e.status[1], TPU_OK);
+  CHECK_STEP_ERROR(sys, SKIP_COLLECTIVE, TPU_FAILED_PRECONDITION, "replica 1 finished its computation without joining", &e);
+  CHECK_OK(e.status[1]);
   /* A replica that arrives after the deadline but returns within the grace period
    * after the failure: the others time out naming it, and the system goes on. */
   e.stuck_ms = 450;
-  expect_error(sys, STUCK_REPLICA, TPU_DEADLINE_EXCEEDED, "waiting for replicas [3]", &e);
+  CHECK_STEP_ERROR(sys, STUCK_REPLICA, TPU_DEADLINE_EXCEEDED, "waiting for replicas [3]", &e);
   assert_int_equal(e.status[0], TPU_DEADLINE_EXCEEDED);
   assert_int_equal(e.status[3], TPU_DEADLINE_EXCEEDED);
 
@@ -670,9 +677,9 @@ static void test_collectives__missing_and_stuck_replicas(void **state) {
 
 static void test_collectives__failing_replica_aborts_the_others(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 60000); /* a long deadline: release must not wait for it */
+  tpu_system *sys = start_system(4, time_limit_ms(60000)); /* a long deadline: release must not wait for it */
   err_case e;
-  expect_error(sys, FAILING_REPLICA, TPU_INTERNAL, "replica 2: the model diverged", &e);
+  CHECK_STEP_ERROR(sys, FAILING_REPLICA, TPU_INTERNAL, "replica 2: the model diverged", &e);
   for (int r = 0; r < 4; ++r)
     if (r != 2) {
       assert_int_equal(e.status[r], TPU_ABORTED);
@@ -683,12 +690,12 @@ static void test_collectives__failing_replica_aborts_the_others(void **state) {
 
 static void test_collectives__bad_arguments(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 10000);
+  tpu_system *sys = start_system(4, time_limit_ms(10000));
   err_case e;
-  expect_error(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, "1", &e);
+  CHECK_STEP_ERROR(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, "1", &e);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
-  expect_error(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
-  expect_error(sys, BAD_PAIRS, TPU_INVALID_ARGUMENT, "Target 1 appears more than once", &e);
+  CHECK_STEP_ERROR(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
+  CHECK_STEP_ERROR(sys, BAD_PAIRS, TPU_INVALID_ARGUMENT, "Target 1 appears more than once", &e);
   release_system(NULL);
 }
 
@@ -729,10 +736,10 @@ static tpu_status bf16_computation(tpu_replica_context *ctx, tpu_tensor *const *
 
 static void test_collectives__bfloat16_scope_numbers(void **state) {
   (void)state;
-  tpu_system *sys = start_system(4, 10000);
+  tpu_system *sys = start_system(4, time_limit_ms(10000));
   bf16_case b;
   memset(&b, 0, sizeof b);
-  assert_int_equal(tpu_replicate(sys, bf16_computation, &b, 4, 0, NULL, 0, NULL, NULL), TPU_OK);
+  CHECK_OK(tpu_replicate(sys, bf16_computation, &b, 4, 0, NULL, 0, NULL, NULL));
   int differs_from_f32 = 0;
   for (int i = 0; i < 64; ++i) {
     float acc = 0, exact = 0;
@@ -761,7 +768,7 @@ static void test_collectives__every_placement(void **state) {
   for (size_t m = 0; m < sizeof modes / sizeof modes[0]; ++m)
     for (size_t rc = 0; rc < sizeof replica_counts / sizeof replica_counts[0]; ++rc) {
       int n = replica_counts[rc];
-      tpu_system *sys = start_system_pinned(n, 20000, modes[m]);
+      tpu_system *sys = start_system_pinned(n, time_limit_ms(20000), modes[m]);
       for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; ++k)
         for (size_t si = 0; si < sizeof kSizes / sizeof kSizes[0]; ++si) {
           coll_case c = vector_case(kinds[k], TPU_FLOAT, TPU_REDUCE_SUM, kSizes[si], n);
@@ -773,7 +780,7 @@ static void test_collectives__every_placement(void **state) {
 
 static void test_collectives__thousand_random_steps(void **state) {
   (void)state;
-  tpu_system *sys = start_system(3, 20000);
+  tpu_system *sys = start_system(3, time_limit_ms(20000));
   unsigned seed = 12345;
   for (int step = 0; step < 1000; ++step) {
     seed = seed * 1103515245u + 12345u;
@@ -788,14 +795,14 @@ static void test_collectives__outside_a_computation(void **state) {
   (void)state;
   tpu_tensor *x = NULL, *out = NULL;
   int64_t dims[1] = {2};
-  assert_int_equal(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &x), TPU_OK);
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &x));
   assert_int_equal(tpu_cross_replica_sum(NULL, x, NULL, &out, NULL), TPU_INVALID_ARGUMENT);
   assert_non_null(strstr(tpu_last_error(), "ctx"));
   assert_int_equal(tpu_barrier(NULL, NULL), TPU_INVALID_ARGUMENT);
   tpu_tensor_release(x);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_collectives__all_reduce_every_dtype_op_and_replica_count, release_system),
       cmocka_unit_test_teardown(test_collectives__all_reduce_groups, release_system),
@@ -812,5 +819,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_collectives__thousand_random_steps, release_system),
       cmocka_unit_test_teardown(test_collectives__outside_a_computation, release_system),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -12,7 +12,9 @@
 
 #include "tpurt.h"
 
-static void test_status_names(void **state) {
+#include "test_util.h"
+
+static void test_common__status_names(void **state) {
   (void)state;
   static const char *const names[] = {
       "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
@@ -26,15 +28,22 @@ static void test_status_names(void **state) {
     assert_string_equal(tpu_status_name((tpu_status)unknown[i]), "UNKNOWN_STATUS");
 }
 
-static void test_version(void **state) {
+/* The library's version string, the header's macros and TPU_VERSION_HEX agree, each
+ * checked against the numbers parsed from the string. */
+static void test_common__version(void **state) {
   (void)state;
-  char expected[64];
-  snprintf(expected, sizeof expected, "%d.%d.%d", TPU_VERSION_MAJOR, TPU_VERSION_MINOR,
-           TPU_VERSION_PATCH);
-  assert_non_null(tpu_version());
-  assert_string_equal(tpu_version(), expected);
-  assert_int_equal(TPU_VERSION_HEX,
-                   (TPU_VERSION_MAJOR << 16) | (TPU_VERSION_MINOR << 8) | TPU_VERSION_PATCH);
+  const char *v = tpu_version();
+  assert_non_null(v);
+  int major = -1, minor = -1, patch = -1, used = 0;
+  assert_int_equal(sscanf(v, "%d.%d.%d%n", &major, &minor, &patch, &used), 3);
+  assert_int_equal(v[used], '\0');
+  assert_int_equal(major, TPU_VERSION_MAJOR);
+  assert_int_equal(minor, TPU_VERSION_MINOR);
+  assert_int_equal(patch, TPU_VERSION_PATCH);
+  assert_true(minor < 256 && patch < 256);
+  assert_int_equal(TPU_VERSION_HEX >> 16, major);
+  assert_int_equal((TPU_VERSION_HEX >> 8) & 0xff, minor);
+  assert_int_equal(TPU_VERSION_HEX & 0xff, patch);
 }
 
 /* TensorFlow's DataType numbers, sizes and names. */
@@ -71,7 +80,7 @@ static void assert_unknown_dtype(int d) {
   assert_string_equal(name, "untouched");
 }
 
-static void test_dtypes(void **state) {
+static void test_common__dtypes(void **state) {
   (void)state;
   for (int d = -2; d <= 40; ++d) {
     int k = known_dtype(d);
@@ -81,9 +90,9 @@ static void test_dtypes(void **state) {
     }
     size_t size = 0;
     const char *name = NULL;
-    assert_int_equal(tpu_dtype_size((tpu_dtype)d, &size), TPU_OK);
+    CHECK_OK(tpu_dtype_size((tpu_dtype)d, &size));
     assert_int_equal(size, kDtypes[k].size);
-    assert_int_equal(tpu_dtype_name((tpu_dtype)d, &name), TPU_OK);
+    CHECK_OK(tpu_dtype_name((tpu_dtype)d, &name));
     assert_non_null(name);
     assert_string_equal(name, kDtypes[k].name);
   }
@@ -93,7 +102,7 @@ static void test_dtypes(void **state) {
   assert_unknown_dtype(INT_MIN);
 }
 
-static void test_dtype_null_out(void **state) {
+static void test_common__dtype_null_out(void **state) {
   (void)state;
   assert_int_equal(tpu_dtype_size(TPU_FLOAT, NULL), TPU_INVALID_ARGUMENT);
   assert_non_null(strstr(tpu_last_error(), "'out'"));
@@ -102,7 +111,7 @@ static void test_dtype_null_out(void **state) {
   assert_non_null(strstr(tpu_last_error(), "'out'"));
 }
 
-static void test_last_error_and_clear(void **state) {
+static void test_common__last_error_and_clear(void **state) {
   (void)state;
   size_t size;
   tpu_clear_last_error();
@@ -113,7 +122,7 @@ static void test_last_error_and_clear(void **state) {
   char kept[256];
   snprintf(kept, sizeof kept, "%s", tpu_last_error());
   /* Success leaves the message of an earlier failure alone. */
-  assert_int_equal(tpu_dtype_size(TPU_FLOAT, &size), TPU_OK);
+  CHECK_OK(tpu_dtype_size(TPU_FLOAT, &size));
   assert_string_equal(tpu_last_error(), kept);
   tpu_clear_last_error();
   assert_string_equal(tpu_last_error(), "");
@@ -133,7 +142,7 @@ static void *error_thread(void *arg) {
   return NULL;
 }
 
-static void test_last_error_is_thread_local(void **state) {
+static void test_common__last_error_is_thread_local(void **state) {
   (void)state;
   size_t size;
   assert_int_equal(tpu_dtype_size((tpu_dtype)7, &size), TPU_INVALID_ARGUMENT);
@@ -155,14 +164,14 @@ static void test_last_error_is_thread_local(void **state) {
   assert_string_equal(tpu_last_error(), "");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_status_names),
-      cmocka_unit_test(test_version),
-      cmocka_unit_test(test_dtypes),
-      cmocka_unit_test(test_dtype_null_out),
-      cmocka_unit_test(test_last_error_and_clear),
-      cmocka_unit_test(test_last_error_is_thread_local),
+      cmocka_unit_test(test_common__status_names),
+      cmocka_unit_test(test_common__version),
+      cmocka_unit_test(test_common__dtypes),
+      cmocka_unit_test(test_common__dtype_null_out),
+      cmocka_unit_test(test_common__last_error_and_clear),
+      cmocka_unit_test(test_common__last_error_is_thread_local),
   };
-  return cmocka_run_group_tests_name("common", tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

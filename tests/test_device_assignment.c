@@ -1,17 +1,23 @@
 /* Checks tpurt's topology and device assignment against the oracle vectors produced
  * by TensorFlow's own device_assignment.py / topology.py
  * (shared/spec/device_assignment_vectors.json, read at run time).
- * Prints one line per failing case and ends with "N passed, M failed". */
+ * One cmocka case per vector, named test_device_assignment__<id>. */
 #define _POSIX_C_SOURCE 200809L /* readlink */
 #include <jansson.h>
 #include <limits.h>
+#include <setjmp.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <cmocka.h>
+
 #include <tpurt.h>
+
+#include "test_util.h"
 
 #define VECTORS_NAME "device_assignment_vectors.json"
 
@@ -37,13 +43,6 @@ static void problem(const char *fmt, ...) {
 static void begin_case(void) {
   g_details[0] = '\0';
   g_case_bad = 0;
-}
-
-/* Returns 1 if the case passed; prints its line otherwise. */
-static int end_case(const char *kind, const char *id) {
-  if (!g_case_bad) return 1;
-  printf("FAIL %s %s: %s\n", kind, id, g_details);
-  return 0;
 }
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -379,46 +378,70 @@ static void run_parse_vector(json_t *v) {
 
 /* ---- main --------------------------------------------------------------------- */
 
-int main(void) {
+typedef void (*vector_runner)(json_t *);
+
+/* One cmocka case per vector: its initial state is {runner, vector}. */
+typedef struct {
+  vector_runner run;
+  json_t *vector;
+} vector_case;
+
+static void test_device_assignment__vector(void **state) {
+  const vector_case *c = *state;
+  begin_case();
+  c->run(c->vector);
+  if (g_case_bad) fail_msg("%s", g_details);
+}
+
+int main(int argc, char **argv) {
   char path[PATH_MAX + 64];
   FILE *f = open_vectors(path, sizeof(path));
   json_error_t err;
   json_t *root = f ? json_loadf(f, 0, &err) : NULL;
   if (f) fclose(f);
   if (!root) {
-    printf("FAIL vectors: cannot read %s (%s); set TPURT_DA_VECTORS\n", path,
-           f ? err.text : "not found");
-    printf("0 passed, 1 failed\n");
+    fprintf(stderr, "test_device_assignment: cannot read %s (%s); set TPURT_DA_VECTORS\n", path,
+            f ? err.text : "not found");
     return 1;
   }
 
-  int passed = 0, failed = 0;
-  struct {
+  const struct {
     const char *key;
-    void (*run)(json_t *);
+    vector_runner run;
   } groups[] = {{"cases", run_assignment_case},
                 {"topology_proto_vectors", run_proto_vector},
                 {"topology_parse_vectors", run_parse_vector}};
+  size_t total = 0;
   for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); ++g) {
     json_t *list = json_object_get(root, groups[g].key);
     if (!json_is_array(list) || json_array_size(list) == 0) {
-      printf("FAIL vectors: no \"%s\" in %s\n", groups[g].key, path);
-      ++failed;
-      continue;
+      fprintf(stderr, "test_device_assignment: no \"%s\" in %s\n", groups[g].key, path);
+      json_decref(root);
+      return 1;
     }
+    total += json_array_size(list);
+  }
+  struct CMUnitTest *tests = calloc(total, sizeof *tests);
+  vector_case *cases = calloc(total, sizeof *cases);
+  char (*names)[128] = calloc(total, sizeof *names);
+  if (!tests || !cases || !names) return 1;
+  size_t n = 0;
+  for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); ++g) {
     size_t i;
     json_t *v;
-    json_array_foreach(list, i, v) {
-      begin_case();
-      groups[g].run(v);
+    json_array_foreach(json_object_get(root, groups[g].key), i, v) {
       const char *id = json_string_value(json_object_get(v, "id"));
-      if (end_case(groups[g].key, id ? id : "?"))
-        ++passed;
-      else
-        ++failed;
+      snprintf(names[n], sizeof names[n], "test_device_assignment__%s", id ? id : "?");
+      cases[n] = (vector_case){groups[g].run, v};
+      tests[n] = (struct CMUnitTest){names[n], test_device_assignment__vector, NULL, NULL,
+                                     &cases[n]};
+      ++n;
     }
   }
+  int failed = tpurt_run_tests(argc, argv, "vectors", tests, n, NULL, NULL);
+  free(names);
+  free(cases);
+  free(tests);
   json_decref(root);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return failed;
 }

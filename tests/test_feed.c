@@ -45,8 +45,8 @@ static tpu_shape kShapes[2] = {{2, {2, 3}}, {0, {0}}};
 static void make_tuple(float base, int32_t tag, tpu_tensor **t) {
   float v[6];
   for (int i = 0; i < 6; ++i) v[i] = base + (float)i;
-  assert_int_equal(tpu_tensor_create(TPU_FLOAT, kShapes[0].dims, 2, v, sizeof v, &t[0]), TPU_OK);
-  assert_int_equal(tpu_tensor_create(TPU_INT32, NULL, 0, &tag, sizeof tag, &t[1]), TPU_OK);
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, kShapes[0].dims, 2, v, sizeof v, &t[0]));
+  CHECK_OK(tpu_tensor_create(TPU_INT32, NULL, 0, &tag, sizeof tag, &t[1]));
 }
 
 static void release_tuple(tpu_tensor **t) {
@@ -87,20 +87,20 @@ static tpu_status echo(tpu_replica_context *ctx, tpu_tensor *const *in, int ni, 
 
 static void test_feed__round_trip(void **state) {
   start(2, 0);
-  assert_int_equal(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in), TPU_OK);
-  assert_int_equal(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 4, &g_out), TPU_OK);
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in));
+  CHECK_OK(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 4, &g_out));
   for (int k = 0; k < 2; ++k)
     for (int r = 0; r < 2; ++r) {
       tpu_tensor *t[2];
       make_tuple((float)(10 * r + k), r * 2 + k, t);
-      assert_int_equal(tpu_infeed_enqueue(g_in, r, t, 2), TPU_OK);
+      CHECK_OK(tpu_infeed_enqueue(g_in, r, t, 2));
       release_tuple(t); /* the queue holds its own references */
     }
-  assert_int_equal(tpu_replicate(g_sys, echo, NULL, 2, 0, NULL, 0, NULL, NULL), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, echo, NULL, 2, 0, NULL, 0, NULL, NULL));
   for (int r = 0; r < 2; ++r)
     for (int k = 0; k < 2; ++k) { /* FIFO order per replica */
       tpu_tensor *t[2];
-      assert_int_equal(tpu_outfeed_dequeue(g_out, r, t, 2), TPU_OK);
+      CHECK_OK(tpu_outfeed_dequeue(g_out, r, t, 2));
       void *f, *g;
       tpu_tensor_data(t[0], &f);
       tpu_tensor_data(t[1], &g);
@@ -111,35 +111,35 @@ static void test_feed__round_trip(void **state) {
   /* Released with tuples still queued: no leak (checked under ASan). */
   tpu_tensor *t[2];
   make_tuple(0, 0, t);
-  assert_int_equal(tpu_infeed_enqueue(g_in, 1, t, 2), TPU_OK);
+  CHECK_OK(tpu_infeed_enqueue(g_in, 1, t, 2));
   release_tuple(t);
 }
 
 static void test_feed__tuple_checks(void **state) {
   start(2, 200);
-  assert_int_equal(tpu_infeed_queue_create(g_sys, 1, 2, kTypes, kShapes, 1, &g_in), TPU_OK);
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 1, 2, kTypes, kShapes, 1, &g_in));
   tpu_tensor *t[2], *bad;
   make_tuple(1, 7, t);
   int64_t dims[2] = {2, 3};
-  assert_int_equal(tpu_tensor_create(TPU_INT32, dims, 2, NULL, 0, &bad), TPU_OK);
+  CHECK_OK(tpu_tensor_create(TPU_INT32, dims, 2, NULL, 0, &bad));
   tpu_tensor *wrong_type[2] = {bad, t[1]};
-  expect_error(tpu_infeed_enqueue(g_in, 0, wrong_type, 2), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_infeed_enqueue(g_in, 0, wrong_type, 2), TPU_INVALID_ARGUMENT,
                "infeed tuple element 0: expected float32[2,3], got int32[2,3]");
   tpu_tensor *wrong_shape[2] = {t[0], t[0]}; /* element 1 wrong, element 0 fine */
-  expect_error(tpu_infeed_enqueue(g_in, 0, wrong_shape, 2), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_infeed_enqueue(g_in, 0, wrong_shape, 2), TPU_INVALID_ARGUMENT,
                "infeed tuple element 1: expected int32[], got float32[2,3]");
-  expect_error(tpu_infeed_enqueue(g_in, 0, t, 1), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_infeed_enqueue(g_in, 0, t, 1), TPU_INVALID_ARGUMENT,
                "infeed tuple has 1 elements but the queue's tuples have 2");
-  expect_error(tpu_infeed_enqueue(g_in, 1, t, 2), TPU_INVALID_ARGUMENT, "replica 1 is out of range");
+  CHECK_ERROR(tpu_infeed_enqueue(g_in, 1, t, 2), TPU_INVALID_ARGUMENT, "replica 1 is out of range");
   tpu_tensor *with_null[2] = {t[0], NULL};
-  expect_error(tpu_infeed_enqueue(g_in, 0, with_null, 2), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_infeed_enqueue(g_in, 0, with_null, 2), TPU_INVALID_ARGUMENT,
                "infeed tuple element 1 is NULL");
   /* Nothing was enqueued by the rejected calls: the one slot is still free. */
-  assert_int_equal(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_OK);
+  CHECK_OK(tpu_infeed_enqueue(g_in, 0, t, 2));
   double t0 = now();
-  expect_error(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_DEADLINE_EXCEEDED, "stayed full");
+  CHECK_ERROR(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_DEADLINE_EXCEEDED, "stayed full");
   double waited = now() - t0;
-  assert_true(waited >= 0.19 && waited < 3.0);
+  assert_true(waited >= 0.19 && waited < time_limit(3.0));
   release_tuple(t);
   tpu_tensor_release(bad);
 }
@@ -147,20 +147,20 @@ static void test_feed__tuple_checks(void **state) {
 static void test_feed__creation_checks(void **state) {
   start(2, 0);
   tpu_dtype types[2] = {TPU_FLOAT, TPU_INT8};
-  expect_error(tpu_infeed_queue_create(g_sys, 2, 2, types, kShapes, 0, &g_in), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_infeed_queue_create(g_sys, 2, 2, types, kShapes, 0, &g_in), TPU_INVALID_ARGUMENT,
                "element 1: int8 (6) is not a supported TPU infeed type");
   types[1] = TPU_UINT32;
   tpu_shape shapes[2] = {{1, {-1}}, {0, {0}}};
-  expect_error(tpu_outfeed_queue_create(g_sys, 2, 2, types, shapes, 0, &g_out),
+  CHECK_ERROR(tpu_outfeed_queue_create(g_sys, 2, 2, types, shapes, 0, &g_out),
                TPU_INVALID_ARGUMENT, "element 0: dimension 0 is -1");
   shapes[0].rank = TPU_MAX_RANK + 1;
-  expect_error(tpu_infeed_queue_create(g_sys, 2, 2, types, shapes, 0, &g_in), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_infeed_queue_create(g_sys, 2, 2, types, shapes, 0, &g_in), TPU_INVALID_ARGUMENT,
                "rank 17");
-  expect_error(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, -1, &g_in),
+  CHECK_ERROR(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, -1, &g_in),
                TPU_INVALID_ARGUMENT, "capacity");
-  expect_error(tpu_infeed_queue_create(g_sys, 3, 2, kTypes, kShapes, 0, &g_in),
+  CHECK_ERROR(tpu_infeed_queue_create(g_sys, 3, 2, kTypes, kShapes, 0, &g_in),
                TPU_INVALID_ARGUMENT, "num_replicas is 3");
-  expect_error(tpu_infeed_queue_create(g_sys, 2, 0, kTypes, kShapes, 0, &g_in),
+  CHECK_ERROR(tpu_infeed_queue_create(g_sys, 2, 0, kTypes, kShapes, 0, &g_in),
                TPU_INVALID_ARGUMENT, "num_elements");
   assert_null(g_in);
   assert_null(g_out);
@@ -185,45 +185,45 @@ static tpu_status dequeue_one(tpu_replica_context *ctx, tpu_tensor *const *in, i
 
 static void test_feed__deadlines(void **state) {
   start(2, 200);
-  assert_int_equal(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in), TPU_OK);
-  assert_int_equal(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_out), TPU_OK);
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in));
+  CHECK_OK(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_out));
   tpu_tensor *t[2];
   double t0 = now();
-  expect_error(tpu_outfeed_dequeue(g_out, 1, t, 2), TPU_DEADLINE_EXCEEDED,
+  CHECK_ERROR(tpu_outfeed_dequeue(g_out, 1, t, 2), TPU_DEADLINE_EXCEEDED,
                "outfeed dequeue for replica 1 timed out after 200 ms");
   assert_true(now() - t0 >= 0.19);
   int nobody = -1;
-  expect_error(tpu_replicate(g_sys, dequeue_one, &nobody, 2, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, dequeue_one, &nobody, 2, 0, NULL, 0, NULL, NULL),
                TPU_DEADLINE_EXCEEDED, "infeed dequeue for replica");
 }
 
 static void test_feed__abort_wakes_dequeue(void **state) {
-  start(2, 10000); /* far beyond the test: only the abort can end the wait */
-  assert_int_equal(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in), TPU_OK);
+  start(2, time_limit_ms(10000)); /* far beyond the test: only the abort can end the wait */
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in));
   int failing = 1;
   double t0 = now();
-  expect_error(tpu_replicate(g_sys, dequeue_one, &failing, 2, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, dequeue_one, &failing, 2, 0, NULL, 0, NULL, NULL),
                TPU_DATA_LOSS, "replica 1: bad batch");
-  assert_true(now() - t0 < 2.0);
+  assert_true(now() - t0 < time_limit(2.0));
   assert_int_equal(g_dequeue_status, TPU_ABORTED);
 }
 
 static void test_feed__after_shutdown(void **state) {
   start(2, 0);
-  assert_int_equal(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in), TPU_OK);
-  assert_int_equal(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_out), TPU_OK);
-  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in));
+  CHECK_OK(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_out));
+  CHECK_OK(tpu_system_shutdown(g_sys));
   tpu_tensor *t[2];
   make_tuple(0, 0, t);
-  expect_error(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_FAILED_PRECONDITION, "shut down");
+  CHECK_ERROR(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_FAILED_PRECONDITION, "shut down");
   release_tuple(t);
-  expect_error(tpu_outfeed_dequeue(g_out, 0, t, 2), TPU_FAILED_PRECONDITION, "shut down");
+  CHECK_ERROR(tpu_outfeed_dequeue(g_out, 0, t, 2), TPU_FAILED_PRECONDITION, "shut down");
   tpu_infeed_queue *q = NULL;
-  expect_error(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &q),
+  CHECK_ERROR(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &q),
                TPU_FAILED_PRECONDITION, "shut down");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_feed__round_trip, teardown),
       cmocka_unit_test_teardown(test_feed__tuple_checks, teardown),
@@ -232,5 +232,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_feed__abort_wakes_dequeue, teardown),
       cmocka_unit_test_teardown(test_feed__after_shutdown, teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -18,31 +18,20 @@ static tpu_status validate(const int32_t *ids, int num_groups, int group_size, i
   return tpu_group_assignment_validate(&g, num_replicas);
 }
 
-/* INVALID_ARGUMENT with a message containing `needle`. */
-#define EXPECT_INVALID(call, needle)                                                             \
-  do {                                                                                           \
-    tpu_status s_ = (call);                                                                      \
-    if (s_ != TPU_INVALID_ARGUMENT || strstr(tpu_last_error(), (needle)) == NULL) {              \
-      print_error("%s:%d: %s gave %s \"%s\"; expected INVALID_ARGUMENT with \"%s\"\n", __FILE__, \
-                  __LINE__, #call, tpu_status_name(s_), tpu_last_error(), (needle));             \
-      fail();                                                                                    \
-    }                                                                                            \
-  } while (0)
-
-static void test_valid(void **state) {
+static void test_group_assignment__valid(void **state) {
   (void)state;
   const int32_t pairs[4] = {0, 1, 2, 3}, crossed[4] = {3, 0, 1, 2}, one[1] = {0};
-  EXPECT_OK(validate(pairs, 2, 2, 4));
-  EXPECT_OK(validate(pairs, 1, 4, 4));
-  EXPECT_OK(validate(pairs, 4, 1, 4));
-  EXPECT_OK(validate(crossed, 2, 2, 4));
-  EXPECT_OK(validate(one, 1, 1, 1));
+  CHECK_OK(validate(pairs, 2, 2, 4));
+  CHECK_OK(validate(pairs, 1, 4, 4));
+  CHECK_OK(validate(pairs, 4, 1, 4));
+  CHECK_OK(validate(crossed, 2, 2, 4));
+  CHECK_OK(validate(one, 1, 1, 1));
   /* NULL means one group of every replica. */
-  EXPECT_OK(tpu_group_assignment_validate(NULL, 8));
+  CHECK_OK(tpu_group_assignment_validate(NULL, 8));
 }
 
 /* Sizes around the stack bitmap's word and capacity boundaries, and a large one. */
-static void test_sizes(void **state) {
+static void test_group_assignment__sizes(void **state) {
   (void)state;
   const int sizes[] = {63, 64, 65, 128, 4095, 4096, 4097, 100000};
   for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); ++k) {
@@ -50,63 +39,63 @@ static void test_sizes(void **state) {
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
     assert_non_null(ids);
     for (int i = 0; i < n; ++i) ids[i] = n - 1 - i;
-    EXPECT_OK(validate(ids, 1, n, n));
-    EXPECT_OK(validate(ids, n, 1, n));
+    CHECK_OK(validate(ids, 1, n, n));
+    CHECK_OK(validate(ids, n, 1, n));
     ids[n / 2] = ids[0]; /* a duplicate far from its first occurrence */
     char needle[64];
     snprintf(needle, sizeof(needle), "replica %d appears twice", n - 1);
-    EXPECT_INVALID(validate(ids, n, 1, n), needle);
+    CHECK_ERROR(validate(ids, n, 1, n), TPU_INVALID_ARGUMENT, needle);
     ids[n / 2] = n; /* just outside */
     snprintf(needle, sizeof(needle), "replica %d in group %d is outside [0, %d)", n, n / 2, n);
-    EXPECT_INVALID(validate(ids, n, 1, n), needle);
+    CHECK_ERROR(validate(ids, n, 1, n), TPU_INVALID_ARGUMENT, needle);
     free(ids);
   }
 }
 
-static void test_errors(void **state) {
+static void test_group_assignment__errors(void **state) {
   (void)state;
   const int32_t dup_across[4] = {0, 3, 3, 1}, dup_within[4] = {1, 1, 0, 2};
   const int32_t outside[4] = {0, 1, 2, 5}, negative[4] = {0, -1, 2, 3};
-  EXPECT_INVALID(validate(dup_across, 2, 2, 4),
+  CHECK_ERROR(validate(dup_across, 2, 2, 4), TPU_INVALID_ARGUMENT,
                  "replica 3 appears twice in group_assignment (group 0 and group 1)");
-  EXPECT_INVALID(validate(dup_within, 2, 2, 4), "replica 1 appears twice in group 0");
-  EXPECT_INVALID(validate(outside, 2, 2, 4), "replica 5 in group 1 is outside [0, 4)");
-  EXPECT_INVALID(validate(negative, 2, 2, 4), "replica -1 in group 0 is outside [0, 4)");
+  CHECK_ERROR(validate(dup_within, 2, 2, 4), TPU_INVALID_ARGUMENT, "replica 1 appears twice in group 0");
+  CHECK_ERROR(validate(outside, 2, 2, 4), TPU_INVALID_ARGUMENT, "replica 5 in group 1 is outside [0, 4)");
+  CHECK_ERROR(validate(negative, 2, 2, 4), TPU_INVALID_ARGUMENT, "replica -1 in group 0 is outside [0, 4)");
   /* Too few entries: the first id nobody claims. */
   const int32_t partial[2] = {0, 1};
-  EXPECT_INVALID(validate(partial, 1, 2, 4), "replica 2 is in no group");
+  CHECK_ERROR(validate(partial, 1, 2, 4), TPU_INVALID_ARGUMENT, "replica 2 is in no group");
   const int32_t gap[3] = {3, 0, 1};
-  EXPECT_INVALID(validate(gap, 3, 1, 4), "replica 2 is in no group");
+  CHECK_ERROR(validate(gap, 3, 1, 4), TPU_INVALID_ARGUMENT, "replica 2 is in no group");
   /* Too many entries: a duplicate or an outsider is always found. */
   const int32_t extra[6] = {0, 1, 2, 3, 0, 1};
-  EXPECT_INVALID(validate(extra, 3, 2, 4),
+  CHECK_ERROR(validate(extra, 3, 2, 4), TPU_INVALID_ARGUMENT,
                  "replica 0 appears twice in group_assignment (group 0 and group 2)");
 
-  EXPECT_INVALID(validate(dup_across, 0, 2, 4), "0 groups");
-  EXPECT_INVALID(validate(dup_across, -1, 2, 4), "-1 groups");
-  EXPECT_INVALID(validate(dup_across, 2, 0, 4), "group_size must be >= 1; got 0");
-  EXPECT_INVALID(validate(NULL, 2, 2, 4), "replica_ids is NULL");
-  EXPECT_INVALID(validate(dup_across, 2, 2, 0), "num_replicas must be >= 1; got 0");
-  EXPECT_INVALID(tpu_group_assignment_validate(NULL, -3), "num_replicas must be >= 1; got -3");
-  EXPECT_INVALID(validate(dup_across, 2, 2, 2147483647), "2147483647");
+  CHECK_ERROR(validate(dup_across, 0, 2, 4), TPU_INVALID_ARGUMENT, "0 groups");
+  CHECK_ERROR(validate(dup_across, -1, 2, 4), TPU_INVALID_ARGUMENT, "-1 groups");
+  CHECK_ERROR(validate(dup_across, 2, 0, 4), TPU_INVALID_ARGUMENT, "group_size must be >= 1; got 0");
+  CHECK_ERROR(validate(NULL, 2, 2, 4), TPU_INVALID_ARGUMENT, "replica_ids is NULL");
+  CHECK_ERROR(validate(dup_across, 2, 2, 0), TPU_INVALID_ARGUMENT, "num_replicas must be >= 1; got 0");
+  CHECK_ERROR(tpu_group_assignment_validate(NULL, -3), TPU_INVALID_ARGUMENT, "num_replicas must be >= 1; got -3");
+  CHECK_ERROR(validate(dup_across, 2, 2, 2147483647), TPU_INVALID_ARGUMENT, "2147483647");
 }
 
 /* A failure leaves the message; a later success does not clear it (common.h). */
-static void test_message_survives_success(void **state) {
+static void test_group_assignment__message_survives_success(void **state) {
   (void)state;
   const int32_t ids[2] = {0, 0};
-  EXPECT_INVALID(validate(ids, 1, 2, 2), "appears twice");
+  CHECK_ERROR(validate(ids, 1, 2, 2), TPU_INVALID_ARGUMENT, "appears twice");
   const int32_t good[2] = {1, 0};
-  EXPECT_OK(validate(good, 1, 2, 2));
+  CHECK_OK(validate(good, 1, 2, 2));
   assert_non_null(strstr(tpu_last_error(), "appears twice"));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_valid),
-      cmocka_unit_test(test_sizes),
-      cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_message_survives_success),
+      cmocka_unit_test(test_group_assignment__valid),
+      cmocka_unit_test(test_group_assignment__sizes),
+      cmocka_unit_test(test_group_assignment__errors),
+      cmocka_unit_test(test_group_assignment__message_survives_success),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

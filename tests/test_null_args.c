@@ -3,9 +3,9 @@
  * header gives NULL a meaning, that documented behaviour. Never a crash.
  * tests/check_null_args_coverage.sh fails when a public function is missing here.
  *
- * Checks also run on worker threads inside computations, where cmocka's asserts
- * cannot be used: every check records failures, and each test asserts at its end
- * that none were recorded. */
+ * Checks also run on worker threads inside computations, where the test_util.h checks
+ * count failures instead of failing (cmocka's asserts cannot be used there): each test
+ * ends with CHECK_NO_WORKER_FAILURES(). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,30 +19,9 @@
 #include "tpurt.h"
 #include "test_util.h"
 
-/* ---- recording checks ------------------------------------------------------------ */
+#include "test_util.h"
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_failures;
-
-static void record_failure(int line, const char *call, const char *fmt, ...) {
-  va_list ap;
-  pthread_mutex_lock(&g_mu);
-  g_failures++;
-  fprintf(stderr, "test_null_args.c:%d: %s: ", line, call);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  pthread_mutex_unlock(&g_mu);
-}
-
-static int take_failures(void) {
-  pthread_mutex_lock(&g_mu);
-  int n = g_failures;
-  g_failures = 0;
-  pthread_mutex_unlock(&g_mu);
-  return n;
-}
+/* ---- checks ------------------------------------------------------------------------ */
 
 /* Does the message contain one of the '|'-separated names? */
 static int names_one_of(const char *message, const char *names) {
@@ -57,31 +36,27 @@ static int names_one_of(const char *message, const char *names) {
 }
 
 /* `got` must be `want`; an error must come with a message containing one of `names`. */
-static void check(tpu_status got, tpu_status want, const char *names, const char *call,
-                  int line) {
-  if (got != want) {
-    record_failure(line, call, "returned %s, expected %s (message: \"%s\")", tpu_status_name(got),
-                   tpu_status_name(want), tpu_last_error());
-  } else if (want != TPU_OK && !names_one_of(tpu_last_error(), names)) {
-    record_failure(line, call, "message \"%s\" does not name %s", tpu_last_error(), names);
-  }
-}
-
-/* Where the header leaves NULL open: either accepted, or rejected naming the argument. */
-static void check_either(tpu_status got, const char *names, const char *call, int line) {
-  check(got, got == TPU_OK ? TPU_OK : TPU_INVALID_ARGUMENT, names, call, line);
+static void check_named(tpu_status got, tpu_status want, const char *names, const char *call,
+                        const char *file, int line) {
+  if (got != want)
+    tpurt_test_failed_(file, line, "%s returned %s, expected %s (message: \"%s\")", call,
+                       tpu_status_name(got), tpu_status_name(want), tpu_last_error());
+  else if (want != TPU_OK && !names_one_of(tpu_last_error(), names))
+    tpurt_test_failed_(file, line, "%s: message \"%s\" does not name %s", call, tpu_last_error(),
+                       names);
 }
 
 /* The message is cleared first so that an old one cannot satisfy the check. */
 #define CALL(call) (tpu_clear_last_error(), (call))
 /* NULL is an error naming the argument, e.g. NULL_ARG(f(NULL), "'out'"). */
-#define NULL_ARG(call, names) check(CALL(call), TPU_INVALID_ARGUMENT, names, #call, __LINE__)
-/* NULL is documented as accepted. */
-#define NULL_OK(call) check(CALL(call), TPU_OK, NULL, #call, __LINE__)
-#define NULL_EITHER(call, names) check_either(CALL(call), names, #call, __LINE__)
-#define EXPECT(cond)                                                        \
-  do {                                                                      \
-    if (!(cond)) record_failure(__LINE__, #cond, "is false");               \
+#define NULL_ARG(call, names) \
+  check_named(CALL(call), TPU_INVALID_ARGUMENT, names, #call, __FILE__, __LINE__)
+/* Where the header leaves NULL open: either accepted, or rejected naming the argument. */
+#define NULL_EITHER(call, names)                                                             \
+  do {                                                                                       \
+    tpu_status either_ = CALL(call);                                                         \
+    check_named(either_, either_ == TPU_OK ? TPU_OK : TPU_INVALID_ARGUMENT, names, #call,    \
+                __FILE__, __LINE__);                                                         \
   } while (0)
 
 /* f(args..., out): a NULL out fails. */
@@ -93,12 +68,10 @@ static void check_either(tpu_status got, const char *names, const char *call, in
   do {                                                                  \
     _Alignas(8) char buf_[512];                                         \
     size_t count_ = 0;                                                  \
-    NULL_OK(fn(__VA_ARGS__, NULL, 0, &count_));                         \
+    CHECK_OK(fn(__VA_ARGS__, NULL, 0, &count_));                         \
     NULL_ARG(fn(__VA_ARGS__, NULL, 16, &count_), "'out'");              \
     NULL_ARG(fn(__VA_ARGS__, (void *)buf_, 16, NULL), "'count'");       \
   } while (0)
-
-#define ASSERT_NO_FAILURES() assert_int_equal(take_failures(), 0)
 
 /* ---- fixtures ---------------------------------------------------------------------- */
 
@@ -108,7 +81,7 @@ static tpu_system_options system_options(void) {
   tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
   o.num_cores = kCores;
   o.close_on_failure = 0;          /* the failing steps below must not close it */
-  o.collective_timeout_ms = 20000; /* a hang fails the test instead of waiting minutes */
+  o.collective_timeout_ms = time_limit_ms(20000); /* a hang fails the test instead of waiting minutes */
   return o;
 }
 
@@ -116,15 +89,15 @@ static tpu_system_options system_options(void) {
 static void assert_no_live_system(void) {
   tpu_system_options o = system_options();
   tpu_system *s = NULL;
-  assert_int_equal(tpu_system_init(&o, &s), TPU_OK);
-  assert_int_equal(tpu_system_release(s), TPU_OK);
+  CHECK_OK(tpu_system_init(&o, &s));
+  CHECK_OK(tpu_system_release(s));
 }
 
 static tpu_tensor *vector2(void) {
   const int64_t dims[1] = {2};
   const float data[2] = {1, 2};
   tpu_tensor *t = NULL;
-  assert_int_equal(tpu_tensor_create(TPU_FLOAT, dims, 1, data, sizeof data, &t), TPU_OK);
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, data, sizeof data, &t));
   return t;
 }
 
@@ -133,23 +106,23 @@ static tpu_topology *topology(int devices) {
   const int32_t mesh[4] = {2, 1, 1, 1};
   const int32_t coords[8] = {0, 0, 0, 0, 1, 0, 0, 0};
   tpu_topology *t = NULL;
-  assert_int_equal(tpu_topology_create(mesh, 4, coords, 1, devices, &t), TPU_OK);
+  CHECK_OK(tpu_topology_create(mesh, 4, coords, 1, devices, &t));
   return t;
 }
 
 /* ---- common and tensor ---------------------------------------------------------------- */
 
-static void test_common(void **state) {
+static void test_null_args__common(void **state) {
   (void)state;
   /* No pointer arguments: each must simply never return NULL. */
-  EXPECT(tpu_status_name(TPU_OK) != NULL);
-  EXPECT(tpu_status_name((tpu_status)-1) != NULL);
+  CHECK(tpu_status_name(TPU_OK) != NULL);
+  CHECK(tpu_status_name((tpu_status)-1) != NULL);
   tpu_clear_last_error();
-  EXPECT(tpu_last_error() != NULL);
-  EXPECT(tpu_version() != NULL);
+  CHECK(tpu_last_error() != NULL);
+  CHECK(tpu_version() != NULL);
   OUT_ARG(tpu_dtype_size, TPU_FLOAT);
   OUT_ARG(tpu_dtype_name, TPU_FLOAT);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
 }
 
 static int g_release_calls;
@@ -159,7 +132,7 @@ static void count_release(void *data, void *user_data) {
   g_release_calls++;
 }
 
-static void test_tensor(void **state) {
+static void test_null_args__tensor(void **state) {
   (void)state;
   const int64_t dims[1] = {2};
   float data[2] = {1, 2};
@@ -168,9 +141,9 @@ static void test_tensor(void **state) {
   NULL_ARG(tpu_tensor_create(TPU_FLOAT, NULL, 1, data, sizeof data, &r), "'dims'");
   NULL_ARG(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, sizeof data, &r), "'data'");
   NULL_ARG(tpu_tensor_create(TPU_FLOAT, dims, 1, data, sizeof data, NULL), "'out'");
-  NULL_OK(tpu_tensor_create(TPU_FLOAT, NULL, 0, NULL, 0, &r)); /* scalar, zero-filled */
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, NULL, 0, NULL, 0, &r)); /* scalar, zero-filled */
   tpu_tensor_release(r);
-  NULL_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &r)); /* zero-filled */
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &r)); /* zero-filled */
   tpu_tensor_release(r);
 
   g_release_calls = 0;
@@ -180,15 +153,15 @@ static void test_tensor(void **state) {
            "'data'");
   NULL_ARG(tpu_tensor_wrap(TPU_FLOAT, dims, 1, data, sizeof data, count_release, NULL, NULL),
            "'out'");
-  EXPECT(g_release_calls == 0); /* a failed wrap does not call release */
-  NULL_OK(tpu_tensor_wrap(TPU_FLOAT, dims, 1, data, sizeof data, NULL, NULL, &r));
+  CHECK(g_release_calls == 0); /* a failed wrap does not call release */
+  CHECK_OK(tpu_tensor_wrap(TPU_FLOAT, dims, 1, data, sizeof data, NULL, NULL, &r));
   tpu_tensor_release(r);
-  NULL_OK(tpu_tensor_wrap(TPU_FLOAT, dims, 1, data, sizeof data, count_release, NULL, &r));
+  CHECK_OK(tpu_tensor_wrap(TPU_FLOAT, dims, 1, data, sizeof data, count_release, NULL, &r));
   tpu_tensor_release(r);
-  EXPECT(g_release_calls == 1);
+  CHECK(g_release_calls == 1);
 
   NULL_ARG(tpu_tensor_retain(NULL), "'tensor'");
-  NULL_OK(tpu_tensor_release(NULL));
+  CHECK_OK(tpu_tensor_release(NULL));
 
   tpu_dtype dtype;
   int rank;
@@ -219,33 +192,33 @@ static void test_tensor(void **state) {
 
   /* A scalar: dims may be NULL for rank 0. */
   tpu_tensor *s = NULL;
-  NULL_OK(tpu_tensor_create(TPU_FLOAT, NULL, 0, data, sizeof(float), &s));
-  NULL_OK(tpu_tensor_dims(s, NULL, 0, &(size_t){0}));
-  NULL_OK(tpu_tensor_reshape(s, NULL, 0, &r));
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, NULL, 0, data, sizeof(float), &s));
+  CHECK_OK(tpu_tensor_dims(s, NULL, 0, &(size_t){0}));
+  CHECK_OK(tpu_tensor_reshape(s, NULL, 0, &r));
   tpu_tensor_release(r);
   tpu_tensor_release(s);
 
   uint16_t h[2];
   NULL_ARG(tpu_float_to_bfloat16(NULL, h, 2), "'in'");
   NULL_ARG(tpu_float_to_bfloat16(data, NULL, 2), "'out'");
-  NULL_OK(tpu_float_to_bfloat16(NULL, NULL, 0));
+  CHECK_OK(tpu_float_to_bfloat16(NULL, NULL, 0));
   NULL_ARG(tpu_bfloat16_to_float(NULL, data, 2), "'in'");
   NULL_ARG(tpu_bfloat16_to_float(h, NULL, 2), "'out'");
-  NULL_OK(tpu_bfloat16_to_float(NULL, NULL, 0));
+  CHECK_OK(tpu_bfloat16_to_float(NULL, NULL, 0));
   NULL_ARG(tpu_float_to_half(NULL, h, 2), "'in'");
   NULL_ARG(tpu_float_to_half(data, NULL, 2), "'out'");
-  NULL_OK(tpu_float_to_half(NULL, NULL, 0));
+  CHECK_OK(tpu_float_to_half(NULL, NULL, 0));
   NULL_ARG(tpu_half_to_float(NULL, data, 2), "'in'");
   NULL_ARG(tpu_half_to_float(h, NULL, 2), "'out'");
-  NULL_OK(tpu_half_to_float(NULL, NULL, 0));
+  CHECK_OK(tpu_half_to_float(NULL, NULL, 0));
 
   tpu_tensor_release(t);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
 }
 
 /* ---- topology, device and group assignment --------------------------------------------- */
 
-static void test_topology(void **state) {
+static void test_null_args__topology(void **state) {
   (void)state;
   const int32_t mesh[4] = {2, 1, 1, 1};
   const int32_t coords[8] = {0, 0, 0, 0, 1, 0, 0, 0};
@@ -257,12 +230,12 @@ static void test_topology(void **state) {
 
   unsigned char bytes[256];
   size_t len = 0;
-  NULL_OK(tpu_topology_serialize(t, bytes, sizeof bytes, &len));
+  CHECK_OK(tpu_topology_serialize(t, bytes, sizeof bytes, &len));
   NULL_ARG(tpu_topology_parse(NULL, len, &r), "'bytes'");
   OUT_ARG(tpu_topology_parse, bytes, len);
   NULL_ARG(tpu_topology_serialize(NULL, bytes, sizeof bytes, &len), "'topology'");
   ARRAY_ARGS(tpu_topology_serialize, t);
-  NULL_OK(tpu_topology_release(NULL));
+  CHECK_OK(tpu_topology_release(NULL));
 
   int32_t c[4] = {0, 0, 0, 0};
   int v = 0, w = 0;
@@ -290,13 +263,13 @@ static void test_topology(void **state) {
   char name[256];
   NULL_ARG(tpu_topology_tpu_device_name(NULL, c, TPU_MESH_RANK, "worker", name, sizeof name, &len), "'topology'");
   NULL_ARG(tpu_topology_tpu_device_name(t, NULL, TPU_MESH_RANK, "worker", name, sizeof name, &len), "'coords'");
-  NULL_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, name, sizeof name, &len)); /* no job part */
-  EXPECT(strstr(name, "/job:") == NULL);
+  CHECK_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, name, sizeof name, &len)); /* no job part */
+  CHECK(strstr(name, "/job:") == NULL);
   ARRAY_ARGS(tpu_topology_tpu_device_name, t, c, TPU_MESH_RANK, "worker");
   NULL_ARG(tpu_topology_cpu_device_name(NULL, c, TPU_MESH_RANK, "worker", name, sizeof name, &len), "'topology'");
   NULL_ARG(tpu_topology_cpu_device_name(t, NULL, TPU_MESH_RANK, "worker", name, sizeof name, &len), "'coords'");
-  NULL_OK(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, NULL, name, sizeof name, &len));
-  EXPECT(strstr(name, "/job:") == NULL);
+  CHECK_OK(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, NULL, name, sizeof name, &len));
+  CHECK(strstr(name, "/job:") == NULL);
   ARRAY_ARGS(tpu_topology_cpu_device_name, t, c, TPU_MESH_RANK, "worker");
   NULL_ARG(tpu_topology_hardware_feature(NULL, &v, &w), "'topology'");
   NULL_ARG(tpu_topology_hardware_feature(t, NULL, &w), "'embedding_feature'");
@@ -310,10 +283,10 @@ static void test_topology(void **state) {
 
   tpu_topology_release(partial);
   tpu_topology_release(t);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
 }
 
-static void test_device_assignment(void **state) {
+static void test_null_args__device_assignment(void **state) {
   (void)state;
   tpu_topology *t = topology(2), *rt = NULL;
   tpu_device_assignment *da = NULL, *r = NULL;
@@ -323,17 +296,17 @@ static void test_device_assignment(void **state) {
   NULL_ARG(tpu_device_assignment_build(NULL, ones, 4, ones, 4, 2, TPU_DEVICE_ORDER_AUTO, &r),
            "'topology'");
   /* NULL computation_shape / computation_stride: all ones. */
-  NULL_OK(tpu_device_assignment_build(t, NULL, 0, ones, 4, 2, TPU_DEVICE_ORDER_AUTO, &r));
+  CHECK_OK(tpu_device_assignment_build(t, NULL, 0, ones, 4, 2, TPU_DEVICE_ORDER_AUTO, &r));
   tpu_device_assignment_release(r);
-  NULL_OK(tpu_device_assignment_build(t, ones, 4, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &r));
+  CHECK_OK(tpu_device_assignment_build(t, ones, 4, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &r));
   tpu_device_assignment_release(r);
   OUT_ARG(tpu_device_assignment_build, t, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO);
 
   NULL_ARG(tpu_device_assignment_create(NULL, cores, 2, 1, &r), "'topology'");
   NULL_ARG(tpu_device_assignment_create(t, NULL, 2, 1, &r), "'core_assignment'");
   OUT_ARG(tpu_device_assignment_create, t, cores, 2, 1);
-  NULL_OK(tpu_device_assignment_release(NULL));
-  assert_int_equal(tpu_device_assignment_create(t, cores, 2, 1, &da), TPU_OK);
+  CHECK_OK(tpu_device_assignment_release(NULL));
+  CHECK_OK(tpu_device_assignment_create(t, cores, 2, 1, &da));
 
   int v = 0, ids[4];
   size_t count = 0;
@@ -357,18 +330,18 @@ static void test_device_assignment(void **state) {
   size_t len;
   NULL_ARG(tpu_device_assignment_tpu_device(NULL, 0, 0, "worker", name, sizeof name, &len),
            "'assignment'");
-  NULL_OK(tpu_device_assignment_tpu_device(da, 0, 0, NULL, name, sizeof name, &len));
-  EXPECT(strstr(name, "/job:") == NULL);
+  CHECK_OK(tpu_device_assignment_tpu_device(da, 0, 0, NULL, name, sizeof name, &len));
+  CHECK(strstr(name, "/job:") == NULL);
   ARRAY_ARGS(tpu_device_assignment_tpu_device, da, 0, 0, "worker");
   NULL_ARG(tpu_device_assignment_host_device(NULL, 0, 0, "worker", name, sizeof name, &len),
            "'assignment'");
-  NULL_OK(tpu_device_assignment_host_device(da, 0, 0, NULL, name, sizeof name, &len));
-  EXPECT(strstr(name, "/job:") == NULL);
+  CHECK_OK(tpu_device_assignment_host_device(da, 0, 0, NULL, name, sizeof name, &len));
+  CHECK(strstr(name, "/job:") == NULL);
   ARRAY_ARGS(tpu_device_assignment_host_device, da, 0, 0, "worker");
 
   NULL_ARG(tpu_device_assignment_lookup_replicas(NULL, 0, 0, ids, 4, &count), "'assignment'");
-  NULL_OK(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 0, &count)); /* a count query */
-  EXPECT(count == 2);
+  CHECK_OK(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 0, &count)); /* a count query */
+  CHECK(count == 2);
   NULL_ARG(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 4, &count), "'out'");
   NULL_ARG(tpu_device_assignment_lookup_replicas(da, 0, 0, ids, 4, NULL), "'count'");
 
@@ -379,29 +352,29 @@ static void test_device_assignment(void **state) {
 
   tpu_device_assignment_release(da);
   tpu_topology_release(t);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
 }
 
 /* ---- system start-up (no system may be live) -------------------------------------------- */
 
-static void test_system_init(void **state) {
+static void test_null_args__system_init(void **state) {
   (void)state;
   tpu_system_options o = system_options();
   tpu_system *s = NULL;
   NULL_ARG(tpu_system_options_init(NULL, sizeof o), "'options'");
   tpu_step_options so;
   NULL_ARG(tpu_step_options_init(NULL, sizeof so), "'options'");
-  NULL_OK(tpu_step_options_init(&so, sizeof so));
+  CHECK_OK(tpu_step_options_init(&so, sizeof so));
   tpu_collective_options co;
   NULL_ARG(tpu_collective_options_init(NULL, sizeof co), "'options'");
-  NULL_OK(tpu_collective_options_init(&co, sizeof co));
+  CHECK_OK(tpu_collective_options_init(&co, sizeof co));
 
   NULL_ARG(tpu_system_init(&o, NULL), "'out'");
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
   assert_no_live_system();
-  NULL_OK(tpu_system_init(NULL, &s)); /* defaults */
-  ASSERT_NO_FAILURES();
-  assert_int_equal(tpu_system_release(s), TPU_OK);
+  CHECK_OK(tpu_system_init(NULL, &s)); /* defaults */
+  CHECK_NO_WORKER_FAILURES();
+  CHECK_OK(tpu_system_release(s));
 
   unsigned char buf[1024];
   size_t len = 0;
@@ -409,21 +382,21 @@ static void test_system_init(void **state) {
   NULL_ARG(tpu_initialize_system(&o, NULL, buf, sizeof buf, &len), "'out'");
   NULL_ARG(tpu_initialize_system(&o, &s, NULL, sizeof buf, &len), "'topology'");
   NULL_ARG(tpu_initialize_system(&o, &s, buf, sizeof buf, NULL), "'count'");
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
   assert_null(s);
   assert_no_live_system();
-  NULL_OK(tpu_initialize_system(NULL, &s, buf, sizeof buf, &len));
-  ASSERT_NO_FAILURES();
-  assert_int_equal(tpu_system_release(s), TPU_OK);
+  CHECK_OK(tpu_initialize_system(NULL, &s, buf, sizeof buf, &len));
+  CHECK_NO_WORKER_FAILURES();
+  CHECK_OK(tpu_system_release(s));
   /* A size query still starts the system. */
-  NULL_OK(tpu_initialize_system(&o, &s, NULL, 0, &len));
-  ASSERT_NO_FAILURES();
+  CHECK_OK(tpu_initialize_system(&o, &s, NULL, 0, &len));
+  CHECK_NO_WORKER_FAILURES();
   assert_true(len > 0);
-  assert_int_equal(tpu_system_release(s), TPU_OK);
+  CHECK_OK(tpu_system_release(s));
 
   NULL_ARG(tpu_system_shutdown(NULL), "'system'");
-  NULL_OK(tpu_system_release(NULL));
-  ASSERT_NO_FAILURES();
+  CHECK_OK(tpu_system_release(NULL));
+  CHECK_NO_WORKER_FAILURES();
 }
 
 /* ---- with a live system ------------------------------------------------------------------- */
@@ -465,7 +438,7 @@ static int teardown_system(void **state) {
   return tpu_system_release(f->system) == TPU_OK ? 0 : -1;
 }
 
-static void test_system_queries(void **state) {
+static void test_null_args__system_queries(void **state) {
   fixture *f = *state;
   tpu_system_options o = system_options();
   tpu_system *s = f->system;
@@ -492,7 +465,7 @@ static void test_system_queries(void **state) {
   ARRAY_ARGS(tpu_system_device_type, s);
   NULL_ARG(tpu_system_embedding_config(NULL, buf, sizeof buf, &len), "'system'");
   ARRAY_ARGS(tpu_system_embedding_config, s);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
 }
 
 static tpu_status host_ok(int replica_id, void *user_data) {
@@ -521,42 +494,42 @@ static void collectives_with_nulls(tpu_replica_context *ctx, const tpu_tensor *x
 
   NULL_ARG(tpu_cross_replica_sum(ctx, NULL, NULL, &out, NULL), "'x'");
   NULL_ARG(tpu_cross_replica_sum(ctx, x, NULL, NULL, NULL), "'out'");
-  NULL_OK(tpu_cross_replica_sum(ctx, x, NULL, &out, NULL)); /* one group of every replica */
+  CHECK_OK(tpu_cross_replica_sum(ctx, x, NULL, &out, NULL)); /* one group of every replica */
   tpu_tensor_release(out);
 
   NULL_ARG(tpu_all_reduce(ctx, NULL, TPU_REDUCE_MAX, NULL, &out, NULL), "'x'");
   NULL_ARG(tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, NULL, NULL), "'out'");
-  NULL_OK(tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &out, NULL));
+  CHECK_OK(tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &out, NULL));
   tpu_tensor_release(out);
 
   NULL_ARG(tpu_all_gather(ctx, NULL, 0, NULL, &out, NULL), "'x'");
   NULL_ARG(tpu_all_gather(ctx, x, 0, NULL, NULL, NULL), "'out'");
-  NULL_OK(tpu_all_gather(ctx, x, 0, NULL, &out, NULL));
+  CHECK_OK(tpu_all_gather(ctx, x, 0, NULL, &out, NULL));
   tpu_tensor_release(out);
 
   NULL_ARG(tpu_reduce_scatter(ctx, NULL, TPU_REDUCE_SUM, 0, NULL, &out, NULL), "'x'");
   NULL_ARG(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, NULL, NULL), "'out'");
-  NULL_OK(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &out, NULL));
+  CHECK_OK(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &out, NULL));
   tpu_tensor_release(out);
 
   NULL_ARG(tpu_all_to_all(ctx, NULL, 0, 0, kCores, NULL, &out, NULL), "'x'");
   NULL_ARG(tpu_all_to_all(ctx, x, 0, 0, kCores, NULL, NULL, NULL), "'out'");
-  NULL_OK(tpu_all_to_all(ctx, x, 0, 0, kCores, NULL, &out, NULL));
+  CHECK_OK(tpu_all_to_all(ctx, x, 0, 0, kCores, NULL, &out, NULL));
   tpu_tensor_release(out);
 
   NULL_ARG(tpu_collective_permute(ctx, NULL, pairs, 2, &out, NULL), "'x'");
   NULL_ARG(tpu_collective_permute(ctx, x, pairs, 2, NULL, NULL), "'out'");
-  NULL_OK(tpu_collective_permute(ctx, x, pairs, 2, &out, NULL));
+  CHECK_OK(tpu_collective_permute(ctx, x, pairs, 2, &out, NULL));
   tpu_tensor_release(out);
 
   NULL_ARG(tpu_broadcast(ctx, NULL, 0, NULL, &out, NULL), "'x'");
   NULL_ARG(tpu_broadcast(ctx, x, 0, NULL, NULL, NULL), "'out'");
-  NULL_OK(tpu_broadcast(ctx, x, 0, NULL, &out, NULL));
+  CHECK_OK(tpu_broadcast(ctx, x, 0, NULL, &out, NULL));
   tpu_tensor_release(out);
 
-  NULL_OK(tpu_barrier(ctx, NULL));
-  NULL_OK(tpu_bfloat16_scope_enter(ctx));
-  NULL_OK(tpu_bfloat16_scope_exit(ctx));
+  CHECK_OK(tpu_barrier(ctx, NULL));
+  CHECK_OK(tpu_bfloat16_scope_enter(ctx));
+  CHECK_OK(tpu_bfloat16_scope_exit(ctx));
 }
 
 /* Inside a computation: the context functions with every other pointer NULL in turn. */
@@ -567,7 +540,7 @@ static void in_replica(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f
   OUT_ARG(tpu_replica_context_num_cores_per_replica, ctx);
   ARRAY_ARGS(tpu_replica_context_device_name, ctx);
   NULL_ARG(tpu_outside_compilation(ctx, NULL, NULL), "'fn'");
-  NULL_OK(tpu_outside_compilation(ctx, host_ok, NULL)); /* user_data may be NULL */
+  CHECK_OK(tpu_outside_compilation(ctx, host_ok, NULL)); /* user_data may be NULL */
 
   collectives_with_nulls(ctx, x);
 
@@ -627,16 +600,16 @@ static void run_in_replicas(const fixture *f, replica_check check, int may_fail)
     fail_msg("tpu_replicate: %s: %s", tpu_status_name(st), tpu_last_error());
 }
 
-static void test_replica_context(void **state) {
+static void test_null_args__replica_context(void **state) {
   fixture *f = *state;
   run_in_replicas(f, in_replica, 0);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
   run_in_replicas(f, null_group_ids, 1);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
   run_in_replicas(f, null_pairs, 1);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
   run_in_replicas(f, null_pairs_none, 1);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
 
   /* ctx == NULL, from the host; every other argument valid. */
   int v;
@@ -664,7 +637,7 @@ static void test_replica_context(void **state) {
   NULL_ARG(tpu_bfloat16_scope_exit(NULL), "'ctx'");
   NULL_ARG(tpu_infeed_dequeue(NULL, f->infeed, tuple, 1), "'ctx'");
   NULL_ARG(tpu_outfeed_enqueue(NULL, f->outfeed, tuple, 1), "'ctx'");
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
 }
 
 static tpu_status fail_without_message(tpu_replica_context *ctx, tpu_tensor *const *inputs,
@@ -674,18 +647,18 @@ static tpu_status fail_without_message(tpu_replica_context *ctx, tpu_tensor *con
   return tpu_replica_context_fail(ctx, TPU_DATA_LOSS, NULL);
 }
 
-static void test_fail_null_message(void **state) {
+static void test_null_args__fail_null_message(void **state) {
   fixture *f = *state;
   /* The header leaves a NULL message open: the step fails with the code, or the call
    * rejects it, which the computation returns. Either way nothing crashes. */
   tpu_status st = tpu_rewrite(f->system, fail_without_message, NULL, 0, NULL, 0, NULL, NULL);
   assert_true(st == TPU_DATA_LOSS || st == TPU_INVALID_ARGUMENT);
   int closed = 1;
-  assert_int_equal(tpu_system_is_closed(f->system, &closed), TPU_OK);
+  CHECK_OK(tpu_system_is_closed(f->system, &closed));
   assert_int_equal(closed, 0);
 }
 
-static void test_replicate(void **state) {
+static void test_null_args__replicate(void **state) {
   fixture *f = *state;
   tpu_system *s = f->system;
   tpu_tensor *in[kCores] = {f->x, f->x};
@@ -698,22 +671,22 @@ static void test_replicate(void **state) {
   NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, with_null, 1, out, NULL), "input");
   NULL_ARG(tpu_replicate(s, identity, NULL, kCores, 1, in, 1, NULL, NULL), "'outputs'");
   /* user_data, device_assignment and maximum_shapes may be NULL. */
-  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, 1, out, NULL));
-  EXPECT(out[0] == f->x && out[1] == f->x);
+  CHECK_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, 1, out, NULL));
+  CHECK(out[0] == f->x && out[1] == f->x);
   tpu_tensor_release(out[0]);
   tpu_tensor_release(out[1]);
-  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, 1, out, STEP_OPTIONS(f->assignment, NULL, 0)));
+  CHECK_OK(tpu_replicate(s, identity, NULL, kCores, 1, in, 1, out, STEP_OPTIONS(f->assignment, NULL, 0)));
   tpu_tensor_release(out[0]);
   tpu_tensor_release(out[1]);
   /* No inputs or outputs: the arrays may be NULL. */
-  NULL_OK(tpu_replicate(s, identity, NULL, kCores, 0, NULL, 0, NULL, NULL));
+  CHECK_OK(tpu_replicate(s, identity, NULL, kCores, 0, NULL, 0, NULL, NULL));
 
   NULL_ARG(tpu_rewrite(NULL, identity, NULL, 1, in, 1, out, NULL), "'system'");
   NULL_ARG(tpu_rewrite(s, NULL, NULL, 1, in, 1, out, NULL), "'computation'");
   NULL_ARG(tpu_rewrite(s, identity, NULL, 1, NULL, 1, out, NULL), "'inputs'");
   NULL_ARG(tpu_rewrite(s, identity, NULL, 1, with_null + 1, 1, out, NULL), "input");
   NULL_ARG(tpu_rewrite(s, identity, NULL, 1, in, 1, NULL, NULL), "'outputs'");
-  NULL_OK(tpu_rewrite(s, identity, NULL, 1, in, 1, out, NULL));
+  CHECK_OK(tpu_rewrite(s, identity, NULL, 1, in, 1, out, NULL));
   tpu_tensor_release(out[0]);
 
   NULL_ARG(tpu_shard(NULL, identity, NULL, 1, in, kCores, NULL, NULL, NULL, 1, out, NULL),
@@ -725,19 +698,19 @@ static void test_replicate(void **state) {
   NULL_ARG(tpu_shard(s, identity, NULL, 1, in, kCores, NULL, NULL, NULL, 1, NULL, NULL),
            "'outputs'");
   /* The axis and flag arrays may be NULL (all 0, all true). */
-  NULL_OK(tpu_shard(s, identity, NULL, 1, in, kCores, NULL, NULL, NULL, 1, out, NULL));
+  CHECK_OK(tpu_shard(s, identity, NULL, 1, in, kCores, NULL, NULL, NULL, 1, out, NULL));
   tpu_tensor_release(out[0]);
 
   NULL_ARG(tpu_batch_parallel(NULL, identity, NULL, 1, in, kCores, 1, out, NULL), "'system'");
   NULL_ARG(tpu_batch_parallel(s, NULL, NULL, 1, in, kCores, 1, out, NULL), "'computation'");
   NULL_ARG(tpu_batch_parallel(s, identity, NULL, 1, NULL, kCores, 1, out, NULL), "'inputs'");
   NULL_ARG(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, 1, NULL, NULL), "'outputs'");
-  NULL_OK(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, 1, out, NULL));
+  CHECK_OK(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, 1, out, NULL));
   tpu_tensor_release(out[0]);
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
 }
 
-static void test_feed(void **state) {
+static void test_null_args__feed(void **state) {
   fixture *f = *state;
   tpu_system *s = f->system;
   const tpu_dtype dtypes[1] = {TPU_FLOAT};
@@ -752,12 +725,12 @@ static void test_feed(void **state) {
   NULL_ARG(tpu_infeed_queue_create(s, kCores, 1, NULL, shapes, 0, &iq), "'dtypes'");
   NULL_ARG(tpu_infeed_queue_create(s, kCores, 1, dtypes, NULL, 0, &iq), "'shapes'");
   OUT_ARG(tpu_infeed_queue_create, s, kCores, 1, dtypes, shapes, 0);
-  NULL_OK(tpu_infeed_queue_release(NULL));
+  CHECK_OK(tpu_infeed_queue_release(NULL));
   NULL_ARG(tpu_outfeed_queue_create(NULL, kCores, 1, dtypes, shapes, 0, &oq), "'system'");
   NULL_ARG(tpu_outfeed_queue_create(s, kCores, 1, NULL, shapes, 0, &oq), "'dtypes'");
   NULL_ARG(tpu_outfeed_queue_create(s, kCores, 1, dtypes, NULL, 0, &oq), "'shapes'");
   OUT_ARG(tpu_outfeed_queue_create, s, kCores, 1, dtypes, shapes, 0);
-  NULL_OK(tpu_outfeed_queue_release(NULL));
+  CHECK_OK(tpu_outfeed_queue_release(NULL));
 
   tpu_tensor *tuple[1] = {f->x};
   tpu_tensor *const null_tuple[1] = {NULL};
@@ -766,10 +739,10 @@ static void test_feed(void **state) {
   NULL_ARG(tpu_infeed_enqueue(f->infeed, 0, null_tuple, 1), "tuple|element");
   NULL_ARG(tpu_outfeed_dequeue(NULL, 0, tuple, 1), "'queue'");
   NULL_ARG(tpu_outfeed_dequeue(f->outfeed, 0, NULL, 1), "'tuple'");
-  ASSERT_NO_FAILURES();
+  CHECK_NO_WORKER_FAILURES();
 }
 
-static void test_environment_and_cache(void **state) {
+static void test_null_args__environment_and_cache(void **state) {
   (void)state;
   const char *name = NULL;
   int64_t value = 0;
@@ -777,28 +750,27 @@ static void test_environment_and_cache(void **state) {
   NULL_ARG(tpu_environment_variable(0, NULL, &value), "'name'");
   NULL_ARG(tpu_environment_variable(0, &name, NULL), "'value'");
   NULL_ARG(tpu_tensor_cache_trim(0, NULL), "'released'");
-  NULL_OK(tpu_tensor_cache_trim(0, &released));
-  ASSERT_NO_FAILURES();
+  CHECK_OK(tpu_tensor_cache_trim(0, &released));
+  CHECK_NO_WORKER_FAILURES();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest no_system[] = {
-      cmocka_unit_test(test_common),
-      cmocka_unit_test(test_tensor),
-      cmocka_unit_test(test_topology),
-      cmocka_unit_test(test_device_assignment),
-      cmocka_unit_test(test_system_init),
-      cmocka_unit_test(test_environment_and_cache),
+      cmocka_unit_test(test_null_args__common),
+      cmocka_unit_test(test_null_args__tensor),
+      cmocka_unit_test(test_null_args__topology),
+      cmocka_unit_test(test_null_args__device_assignment),
+      cmocka_unit_test(test_null_args__system_init),
+      cmocka_unit_test(test_null_args__environment_and_cache),
   };
   const struct CMUnitTest with_system[] = {
-      cmocka_unit_test(test_system_queries),
-      cmocka_unit_test(test_replica_context),
-      cmocka_unit_test(test_replicate),
-      cmocka_unit_test(test_feed),
-      cmocka_unit_test(test_fail_null_message),
+      cmocka_unit_test(test_null_args__system_queries),
+      cmocka_unit_test(test_null_args__replica_context),
+      cmocka_unit_test(test_null_args__replicate),
+      cmocka_unit_test(test_null_args__feed),
+      cmocka_unit_test(test_null_args__fail_null_message),
   };
-  int failed = cmocka_run_group_tests_name("null_args", no_system, NULL, NULL);
-  failed += cmocka_run_group_tests_name("null_args_system", with_system, setup_system,
-                                        teardown_system);
+  int failed = RUN_TESTS(argc, argv, no_system, NULL, NULL);
+  failed += RUN_TESTS(argc, argv, with_system, setup_system, teardown_system);
   return failed;
 }

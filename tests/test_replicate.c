@@ -46,19 +46,19 @@ static void sleep_ms(int ms) {
 
 static tpu_tensor *floats(const float *v, int64_t n) {
   tpu_tensor *t = NULL;
-  assert_int_equal(tpu_tensor_create(TPU_FLOAT, &n, 1, v, (size_t)n * sizeof(float), &t), TPU_OK);
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, &n, 1, v, (size_t)n * sizeof(float), &t));
   return t;
 }
 
 static tpu_tensor *int_scalar(int32_t v) {
   tpu_tensor *t = NULL;
-  assert_int_equal(tpu_tensor_create(TPU_INT32, NULL, 0, &v, sizeof v, &t), TPU_OK);
+  CHECK_OK(tpu_tensor_create(TPU_INT32, NULL, 0, &v, sizeof v, &t));
   return t;
 }
 
 static const float *float_data(const tpu_tensor *t) {
   void *p = NULL;
-  assert_int_equal(tpu_tensor_data(t, &p), TPU_OK);
+  CHECK_OK(tpu_tensor_data(t, &p));
   return p;
 }
 
@@ -114,7 +114,8 @@ static void test_replicate__per_replica_results(void **state) {
     float v[3] = {1.0f + r, 2.0f, -3.0f};
     in[r] = floats(v, 3);
   }
-  assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, 2, out, NULL), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, 2, out, NULL));
+  CHECK_NO_WORKER_FAILURES();
   for (int r = 0; r < 4; ++r) {
     const float *y = float_data(out[2 * r]);
     assert_true(y[0] == (1.0f + r) * r && y[1] == 2.0f * r && y[2] == -3.0f * r);
@@ -125,7 +126,8 @@ static void test_replicate__per_replica_results(void **state) {
   release_all(out, 8);
   /* tpu_rewrite: one replica on core 0. */
   n = 1;
-  assert_int_equal(tpu_rewrite(g_sys, scale_by_replica, &n, 1, in, 2, out, NULL), TPU_OK);
+  CHECK_OK(tpu_rewrite(g_sys, scale_by_replica, &n, 1, in, 2, out, NULL));
+  CHECK_NO_WORKER_FAILURES();
   assert_true(float_data(out[0])[0] == 0.0f);
   release_all(out, 2);
   release_all(in, 4);
@@ -134,7 +136,7 @@ static void test_replicate__per_replica_results(void **state) {
 static void test_replicate__explicit_device_assignment(void **state) {
   start(4, 0, 1);
   tpu_topology *topo = NULL;
-  assert_int_equal(tpu_system_topology(g_sys, &topo), TPU_OK);
+  CHECK_OK(tpu_system_topology(g_sys, &topo));
   /* Replica r on core 3 - r: mesh [4,1,1,1], so core c is at (c, 0, 0, 0). */
   int32_t reversed[4][1][4];
   for (int r = 0; r < 4; ++r) {
@@ -142,14 +144,15 @@ static void test_replicate__explicit_device_assignment(void **state) {
     memcpy(reversed[r][0], c, sizeof c);
   }
   tpu_device_assignment *da = NULL;
-  assert_int_equal(tpu_device_assignment_create(topo, &reversed[0][0][0], 4, 1, &da), TPU_OK);
+  CHECK_OK(tpu_device_assignment_create(topo, &reversed[0][0][0], 4, 1, &da));
   int n = 4;
   tpu_tensor *in[4], *out[8];
   for (int r = 0; r < 4; ++r) {
     float v = 1;
     in[r] = floats(&v, 1);
   }
-  assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)));
+  CHECK_NO_WORKER_FAILURES();
   for (int r = 0; r < 4; ++r) {
     void *p;
     tpu_tensor_data(out[2 * r + 1], &p);
@@ -157,15 +160,16 @@ static void test_replicate__explicit_device_assignment(void **state) {
   }
   release_all(out, 8);
   /* Its replica count must match. */
-  expect_error(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
+  CHECK_ERROR(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
                TPU_INVALID_ARGUMENT, "device assignment has 4 replicas");
   tpu_device_assignment_release(da);
 
   /* Two cores per replica: replica r runs on its logical core 0. */
   int32_t pairs[2][2][4] = {{{2, 0, 0, 0}, {3, 0, 0, 0}}, {{0, 0, 0, 0}, {1, 0, 0, 0}}};
-  assert_int_equal(tpu_device_assignment_create(topo, &pairs[0][0][0], 2, 2, &da), TPU_OK);
+  CHECK_OK(tpu_device_assignment_create(topo, &pairs[0][0][0], 2, 2, &da));
   n = 2;
-  assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 2, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, scale_by_replica, &n, 2, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)));
+  CHECK_NO_WORKER_FAILURES();
   void *p;
   tpu_tensor_data(out[1], &p);
   assert_int_equal(*(int32_t *)p, 2 * 100 + 2);
@@ -178,17 +182,17 @@ static void test_replicate__explicit_device_assignment(void **state) {
   /* An assignment over a larger topology names cores this system lacks. */
   int32_t mesh[4] = {8, 1, 1, 1}, coords[8][4];
   for (int d = 0; d < 8; ++d) coords[d][0] = d, coords[d][1] = coords[d][2] = coords[d][3] = 0;
-  assert_int_equal(tpu_topology_create(mesh, 4, &coords[0][0], 1, 8, &topo), TPU_OK);
+  CHECK_OK(tpu_topology_create(mesh, 4, &coords[0][0], 1, 8, &topo));
   int32_t far[1][1][4] = {{{6, 0, 0, 0}}};
-  assert_int_equal(tpu_device_assignment_create(topo, &far[0][0][0], 1, 1, &da), TPU_OK);
-  expect_error(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
+  CHECK_OK(tpu_device_assignment_create(topo, &far[0][0][0], 1, 1, &da));
+  CHECK_ERROR(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
                TPU_INVALID_ARGUMENT, "device 6");
   tpu_device_assignment_release(da);
   tpu_topology_release(topo);
   /* The same mesh as two tasks of four devices: device (6,0,0,0) is on task 1. */
-  assert_int_equal(tpu_topology_create(mesh, 4, &coords[0][0], 2, 4, &topo), TPU_OK);
-  assert_int_equal(tpu_device_assignment_create(topo, &far[0][0][0], 1, 1, &da), TPU_OK);
-  expect_error(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
+  CHECK_OK(tpu_topology_create(mesh, 4, &coords[0][0], 2, 4, &topo));
+  CHECK_OK(tpu_device_assignment_create(topo, &far[0][0][0], 1, 1, &da));
+  CHECK_ERROR(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
                TPU_INVALID_ARGUMENT, "on task 1");
   tpu_device_assignment_release(da);
   tpu_topology_release(topo);
@@ -200,19 +204,19 @@ static void test_replicate__argument_rules(void **state) {
   atomic_int calls = 0;
   tpu_tensor *out[8];
   /* Zero replicas: nothing runs. */
-  assert_int_equal(tpu_replicate(g_sys, empty, &calls, 0, 0, NULL, 0, NULL, NULL), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, empty, &calls, 0, 0, NULL, 0, NULL, NULL));
   assert_int_equal(calls, 0);
-  expect_error(tpu_replicate(g_sys, empty, &calls, 3, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, empty, &calls, 3, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "'num_replicas' must be equal to 1 or 4");
-  expect_error(tpu_replicate(g_sys, empty, &calls, -1, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, empty, &calls, -1, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "num_replicas");
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 1, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, empty, &calls, 4, 1, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "'inputs' is NULL");
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, -2, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, empty, &calls, 4, -2, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "num_inputs");
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 0, NULL, 1, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, empty, &calls, 4, 0, NULL, 1, NULL, NULL),
                TPU_INVALID_ARGUMENT, "'outputs' is NULL");
-  expect_error(tpu_replicate(g_sys, NULL, &calls, 4, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, NULL, &calls, 4, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "computation");
 
   float v = 1;
@@ -221,7 +225,7 @@ static void test_replicate__argument_rules(void **state) {
   tpu_tensor_release(in[5]);
   in[5] = int_scalar(7); /* replica 2 input 1 */
   for (int i = 0; i < 8; ++i) out[i] = (tpu_tensor *)&v; /* must come back NULL */
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 2, in, 2, out, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, empty, &calls, 4, 2, in, 2, out, NULL),
                TPU_INVALID_ARGUMENT,
                "Replicas must have matching input types: replica 2 input 1 is int32 but "
                "replica 0's is float32");
@@ -230,7 +234,7 @@ static void test_replicate__argument_rules(void **state) {
   in[5] = floats(&v, 1);
   tpu_tensor *saved = in[6];
   in[6] = NULL;
-  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 2, in, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, empty, &calls, 4, 2, in, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "replica 3 input 0 is NULL");
   in[6] = saved;
   assert_int_equal(calls, 0);
@@ -273,7 +277,7 @@ static tpu_tensor *matrix(int64_t rows, int64_t cols, float base) {
   for (int i = 0; i < rows * cols; ++i) v[i] = base + (float)i;
   int64_t dims[2] = {rows, cols};
   tpu_tensor *t = NULL;
-  assert_int_equal(tpu_tensor_create(TPU_FLOAT, dims, 2, v, (size_t)(rows * cols) * 4, &t), TPU_OK);
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 2, v, (size_t)(rows * cols) * 4, &t));
   return t;
 }
 
@@ -290,7 +294,8 @@ static void test_replicate__maximum_shapes(void **state) {
   max[0].rank = 2, max[0].dims[0] = -1, max[0].dims[1] = -1;
   max[1].rank = 2, max[1].dims[0] = 1, max[1].dims[1] = 8;
   max[2].rank = -1;
-  assert_int_equal(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, 0, NULL, STEP_OPTIONS(NULL, max, 3)), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, 0, NULL, STEP_OPTIONS(NULL, max, 3)));
+  CHECK_NO_WORKER_FAILURES();
   assert_int_equal(s.num_inputs, 5); /* 3 inputs + (0,0) + (1,1) */
   for (int r = 0; r < 2; ++r) {
     assert_int_equal(s.dims[r][0][0], 3);
@@ -311,19 +316,19 @@ static void test_replicate__maximum_shapes(void **state) {
    * TensorFlow's TPUReplicatedInput requires. */
   tpu_tensor *odd = matrix(1, 3, 0);
   tpu_tensor *swapped[6] = {in[0], in[1], in[2], in[3], in[4], odd};
-  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, swapped, 0, NULL, STEP_OPTIONS(NULL, max, 3)),
+  CHECK_ERROR(tpu_replicate(g_sys, record_inputs, &s, 2, 3, swapped, 0, NULL, STEP_OPTIONS(NULL, max, 3)),
                TPU_INVALID_ARGUMENT, "input 2 has shape float32[1,2] in replica 0 but float32[1,3] in replica 1");
-  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, swapped, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, record_inputs, &s, 2, 3, swapped, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "input 0 has shape float32[2,3] in replica 0 but float32[3,3] in replica 1");
   tpu_tensor_release(odd);
 
   /* A target below an actual size is an error. */
   max[1].dims[1] = 3;
-  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, 0, NULL, STEP_OPTIONS(NULL, max, 3)),
+  CHECK_ERROR(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, 0, NULL, STEP_OPTIONS(NULL, max, 3)),
                TPU_INVALID_ARGUMENT, "maximum_shapes[1].dims[1] = 3");
   /* A rank that does not match is an error. */
   max[1].rank = 1;
-  expect_error(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, 0, NULL, STEP_OPTIONS(NULL, max, 3)),
+  CHECK_ERROR(tpu_replicate(g_sys, record_inputs, &s, 2, 3, in, 0, NULL, STEP_OPTIONS(NULL, max, 3)),
                TPU_INVALID_ARGUMENT, "maximum_shapes[1] has rank 1");
   release_all(in, 6);
 
@@ -332,7 +337,8 @@ static void test_replicate__maximum_shapes(void **state) {
   tpu_shape one;
   memset(&one, 0, sizeof one);
   one.rank = 2, one.dims[0] = -1, one.dims[1] = -1;
-  assert_int_equal(tpu_replicate(g_sys, record_inputs, &s, 2, 1, small, 0, NULL, STEP_OPTIONS(NULL, &one, 1)), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, record_inputs, &s, 2, 1, small, 0, NULL, STEP_OPTIONS(NULL, &one, 1)));
+  CHECK_NO_WORKER_FAILURES();
   assert_int_equal(s.num_inputs, 2);
   assert_int_equal(s.dims[0][0][0], 2);
   assert_int_equal(s.dims[0][0][1], 1);
@@ -371,28 +377,29 @@ static tpu_status fail_one(tpu_replica_context *ctx, tpu_tensor *const *in, int 
 }
 
 static void test_replicate__first_failure_and_recovery(void **state) {
-  start(4, 5000, 0);
+  start(4, time_limit_ms(5000), 0);
   tpu_tensor *out[4];
   failure_plan p = {2, 0, 20, 0};
   for (int i = 0; i < 4; ++i) out[i] = (tpu_tensor *)&p;
   double t0 = now();
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL),
                TPU_INVALID_ARGUMENT, "replica 2: boom");
-  assert_true(now() - t0 < 2.0); /* the others' barrier was aborted, not timed out */
+  assert_true(now() - t0 < time_limit(2.0)); /* the others' barrier was aborted, not timed out */
   assert_int_equal(p.aborted, 3);
   assert_string_equal(tpu_last_error(), "replica 2: boom");
   for (int i = 0; i < 4; ++i) assert_null(out[i]);
 
   p.failing = 1, p.mode = 1;
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL),
                TPU_INVALID_ARGUMENT, "replica 1: unknown dtype 99");
   p.failing = 0, p.mode = 2;
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL), TPU_INTERNAL,
+  CHECK_ERROR(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL), TPU_INTERNAL,
                "replica 0: the computation returned INTERNAL");
 
   /* close_on_failure = 0: the next step runs normally. */
   p.failing = -1;
-  assert_int_equal(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL));
+  CHECK_NO_WORKER_FAILURES();
   for (int r = 0; r < 4; ++r) {
     void *d;
     tpu_tensor_data(out[r], &d);
@@ -400,23 +407,23 @@ static void test_replicate__first_failure_and_recovery(void **state) {
   }
   release_all(out, 4);
   int closed = 1;
-  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  CHECK_OK(tpu_system_is_closed(g_sys, &closed));
   assert_int_equal(closed, 0);
 }
 
 static void test_replicate__close_on_failure(void **state) {
-  start(2, 5000, 1);
+  start(2, time_limit_ms(5000), 1);
   tpu_tensor *out[2];
   failure_plan p = {1, 0, 0, 0};
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 2, 0, NULL, 1, out, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, fail_one, &p, 2, 0, NULL, 1, out, NULL),
                TPU_INVALID_ARGUMENT, "replica 1: boom");
   p.failing = -1;
-  expect_error(tpu_replicate(g_sys, fail_one, &p, 2, 0, NULL, 1, out, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, fail_one, &p, 2, 0, NULL, 1, out, NULL),
                TPU_FAILED_PRECONDITION, "the system was closed by a failed step: replica 1: boom");
   int closed = 0;
-  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  CHECK_OK(tpu_system_is_closed(g_sys, &closed));
   assert_int_equal(closed, 1);
-  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  CHECK_OK(tpu_system_shutdown(g_sys));
 }
 
 static atomic_int g_release_stuck;
@@ -424,7 +431,8 @@ static atomic_int g_release_stuck;
 static tpu_status one_stuck(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
                             tpu_tensor **out, int no, void *user) {
   if (replica_id(ctx) != 1) return TPU_OK;
-  for (int i = 0; i < 10000 && !atomic_load(&g_release_stuck); ++i) sleep_ms(1); /* <= 10 s */
+  /* Until the test releases it, or 10 s (scaled) so that it ends even if the test does not. */
+  for (int64_t i = 0; i < time_limit_ms(10000) && !atomic_load(&g_release_stuck); ++i) sleep_ms(1);
   return TPU_OK;
 }
 
@@ -434,17 +442,17 @@ static void test_replicate__stuck_replica_is_bounded(void **state) {
   tpu_tensor *in[4];
   for (int r = 0; r < 4; ++r) in[r] = floats(&v, 1);
   double t0 = now();
-  expect_error(tpu_replicate(g_sys, one_stuck, NULL, 4, 1, in, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, one_stuck, NULL, 4, 1, in, 0, NULL, NULL),
                TPU_DEADLINE_EXCEEDED, "replica 1 did not return within 200 ms");
-  assert_true(now() - t0 < 5.0);
+  assert_true(now() - t0 < time_limit(5.0));
   release_all(in, 4); /* the stuck replica holds its own references */
   int closed = 0;
-  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  CHECK_OK(tpu_system_is_closed(g_sys, &closed));
   assert_int_equal(closed, 1);
-  expect_error(tpu_replicate(g_sys, one_stuck, NULL, 1, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, one_stuck, NULL, 1, 0, NULL, 0, NULL, NULL),
                TPU_FAILED_PRECONDITION, "closed by a failed step");
   atomic_store(&g_release_stuck, 1);
-  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  CHECK_OK(tpu_system_shutdown(g_sys));
 }
 
 /* ---- many and concurrent steps ------------------------------------------------- */
@@ -483,11 +491,12 @@ static void run_random_steps(unsigned seed, int steps, int cores) {
       }
     }
     tpu_status st = tpu_replicate(g_sys, sum_inputs, NULL, replicas, ni, in, no, out, NULL);
-    if (st != TPU_OK) fail_msg("step %d: %s", step, tpu_last_error());
-    for (int r = 0; r < replicas; ++r)
-      for (int o = 0; o < no; ++o)
-        assert_true(float_data(out[r * no + o])[0] == expect[r] + (float)o + (float)r);
-    release_all(out, replicas * no);
+    CHECK_OK(st);
+    if (st == TPU_OK)
+      for (int r = 0; r < replicas; ++r)
+        for (int o = 0; o < no; ++o)
+          CHECK(float_data(out[r * no + o])[0] == expect[r] + (float)o + (float)r);
+    if (st == TPU_OK) release_all(out, replicas * no);
     release_all(in, replicas * ni);
   }
 }
@@ -496,7 +505,7 @@ static void test_replicate__many_steps(void **state) {
   start(4, 0, 1);
   double t0 = now();
   run_random_steps(42, 1000, 4);
-  assert_true(now() - t0 < 10.0);
+  assert_true(now() - t0 < time_limit(10.0));
 }
 
 static void *host_thread(void *arg) {
@@ -510,6 +519,7 @@ static void test_replicate__concurrent_callers(void **state) {
   assert_int_equal(pthread_create(&t, NULL, host_thread, (void *)(uintptr_t)7), 0);
   run_random_steps(8, 300, 4);
   pthread_join(t, NULL);
+  CHECK_NO_WORKER_FAILURES();
 }
 
 static tpu_status nested(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
@@ -522,7 +532,7 @@ static tpu_status nested(tpu_replica_context *ctx, tpu_tensor *const *in, int ni
 static void test_replicate__no_nesting(void **state) {
   start(2, 0, 1);
   atomic_int calls = 0;
-  assert_int_equal(tpu_replicate(g_sys, nested, &calls, 2, 0, NULL, 0, NULL, NULL), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, nested, &calls, 2, 0, NULL, 0, NULL, NULL));
   assert_int_equal(calls, 0);
 }
 
@@ -564,12 +574,12 @@ static void test_replicate__outside_compilation(void **state) {
   host_state h;
   memset(&h, 0, sizeof h);
   h.fail_replica = -1;
-  assert_int_equal(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, 0, NULL, NULL), TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, 0, NULL, NULL));
   assert_int_equal(h.calls, 24);
   assert_int_equal(h.overlaps, 0);
   /* A host function's failure comes back with its message. */
   h.fail_replica = 5;
-  expect_error(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "replica 5: unknown dtype 77");
 }
 
@@ -600,17 +610,17 @@ static tpu_status queue_then_fail(tpu_replica_context *ctx, tpu_tensor *const *i
 }
 
 static void test_replicate__outside_compilation_cancelled_by_abort(void **state) {
-  start(4, 5000, 0);
+  start(4, time_limit_ms(5000), 0);
   cancel_state c;
   memset(&c, 0, sizeof c);
-  expect_error(tpu_replicate(g_sys, queue_then_fail, &c, 4, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, queue_then_fail, &c, 4, 0, NULL, 0, NULL, NULL),
                TPU_UNAVAILABLE, "replica 1: gone");
   assert_int_equal(c.ran[0], 1);
   assert_int_equal(c.ran[2] + c.ran[3], 0); /* dropped from the queue, never ran */
   assert_int_equal(c.aborted, 2);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_replicate__per_replica_results, teardown),
       cmocka_unit_test_teardown(test_replicate__explicit_device_assignment, teardown),
@@ -625,5 +635,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_replicate__outside_compilation, teardown),
       cmocka_unit_test_teardown(test_replicate__outside_compilation_cancelled_by_abort, teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

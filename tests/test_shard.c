@@ -35,16 +35,16 @@ static tpu_tensor *iota(const int64_t *dims, int rank) {
   float v[64];
   for (int64_t i = 0; i < n; ++i) v[i] = (float)i;
   tpu_tensor *t = NULL;
-  assert_int_equal(tpu_tensor_create(TPU_FLOAT, dims, rank, v, (size_t)n * 4, &t), TPU_OK);
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, rank, v, (size_t)n * 4, &t));
   return t;
 }
 
 static void expect_tensor(const tpu_tensor *t, const int64_t *dims, int rank, const float *want) {
   int r = -1;
   int64_t got[4], n = 0;
-  assert_int_equal(tpu_tensor_rank(t, &r), TPU_OK);
+  CHECK_OK(tpu_tensor_rank(t, &r));
   assert_int_equal(r, rank);
-  assert_int_equal(tpu_tensor_dims(t, got, 4, &(size_t){0}), TPU_OK);
+  CHECK_OK(tpu_tensor_dims(t, got, 4, &(size_t){0}));
   for (int i = 0; i < rank; ++i) assert_int_equal(got[i], dims[i]);
   tpu_tensor_num_elements(t, &n);
   void *p;
@@ -80,8 +80,7 @@ static tpu_status scale_and_id(tpu_replica_context *ctx, tpu_tensor *const *in, 
 static void test_shard__split_concat_and_stack(void **state) {
   const int64_t dims[2] = {4, 3};
   tpu_tensor *in = iota(dims, 2), *out[2];
-  assert_int_equal(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, NULL, NULL, 2, out, NULL),
-                   TPU_OK);
+  CHECK_OK(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, NULL, NULL, 2, out, NULL));
   float want[12];
   for (int i = 0; i < 12; ++i) want[i] = (float)i * 10 + (float)(i / 3);
   expect_tensor(out[0], dims, 2, want);
@@ -95,8 +94,7 @@ static void test_shard__split_concat_and_stack(void **state) {
   const int in_axes[1] = {1}, out_axes[2] = {-1, 0};
   const int64_t wide[2] = {2, 4};
   tpu_tensor *w = iota(wide, 2);
-  assert_int_equal(tpu_shard(g_sys, scale_and_id, NULL, 1, &w, 4, in_axes, NULL, out_axes, 2, out, NULL),
-                   TPU_OK);
+  CHECK_OK(tpu_shard(g_sys, scale_and_id, NULL, 1, &w, 4, in_axes, NULL, out_axes, 2, out, NULL));
   for (int i = 0; i < 8; ++i) want[i] = (float)i * 10 + (float)(i % 4);
   expect_tensor(out[0], wide, 2, want);
   tpu_tensor_release(out[0]);
@@ -104,8 +102,7 @@ static void test_shard__split_concat_and_stack(void **state) {
 
   /* Not gathered: shard 0's value. */
   const int from_all[2] = {0, 1};
-  assert_int_equal(tpu_shard(g_sys, scale_and_id, NULL, 1, &w, 4, in_axes, from_all, NULL, 2, out, NULL),
-                   TPU_OK);
+  CHECK_OK(tpu_shard(g_sys, scale_and_id, NULL, 1, &w, 4, in_axes, from_all, NULL, 2, out, NULL));
   const int64_t column[2] = {2, 1};
   const float shard0[2] = {0, 40};
   expect_tensor(out[0], column, 2, shard0);
@@ -118,7 +115,7 @@ static void test_shard__split_concat_and_stack(void **state) {
 static void test_shard__batch_parallel(void **state) {
   const int64_t dims[2] = {8, 2};
   tpu_tensor *in = iota(dims, 2), *out;
-  assert_int_equal(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, 1, &out, NULL), TPU_OK);
+  CHECK_OK(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, 1, &out, NULL));
   float want[16];
   for (int i = 0; i < 16; ++i) want[i] = (float)i * 10 + (float)(i / 4);
   expect_tensor(out, dims, 2, want);
@@ -128,16 +125,15 @@ static void test_shard__batch_parallel(void **state) {
   /* Two shards need a device assignment on four cores. */
   tpu_topology *topo = NULL;
   tpu_device_assignment *da = NULL;
-  assert_int_equal(tpu_system_topology(g_sys, &topo), TPU_OK);
-  assert_int_equal(tpu_device_assignment_build(topo, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &da),
-                   TPU_OK);
+  CHECK_OK(tpu_system_topology(g_sys, &topo));
+  CHECK_OK(tpu_device_assignment_build(topo, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &da));
   const int64_t six[2] = {6, 2};
   in = iota(six, 2);
-  assert_int_equal(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 2, 1, &out, STEP_OPTIONS(da, NULL, 0)), TPU_OK);
+  CHECK_OK(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 2, 1, &out, STEP_OPTIONS(da, NULL, 0)));
   for (int i = 0; i < 12; ++i) want[i] = (float)i * 10 + (float)(i / 6);
   expect_tensor(out, six, 2, want);
   tpu_tensor_release(out);
-  expect_error(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, 1, &out, NULL),
+  CHECK_ERROR(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, 1, &out, NULL),
                TPU_INVALID_ARGUMENT, "size 6 is not divisible by 4");
   assert_null(out);
   tpu_tensor_release(in);
@@ -147,7 +143,7 @@ static void test_shard__batch_parallel(void **state) {
   /* Rows of 64 bytes: the pieces share the input's buffer. */
   const int64_t rows[2] = {4, 16};
   in = iota(rows, 2);
-  assert_int_equal(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, 1, &out, NULL), TPU_OK);
+  CHECK_OK(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, 1, &out, NULL));
   float big[64];
   for (int i = 0; i < 64; ++i) big[i] = (float)i * 10 + (float)(i / 16);
   expect_tensor(out, rows, 2, big);
@@ -158,24 +154,24 @@ static void test_shard__batch_parallel(void **state) {
 static void test_shard__input_errors(void **state) {
   const int64_t dims[1] = {5};
   tpu_tensor *in = iota(dims, 1), *out = (tpu_tensor *)&dims;
-  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, NULL, NULL, 1, &out, NULL),
+  CHECK_ERROR(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, NULL, NULL, 1, &out, NULL),
                TPU_INVALID_ARGUMENT, "input 0 (float32[5]) cannot be split into 4 shards along axis 0: size 5 is not divisible by 4");
   assert_null(out);
-  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 0, NULL, NULL, NULL, 1, &out, NULL),
+  CHECK_ERROR(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 0, NULL, NULL, NULL, 1, &out, NULL),
                TPU_INVALID_ARGUMENT, "num_shards must be a positive integer");
   const int bad_axis[1] = {1};
-  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 1, bad_axis, NULL, NULL, 1, &out, NULL),
+  CHECK_ERROR(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 1, bad_axis, NULL, NULL, 1, &out, NULL),
                TPU_INVALID_ARGUMENT, "input_shard_axes[0] = 1 is out of range");
   tpu_tensor_release(in);
   float x = 1;
-  assert_int_equal(tpu_tensor_create(TPU_FLOAT, NULL, 0, &x, 4, &in), TPU_OK);
-  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 1, NULL, NULL, NULL, 1, &out, NULL),
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, NULL, 0, &x, 4, &in));
+  CHECK_ERROR(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 1, NULL, NULL, NULL, 1, &out, NULL),
                TPU_INVALID_ARGUMENT, "is a scalar");
   tpu_tensor_release(in);
   in = NULL;
-  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 1, NULL, NULL, NULL, 1, &out, NULL),
+  CHECK_ERROR(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 1, NULL, NULL, NULL, 1, &out, NULL),
                TPU_INVALID_ARGUMENT, "input 0 is NULL");
-  expect_error(tpu_shard(g_sys, scale_and_id, NULL, 0, NULL, 3, NULL, NULL, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_shard(g_sys, scale_and_id, NULL, 0, NULL, 3, NULL, NULL, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "'num_replicas' must be equal to 1 or 4");
 }
 
@@ -195,8 +191,7 @@ static void test_shard__output_errors(void **state) {
   int from_all[3] = {1, 0, 0};
   int axes[3] = {0, 0, 0};
   /* Ragged along the concatenation axis is fine; a NULL output not gathered stays NULL. */
-  assert_int_equal(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 3, out, NULL),
-                   TPU_OK);
+  CHECK_OK(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 3, out, NULL));
   int64_t n = 0;
   tpu_tensor_num_elements(out[0], &n);
   assert_int_equal(n, 1 + 2 + 3 + 4);
@@ -205,30 +200,29 @@ static void test_shard__output_errors(void **state) {
   tpu_tensor_release(out[1]);
 
   from_all[1] = 1;
-  expect_error(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 2, out, NULL),
+  CHECK_ERROR(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 2, out, NULL),
                TPU_INVALID_ARGUMENT, "shards have mismatched output shapes");
   assert_null(out[0]);
   assert_null(out[1]);
   axes[1] = 1; /* concatenating the ragged axis works */
-  assert_int_equal(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 2, out, NULL),
-                   TPU_OK);
+  CHECK_OK(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 2, out, NULL));
   tpu_tensor_release(out[0]);
   tpu_tensor_release(out[1]);
   axes[1] = 2;
-  expect_error(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 2, out, NULL),
+  CHECK_ERROR(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 2, out, NULL),
                TPU_INVALID_ARGUMENT, "output_shard_axes[1] = 2 is out of range");
   from_all[2] = 1;
   axes[1] = 1;
-  expect_error(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 3, out, NULL),
+  CHECK_ERROR(tpu_shard(g_sys, ragged, NULL, 0, NULL, 4, NULL, from_all, axes, 3, out, NULL),
                TPU_INVALID_ARGUMENT, "shard 0 left output 2 NULL");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shard__split_concat_and_stack),
       cmocka_unit_test(test_shard__batch_parallel),
       cmocka_unit_test(test_shard__input_errors),
       cmocka_unit_test(test_shard__output_errors),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return RUN_TESTS(argc, argv, tests, setup, teardown);
 }

@@ -28,7 +28,7 @@ static void start(int cores, int64_t timeout_ms) {
   tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
   o.num_cores = cores;
   o.collective_timeout_ms = timeout_ms;
-  EXPECT_OK(tpu_system_init(&o, &g_sys));
+  CHECK_OK(tpu_system_init(&o, &g_sys));
 }
 
 static void sleep_ms(int ms) {
@@ -40,7 +40,7 @@ static tpu_tensor *vector(int64_t n, float base) {
   float v[64];
   for (int64_t i = 0; i < n; ++i) v[i] = base + (float)i;
   tpu_tensor *t = NULL;
-  EXPECT_OK(tpu_tensor_create(TPU_FLOAT, &n, 1, v, (size_t)n * sizeof(float), &t));
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, &n, 1, v, (size_t)n * sizeof(float), &t));
   return t;
 }
 
@@ -88,7 +88,7 @@ static void test_step_options__struct_size_rules(void **state) {
   start(2, 0);
   tpu_step_options o;
   memset(&o, 0xAB, sizeof o);
-  EXPECT_OK(tpu_step_options_init(&o, sizeof o));
+  CHECK_OK(tpu_step_options_init(&o, sizeof o));
   const tpu_step_options macro = TPU_STEP_OPTIONS_INIT;
   tpu_step_options zeroed;
   memset(&zeroed, 0, sizeof zeroed);
@@ -96,7 +96,7 @@ static void test_step_options__struct_size_rules(void **state) {
   expect_default_step_options(&o);
   expect_default_step_options(&macro);
   expect_default_step_options(&zeroed);
-  EXPECT_OK(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &zeroed));
+  CHECK_OK(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &zeroed));
 
   /* Larger than this library knows: rejected, naming the size. */
   struct {
@@ -105,37 +105,37 @@ static void test_step_options__struct_size_rules(void **state) {
   } big;
   memset(&big, 0, sizeof big);
   big.o.struct_size = sizeof big;
-  expect_error(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &big.o),
+  CHECK_ERROR(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &big.o),
                TPU_INVALID_ARGUMENT, "tpu_step_options.struct_size is");
-  expect_error(tpu_step_options_init(&big.o, sizeof big), TPU_INVALID_ARGUMENT, "struct_size");
-  expect_error(tpu_step_options_init(&o, 3), TPU_INVALID_ARGUMENT, "struct_size is 3");
+  CHECK_ERROR(tpu_step_options_init(&big.o, sizeof big), TPU_INVALID_ARGUMENT, "struct_size");
+  CHECK_ERROR(tpu_step_options_init(&o, 3), TPU_INVALID_ARGUMENT, "struct_size is 3");
 
   /* Smaller than 1.0's: rejected too (every caller has at least that much). */
   o.struct_size = sizeof(size_t);
-  expect_error(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &o),
+  CHECK_ERROR(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &o),
                TPU_INVALID_ARGUMENT, "struct_size");
 
   tpu_collective_options co;
   memset(&co, 0xAB, sizeof co);
-  EXPECT_OK(tpu_collective_options_init(&co, sizeof co));
+  CHECK_OK(tpu_collective_options_init(&co, sizeof co));
   const tpu_collective_options cmacro = TPU_COLLECTIVE_OPTIONS_INIT;
   assert_int_equal(co.struct_size, cmacro.struct_size);
   assert_int_equal(co.timeout_ms, 0);
   assert_int_equal(cmacro.timeout_ms, 0);
-  expect_error(tpu_collective_options_init(&co, sizeof co + 8), TPU_INVALID_ARGUMENT, "struct_size");
+  CHECK_ERROR(tpu_collective_options_init(&co, sizeof co + 8), TPU_INVALID_ARGUMENT, "struct_size");
 
   /* Bad field values name the field. */
   o = macro;
   o.padding_spec = 2;
-  expect_error(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &o),
+  CHECK_ERROR(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &o),
                TPU_INVALID_ARGUMENT, "padding_spec is 2");
   o = macro;
   o.collective_timeout_ms = -5;
-  expect_error(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &o),
+  CHECK_ERROR(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &o),
                TPU_INVALID_ARGUMENT, "collective_timeout_ms is -5");
   o = macro;
   o.num_maximum_shapes = 1;
-  expect_error(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &o),
+  CHECK_ERROR(tpu_replicate(g_sys, nothing, NULL, 2, 0, NULL, 0, NULL, &o),
                TPU_INVALID_ARGUMENT, "maximum_shapes is NULL but num_maximum_shapes is 1");
 }
 
@@ -149,7 +149,7 @@ static int64_t padded_length(int64_t a, int64_t b, int64_t given, int padding_sp
   o.maximum_shapes = &max;
   o.num_maximum_shapes = 1;
   o.padding_spec = padding_spec;
-  EXPECT_OK(tpu_replicate(g_sys, record, &r, 2, 1, in, 0, NULL, &o));
+  CHECK_OK(tpu_replicate(g_sys, record, &r, 2, 1, in, 0, NULL, &o));
   tpu_tensor_release(in[0]);
   tpu_tensor_release(in[1]);
   assert_int_equal(r.length[0], r.length[1]);
@@ -183,18 +183,18 @@ static tpu_status late_replica_one(tpu_replica_context *ctx, tpu_tensor *const *
 static void test_step_options__step_deadline(void **state) {
   start(2, 60000);
   tpu_step_options o = TPU_STEP_OPTIONS_INIT;
-  o.collective_timeout_ms = scaled_ms(300);
-  int late = (int)scaled_ms(500);
+  o.collective_timeout_ms = time_limit_ms(300);
+  int late = (int)time_limit_ms(500);
   const double t0 = now();
   char want[64];
   snprintf(want, sizeof want, "timed out after %lld ms waiting for replicas [1]",
            (long long)o.collective_timeout_ms);
-  expect_error(tpu_replicate(g_sys, late_replica_one, &late, 2, 0, NULL, 0, NULL, &o),
+  CHECK_ERROR(tpu_replicate(g_sys, late_replica_one, &late, 2, 0, NULL, 0, NULL, &o),
                TPU_DEADLINE_EXCEEDED, want);
   assert_true(now() - t0 < 30.0); /* far from the system's 60 s */
   /* The late replica returned within the step's grace; the next step runs. */
   late = 0;
-  EXPECT_OK(tpu_replicate(g_sys, late_replica_one, &late, 2, 0, NULL, 0, NULL, NULL));
+  CHECK_OK(tpu_replicate(g_sys, late_replica_one, &late, 2, 0, NULL, 0, NULL, NULL));
 }
 
 typedef struct {
@@ -222,22 +222,22 @@ static void test_step_options__collective_deadline(void **state) {
   start(2, 60000);
   call_deadline c;
   memset(&c, 0, sizeof c);
-  c.timeout_ms = scaled_ms(200);
-  c.late_ms = (int)scaled_ms(400);
+  c.timeout_ms = time_limit_ms(200);
+  c.late_ms = (int)time_limit_ms(400);
   char want[64];
   snprintf(want, sizeof want, "timed out after %lld ms", (long long)c.timeout_ms);
-  expect_error(tpu_replicate(g_sys, timed_barrier, &c, 2, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, timed_barrier, &c, 2, 0, NULL, 0, NULL, NULL),
                TPU_DEADLINE_EXCEEDED, want);
   assert_int_equal(c.status[0], TPU_DEADLINE_EXCEEDED);
   assert_non_null(strstr(c.message[0], "waiting for replicas [1]"));
 
   memset(&c, 0, sizeof c);
   c.timeout_ms = -1;
-  expect_error(tpu_replicate(g_sys, timed_barrier, &c, 2, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, timed_barrier, &c, 2, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "options->timeout_ms is -1");
 
   memset(&c, 0, sizeof c); /* 0: the step's deadline; both arrive */
-  EXPECT_OK(tpu_replicate(g_sys, timed_barrier, &c, 2, 0, NULL, 0, NULL, NULL));
+  CHECK_OK(tpu_replicate(g_sys, timed_barrier, &c, 2, 0, NULL, 0, NULL, NULL));
 }
 
 /* TensorFlow's infeed_queue: each replica gets its dequeued tuple after its inputs. */
@@ -246,10 +246,10 @@ static void test_step_options__infeed_queue(void **state) {
   const tpu_dtype dtypes[1] = {TPU_FLOAT};
   const tpu_shape shapes[1] = {{1, {3}}};
   tpu_infeed_queue *q = NULL;
-  EXPECT_OK(tpu_infeed_queue_create(g_sys, 4, 1, dtypes, shapes, 0, &q));
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 4, 1, dtypes, shapes, 0, &q));
   for (int r = 0; r < 4; ++r) {
     tpu_tensor *t = vector(3, 100.0f * (float)r);
-    EXPECT_OK(tpu_infeed_enqueue(q, r, &t, 1));
+    CHECK_OK(tpu_infeed_enqueue(q, r, &t, 1));
     tpu_tensor_release(t);
   }
   tpu_tensor *in[4] = {vector(2, 0), vector(2, 1), vector(2, 2), vector(2, 3)};
@@ -257,7 +257,7 @@ static void test_step_options__infeed_queue(void **state) {
   o.infeed_queue = q;
   received r;
   memset(&r, 0, sizeof r);
-  EXPECT_OK(tpu_replicate(g_sys, record, &r, 4, 1, in, 0, NULL, &o));
+  CHECK_OK(tpu_replicate(g_sys, record, &r, 4, 1, in, 0, NULL, &o));
   for (int k = 0; k < 4; ++k) {
     assert_int_equal(r.num_inputs[k], 2);
     assert_int_equal(r.length[k], 2);
@@ -265,32 +265,32 @@ static void test_step_options__infeed_queue(void **state) {
   }
 
   /* An empty FIFO waits for the step's deadline, then names the replica. */
-  o.collective_timeout_ms = scaled_ms(200);
-  expect_error(tpu_replicate(g_sys, record, &r, 4, 1, in, 0, NULL, &o), TPU_DEADLINE_EXCEEDED,
+  o.collective_timeout_ms = time_limit_ms(200);
+  CHECK_ERROR(tpu_replicate(g_sys, record, &r, 4, 1, in, 0, NULL, &o), TPU_DEADLINE_EXCEEDED,
                "infeed");
 
   /* Not with maximum_shapes (TensorFlow: dynamic shapes and infeed do not mix). */
   tpu_shape max = {1, {-1}};
   o.maximum_shapes = &max;
   o.num_maximum_shapes = 1;
-  expect_error(tpu_replicate(g_sys, record, &r, 4, 1, in, 0, NULL, &o), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_replicate(g_sys, record, &r, 4, 1, in, 0, NULL, &o), TPU_INVALID_ARGUMENT,
                "Dynamic input shapes are not supported with infeed queues");
   /* The queue's replica count must be the step's. */
   o.maximum_shapes = NULL;
   o.num_maximum_shapes = 0;
-  expect_error(tpu_replicate(g_sys, record, &r, 1, 1, in, 0, NULL, &o), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_replicate(g_sys, record, &r, 1, 1, in, 0, NULL, &o), TPU_INVALID_ARGUMENT,
                "created for 4 replicas but the step has 1");
 
   /* batch_parallel gets it too: each shard its own tuple. */
   for (int k = 0; k < 4; ++k) {
     tpu_tensor *t = vector(3, (float)k);
-    EXPECT_OK(tpu_infeed_enqueue(q, k, &t, 1));
+    CHECK_OK(tpu_infeed_enqueue(q, k, &t, 1));
     tpu_tensor_release(t);
   }
   o.collective_timeout_ms = 0;
   tpu_tensor *batch = vector(8, 0);
   memset(&r, 0, sizeof r);
-  EXPECT_OK(tpu_batch_parallel(g_sys, record, &r, 1, &batch, 4, 0, NULL, &o));
+  CHECK_OK(tpu_batch_parallel(g_sys, record, &r, 1, &batch, 4, 0, NULL, &o));
   for (int k = 0; k < 4; ++k) {
     assert_int_equal(r.length[k], 2);
     assert_true(r.values[k][0] == (float)k);
@@ -308,18 +308,18 @@ static void test_step_options__maximum_shapes_only_for_replicate(void **state) {
   tpu_step_options o = TPU_STEP_OPTIONS_INIT;
   o.maximum_shapes = &max;
   o.num_maximum_shapes = 1;
-  expect_error(tpu_shard(g_sys, nothing, NULL, 1, &x, 2, NULL, NULL, NULL, 0, NULL, &o),
+  CHECK_ERROR(tpu_shard(g_sys, nothing, NULL, 1, &x, 2, NULL, NULL, NULL, 0, NULL, &o),
                TPU_INVALID_ARGUMENT, "maximum_shapes applies to tpu_replicate only");
-  expect_error(tpu_rewrite(g_sys, nothing, NULL, 1, &x, 0, NULL, &o), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_rewrite(g_sys, nothing, NULL, 1, &x, 0, NULL, &o), TPU_INVALID_ARGUMENT,
                "maximum_shapes applies to tpu_replicate only");
   o.num_maximum_shapes = 2;
   tpu_tensor *in[2] = {x, x};
-  expect_error(tpu_replicate(g_sys, nothing, NULL, 2, 1, in, 0, NULL, &o), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_replicate(g_sys, nothing, NULL, 2, 1, in, 0, NULL, &o), TPU_INVALID_ARGUMENT,
                "num_maximum_shapes is 2");
   tpu_tensor_release(x);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_step_options__struct_size_rules, teardown),
       cmocka_unit_test_teardown(test_step_options__power_of_two_padding, teardown),
@@ -328,5 +328,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_step_options__infeed_queue, teardown),
       cmocka_unit_test_teardown(test_step_options__maximum_shapes_only_for_replicate, teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -41,7 +41,7 @@ static void start(const tpu_system_options *o) {
 
 static void expect_init_error(const tpu_system_options *o, const char *fragment) {
   tpu_system *s = NULL;
-  expect_error(tpu_system_init(o, &s), TPU_INVALID_ARGUMENT, fragment);
+  CHECK_ERROR(tpu_system_init(o, &s), TPU_INVALID_ARGUMENT, fragment);
   assert_null(s);
 }
 
@@ -60,27 +60,27 @@ static void test_system__init_query_shutdown(void **state) {
   o.job_name = "worker";
   start(&o);
   int n = 0, closed = 1;
-  assert_int_equal(tpu_system_num_cores(g_sys, &n), TPU_OK);
+  CHECK_OK(tpu_system_num_cores(g_sys, &n));
   assert_int_equal(n, 4);
   char buf[64];
   size_t len = 0;
-  assert_int_equal(tpu_system_job_name(g_sys, buf, sizeof buf, &len), TPU_OK);
+  CHECK_OK(tpu_system_job_name(g_sys, buf, sizeof buf, &len));
   assert_string_equal(buf, "worker");
-  assert_int_equal(tpu_system_device_type(g_sys, buf, sizeof buf, &len), TPU_OK);
+  CHECK_OK(tpu_system_device_type(g_sys, buf, sizeof buf, &len));
   assert_string_equal(buf, "TPU");
-  assert_int_equal(tpu_system_embedding_config(g_sys, NULL, 0, &len), TPU_OK);
+  CHECK_OK(tpu_system_embedding_config(g_sys, NULL, 0, &len));
   assert_int_equal(len, 0);
-  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  CHECK_OK(tpu_system_is_closed(g_sys, &closed));
   assert_int_equal(closed, 0);
 
-  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
-  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK); /* idempotent */
-  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  CHECK_OK(tpu_system_shutdown(g_sys));
+  CHECK_OK(tpu_system_shutdown(g_sys)); /* idempotent */
+  CHECK_OK(tpu_system_is_closed(g_sys, &closed));
   assert_int_equal(closed, 1);
-  expect_error(tpu_system_num_cores(g_sys, &n), TPU_FAILED_PRECONDITION, "shut down");
-  expect_error(tpu_system_serialized_topology(g_sys, NULL, 0, &len), TPU_FAILED_PRECONDITION,
+  CHECK_ERROR(tpu_system_num_cores(g_sys, &n), TPU_FAILED_PRECONDITION, "shut down");
+  CHECK_ERROR(tpu_system_serialized_topology(g_sys, NULL, 0, &len), TPU_FAILED_PRECONDITION,
                "shut down");
-  expect_error(tpu_replicate(g_sys, empty, NULL, 1, 0, NULL, 0, NULL, NULL),
+  CHECK_ERROR(tpu_replicate(g_sys, empty, NULL, 1, 0, NULL, 0, NULL, NULL),
                TPU_FAILED_PRECONDITION, "shut down");
 }
 
@@ -102,7 +102,7 @@ static void test_system__embedding_config_is_validated_and_kept(void **state) {
   o.embedding_config_len = embedding_config(4, config);
   start(&o);
   size_t len = 0;
-  assert_int_equal(tpu_system_embedding_config(g_sys, back, sizeof back, &len), TPU_OK);
+  CHECK_OK(tpu_system_embedding_config(g_sys, back, sizeof back, &len));
   assert_int_equal(len, o.embedding_config_len);
   assert_memory_equal(back, config, len);
 }
@@ -111,14 +111,14 @@ static void test_system__one_live_system(void **state) {
   tpu_system_options o = options_for(2);
   start(&o);
   tpu_system *second = NULL;
-  expect_error(tpu_system_init(&o, &second), TPU_ALREADY_EXISTS, "already initialized");
+  CHECK_ERROR(tpu_system_init(&o, &second), TPU_ALREADY_EXISTS, "already initialized");
   assert_null(second);
-  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  CHECK_OK(tpu_system_shutdown(g_sys));
   /* After a shutdown a new system starts, even before the old handle is released. */
-  assert_int_equal(tpu_system_init(&o, &second), TPU_OK);
-  assert_int_equal(tpu_replicate(second, empty, NULL, 2, 0, NULL, 0, NULL, NULL), TPU_OK);
-  assert_int_equal(tpu_system_release(second), TPU_OK);
-  assert_int_equal(tpu_system_release(NULL), TPU_OK);
+  CHECK_OK(tpu_system_init(&o, &second));
+  CHECK_OK(tpu_replicate(second, empty, NULL, 2, 0, NULL, 0, NULL, NULL));
+  CHECK_OK(tpu_system_release(second));
+  CHECK_OK(tpu_system_release(NULL));
 }
 
 static void test_system__options_validation(void **state) {
@@ -164,7 +164,7 @@ static void test_system__options_validation(void **state) {
     char tail[32];
   } big;
   memset(&big, 0, sizeof big);
-  expect_error(tpu_system_options_init(&big.o, sizeof big), TPU_INVALID_ARGUMENT, "struct_size");
+  CHECK_ERROR(tpu_system_options_init(&big.o, sizeof big), TPU_INVALID_ARGUMENT, "struct_size");
   big.o.struct_size = sizeof big;
   expect_init_error(&big.o, "struct_size is");
   assert_int_equal(tpu_system_options_init(&o, 8), TPU_INVALID_ARGUMENT);
@@ -183,7 +183,7 @@ static void test_system__options_validation(void **state) {
   start(&old.o);
   char buf[8];
   size_t len = 0;
-  assert_int_equal(tpu_system_device_type(g_sys, buf, sizeof buf, &len), TPU_OK);
+  CHECK_OK(tpu_system_device_type(g_sys, buf, sizeof buf, &len));
   assert_string_equal(buf, "CPU");
 }
 
@@ -216,7 +216,7 @@ static void test_system__zeroed_options_are_defaults(void **state) {
   int n = 0, closed = 1;
   assert_int_equal(tpu_system_num_cores(g_sys, &n), TPU_OK);
   assert_int_equal(n, (int)sysconf(_SC_NPROCESSORS_ONLN));
-  expect_error(tpu_replicate(g_sys, failing, NULL, 1, 0, NULL, 0, NULL, NULL), TPU_ABORTED,
+  CHECK_ERROR(tpu_replicate(g_sys, failing, NULL, 1, 0, NULL, 0, NULL, NULL), TPU_ABORTED,
                "replica 0: on purpose");
   assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
   assert_int_equal(closed, 0);
@@ -226,7 +226,7 @@ static void test_system__zeroed_options_are_defaults(void **state) {
 static void test_system__num_cores_defaults(void **state) {
   start(NULL);
   int n = 0;
-  assert_int_equal(tpu_system_num_cores(g_sys, &n), TPU_OK);
+  CHECK_OK(tpu_system_num_cores(g_sys, &n));
   assert_int_equal(n, (int)sysconf(_SC_NPROCESSORS_ONLN));
   tpu_system_release(g_sys);
   g_sys = NULL;
@@ -234,7 +234,7 @@ static void test_system__num_cores_defaults(void **state) {
   setenv("TPURT_NUM_CORES", "3", 1);
   tpu_system_options o = options_for(0);
   start(&o);
-  assert_int_equal(tpu_system_num_cores(g_sys, &n), TPU_OK);
+  CHECK_OK(tpu_system_num_cores(g_sys, &n));
   assert_int_equal(n, 3);
   tpu_system_release(g_sys);
   g_sys = NULL;
@@ -244,32 +244,34 @@ static void test_system__num_cores_defaults(void **state) {
   o.num_cores = 2; /* an explicit count wins over the environment */
   start(&o);
   unsetenv("TPURT_NUM_CORES");
+  CHECK_OK(tpu_system_num_cores(g_sys, &n));
+  assert_int_equal(n, 2);
 }
 
 static void test_system__topology(void **state) {
   tpu_system_options o = options_for(4);
   o.mesh_shape[0] = 2, o.mesh_shape[1] = 1, o.mesh_shape[2] = 1, o.mesh_shape[3] = 2;
   size_t len = 0;
-  assert_int_equal(tpu_initialize_system(&o, &g_sys, NULL, 0, &len), TPU_OK);
+  CHECK_OK(tpu_initialize_system(&o, &g_sys, NULL, 0, &len));
   assert_true(len > 0);
   unsigned char bytes[512], again[512];
   size_t len2 = 0;
-  assert_int_equal(tpu_system_serialized_topology(g_sys, bytes, sizeof bytes, &len2), TPU_OK);
+  CHECK_OK(tpu_system_serialized_topology(g_sys, bytes, sizeof bytes, &len2));
   assert_int_equal(len2, len);
 
   tpu_topology *topo = NULL;
-  assert_int_equal(tpu_topology_parse(bytes, len, &topo), TPU_OK);
+  CHECK_OK(tpu_topology_parse(bytes, len, &topo));
   int32_t mesh[4], c[4];
   int tasks = 0, devices = 0;
-  assert_int_equal(tpu_topology_mesh_shape(topo, mesh, TPU_MESH_RANK, &(size_t){0}), TPU_OK);
+  CHECK_OK(tpu_topology_mesh_shape(topo, mesh, TPU_MESH_RANK, &(size_t){0}));
   assert_int_equal(mesh[0], 2);
   assert_int_equal(mesh[3], 2);
-  assert_int_equal(tpu_topology_num_tasks(topo, &tasks), TPU_OK);
-  assert_int_equal(tpu_topology_num_devices_per_task(topo, &devices), TPU_OK);
+  CHECK_OK(tpu_topology_num_tasks(topo, &tasks));
+  CHECK_OK(tpu_topology_num_devices_per_task(topo, &devices));
   assert_int_equal(tasks, 1);
   assert_int_equal(devices, 4);
   for (int d = 0; d < 4; ++d) { /* dense order: core fastest, then x */
-    assert_int_equal(tpu_topology_device_coordinates(topo, 0, d, c, TPU_MESH_RANK, &(size_t){0}), TPU_OK);
+    CHECK_OK(tpu_topology_device_coordinates(topo, 0, d, c, TPU_MESH_RANK, &(size_t){0}));
     assert_int_equal(c[3], d % 2);
     assert_int_equal(c[0], d / 2);
     assert_int_equal(c[1], 0);
@@ -278,32 +280,34 @@ static void test_system__topology(void **state) {
   tpu_topology_release(topo);
 
   /* tpu_initialize_system's bytes are the system's; a small buffer starts nothing. */
-  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  CHECK_OK(tpu_system_shutdown(g_sys));
   tpu_system_release(g_sys);
   g_sys = NULL;
-  expect_error(tpu_initialize_system(&o, &g_sys, again, 3, &len2), TPU_OUT_OF_RANGE, "too small");
+  CHECK_ERROR(tpu_initialize_system(&o, &g_sys, again, 3, &len2), TPU_OUT_OF_RANGE, "too small");
   assert_null(g_sys);
-  assert_int_equal(tpu_initialize_system(&o, &g_sys, again, sizeof again, &len2), TPU_OK);
+  CHECK_OK(tpu_initialize_system(&o, &g_sys, again, sizeof again, &len2));
   assert_int_equal(len2, len);
   assert_memory_equal(again, bytes, len);
 
-  assert_int_equal(tpu_system_topology(g_sys, &topo), TPU_OK);
-  assert_int_equal(tpu_topology_serialize(topo, again, sizeof again, &len2), TPU_OK);
+  CHECK_OK(tpu_system_topology(g_sys, &topo));
+  memset(again, 0, sizeof again); /* still holds the same bytes from above */
+  CHECK_OK(tpu_topology_serialize(topo, again, sizeof again, &len2));
+  assert_int_equal(len2, len);
   assert_memory_equal(again, bytes, len);
   tpu_topology_release(topo);
 
   tpu_device_assignment *da = NULL;
-  assert_int_equal(tpu_system_default_device_assignment(g_sys, 4, &da), TPU_OK);
+  CHECK_OK(tpu_system_default_device_assignment(g_sys, 4, &da));
   int replicas = 0;
-  assert_int_equal(tpu_device_assignment_num_replicas(da, &replicas), TPU_OK);
+  CHECK_OK(tpu_device_assignment_num_replicas(da, &replicas));
   assert_int_equal(replicas, 4);
   for (int r = 0; r < 4; ++r) {
     int ordinal = -1;
-    assert_int_equal(tpu_device_assignment_tpu_ordinal(da, r, 0, &ordinal), TPU_OK);
+    CHECK_OK(tpu_device_assignment_tpu_ordinal(da, r, 0, &ordinal));
     assert_int_equal(ordinal, r);
   }
   tpu_device_assignment_release(da);
-  expect_error(tpu_system_default_device_assignment(g_sys, 3, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_system_default_device_assignment(g_sys, 3, &da), TPU_INVALID_ARGUMENT,
                "'num_replicas' must be equal to 1 or 4");
 }
 
@@ -338,10 +342,10 @@ static void test_system__workers_named_and_asleep_when_idle(void **state) {
   tpu_system_options o = options_for(8);
   start(&o);
   for (int i = 0; i < 100; ++i)
-    assert_int_equal(tpu_replicate(g_sys, empty, NULL, 8, 0, NULL, 0, NULL, NULL), TPU_OK);
+    CHECK_OK(tpu_replicate(g_sys, empty, NULL, 8, 0, NULL, 0, NULL, NULL));
   int total = 0, sleeping = 0, host = 0, host_sleeping = 0;
   /* Idle workers stop spinning within a few ms; allow a loaded machine 2 s. */
-  for (int i = 0; i < 200 && sleeping < 8; ++i) {
+  for (int i = 0; i < time_limit(2.0) * 100 && sleeping < 8; ++i) {
     struct timespec ts = {0, 10 * 1000 * 1000};
     nanosleep(&ts, NULL);
     count_threads("tpurt-core-", &total, &sleeping);
@@ -350,7 +354,7 @@ static void test_system__workers_named_and_asleep_when_idle(void **state) {
   assert_int_equal(sleeping, 8);
   count_threads("tpurt-host", &host, &host_sleeping);
   assert_int_equal(host, 1);
-  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  CHECK_OK(tpu_system_shutdown(g_sys));
   count_threads("tpurt-core-", &total, &sleeping);
   assert_int_equal(total, 0);
 }
@@ -366,10 +370,9 @@ static tpu_status call_shutdown(tpu_replica_context *ctx, tpu_tensor *const *in,
 static void test_system__shutdown_inside_computation(void **state) {
   tpu_system_options o = options_for(2);
   start(&o);
-  assert_int_equal(tpu_replicate(g_sys, call_shutdown, g_sys, 2, 0, NULL, 0, NULL, NULL),
-                   TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, call_shutdown, g_sys, 2, 0, NULL, 0, NULL, NULL));
   int closed = 1;
-  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  CHECK_OK(tpu_system_is_closed(g_sys, &closed));
   assert_int_equal(closed, 0);
 }
 
@@ -408,8 +411,7 @@ static placement run_placement(int cores, int pinning) {
   start(&o);
   placement p;
   memset(&p, -1, sizeof p);
-  assert_int_equal(tpu_replicate(g_sys, record_placement, &p, cores, 0, NULL, 0, NULL, NULL),
-                   TPU_OK);
+  CHECK_OK(tpu_replicate(g_sys, record_placement, &p, cores, 0, NULL, 0, NULL, NULL));
   tpu_system_release(g_sys);
   g_sys = NULL;
   return p;
@@ -459,7 +461,7 @@ static void test_system__pinning_respects_affinity(void **state) {
   expect_pinned(&p, 3, last, 1);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_system__init_query_shutdown, teardown),
       cmocka_unit_test_teardown(test_system__embedding_config_is_validated_and_kept, teardown),
@@ -473,5 +475,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_system__thread_pinning, teardown),
       cmocka_unit_test_teardown(test_system__pinning_respects_affinity, teardown),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

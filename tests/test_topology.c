@@ -13,17 +13,6 @@
 
 #include "test_util.h"
 
-/* The call fails with `code` and a message containing `needle`. */
-#define EXPECT_ERR(call, code, needle)                                                            \
-  do {                                                                                            \
-    tpu_status s_ = (call);                                                                       \
-    if (s_ != (code) || strstr(tpu_last_error(), (needle)) == NULL) {                             \
-      print_error("%s:%d: %s gave %s \"%s\"; expected %s with \"%s\"\n", __FILE__, __LINE__,      \
-                  #call, tpu_status_name(s_), tpu_last_error(), tpu_status_name(code), (needle)); \
-      fail();                                                                                     \
-    }                                                                                             \
-  } while (0)
-
 /* v3-8: mesh [2,2,1,2], one task, 8 devices, core fastest then x then y. */
 static const int32_t kMesh38[4] = {2, 2, 1, 2};
 static const int32_t kCoords38[32] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1,
@@ -31,14 +20,14 @@ static const int32_t kCoords38[32] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 
 
 static tpu_topology *v38(void) {
   tpu_topology *t = NULL;
-  EXPECT_OK(tpu_topology_create(kMesh38, 4, kCoords38, 1, 8, &t));
+  CHECK_OK(tpu_topology_create(kMesh38, 4, kCoords38, 1, 8, &t));
   return t;
 }
 
 /* v3-8 without chip (1,1): 6 devices. */
 static tpu_topology *v38_missing(void) {
   tpu_topology *t = NULL;
-  EXPECT_OK(tpu_topology_create(kMesh38, 4, kCoords38, 1, 6, &t));
+  CHECK_OK(tpu_topology_create(kMesh38, 4, kCoords38, 1, 6, &t));
   return t;
 }
 
@@ -91,158 +80,158 @@ static tpu_status parse(const pbuf *p, tpu_topology **t) {
 
 /* ---- topology ------------------------------------------------------------------ */
 
-static void test_accessors(void **state) {
+static void test_topology__accessors(void **state) {
   (void)state;
   tpu_topology *t = v38();
   int32_t m[4], c[4];
   int v;
-  EXPECT_OK(tpu_topology_mesh_shape(t, m, TPU_MESH_RANK, &(size_t){0}));
+  CHECK_OK(tpu_topology_mesh_shape(t, m, TPU_MESH_RANK, &(size_t){0}));
   assert_memory_equal(m, kMesh38, sizeof(m));
-  EXPECT_OK(tpu_topology_mesh_rank(t, &v));
+  CHECK_OK(tpu_topology_mesh_rank(t, &v));
   assert_int_equal(v, TPU_MESH_RANK);
-  EXPECT_OK(tpu_topology_num_tasks(t, &v));
+  CHECK_OK(tpu_topology_num_tasks(t, &v));
   assert_int_equal(v, 1);
-  EXPECT_OK(tpu_topology_num_devices_per_task(t, &v));
+  CHECK_OK(tpu_topology_num_devices_per_task(t, &v));
   assert_int_equal(v, 8);
   for (int d = 0; d < 8; ++d) {
-    EXPECT_OK(tpu_topology_device_coordinates(t, 0, d, c, TPU_MESH_RANK, &(size_t){0}));
+    CHECK_OK(tpu_topology_device_coordinates(t, 0, d, c, TPU_MESH_RANK, &(size_t){0}));
     assert_memory_equal(c, &kCoords38[d * 4], sizeof(c));
-    EXPECT_OK(tpu_topology_task_ordinal_at_coordinates(t, c, TPU_MESH_RANK, &v));
+    CHECK_OK(tpu_topology_task_ordinal_at_coordinates(t, c, TPU_MESH_RANK, &v));
     assert_int_equal(v, 0);
-    EXPECT_OK(tpu_topology_device_ordinal_at_coordinates(t, c, TPU_MESH_RANK, &v));
+    CHECK_OK(tpu_topology_device_ordinal_at_coordinates(t, c, TPU_MESH_RANK, &v));
     assert_int_equal(v, d);
   }
-  EXPECT_OK(tpu_topology_num_missing_devices(t, &v));
+  CHECK_OK(tpu_topology_num_missing_devices(t, &v));
   assert_int_equal(v, 0);
   int feature = -1, per_chip = -1;
-  EXPECT_OK(tpu_topology_hardware_feature(t, &feature, &per_chip));
+  CHECK_OK(tpu_topology_hardware_feature(t, &feature, &per_chip));
   assert_int_equal(feature, 0);
   assert_int_equal(per_chip, 0);
 
-  EXPECT_ERR(tpu_topology_device_coordinates(t, 1, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "task 1");
-  EXPECT_ERR(tpu_topology_device_coordinates(t, -1, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "task -1");
-  EXPECT_ERR(tpu_topology_device_coordinates(t, 0, 8, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "device 8");
+  CHECK_ERROR(tpu_topology_device_coordinates(t, 1, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "task 1");
+  CHECK_ERROR(tpu_topology_device_coordinates(t, -1, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "task -1");
+  CHECK_ERROR(tpu_topology_device_coordinates(t, 0, 8, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "device 8");
   const int32_t outside[4] = {0, 2, 0, 0}, negative[4] = {0, 0, 0, -1};
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, outside, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_task_ordinal_at_coordinates(t, outside, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "(0, 2, 0, 0)");
-  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(t, negative, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_device_ordinal_at_coordinates(t, negative, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "(0, 0, 0, -1)");
-  EXPECT_ERR(tpu_topology_missing_device(t, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "index 0");
+  CHECK_ERROR(tpu_topology_missing_device(t, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "index 0");
   tpu_topology_release(t);
 }
 
-static void test_local_layout_serializes_like_tf(void **state) {
+static void test_topology__local_layout_serializes_like_tf(void **state) {
   (void)state;
   /* Mesh [1,1,1,1], 1 task, 1 device: the spec's example bytes. */
   static const unsigned char want[] = {0x0a, 0x04, 1,    1,    1, 1, 0x10, 1,
                                        0x18, 1,    0x22, 0x04, 0, 0, 0,    0};
   const int32_t mesh[4] = {1, 1, 1, 1}, coords[4] = {0, 0, 0, 0};
   tpu_topology *t = NULL;
-  EXPECT_OK(tpu_topology_create(mesh, 4, coords, 1, 1, &t));
+  CHECK_OK(tpu_topology_create(mesh, 4, coords, 1, 1, &t));
   unsigned char buf[64];
   size_t len = 0;
-  EXPECT_OK(tpu_topology_serialize(t, NULL, 0, &len)); /* size query */
+  CHECK_OK(tpu_topology_serialize(t, NULL, 0, &len)); /* size query */
   assert_int_equal(len, sizeof(want));
-  EXPECT_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
   assert_int_equal(len, sizeof(want));
   assert_memory_equal(buf, want, sizeof(want));
-  EXPECT_ERR(tpu_topology_serialize(t, buf, sizeof(want) - 1, &len), TPU_OUT_OF_RANGE, "too small");
-  EXPECT_ERR(tpu_topology_serialize(t, NULL, 4, &len), TPU_INVALID_ARGUMENT, "\'out\'");
-  EXPECT_ERR(tpu_topology_serialize(t, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT, "\'count\'");
+  CHECK_ERROR(tpu_topology_serialize(t, buf, sizeof(want) - 1, &len), TPU_OUT_OF_RANGE, "too small");
+  CHECK_ERROR(tpu_topology_serialize(t, NULL, 4, &len), TPU_INVALID_ARGUMENT, "\'out\'");
+  CHECK_ERROR(tpu_topology_serialize(t, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT, "\'count\'");
   tpu_topology_release(t);
 
   /* Zero tasks: fields 2-4 are omitted entirely. */
-  EXPECT_OK(tpu_topology_create(mesh, 4, NULL, 0, 0, &t));
-  EXPECT_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_topology_create(mesh, 4, NULL, 0, 0, &t));
+  CHECK_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
   assert_int_equal(len, 6);
   assert_memory_equal(buf, want, 6);
   tpu_topology_release(t);
 }
 
-static void test_names(void **state) {
+static void test_topology__names(void **state) {
   (void)state;
   tpu_topology *t = v38();
   char buf[128];
   size_t len = 0;
   const int32_t c[4] = {1, 1, 0, 1};
-  EXPECT_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, "worker", buf, sizeof(buf), &len));
+  CHECK_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, "worker", buf, sizeof(buf), &len));
   assert_string_equal(buf, "/job:worker/task:0/device:TPU:7");
   assert_int_equal(len, strlen(buf));
-  EXPECT_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len));
   assert_string_equal(buf, "/task:0/device:TPU:7");
-  EXPECT_OK(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, "worker", buf, sizeof(buf), &len));
+  CHECK_OK(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, "worker", buf, sizeof(buf), &len));
   assert_string_equal(buf, "/job:worker/task:0/device:CPU:0");
-  EXPECT_OK(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len));
   assert_string_equal(buf, "/task:0/device:CPU:0");
-  EXPECT_ERR(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, "a/b", buf, sizeof(buf), &len),
+  CHECK_ERROR(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, "a/b", buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "a/b");
 
   /* Size query, then exactly-too-small (no room for the NUL). */
-  EXPECT_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, NULL, 0, &len));
+  CHECK_OK(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, NULL, 0, &len));
   assert_int_equal(len, strlen("/task:0/device:TPU:7"));
   memset(buf, 'x', sizeof(buf));
-  EXPECT_ERR(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, len, &len), TPU_OUT_OF_RANGE,
+  CHECK_ERROR(tpu_topology_tpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, len, &len), TPU_OUT_OF_RANGE,
              "too small");
   assert_int_equal(buf[0], 'x');
 
-  EXPECT_OK(tpu_device_name("worker", 2, "TPU", 3, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_device_name("worker", 2, "TPU", 3, buf, sizeof(buf), &len));
   assert_string_equal(buf, "/job:worker/replica:0/task:2/device:TPU:3");
-  EXPECT_OK(tpu_device_name("localhost", 0, "CPU", 0, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_device_name("localhost", 0, "CPU", 0, buf, sizeof(buf), &len));
   assert_string_equal(buf, "/job:localhost/replica:0/task:0/device:CPU:0");
-  EXPECT_OK(tpu_device_name(NULL, 1, "TPU", 0, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_device_name(NULL, 1, "TPU", 0, buf, sizeof(buf), &len));
   assert_string_equal(buf, "/replica:0/task:1/device:TPU:0");
-  EXPECT_ERR(tpu_device_name("worker", 0, "GPU", 0, buf, sizeof(buf), &len), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_name("worker", 0, "GPU", 0, buf, sizeof(buf), &len), TPU_INVALID_ARGUMENT,
              "GPU");
-  EXPECT_ERR(tpu_device_name("worker", 0, NULL, 0, buf, sizeof(buf), &len), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_name("worker", 0, NULL, 0, buf, sizeof(buf), &len), TPU_INVALID_ARGUMENT,
              "device_type");
-  EXPECT_ERR(tpu_device_name("worker", -1, "TPU", 0, buf, sizeof(buf), &len), TPU_OUT_OF_RANGE,
+  CHECK_ERROR(tpu_device_name("worker", -1, "TPU", 0, buf, sizeof(buf), &len), TPU_OUT_OF_RANGE,
              "task -1");
-  EXPECT_ERR(tpu_device_name("worker", 0, "TPU", -2, buf, sizeof(buf), &len), TPU_OUT_OF_RANGE,
+  CHECK_ERROR(tpu_device_name("worker", 0, "TPU", -2, buf, sizeof(buf), &len), TPU_OUT_OF_RANGE,
              "device -2");
-  EXPECT_ERR(tpu_device_name("worker", 0, "TPU", 0, buf, 5, &len), TPU_OUT_OF_RANGE, "too small");
+  CHECK_ERROR(tpu_device_name("worker", 0, "TPU", 0, buf, 5, &len), TPU_OUT_OF_RANGE, "too small");
 
-  EXPECT_OK(tpu_core(0, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_core(0, buf, sizeof(buf), &len));
   assert_string_equal(buf, "device:TPU_REPLICATED_CORE:0");
-  EXPECT_OK(tpu_core(13, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_core(13, buf, sizeof(buf), &len));
   assert_string_equal(buf, "device:TPU_REPLICATED_CORE:13");
-  EXPECT_ERR(tpu_core(-1, buf, sizeof(buf), &len), TPU_OUT_OF_RANGE, "-1");
-  EXPECT_ERR(tpu_core(1, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT, "\'count\'");
+  CHECK_ERROR(tpu_core(-1, buf, sizeof(buf), &len), TPU_OUT_OF_RANGE, "-1");
+  CHECK_ERROR(tpu_core(1, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT, "\'count\'");
   tpu_topology_release(t);
 }
 
-static void test_missing_devices(void **state) {
+static void test_topology__missing_devices(void **state) {
   (void)state;
   tpu_topology *t = v38_missing();
   int n = -1, v;
   int32_t c[4];
-  EXPECT_OK(tpu_topology_num_missing_devices(t, &n));
+  CHECK_OK(tpu_topology_num_missing_devices(t, &n));
   assert_int_equal(n, 2);
   const int32_t want0[4] = {1, 1, 0, 0}, want1[4] = {1, 1, 0, 1};
-  EXPECT_OK(tpu_topology_missing_device(t, 0, c, TPU_MESH_RANK, &(size_t){0}));
+  CHECK_OK(tpu_topology_missing_device(t, 0, c, TPU_MESH_RANK, &(size_t){0}));
   assert_memory_equal(c, want0, sizeof(c));
-  EXPECT_OK(tpu_topology_missing_device(t, 1, c, TPU_MESH_RANK, &(size_t){0}));
+  CHECK_OK(tpu_topology_missing_device(t, 1, c, TPU_MESH_RANK, &(size_t){0}));
   assert_memory_equal(c, want1, sizeof(c));
-  EXPECT_ERR(tpu_topology_missing_device(t, 2, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "2");
-  EXPECT_ERR(tpu_topology_missing_device(t, -1, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "-1");
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, want0, TPU_MESH_RANK, &v), TPU_NOT_FOUND, "(1, 1, 0, 0)");
-  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(t, want1, TPU_MESH_RANK, &v), TPU_NOT_FOUND,
+  CHECK_ERROR(tpu_topology_missing_device(t, 2, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "2");
+  CHECK_ERROR(tpu_topology_missing_device(t, -1, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "-1");
+  CHECK_ERROR(tpu_topology_task_ordinal_at_coordinates(t, want0, TPU_MESH_RANK, &v), TPU_NOT_FOUND, "(1, 1, 0, 0)");
+  CHECK_ERROR(tpu_topology_device_ordinal_at_coordinates(t, want1, TPU_MESH_RANK, &v), TPU_NOT_FOUND,
              "(1, 1, 0, 1)");
   char buf[64];
   size_t len;
-  EXPECT_ERR(tpu_topology_tpu_device_name(t, want0, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len), TPU_NOT_FOUND,
+  CHECK_ERROR(tpu_topology_tpu_device_name(t, want0, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len), TPU_NOT_FOUND,
              "(1, 1, 0, 0)");
-  EXPECT_ERR(tpu_topology_cpu_device_name(t, want0, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len), TPU_NOT_FOUND,
+  CHECK_ERROR(tpu_topology_cpu_device_name(t, want0, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len), TPU_NOT_FOUND,
              "(1, 1, 0, 0)");
   tpu_topology_release(t);
 
   /* Row-major order, x slowest: only (1,0) of a 2x2 mesh is present. */
   const int32_t mesh[4] = {2, 2, 1, 1}, one[4] = {1, 0, 0, 0};
-  EXPECT_OK(tpu_topology_create(mesh, 4, one, 1, 1, &t));
-  EXPECT_OK(tpu_topology_num_missing_devices(t, &n));
+  CHECK_OK(tpu_topology_create(mesh, 4, one, 1, 1, &t));
+  CHECK_OK(tpu_topology_num_missing_devices(t, &n));
   assert_int_equal(n, 3);
   const int32_t order[3][4] = {{0, 0, 0, 0}, {0, 1, 0, 0}, {1, 1, 0, 0}};
   for (int i = 0; i < 3; ++i) {
-    EXPECT_OK(tpu_topology_missing_device(t, i, c, TPU_MESH_RANK, &(size_t){0}));
+    CHECK_OK(tpu_topology_missing_device(t, i, c, TPU_MESH_RANK, &(size_t){0}));
     assert_memory_equal(c, order[i], sizeof(c));
   }
   tpu_topology_release(t);
@@ -250,58 +239,58 @@ static void test_missing_devices(void **state) {
   /* Zero tasks: every position is missing. */
   const int32_t mesh1[4] = {1, 1, 1, 1};
   pbuf p = proto(mesh1, 4, 0, 0, NULL, 0);
-  EXPECT_OK(parse(&p, &t));
-  EXPECT_OK(tpu_topology_num_tasks(t, &v));
+  CHECK_OK(parse(&p, &t));
+  CHECK_OK(tpu_topology_num_tasks(t, &v));
   assert_int_equal(v, 0);
-  EXPECT_OK(tpu_topology_num_missing_devices(t, &n));
+  CHECK_OK(tpu_topology_num_missing_devices(t, &n));
   assert_int_equal(n, 1);
   tpu_topology_release(t);
 }
 
-static void test_create_errors(void **state) {
+static void test_topology__create_errors(void **state) {
   (void)state;
   tpu_topology *t = NULL;
   const int32_t mesh0[4] = {1, 0, 1, 1}, mesh1[4] = {1, 1, 1, 1};
   const int32_t neg[4] = {0, 0, -1, 0}, out[4] = {2, 0, 0, 0};
   const int32_t dup[8] = {0, 0, 0, 1, 0, 0, 0, 1};
-  EXPECT_ERR(tpu_topology_create(kMesh38, 3, kCoords38, 1, 8, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_create(kMesh38, 3, kCoords38, 1, 8, &t), TPU_INVALID_ARGUMENT,
              "mesh_rank is 3");
-  EXPECT_ERR(tpu_topology_create(kMesh38, 5, kCoords38, 1, 8, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_create(kMesh38, 5, kCoords38, 1, 8, &t), TPU_INVALID_ARGUMENT,
              "mesh_rank is 5");
-  EXPECT_ERR(tpu_topology_create(mesh0, 4, NULL, 0, 0, &t), TPU_INVALID_ARGUMENT, "[1 0 1 1]");
-  EXPECT_ERR(tpu_topology_create(mesh1, 4, NULL, -1, 1, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_create(mesh0, 4, NULL, 0, 0, &t), TPU_INVALID_ARGUMENT, "[1 0 1 1]");
+  CHECK_ERROR(tpu_topology_create(mesh1, 4, NULL, -1, 1, &t), TPU_INVALID_ARGUMENT,
              "num_tasks must be >= 0; got -1");
-  EXPECT_ERR(tpu_topology_create(mesh1, 4, NULL, 1, -3, &t), TPU_INVALID_ARGUMENT, "got -3");
-  EXPECT_ERR(tpu_topology_create(mesh1, 4, neg, 1, 1, &t), TPU_INVALID_ARGUMENT, "(0, 0, -1, 0)");
-  EXPECT_ERR(tpu_topology_create(kMesh38, 4, out, 1, 1, &t), TPU_INVALID_ARGUMENT, "(2, 0, 0, 0)");
-  EXPECT_ERR(tpu_topology_create(kMesh38, 4, out, 1, 1, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_create(mesh1, 4, NULL, 1, -3, &t), TPU_INVALID_ARGUMENT, "got -3");
+  CHECK_ERROR(tpu_topology_create(mesh1, 4, neg, 1, 1, &t), TPU_INVALID_ARGUMENT, "(0, 0, -1, 0)");
+  CHECK_ERROR(tpu_topology_create(kMesh38, 4, out, 1, 1, &t), TPU_INVALID_ARGUMENT, "(2, 0, 0, 0)");
+  CHECK_ERROR(tpu_topology_create(kMesh38, 4, out, 1, 1, &t), TPU_INVALID_ARGUMENT,
              "outside of mesh shape [2 2 1 2]");
-  EXPECT_ERR(tpu_topology_create(kMesh38, 4, dup, 1, 2, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_create(kMesh38, 4, dup, 1, 2, &t), TPU_INVALID_ARGUMENT,
              "duplicate device coordinate (0, 0, 0, 1)");
-  EXPECT_ERR(tpu_topology_create(kMesh38, 4, dup, 2, 1, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_create(kMesh38, 4, dup, 2, 1, &t), TPU_INVALID_ARGUMENT,
              "task 1 device 0");
   /* More devices than mesh positions: some coordinate repeats or falls outside. */
-  EXPECT_ERR(tpu_topology_create(mesh1, 4, dup, 2, 1, &t), TPU_INVALID_ARGUMENT, "outside");
+  CHECK_ERROR(tpu_topology_create(mesh1, 4, dup, 2, 1, &t), TPU_INVALID_ARGUMENT, "outside");
   /* Counts that would overflow or allocate without bound. */
-  EXPECT_ERR(tpu_topology_create(mesh1, 4, kCoords38, 65536, 65536, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_create(mesh1, 4, kCoords38, 65536, 65536, &t), TPU_INVALID_ARGUMENT,
              "4294967296");
-  EXPECT_ERR(tpu_topology_create(mesh1, 4, kCoords38, 2147483647, 2147483647, &t),
+  CHECK_ERROR(tpu_topology_create(mesh1, 4, kCoords38, 2147483647, 2147483647, &t),
              TPU_INVALID_ARGUMENT, "devices");
   const int32_t huge[4] = {2048, 2048, 1, 1},
                 huge2[4] = {2147483647, 2147483647, 2147483647, 2147483647};
-  EXPECT_ERR(tpu_topology_create(huge, 4, NULL, 0, 0, &t), TPU_INVALID_ARGUMENT, "positions");
-  EXPECT_ERR(tpu_topology_create(huge2, 4, NULL, 0, 0, &t), TPU_INVALID_ARGUMENT, "positions");
+  CHECK_ERROR(tpu_topology_create(huge, 4, NULL, 0, 0, &t), TPU_INVALID_ARGUMENT, "positions");
+  CHECK_ERROR(tpu_topology_create(huge2, 4, NULL, 0, 0, &t), TPU_INVALID_ARGUMENT, "positions");
   assert_null(t);
 
-  EXPECT_ERR(tpu_topology_create(NULL, 4, kCoords38, 1, 8, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_create(NULL, 4, kCoords38, 1, 8, &t), TPU_INVALID_ARGUMENT,
              "'mesh_shape'");
-  EXPECT_ERR(tpu_topology_create(kMesh38, 4, NULL, 1, 8, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_create(kMesh38, 4, NULL, 1, 8, &t), TPU_INVALID_ARGUMENT,
              "'device_coordinates'");
-  EXPECT_ERR(tpu_topology_create(kMesh38, 4, kCoords38, 1, 8, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_topology_create(kMesh38, 4, kCoords38, 1, 8, NULL), TPU_INVALID_ARGUMENT, "'out'");
   assert_null(t);
 }
 
-static void test_parse(void **state) {
+static void test_topology__parse(void **state) {
   (void)state;
   tpu_topology *t = NULL;
   unsigned char buf[512];
@@ -318,10 +307,10 @@ static void test_parse(void **state) {
   put_int(&unpacked, 15, 7); /* an unknown field is ignored */
   const pbuf *forms[2] = {&packed, &unpacked};
   for (int i = 0; i < 2; ++i) {
-    EXPECT_OK(parse(forms[i], &t));
-    EXPECT_OK(tpu_topology_num_devices_per_task(t, &v));
+    CHECK_OK(parse(forms[i], &t));
+    CHECK_OK(tpu_topology_num_devices_per_task(t, &v));
     assert_int_equal(v, 8);
-    EXPECT_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
+    CHECK_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
     assert_int_equal(len, forms[i]->n);
     assert_memory_equal(buf, forms[i]->b, len);
     tpu_topology_release(t);
@@ -330,7 +319,7 @@ static void test_parse(void **state) {
 
   /* A created topology serializes exactly like the packed hand-made bytes. */
   t = v38();
-  EXPECT_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
   assert_int_equal(len, packed.n);
   assert_memory_equal(buf, packed.b, len);
   tpu_topology_release(t);
@@ -340,57 +329,57 @@ static void test_parse(void **state) {
   static const unsigned char field5[] = {0x2a, 0x04, 0x08, 0x02, 0x10, 0x04};
   memcpy(hw.b + hw.n, field5, sizeof(field5));
   hw.n += sizeof(field5);
-  EXPECT_OK(parse(&hw, &t));
+  CHECK_OK(parse(&hw, &t));
   int feature = -1, per_chip = -1;
-  EXPECT_OK(tpu_topology_hardware_feature(t, &feature, &per_chip));
+  CHECK_OK(tpu_topology_hardware_feature(t, &feature, &per_chip));
   assert_int_equal(feature, 2);
   assert_int_equal(per_chip, 4);
-  EXPECT_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
+  CHECK_OK(tpu_topology_serialize(t, buf, sizeof(buf), &len));
   assert_int_equal(len, hw.n);
   assert_memory_equal(buf, hw.b, len);
-  EXPECT_ERR(tpu_topology_hardware_feature(t, NULL, &per_chip), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_hardware_feature(t, NULL, &per_chip), TPU_INVALID_ARGUMENT,
              "embedding_feature");
   tpu_topology_release(t);
   t = NULL;
 
   /* Errors, each with its reason. */
   static const unsigned char garbage[] = {0xff, 0xff, 0xff, 0xff};
-  EXPECT_ERR(tpu_topology_parse(garbage, sizeof(garbage), &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_parse(garbage, sizeof(garbage), &t), TPU_INVALID_ARGUMENT,
              "not a serialized");
-  EXPECT_ERR(tpu_topology_parse(packed.b, packed.n - 1, &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_parse(packed.b, packed.n - 1, &t), TPU_INVALID_ARGUMENT,
              "not a serialized");
-  EXPECT_ERR(tpu_topology_parse(NULL, 0, &t), TPU_INVALID_ARGUMENT, "mesh_shape");
-  EXPECT_ERR(tpu_topology_parse(packed.b, 0, &t), TPU_INVALID_ARGUMENT, "got []");
-  EXPECT_ERR(tpu_topology_parse(NULL, 3, &t), TPU_INVALID_ARGUMENT, "'bytes'");
-  EXPECT_ERR(tpu_topology_parse(packed.b, packed.n, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_topology_parse(NULL, 0, &t), TPU_INVALID_ARGUMENT, "mesh_shape");
+  CHECK_ERROR(tpu_topology_parse(packed.b, 0, &t), TPU_INVALID_ARGUMENT, "got []");
+  CHECK_ERROR(tpu_topology_parse(NULL, 3, &t), TPU_INVALID_ARGUMENT, "'bytes'");
+  CHECK_ERROR(tpu_topology_parse(packed.b, packed.n, NULL), TPU_INVALID_ARGUMENT, "'out'");
 
   const int32_t rank3[3] = {2, 2, 2}, mesh1[4] = {1, 1, 1, 1}, zero[8] = {0};
   const int32_t neg[4] = {0, 0, -1, 0}, out[4] = {0, 1, 0, 0};
   pbuf p = proto(rank3, 3, 1, 1, zero, 3);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "[2 2 2]");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "[2 2 2]");
   p = proto(mesh1, 4, -1, 1, NULL, 0);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "num_tasks must be >= 0; got -1");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "num_tasks must be >= 0; got -1");
   p = proto(mesh1, 4, 1, -1, NULL, 0);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "num_tpu_devices_per_task must be >= 0; got -1");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "num_tpu_devices_per_task must be >= 0; got -1");
   p = proto(mesh1, 4, 1, 2, zero, 4);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "got 4");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "got 4");
   p = proto(mesh1, 4, 1, 1, neg, 4);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "(0, 0, -1, 0)");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "(0, 0, -1, 0)");
   p = proto(mesh1, 4, 1, 1, out, 4);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "outside of mesh shape");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "outside of mesh shape");
   p = proto(kMesh38, 4, 1, 2, zero, 8);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "duplicate device coordinate (0, 0, 0, 0)");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "duplicate device coordinate (0, 0, 0, 0)");
   /* Lengths that would overflow num_tasks * devices * 4, or a huge mesh. */
   p = proto(mesh1, 4, 2147483647, 2147483647, zero, 4);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "devices");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "devices");
   p = proto(mesh1, 4, 1073741824, 4, zero, 4);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "devices");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "devices");
   const int32_t huge[4] = {2147483647, 2147483647, 2147483647, 2147483647};
   p = proto(huge, 4, 0, 0, NULL, 0);
-  EXPECT_ERR(parse(&p, &t), TPU_INVALID_ARGUMENT, "positions");
+  CHECK_ERROR(parse(&p, &t), TPU_INVALID_ARGUMENT, "positions");
   /* A length prefix far beyond the buffer. */
   static const unsigned char long_len[] = {0x22, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x00};
-  EXPECT_ERR(tpu_topology_parse(long_len, sizeof(long_len), &t), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_parse(long_len, sizeof(long_len), &t), TPU_INVALID_ARGUMENT,
              "not a serialized");
   assert_null(t);
 }
@@ -418,26 +407,26 @@ static void parse_hostile(const unsigned char *b, size_t n) {
   }
   int32_t mesh[4], c[4];
   int tasks, per_task, missing, v;
-  EXPECT_OK(tpu_topology_mesh_shape(t, mesh, TPU_MESH_RANK, &(size_t){0}));
-  EXPECT_OK(tpu_topology_num_tasks(t, &tasks));
-  EXPECT_OK(tpu_topology_num_devices_per_task(t, &per_task));
-  EXPECT_OK(tpu_topology_num_missing_devices(t, &missing));
+  CHECK_OK(tpu_topology_mesh_shape(t, mesh, TPU_MESH_RANK, &(size_t){0}));
+  CHECK_OK(tpu_topology_num_tasks(t, &tasks));
+  CHECK_OK(tpu_topology_num_devices_per_task(t, &per_task));
+  CHECK_OK(tpu_topology_num_missing_devices(t, &missing));
   assert_int_equal((int64_t)tasks * per_task + missing,
                    (int64_t)mesh[0] * mesh[1] * mesh[2] * mesh[3]);
   for (int i = 0; i < tasks * per_task && i < 64; ++i) {
-    EXPECT_OK(tpu_topology_device_coordinates(t, i / per_task, i % per_task, c, TPU_MESH_RANK, &(size_t){0}));
-    EXPECT_OK(tpu_topology_task_ordinal_at_coordinates(t, c, TPU_MESH_RANK, &v));
+    CHECK_OK(tpu_topology_device_coordinates(t, i / per_task, i % per_task, c, TPU_MESH_RANK, &(size_t){0}));
+    CHECK_OK(tpu_topology_task_ordinal_at_coordinates(t, c, TPU_MESH_RANK, &v));
     assert_int_equal(v, i / per_task);
   }
   unsigned char again[1024];
   size_t len = 0;
-  EXPECT_OK(tpu_topology_serialize(t, again, sizeof(again), &len));
+  CHECK_OK(tpu_topology_serialize(t, again, sizeof(again), &len));
   assert_int_equal(len, n);
   assert_memory_equal(again, b, n);
   tpu_topology_release(t);
 }
 
-static void test_parse_fuzz(void **state) {
+static void test_topology__parse_fuzz(void **state) {
   (void)state;
   pbuf valid = proto(kMesh38, 4, 1, 8, kCoords38, 32);
   /* Every truncation. */
@@ -485,94 +474,94 @@ static void test_parse_fuzz(void **state) {
   }
 }
 
-static void test_null_handles(void **state) {
+static void test_topology__null_handles(void **state) {
   (void)state;
   int v;
   int32_t c[4] = {0, 0, 0, 0};
   char buf[32];
   size_t len;
-  EXPECT_OK(tpu_topology_release(NULL));
-  EXPECT_OK(tpu_device_assignment_release(NULL));
-  EXPECT_ERR(tpu_topology_mesh_shape(NULL, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_mesh_rank(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_num_tasks(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_num_devices_per_task(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_device_coordinates(NULL, 0, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(NULL, c, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
+  CHECK_OK(tpu_topology_release(NULL));
+  CHECK_OK(tpu_device_assignment_release(NULL));
+  CHECK_ERROR(tpu_topology_mesh_shape(NULL, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'topology'");
+  CHECK_ERROR(tpu_topology_mesh_rank(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
+  CHECK_ERROR(tpu_topology_num_tasks(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
+  CHECK_ERROR(tpu_topology_num_devices_per_task(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
+  CHECK_ERROR(tpu_topology_device_coordinates(NULL, 0, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'topology'");
+  CHECK_ERROR(tpu_topology_task_ordinal_at_coordinates(NULL, c, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "'topology'");
-  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(NULL, c, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_device_ordinal_at_coordinates(NULL, c, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "'topology'");
-  EXPECT_ERR(tpu_topology_num_missing_devices(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_missing_device(NULL, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_tpu_device_name(NULL, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len),
+  CHECK_ERROR(tpu_topology_num_missing_devices(NULL, &v), TPU_INVALID_ARGUMENT, "'topology'");
+  CHECK_ERROR(tpu_topology_missing_device(NULL, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'topology'");
+  CHECK_ERROR(tpu_topology_tpu_device_name(NULL, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_cpu_device_name(NULL, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len),
+  CHECK_ERROR(tpu_topology_cpu_device_name(NULL, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_hardware_feature(NULL, &v, &v), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_topology_serialize(NULL, buf, sizeof(buf), &len), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_hardware_feature(NULL, &v, &v), TPU_INVALID_ARGUMENT, "'topology'");
+  CHECK_ERROR(tpu_topology_serialize(NULL, buf, sizeof(buf), &len), TPU_INVALID_ARGUMENT,
              "'topology'");
 
   tpu_topology *t = v38();
-  EXPECT_ERR(tpu_topology_mesh_shape(t, NULL, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_mesh_rank(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_num_tasks(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_num_devices_per_task(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_device_coordinates(t, 0, 0, NULL, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, NULL, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_mesh_shape(t, NULL, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_topology_mesh_rank(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_topology_num_tasks(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_topology_num_devices_per_task(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_topology_device_coordinates(t, 0, 0, NULL, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_topology_task_ordinal_at_coordinates(t, NULL, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "'coords'");
-  EXPECT_ERR(tpu_topology_task_ordinal_at_coordinates(t, c, TPU_MESH_RANK, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_device_ordinal_at_coordinates(t, NULL, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_task_ordinal_at_coordinates(t, c, TPU_MESH_RANK, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_topology_device_ordinal_at_coordinates(t, NULL, TPU_MESH_RANK, &v), TPU_INVALID_ARGUMENT,
              "'coords'");
-  EXPECT_ERR(tpu_topology_num_missing_devices(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_topology_tpu_device_name(t, NULL, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len),
+  CHECK_ERROR(tpu_topology_num_missing_devices(t, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_topology_tpu_device_name(t, NULL, TPU_MESH_RANK, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'coords'");
-  EXPECT_ERR(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_cpu_device_name(t, c, TPU_MESH_RANK, NULL, buf, sizeof(buf), NULL), TPU_INVALID_ARGUMENT,
              "\'count\'");
-  EXPECT_ERR(tpu_topology_hardware_feature(t, &v, NULL), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_topology_hardware_feature(t, &v, NULL), TPU_INVALID_ARGUMENT,
              "num_embedding_devices_per_chip");
 
   tpu_device_assignment *da = NULL;
-  EXPECT_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &da));
+  CHECK_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &da));
   tpu_topology *tt = NULL;
-  EXPECT_ERR(tpu_device_assignment_build(NULL, NULL, 0, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(NULL, NULL, 0, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, NULL),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, NULL),
              TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_create(NULL, c, 1, 1, &da), TPU_INVALID_ARGUMENT, "'topology'");
-  EXPECT_ERR(tpu_device_assignment_create(t, c, 1, 1, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_topology(NULL, &tt), TPU_INVALID_ARGUMENT, "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_topology(da, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_num_replicas(NULL, &v), TPU_INVALID_ARGUMENT, "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_num_replicas(da, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_num_cores_per_replica(NULL, &v), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(NULL, c, 1, 1, &da), TPU_INVALID_ARGUMENT, "'topology'");
+  CHECK_ERROR(tpu_device_assignment_create(t, c, 1, 1, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_device_assignment_topology(NULL, &tt), TPU_INVALID_ARGUMENT, "'assignment'");
+  CHECK_ERROR(tpu_device_assignment_topology(da, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_device_assignment_num_replicas(NULL, &v), TPU_INVALID_ARGUMENT, "'assignment'");
+  CHECK_ERROR(tpu_device_assignment_num_replicas(da, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_device_assignment_num_cores_per_replica(NULL, &v), TPU_INVALID_ARGUMENT,
              "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_num_cores_per_replica(da, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_core_assignment(NULL, c, 4, &(size_t){0}), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_num_cores_per_replica(da, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_device_assignment_core_assignment(NULL, c, 4, &(size_t){0}), TPU_INVALID_ARGUMENT,
              "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_core_assignment(da, NULL, 8, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_coordinates(NULL, 0, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_core_assignment(da, NULL, 8, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_device_assignment_coordinates(NULL, 0, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT,
              "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_coordinates(da, 0, 0, NULL, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_task(NULL, 0, 0, &v), TPU_INVALID_ARGUMENT, "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_task(da, 0, 0, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_tpu_ordinal(NULL, 0, 0, &v), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_coordinates(da, 0, 0, NULL, TPU_MESH_RANK, &(size_t){0}), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_device_assignment_task(NULL, 0, 0, &v), TPU_INVALID_ARGUMENT, "'assignment'");
+  CHECK_ERROR(tpu_device_assignment_task(da, 0, 0, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_device_assignment_tpu_ordinal(NULL, 0, 0, &v), TPU_INVALID_ARGUMENT,
              "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_tpu_ordinal(da, 0, 0, NULL), TPU_INVALID_ARGUMENT, "'out'");
-  EXPECT_ERR(tpu_device_assignment_tpu_device(NULL, 0, 0, NULL, buf, sizeof(buf), &len),
+  CHECK_ERROR(tpu_device_assignment_tpu_ordinal(da, 0, 0, NULL), TPU_INVALID_ARGUMENT, "'out'");
+  CHECK_ERROR(tpu_device_assignment_tpu_device(NULL, 0, 0, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_tpu_device(da, 0, 0, NULL, buf, sizeof(buf), NULL),
+  CHECK_ERROR(tpu_device_assignment_tpu_device(da, 0, 0, NULL, buf, sizeof(buf), NULL),
              TPU_INVALID_ARGUMENT, "\'count\'");
-  EXPECT_ERR(tpu_device_assignment_host_device(NULL, 0, 0, NULL, buf, sizeof(buf), &len),
+  CHECK_ERROR(tpu_device_assignment_host_device(NULL, 0, 0, NULL, buf, sizeof(buf), &len),
              TPU_INVALID_ARGUMENT, "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_host_device(da, 0, 0, NULL, NULL, 8, &len), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_host_device(da, 0, 0, NULL, NULL, 8, &len), TPU_INVALID_ARGUMENT,
              "\'out\'");
   int out[4];
   size_t n = 0;
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(NULL, 0, 0, out, 4, &n), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_lookup_replicas(NULL, 0, 0, out, 4, &n), TPU_INVALID_ARGUMENT,
              "'assignment'");
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 0, out, 4, NULL), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_lookup_replicas(da, 0, 0, out, 4, NULL), TPU_INVALID_ARGUMENT,
              "'count'");
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 4, &n), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_lookup_replicas(da, 0, 0, NULL, 4, &n), TPU_INVALID_ARGUMENT,
              "'out'");
   tpu_device_assignment_release(da);
   tpu_topology_release(t);
@@ -580,145 +569,145 @@ static void test_null_handles(void **state) {
 
 /* ---- device assignment --------------------------------------------------------- */
 
-static void test_assignment_accessors(void **state) {
+static void test_topology__assignment_accessors(void **state) {
   (void)state;
   tpu_topology *t = v38();
   tpu_device_assignment *da = NULL;
   const int32_t cs[4] = {1, 1, 1, 2};
-  EXPECT_OK(tpu_device_assignment_build(t, cs, 4, NULL, 0, 4, TPU_DEVICE_ORDER_MESH, &da));
+  CHECK_OK(tpu_device_assignment_build(t, cs, 4, NULL, 0, 4, TPU_DEVICE_ORDER_MESH, &da));
   tpu_topology_release(t); /* the assignment keeps its topology alive */
   int v;
-  EXPECT_OK(tpu_device_assignment_num_replicas(da, &v));
+  CHECK_OK(tpu_device_assignment_num_replicas(da, &v));
   assert_int_equal(v, 4);
-  EXPECT_OK(tpu_device_assignment_num_cores_per_replica(da, &v));
+  CHECK_OK(tpu_device_assignment_num_cores_per_replica(da, &v));
   assert_int_equal(v, 2);
   /* MESH order: chips (0,0) (1,0) (0,1) (1,1), both cores each (spec §3.3). */
   const int32_t chips[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
   int32_t all[32], c[4];
-  EXPECT_OK(tpu_device_assignment_core_assignment(da, all, 32, &(size_t){0}));
+  CHECK_OK(tpu_device_assignment_core_assignment(da, all, 32, &(size_t){0}));
   for (int r = 0; r < 4; ++r)
     for (int k = 0; k < 2; ++k) {
       const int32_t want[4] = {chips[r][0], chips[r][1], 0, k};
-      EXPECT_OK(tpu_device_assignment_coordinates(da, r, k, c, TPU_MESH_RANK, &(size_t){0}));
+      CHECK_OK(tpu_device_assignment_coordinates(da, r, k, c, TPU_MESH_RANK, &(size_t){0}));
       assert_memory_equal(c, want, sizeof(c));
       assert_memory_equal(&all[(r * 2 + k) * 4], want, sizeof(c));
-      EXPECT_OK(tpu_device_assignment_tpu_ordinal(da, r, k, &v));
+      CHECK_OK(tpu_device_assignment_tpu_ordinal(da, r, k, &v));
       assert_int_equal(v, (chips[r][1] * 2 + chips[r][0]) * 2 + k);
-      EXPECT_OK(tpu_device_assignment_task(da, r, k, &v));
+      CHECK_OK(tpu_device_assignment_task(da, r, k, &v));
       assert_int_equal(v, 0);
     }
-  EXPECT_ERR(tpu_device_assignment_core_assignment(da, all, 31, &(size_t){0}), TPU_OUT_OF_RANGE, "31");
-  EXPECT_ERR(tpu_device_assignment_coordinates(da, 4, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "replica 4");
-  EXPECT_ERR(tpu_device_assignment_coordinates(da, -1, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "replica -1");
-  EXPECT_ERR(tpu_device_assignment_task(da, 0, 2, &v), TPU_OUT_OF_RANGE, "logical_core 2");
-  EXPECT_ERR(tpu_device_assignment_tpu_ordinal(da, 0, -1, &v), TPU_OUT_OF_RANGE, "logical_core -1");
+  CHECK_ERROR(tpu_device_assignment_core_assignment(da, all, 31, &(size_t){0}), TPU_OUT_OF_RANGE, "31");
+  CHECK_ERROR(tpu_device_assignment_coordinates(da, 4, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "replica 4");
+  CHECK_ERROR(tpu_device_assignment_coordinates(da, -1, 0, c, TPU_MESH_RANK, &(size_t){0}), TPU_OUT_OF_RANGE, "replica -1");
+  CHECK_ERROR(tpu_device_assignment_task(da, 0, 2, &v), TPU_OUT_OF_RANGE, "logical_core 2");
+  CHECK_ERROR(tpu_device_assignment_tpu_ordinal(da, 0, -1, &v), TPU_OUT_OF_RANGE, "logical_core -1");
   char buf[64];
   size_t len;
-  EXPECT_ERR(tpu_device_assignment_tpu_device(da, 9, 0, NULL, buf, sizeof(buf), &len),
+  CHECK_ERROR(tpu_device_assignment_tpu_device(da, 9, 0, NULL, buf, sizeof(buf), &len),
              TPU_OUT_OF_RANGE, "replica 9");
-  EXPECT_OK(tpu_device_assignment_tpu_device(da, 3, 1, "worker", buf, sizeof(buf), &len));
+  CHECK_OK(tpu_device_assignment_tpu_device(da, 3, 1, "worker", buf, sizeof(buf), &len));
   assert_string_equal(buf, "/job:worker/task:0/device:TPU:7");
-  EXPECT_ERR(tpu_device_assignment_tpu_device(da, 3, 1, "worker", buf, len, &len), TPU_OUT_OF_RANGE,
+  CHECK_ERROR(tpu_device_assignment_tpu_device(da, 3, 1, "worker", buf, len, &len), TPU_OUT_OF_RANGE,
              "too small");
-  EXPECT_OK(tpu_device_assignment_host_device(da, 3, 1, "worker", buf, sizeof(buf), &len));
+  CHECK_OK(tpu_device_assignment_host_device(da, 3, 1, "worker", buf, sizeof(buf), &len));
   assert_string_equal(buf, "/job:worker/task:0/device:CPU:0");
 
   tpu_topology *back = NULL;
-  EXPECT_OK(tpu_device_assignment_topology(da, &back));
-  EXPECT_OK(tpu_topology_num_devices_per_task(back, &v));
+  CHECK_OK(tpu_device_assignment_topology(da, &back));
+  CHECK_OK(tpu_topology_num_devices_per_task(back, &v));
   assert_int_equal(v, 8);
   tpu_topology_release(back);
 
   /* lookup_replicas: query, copy, too small. */
   int out[8];
   size_t count = 0;
-  EXPECT_OK(tpu_device_assignment_lookup_replicas(da, 0, 1, NULL, 0, &count));
+  CHECK_OK(tpu_device_assignment_lookup_replicas(da, 0, 1, NULL, 0, &count));
   assert_int_equal(count, 4);
-  EXPECT_OK(tpu_device_assignment_lookup_replicas(da, 0, 1, out, 8, &count));
+  CHECK_OK(tpu_device_assignment_lookup_replicas(da, 0, 1, out, 8, &count));
   for (int i = 0; i < 4; ++i) assert_int_equal(out[i], i);
   count = 0;
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 1, out, 3, &count), TPU_OUT_OF_RANGE,
+  CHECK_ERROR(tpu_device_assignment_lookup_replicas(da, 0, 1, out, 3, &count), TPU_OUT_OF_RANGE,
              "capacity 3");
   assert_int_equal(count, 4);
   /* A task or logical core beyond the assignment is not found, as in TensorFlow. */
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 1, 0, out, 8, &count), TPU_NOT_FOUND,
+  CHECK_ERROR(tpu_device_assignment_lookup_replicas(da, 1, 0, out, 8, &count), TPU_NOT_FOUND,
              "Can not find any replica in task: 1 contains logical_core: 0");
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 2, out, 8, &count), TPU_NOT_FOUND,
+  CHECK_ERROR(tpu_device_assignment_lookup_replicas(da, 0, 2, out, 8, &count), TPU_NOT_FOUND,
              "Can not find any replica in task: 0 contains logical_core: 2");
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, -1, -1, out, 8, &count), TPU_NOT_FOUND,
+  CHECK_ERROR(tpu_device_assignment_lookup_replicas(da, -1, -1, out, 8, &count), TPU_NOT_FOUND,
              "task: -1 contains logical_core: -1");
   tpu_device_assignment_release(da);
 }
 
-static void test_lookup_not_found(void **state) {
+static void test_topology__lookup_not_found(void **state) {
   (void)state;
   /* Two tasks; 2 replicas all live in task 0, none in task 1. */
   const int32_t mesh[4] = {2, 2, 1, 1};
   const int32_t coords[16] = {0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 0, 0};
   tpu_topology *t = NULL;
-  EXPECT_OK(tpu_topology_create(mesh, 4, coords, 2, 2, &t));
+  CHECK_OK(tpu_topology_create(mesh, 4, coords, 2, 2, &t));
   tpu_device_assignment *da = NULL;
-  EXPECT_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &da));
+  CHECK_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 2, TPU_DEVICE_ORDER_AUTO, &da));
   int out[4];
   size_t count = 0;
-  EXPECT_OK(tpu_device_assignment_lookup_replicas(da, 0, 0, out, 4, &count));
+  CHECK_OK(tpu_device_assignment_lookup_replicas(da, 0, 0, out, 4, &count));
   assert_int_equal(count, 2);
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 1, 0, out, 4, &count), TPU_NOT_FOUND,
+  CHECK_ERROR(tpu_device_assignment_lookup_replicas(da, 1, 0, out, 4, &count), TPU_NOT_FOUND,
              "Can not find any replica in task: 1 contains logical_core: 0");
   tpu_device_assignment_release(da);
 
   /* Zero replicas: an empty assignment; every lookup is NOT_FOUND. */
-  EXPECT_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 0, TPU_DEVICE_ORDER_AUTO, &da));
+  CHECK_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 0, TPU_DEVICE_ORDER_AUTO, &da));
   int v = -1;
-  EXPECT_OK(tpu_device_assignment_num_replicas(da, &v));
+  CHECK_OK(tpu_device_assignment_num_replicas(da, &v));
   assert_int_equal(v, 0);
-  EXPECT_OK(tpu_device_assignment_core_assignment(da, NULL, 0, &(size_t){0}));
-  EXPECT_ERR(tpu_device_assignment_lookup_replicas(da, 0, 0, out, 4, &count), TPU_NOT_FOUND,
+  CHECK_OK(tpu_device_assignment_core_assignment(da, NULL, 0, &(size_t){0}));
+  CHECK_ERROR(tpu_device_assignment_lookup_replicas(da, 0, 0, out, 4, &count), TPU_NOT_FOUND,
              "task: 0");
   tpu_device_assignment_release(da);
   tpu_topology_release(t);
 }
 
-static void test_build_errors(void **state) {
+static void test_topology__build_errors(void **state) {
   (void)state;
   tpu_topology *t = v38();
   tpu_device_assignment *da = NULL;
   const int32_t ones[4] = {1, 1, 1, 1}, zero_core[4] = {1, 1, 1, 0}, big[4] = {4, 1, 1, 1};
   const int32_t stride2[4] = {2, 1, 1, 1}, cs_chip[4] = {1, 1, 1, 2};
-  EXPECT_ERR(tpu_device_assignment_build(t, ones, 3, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, ones, 3, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "computation_shape must have shape [4]; got (3,)");
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, ones, 5, 1, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, ones, 5, 1, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "computation_stride must have shape [4]; got (5,)");
   /* Shape checks come before positivity checks. */
-  EXPECT_ERR(tpu_device_assignment_build(t, zero_core, 4, ones, 3, 1, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, zero_core, 4, ones, 3, 1, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "computation_stride must have shape");
-  EXPECT_ERR(tpu_device_assignment_build(t, zero_core, 4, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, zero_core, 4, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT,
              "computation_shape must be positive; got computation_shape=[1 1 1 0]");
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, zero_core, 4, 1, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, zero_core, 4, 1, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "computation_stride must be positive");
-  EXPECT_ERR(tpu_device_assignment_build(t, big, 4, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, big, 4, NULL, 0, 1, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT,
              "computation footprint [4 1 1 1] does not fit in TPU topology shape [2 2 1 2]");
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 9, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 9, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "requested 9 replicas but only 8 replicas");
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, stride2, 4, 9, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, stride2, 4, 9, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT,
              "and computation_stride [2 1 1 1] fit in a TPU mesh of shape [2 2 1 2]");
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, -1, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, -1, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "num_replicas must be >= 0; got -1");
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 1, (tpu_device_order_mode)7, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 1, (tpu_device_order_mode)7, &da),
              TPU_INVALID_ARGUMENT, "device_order_mode 7");
   /* RING needs full replication of whole-chip replicas. */
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 8, TPU_DEVICE_ORDER_RING, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 8, TPU_DEVICE_ORDER_RING, &da),
              TPU_INVALID_ARGUMENT, "not compatible");
-  EXPECT_ERR(tpu_device_assignment_build(t, cs_chip, 4, NULL, 0, 2, TPU_DEVICE_ORDER_RING, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, cs_chip, 4, NULL, 0, 2, TPU_DEVICE_ORDER_RING, &da),
              TPU_INVALID_ARGUMENT, "not compatible");
   assert_null(da);
-  EXPECT_OK(tpu_device_assignment_build(t, cs_chip, 4, NULL, 0, 4, TPU_DEVICE_ORDER_RING, &da));
+  CHECK_OK(tpu_device_assignment_build(t, cs_chip, 4, NULL, 0, 4, TPU_DEVICE_ORDER_RING, &da));
   /* Ring order: chips (0,0) (1,0) (1,1) (0,1). */
   int32_t c[4];
-  EXPECT_OK(tpu_device_assignment_coordinates(da, 2, 1, c, TPU_MESH_RANK, &(size_t){0}));
+  CHECK_OK(tpu_device_assignment_coordinates(da, 2, 1, c, TPU_MESH_RANK, &(size_t){0}));
   const int32_t want[4] = {1, 1, 0, 1};
   assert_memory_equal(c, want, sizeof(c));
   tpu_device_assignment_release(da);
@@ -727,32 +716,32 @@ static void test_build_errors(void **state) {
 
   /* Degraded path: real messages instead of TF's bare asserts. */
   t = v38_missing();
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 7, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 7, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "only 6 devices");
-  EXPECT_ERR(tpu_device_assignment_build(t, cs_chip, 4, NULL, 0, 4, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, cs_chip, 4, NULL, 0, 4, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "8 devices");
-  EXPECT_ERR(tpu_device_assignment_build(t, NULL, 0, stride2, 4, 2, TPU_DEVICE_ORDER_AUTO, &da),
+  CHECK_ERROR(tpu_device_assignment_build(t, NULL, 0, stride2, 4, 2, TPU_DEVICE_ORDER_AUTO, &da),
              TPU_INVALID_ARGUMENT, "missing devices");
   assert_null(da);
   /* ... and device_order_mode is ignored there (RING does not fail). */
-  EXPECT_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 6, TPU_DEVICE_ORDER_RING, &da));
-  EXPECT_OK(tpu_device_assignment_coordinates(da, 5, 0, c, TPU_MESH_RANK, &(size_t){0}));
+  CHECK_OK(tpu_device_assignment_build(t, NULL, 0, NULL, 0, 6, TPU_DEVICE_ORDER_RING, &da));
+  CHECK_OK(tpu_device_assignment_coordinates(da, 5, 0, c, TPU_MESH_RANK, &(size_t){0}));
   assert_memory_equal(c, &kCoords38[5 * 4], sizeof(c));
   tpu_device_assignment_release(da);
   tpu_topology_release(t);
 }
 
-static void test_explicit_assignment(void **state) {
+static void test_topology__explicit_assignment(void **state) {
   (void)state;
   tpu_topology *t = v38_missing();
   tpu_device_assignment *da = NULL;
   /* 2 replicas x 2 cores, in an unusual order. */
   const int32_t ok[16] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0};
-  EXPECT_OK(tpu_device_assignment_create(t, ok, 2, 2, &da));
+  CHECK_OK(tpu_device_assignment_create(t, ok, 2, 2, &da));
   int v;
-  EXPECT_OK(tpu_device_assignment_tpu_ordinal(da, 0, 0, &v));
+  CHECK_OK(tpu_device_assignment_tpu_ordinal(da, 0, 0, &v));
   assert_int_equal(v, 3);
-  EXPECT_OK(tpu_device_assignment_tpu_ordinal(da, 1, 1, &v));
+  CHECK_OK(tpu_device_assignment_tpu_ordinal(da, 1, 1, &v));
   assert_int_equal(v, 2);
   tpu_device_assignment_release(da);
   da = NULL;
@@ -760,47 +749,47 @@ static void test_explicit_assignment(void **state) {
   const int32_t unknown[8] = {0, 0, 0, 0, 1, 1, 0, 1}; /* (1,1,0,1) is missing */
   const int32_t outside[8] = {0, 0, 0, 0, 0, 0, 1, 0}; /* z = 1 */
   const int32_t dup[8] = {0, 1, 0, 0, 0, 1, 0, 0};
-  EXPECT_ERR(tpu_device_assignment_create(t, unknown, 1, 2, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, unknown, 1, 2, &da), TPU_INVALID_ARGUMENT,
              "no TPU device found for core_assignment device coordinate (1, 1, 0, 1)");
-  EXPECT_ERR(tpu_device_assignment_create(t, unknown, 2, 1, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, unknown, 2, 1, &da), TPU_INVALID_ARGUMENT,
              "replica 1 logical core 0");
-  EXPECT_ERR(tpu_device_assignment_create(t, outside, 2, 1, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, outside, 2, 1, &da), TPU_INVALID_ARGUMENT,
              "(0, 0, 1, 0)");
-  EXPECT_ERR(tpu_device_assignment_create(t, outside, 2, 1, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, outside, 2, 1, &da), TPU_INVALID_ARGUMENT,
              "outside of mesh shape");
-  EXPECT_ERR(tpu_device_assignment_create(t, dup, 2, 1, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, dup, 2, 1, &da), TPU_INVALID_ARGUMENT,
              "duplicate device coordinate (0, 1, 0, 0)");
-  EXPECT_ERR(tpu_device_assignment_create(t, dup, 1, 2, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, dup, 1, 2, &da), TPU_INVALID_ARGUMENT,
              "replica 0 logical core 1");
-  EXPECT_ERR(tpu_device_assignment_create(t, ok, 2, 0, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, ok, 2, 0, &da), TPU_INVALID_ARGUMENT,
              "num_cores_per_replica must be >= 1; got 0");
-  EXPECT_ERR(tpu_device_assignment_create(t, ok, -2, 1, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, ok, -2, 1, &da), TPU_INVALID_ARGUMENT,
              "num_replicas must be >= 0; got -2");
-  EXPECT_ERR(tpu_device_assignment_create(t, ok, 7, 1, &da), TPU_INVALID_ARGUMENT, "only 6");
-  EXPECT_ERR(tpu_device_assignment_create(t, ok, 2147483647, 2147483647, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, ok, 7, 1, &da), TPU_INVALID_ARGUMENT, "only 6");
+  CHECK_ERROR(tpu_device_assignment_create(t, ok, 2147483647, 2147483647, &da), TPU_INVALID_ARGUMENT,
              "only 6");
-  EXPECT_ERR(tpu_device_assignment_create(t, NULL, 1, 1, &da), TPU_INVALID_ARGUMENT,
+  CHECK_ERROR(tpu_device_assignment_create(t, NULL, 1, 1, &da), TPU_INVALID_ARGUMENT,
              "'core_assignment'");
   assert_null(da);
-  EXPECT_OK(tpu_device_assignment_create(t, NULL, 0, 1, &da));
+  CHECK_OK(tpu_device_assignment_create(t, NULL, 0, 1, &da));
   tpu_device_assignment_release(da);
   tpu_topology_release(t);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_accessors),
-      cmocka_unit_test(test_local_layout_serializes_like_tf),
-      cmocka_unit_test(test_names),
-      cmocka_unit_test(test_missing_devices),
-      cmocka_unit_test(test_create_errors),
-      cmocka_unit_test(test_parse),
-      cmocka_unit_test(test_parse_fuzz),
-      cmocka_unit_test(test_null_handles),
-      cmocka_unit_test(test_assignment_accessors),
-      cmocka_unit_test(test_lookup_not_found),
-      cmocka_unit_test(test_build_errors),
-      cmocka_unit_test(test_explicit_assignment),
+      cmocka_unit_test(test_topology__accessors),
+      cmocka_unit_test(test_topology__local_layout_serializes_like_tf),
+      cmocka_unit_test(test_topology__names),
+      cmocka_unit_test(test_topology__missing_devices),
+      cmocka_unit_test(test_topology__create_errors),
+      cmocka_unit_test(test_topology__parse),
+      cmocka_unit_test(test_topology__parse_fuzz),
+      cmocka_unit_test(test_topology__null_handles),
+      cmocka_unit_test(test_topology__assignment_accessors),
+      cmocka_unit_test(test_topology__lookup_not_found),
+      cmocka_unit_test(test_topology__build_errors),
+      cmocka_unit_test(test_topology__explicit_assignment),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }
