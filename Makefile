@@ -43,8 +43,9 @@ OPT ?= -O2
 SAN_FLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer,)
 WARN := -Wall -Wextra -Wno-unused-parameter
 CPPFLAGS_COMMON := -Iinclude -Ilib -I$(BUILD)/gen -DTPURT_BUILDING
-# The project's flags; the user's CFLAGS/CXXFLAGS/CPPFLAGS/LDFLAGS go last, so they add
-# to these (and a later -O wins) instead of dropping -std and the visibility.
+# The project's flags; the user's CFLAGS/CXXFLAGS/CPPFLAGS/LDFLAGS follow, so they add
+# to these (and a later -O wins) instead of dropping -std and the visibility. The
+# project's -I come first of all: an installed tpurt.h must not shadow the tree's.
 TPURT_CXXFLAGS := -std=c++17 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden \
             -pthread $(SAN_FLAGS) $(CPPFLAGS) $(CXXFLAGS)
 TPURT_CFLAGS := -std=c11 $(OPT) -g $(WARN) -fPIC -pthread $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS)
@@ -99,11 +100,11 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto | deps
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(PROTO_H)
 	@mkdir -p $(@D)
-	$(CC) $(TPURT_CFLAGS) -fvisibility=hidden $(CPPFLAGS_COMMON) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS_COMMON) $(TPURT_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.o: %.cc $(PROTO_H) | deps
 	@mkdir -p $(@D)
-	$(CXX) $(TPURT_CXXFLAGS) $(CPPFLAGS_COMMON) -MMD -MP -c $< -o $@
+	$(CXX) $(CPPFLAGS_COMMON) $(TPURT_CXXFLAGS) -MMD -MP -c $< -o $@
 
 $(SHLIB): $(LIB_OBJS) lib/tpurt.map
 	@mkdir -p $(@D)
@@ -117,7 +118,7 @@ $(BUILD)/lib/libtpurt.so: $(BUILD)/lib/$(SONAME)
 
 $(STLIB): $(LIB_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 # Directories under PREFIX are written relative to ${prefix}, as Debian's .pc files are.
 pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
@@ -132,24 +133,24 @@ $(BUILD)/pkgconfig/%.pc: pkgconfig/%.pc.in include/tpurt/common.h
 tool: $(if $(TOOL_SRCS),$(TOOL))
 $(TOOL): $(TOOL_SRCS) $(wildcard tools/tpurt/*.h) $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
-	$(CC) $(TPURT_CFLAGS) -Iinclude -o $@ $(TOOL_SRCS) -L$(BUILD)/lib -ltpurt -lm $(RPATH) $(TPURT_LDFLAGS)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $(TOOL_SRCS) -ltpurt -lm $(RPATH)
 
 tests: $(TEST_BINS)
 # The tests find their data (tests/data) from any working directory.
 $(BUILD)/tests/%: tests/%.c $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
-	$(CC) $(TPURT_CFLAGS) -Iinclude -DTPURT_TEST_DATA_DIR='"$(CURDIR)/tests/data"' -MMD -MP -MF $@.d \
-	  -o $@ $< -L$(BUILD)/lib -ltpurt $(TEST_LIBS) $(RPATH) $(TPURT_LDFLAGS)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -DTPURT_TEST_DATA_DIR='"$(CURDIR)/tests/data"' -MMD -MP -MF $@.d \
+	  -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt $(TEST_LIBS) $(RPATH)
 # Internal unit tests see lib/ and are linked with libtpurt.a, hidden symbols included.
 $(BUILD)/tests/%: tests/%.cc $(STLIB)
 	@mkdir -p $(@D)
-	$(CXX) $(TPURT_CXXFLAGS) $(CPPFLAGS_COMMON) -DTPURT_TEST_DATA_DIR='"$(CURDIR)/tests/data"' \
-	  -MMD -MP -MF $@.d -o $@ $< $(STLIB) $(LIB_DEPS_LIBS) $(TEST_LIBS) $(TPURT_LDFLAGS)
+	$(CXX) $(CPPFLAGS_COMMON) $(TPURT_CXXFLAGS) -DTPURT_TEST_DATA_DIR='"$(CURDIR)/tests/data"' \
+	  -MMD -MP -MF $@.d $(TPURT_LDFLAGS) -o $@ $< $(STLIB) $(LIB_DEPS_LIBS) $(TEST_LIBS)
 
 examples: $(EXAMPLE_BINS)
 $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
-	$(CC) $(TPURT_CFLAGS) -Iinclude -o $@ $< -L$(BUILD)/lib -ltpurt -lm $(RPATH) $(TPURT_LDFLAGS)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt -lm $(RPATH)
 
 # The runner runs exactly the tests listed here.
 test: all

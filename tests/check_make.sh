@@ -16,7 +16,8 @@ unset MAKEFLAGS MFLAGS BUILD SANITIZE
 # CFLAGS from the environment (as dpkg-buildpackage exports them), the rest on the
 # command line; -n -B prints every command of a full build.
 cmds=$(CFLAGS="-O0 -DUSER_CFLAGS" make -n -B --no-print-directory BUILD="$tmp/flags" \
-         CXXFLAGS="-O0 -DUSER_CXXFLAGS" CPPFLAGS=-DUSER_CPPFLAGS LDFLAGS=-Wl,-O1 lib tool |
+         CXXFLAGS="-O0 -DUSER_CXXFLAGS" CPPFLAGS="-DUSER_CPPFLAGS -I/user/include" \
+         LDFLAGS="-Wl,-O1 -L/user/lib" lib tool |
        sed -e ':a' -e '/\\$/N; s/\\\n//; ta')  # one line per command
 cxx_compiles=$(grep -E '^(g\+\+|c\+\+|clang\+\+).* -c ' <<<"$cmds" || true)
 [ -n "$cxx_compiles" ] || fail "no C++ compile commands in make -n output"
@@ -26,11 +27,15 @@ while read -r line; do
   done
   # The user's -O0 comes after the project's -O2, so it is the one that counts.
   [[ "$line" == *-O2*-O0* ]] || fail "the user's -O0 does not follow -O2: $line"
+  # A tpurt.h installed in the user's include path must not shadow the tree's.
+  [[ "$line" == *" -Iinclude "*" -I/user/include "* ]] || fail "the user's -I precedes -Iinclude: $line"
 done <<<"$cxx_compiles"
 tool_line=$(grep -- "-o $tmp/flags/bin/tpurt " <<<"$cmds") || fail "no link command for the tool"
 for flag in -std=c11 -DUSER_CFLAGS -DUSER_CPPFLAGS -Wl,-O1; do
   [[ " $tool_line " == *" $flag "* ]] || fail "tool build lacks $flag: $tool_line"
 done
+# The libtpurt.so just built, not one installed in the user's library path.
+[[ "$tool_line" == *" -L$tmp/flags/lib "*" -L/user/lib "* ]] || fail "the user's -L comes first: $tool_line"
 shlib_line=$(grep -- "-shared" <<<"$cmds") || fail "no link command for libtpurt.so"
 [[ "$shlib_line" == *" -Wl,-O1 "* ]] || fail "libtpurt.so link lacks the user's LDFLAGS: $shlib_line"
 
