@@ -3,12 +3,21 @@
 #   make test                every test (unit, ABI, header, pkg-config)
 #   make demo                the main job: `tpurt demo`
 #   make bench               `tpurt bench` sweep
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=   (also BINDIR, LIBDIR, INCLUDEDIR, MANDIR, DOCDIR)
 #   make SANITIZE=address|undefined|thread test   (builds into build/<sanitizer>)
+# CFLAGS, CXXFLAGS, CPPFLAGS and LDFLAGS given by the user come after the project's own.
+# `make` never installs packages: it names the missing ones (tools/install-deps.sh).
 
 SHELL := /bin/bash
 PREFIX ?= /usr/local
 DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/tpurt
+PKGCONFIGDIR := $(LIBDIR)/pkgconfig
+LDCONFIG ?= $(firstword $(wildcard /sbin/ldconfig /usr/sbin/ldconfig) ldconfig)
 SANITIZE ?=
 
 ifeq ($(SANITIZE),)
@@ -22,17 +31,25 @@ VERSION_MINOR := $(shell sed -n 's/^\#define TPU_VERSION_MINOR \([0-9]*\)/\1/p' 
 VERSION_PATCH := $(shell sed -n 's/^\#define TPU_VERSION_PATCH \([0-9]*\)/\1/p' include/tpurt/common.h)
 VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
 
+# make's built-in defaults (cc, g++) give way to gcc and g++; CC=clang etc. still win.
+ifeq ($(origin CC),default)
 CC := gcc
+endif
+ifeq ($(origin CXX),default)
 CXX := g++
+endif
 OPT ?= -O2
 # No recovery: a UBSan report must fail the test that triggered it.
 SAN_FLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer,)
 WARN := -Wall -Wextra -Wno-unused-parameter
 CPPFLAGS_COMMON := -Iinclude -Ilib -I$(BUILD)/gen -DTPURT_BUILDING
-CXXFLAGS := -std=c++17 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden \
-            -pthread $(SAN_FLAGS)
-CFLAGS := -std=c11 $(OPT) -g $(WARN) -fPIC -pthread $(SAN_FLAGS)
-LDFLAGS_SAN := $(SAN_FLAGS)
+# The project's flags; the user's CFLAGS/CXXFLAGS/CPPFLAGS/LDFLAGS follow, so they add
+# to these (and a later -O wins) instead of dropping -std and the visibility. The
+# project's -I come first of all: an installed tpurt.h must not shadow the tree's.
+TPURT_CXXFLAGS := -std=c++17 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden \
+            -pthread $(SAN_FLAGS) $(CPPFLAGS) $(CXXFLAGS)
+TPURT_CFLAGS := -std=c11 $(OPT) -g $(WARN) -fPIC -pthread $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS)
+TPURT_LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
 
 PROTOS := $(wildcard proto/*.proto)
 PROTO_C := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
@@ -48,27 +65,32 @@ STLIB := $(BUILD)/lib/libtpurt.a
 TOOL_SRCS := $(wildcard tools/tpurt/*.c)
 TOOL := $(BUILD)/bin/tpurt
 TEST_SRCS := $(wildcard tests/test_*.c)
-TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+# C++ tests of internal modules, linked with the static library.
+TEST_CXX_SRCS := $(wildcard tests/test_*.cc)
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS)) \
+             $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CXX_SRCS))
+TEST_SCRIPTS := $(wildcard tests/check_*.sh)
+ifneq ($(words $(TEST_BINS)),$(words $(sort $(TEST_BINS))))
+$(error tests/test_X.c and tests/test_X.cc would build the same binary: rename one)
+endif
 TEST_LIBS := -lcmocka $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson) -lm -pthread
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
-
-DEPS_STAMP := build/.deps-ok
 
 .PHONY: all lib tool tests examples test demo bench deps install uninstall clean headertest
 .DELETE_ON_ERROR:
 
 all: lib tool tests examples
 
-deps: $(DEPS_STAMP)
-$(DEPS_STAMP): tools/install-deps.sh
-	@bash tools/install-deps.sh
-	@mkdir -p $(@D) && touch $@
+# Stops the build with the missing packages and the command that installs them.
+deps:
+	@bash tools/install-deps.sh --check
 
-lib: $(DEPS_STAMP) $(SHLIB) $(STLIB) $(BUILD)/lib/libtpurt.so $(BUILD)/lib/$(SONAME) $(BUILD)/pkgconfig/tpurt.pc
+lib: $(SHLIB) $(STLIB) $(BUILD)/lib/libtpurt.so $(BUILD)/lib/$(SONAME) $(BUILD)/pkgconfig/tpurt.pc \
+     $(BUILD)/pkgconfig/tpurt-static.pc
 
-$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto | $(DEPS_STAMP)
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto | deps
 	@mkdir -p $(@D)
 	protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
 
@@ -78,16 +100,16 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto | $(DEPS_STAMP)
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(PROTO_H)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -fvisibility=hidden $(CPPFLAGS_COMMON) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS_COMMON) $(TPURT_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cc $(PROTO_H) | $(DEPS_STAMP)
+$(BUILD)/obj/%.o: %.cc $(PROTO_H) | deps
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(CPPFLAGS_COMMON) -MMD -MP -c $< -o $@
+	$(CXX) $(CPPFLAGS_COMMON) $(TPURT_CXXFLAGS) -MMD -MP -c $< -o $@
 
 $(SHLIB): $(LIB_OBJS) lib/tpurt.map
 	@mkdir -p $(@D)
 	$(CXX) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/tpurt.map -Wl,--no-undefined \
-	  $(LDFLAGS_SAN) -o $@ $(LIB_OBJS) $(LIB_DEPS_LIBS)
+	  $(TPURT_LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_DEPS_LIBS)
 
 $(BUILD)/lib/$(SONAME): $(SHLIB)
 	ln -sf $(notdir $<) $@
@@ -96,40 +118,44 @@ $(BUILD)/lib/libtpurt.so: $(BUILD)/lib/$(SONAME)
 
 $(STLIB): $(LIB_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
-PC_GEN = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' pkgconfig/tpurt.pc.in
-$(BUILD)/pkgconfig/tpurt.pc: pkgconfig/tpurt.pc.in include/tpurt/common.h
+# Directories under PREFIX are written relative to ${prefix}, as Debian's .pc files are.
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+PC_GEN = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|g' \
+  -e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' \
+  -e 's|@LIBS_PRIVATE@|$(LIB_DEPS_LIBS) -lstdc++ -lm|g'
+$(BUILD)/pkgconfig/%.pc: pkgconfig/%.pc.in include/tpurt/common.h
 	@mkdir -p $(@D)
-	$(PC_GEN) > $@
+	$(PC_GEN) $< > $@
 
 # Nothing to build until tools/tpurt has sources.
 tool: $(if $(TOOL_SRCS),$(TOOL))
 $(TOOL): $(TOOL_SRCS) $(wildcard tools/tpurt/*.h) $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Iinclude -o $@ $(TOOL_SRCS) -L$(BUILD)/lib -ltpurt -lm $(RPATH) $(LDFLAGS_SAN)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $(TOOL_SRCS) -ltpurt -lm $(RPATH)
 
 tests: $(TEST_BINS)
-$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/lib/libtpurt.so
+# The tests find their data (tests/data) from any working directory.
+$(BUILD)/tests/%: tests/%.c $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Iinclude -o $@ $< -L$(BUILD)/lib -ltpurt $(TEST_LIBS) $(RPATH) $(LDFLAGS_SAN)
-
-# TEMPORARY (branch h-tests; the lead replaces it with the real rule): C++ unit tests
-# of internal classes, linked against the static library.
-TEST_CC_BINS := $(patsubst tests/%.cc,$(BUILD)/tests/%,$(wildcard tests/test_*.cc))
-tests: $(TEST_CC_BINS)
-$(BUILD)/tests/%: tests/%.cc $(wildcard tests/*.h) $(STLIB)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -DTPURT_TEST_DATA_DIR='"$(CURDIR)/tests/data"' -MMD -MP -MF $@.d \
+	  -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt $(TEST_LIBS) $(RPATH)
+# Internal unit tests see lib/ and are linked with libtpurt.a, hidden symbols included.
+$(BUILD)/tests/%: tests/%.cc $(STLIB)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) -Ilib -Iinclude -I$(BUILD)/gen -o $@ $< $(STLIB) $(LIB_DEPS_LIBS) -lcmocka $(LDFLAGS_SAN)
+	$(CXX) $(CPPFLAGS_COMMON) $(TPURT_CXXFLAGS) -DTPURT_TEST_DATA_DIR='"$(CURDIR)/tests/data"' \
+	  -MMD -MP -MF $@.d $(TPURT_LDFLAGS) -o $@ $< $(STLIB) $(LIB_DEPS_LIBS) $(TEST_LIBS)
 
 examples: $(EXAMPLE_BINS)
 $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Iinclude -o $@ $< -L$(BUILD)/lib -ltpurt -lm $(RPATH) $(LDFLAGS_SAN)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt -lm $(RPATH)
 
+# The runner runs exactly the tests listed here.
 test: all
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1} \
-	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} bash tests/run_tests.sh
+	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} bash tests/run_tests.sh $(TEST_BINS) $(TEST_SCRIPTS)
 
 demo: lib tool
 	$(TOOL) demo --check
@@ -140,25 +166,57 @@ bench: lib tool
 headertest:
 	@bash tests/check_header.sh
 
+# What install writes (without DESTDIR); uninstall removes exactly these.
+INSTALL_FILES = $(INCLUDEDIR)/tpurt.h $(addprefix $(INCLUDEDIR)/,$(patsubst include/%,%,$(wildcard include/tpurt/*.h))) \
+  $(LIBDIR)/$(notdir $(SHLIB)) $(LIBDIR)/$(SONAME) $(LIBDIR)/libtpurt.so $(LIBDIR)/libtpurt.a \
+  $(PKGCONFIGDIR)/tpurt.pc $(PKGCONFIGDIR)/tpurt-static.pc $(BINDIR)/tpurt $(MANDIR)/man1/tpurt.1 \
+  $(addprefix $(DOCDIR)/,$(notdir $(DOC_FILES)))
+DOC_FILES := LICENSE $(wildcard CHANGELOG.md)
+INSTALL_DIRS = $(BINDIR) $(INCLUDEDIR)/tpurt $(LIBDIR) $(PKGCONFIGDIR) $(MANDIR)/man1 $(DOCDIR)
+# The directories install created, so that uninstall removes those and no others.
+DIRS_MANIFEST = $(DOCDIR)/installed-dirs
+
+# ldconfig refreshes the loader's cache when LIBDIR is a directory it searches
+# (/usr/local/lib, /usr/lib...): without it, programs fail to find libtpurt.so.0.
+# Never for a DESTDIR stage or another prefix.
+define run_ldconfig
+if [ -z "$(DESTDIR)" ] && $(LDCONFIG) -vNX 2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p' | \
+     { while read -r d; do [ "$$d" -ef "$(LIBDIR)" ] && exit 0; done; exit 1; }; then \
+  echo "$(LDCONFIG)" && $(LDCONFIG); fi
+endef
+
 # tpurt.pc is generated for this PREFIX: the build tree's copy has the PREFIX of the build.
-install: lib
-	install -d $(DESTDIR)$(PREFIX)/include/tpurt $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/tpurt.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 include/tpurt/*.h $(DESTDIR)$(PREFIX)/include/tpurt/
-	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
-	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libtpurt.so
-	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
-	$(PC_GEN) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpurt.pc
-	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpurt.pc
-	if [ -f $(TOOL) ]; then install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/; fi
+install: lib tool
+	@made=(); for d in $(INSTALL_DIRS); do \
+	  new=(); while [ "$$d" != / ] && [ ! -d "$(DESTDIR)$$d" ]; do new=("$$d" "$${new[@]}"); d=$$(dirname "$$d"); done; \
+	  made+=("$${new[@]}"); done; \
+	install -d $(addprefix $(DESTDIR),$(INSTALL_DIRS)) && \
+	{ cat "$(DESTDIR)$(DIRS_MANIFEST)" 2>/dev/null || true; printf '%s\n' "$${made[@]}"; } | \
+	  awk 'NF && !seen[$$0]++' > "$(DESTDIR)$(DIRS_MANIFEST).new" && \
+	mv "$(DESTDIR)$(DIRS_MANIFEST).new" "$(DESTDIR)$(DIRS_MANIFEST)"
+	install -m 644 include/tpurt.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 include/tpurt/*.h $(DESTDIR)$(INCLUDEDIR)/tpurt/
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libtpurt.so
+	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
+	$(PC_GEN) pkgconfig/tpurt.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/tpurt.pc
+	$(PC_GEN) pkgconfig/tpurt-static.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/tpurt-static.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/tpurt.pc $(DESTDIR)$(PKGCONFIGDIR)/tpurt-static.pc
+	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
+	install -m 644 docs/tpurt.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
+	@$(run_ldconfig)
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/tpurt.h $(DESTDIR)$(PREFIX)/lib/libtpurt.* \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/tpurt.pc $(DESTDIR)$(PREFIX)/bin/tpurt
-	rm -rf $(DESTDIR)$(PREFIX)/include/tpurt
+	rm -f $(addprefix $(DESTDIR),$(INSTALL_FILES))
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/tpurt
+	@if [ -f "$(DESTDIR)$(DIRS_MANIFEST)" ]; then \
+	  dirs=$$(tac "$(DESTDIR)$(DIRS_MANIFEST)"); rm -f "$(DESTDIR)$(DIRS_MANIFEST)"; \
+	  for d in $$dirs; do rmdir "$(DESTDIR)$$d" 2>/dev/null || true; done; fi
+	@$(run_ldconfig)
 
 clean:
-	rm -rf build
+	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null) $(wildcard $(BUILD)/tests/*.d)

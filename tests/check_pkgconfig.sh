@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# `make install` into a temporary prefix, then a small C program built with nothing
-# but `pkg-config --cflags --libs tpurt` runs against the installed library;
-# `make uninstall` removes every installed file. The same with DESTDIR staging.
+# `make install` as a user of the library meets it, in temporary prefixes:
+# - it installs the headers, libraries, tpurt.pc and tpurt-static.pc, the tpurt tool,
+#   its man page (documenting every option `tpurt --help` lists), LICENSE/CHANGELOG;
+# - a program built with `pkg-config --cflags --libs tpurt` runs (LD_LIBRARY_PATH or an
+#   rpath, as for any prefix the loader does not search);
+# - static links: tpurt-static.pc (libtpurt.a, system libraries shared) and
+#   `cc -static ... $(pkg-config --static --libs tpurt)` (all static) need no libtpurt.so;
+# - ldconfig runs only when the loader searches LIBDIR, never with DESTDIR;
+# - uninstall removes every file and exactly the directories install created.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -12,9 +18,21 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 fail() { echo "check_pkgconfig: $*" >&2; exit 1; }
+
+# A stand-in for ldconfig: logs its calls; asked for the loader's directories (-vNX)
+# it names $FAKE_SYSTEM_LIBDIR, so a temporary prefix can play the system's.
+cat >"$tmp/ldconfig" <<EOF
+#!/bin/sh
+echo "\$*" >>"$tmp/ldconfig.log"
+if [ "\$1" = -vNX ] && [ -n "\${FAKE_SYSTEM_LIBDIR:-}" ]; then echo "\$FAKE_SYSTEM_LIBDIR: (from fake)"; fi
+EOF
+chmod +x "$tmp/ldconfig"
+: >"$tmp/ldconfig.log"
+ldconfig_runs() { grep -cvx -- -vNX "$tmp/ldconfig.log" 2>/dev/null || true; }  # calls that rebuild
+
 # BUILD and SANITIZE are passed on so that install takes the library just built.
-mk() { make --no-print-directory -s BUILD="$BUILD" SANITIZE="$SANITIZE" "$@" >"$tmp/make.log" 2>&1 ||
-         { cat "$tmp/make.log" >&2; fail "make $* failed"; }; }
+mk() { make --no-print-directory -s BUILD="$BUILD" SANITIZE="$SANITIZE" LDCONFIG="$tmp/ldconfig" "$@" \
+         >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log" >&2; fail "make $* failed"; }; }
 
 version_part() { sed -n "s/^#define TPU_VERSION_$1 \([0-9][0-9]*\).*/\1/p" include/tpurt/common.h; }
 major=$(version_part MAJOR)
@@ -23,9 +41,20 @@ expected_files() {  # the files install must create under $1
   echo "$1/include/tpurt.h"
   for h in include/tpurt/*.h; do echo "$1/$h"; done
   printf '%s\n' "$1/lib/libtpurt.so" "$1/lib/libtpurt.so.$major" "$1/lib/libtpurt.so.$version" \
-    "$1/lib/libtpurt.a" "$1/lib/pkgconfig/tpurt.pc"
+    "$1/lib/libtpurt.a" "$1/lib/pkgconfig/tpurt.pc" "$1/lib/pkgconfig/tpurt-static.pc" \
+    "$1/bin/tpurt" "$1/share/man/man1/tpurt.1" "$1/share/doc/tpurt/LICENSE"
+  [ ! -f CHANGELOG.md ] || echo "$1/share/doc/tpurt/CHANGELOG.md"
 }
-installed_files() { find "$1" \( -type f -o -type l \) 2>/dev/null | sort; }
+check_installed() {  # check_installed <dir> [files of others]: the expected files, no others
+  local f unexpected dir=$1
+  shift
+  while read -r f; do
+    [ -e "$f" ] || fail "make install did not create $f"
+  done < <(expected_files "$dir")
+  unexpected=$(comm -13 <({ expected_files "$dir"; echo "$dir/share/doc/tpurt/installed-dirs";
+                            printf '%s\n' "$@"; } | sort) <(find "$dir" \( -type f -o -type l \) | sort))
+  [ -z "$unexpected" ] || fail "install created unexpected files:"$'\n'"$unexpected"
+}
 
 cat >"$tmp/prog.c" <<'EOF'
 #include <stdio.h>
@@ -51,64 +80,118 @@ int main(void) {
 }
 EOF
 
-# --- make install PREFIX=... ---------------------------------------------------
+# A sanitized library needs its runtime loaded first, so only then does the
+# program get the sanitizer flag as well.
+san=()
+[ -z "$SANITIZE" ] || san=(-fsanitize="$SANITIZE")
+build_prog() {  # build_prog <output> <compiler flags...>
+  local out=$1
+  shift
+  (cd "$tmp" && "$CC" -std=c99 -Wall -Wextra -Werror -o "$out" prog.c "$@" "${san[@]}")
+}
+runs_ok() {  # runs_ok <label> <command...>: the program prints the version
+  local label=$1 out
+  shift
+  out=$("$@") || fail "$label failed (exit $?)"
+  [ "$out" = "tpurt $version" ] || fail "$label printed '$out'"
+}
+needs_libtpurt_so() { readelf -d "$1" 2>/dev/null | grep NEEDED | grep -q libtpurt; }
+
+# --- make install PREFIX=<a new directory> ---------------------------------------
 prefix=$tmp/prefix
 mk install PREFIX="$prefix" DESTDIR=
-while read -r f; do
-  [ -e "$f" ] || fail "make install did not create $f"
-done < <(expected_files "$prefix")
+check_installed "$prefix"
 [ "$(readlink "$prefix/lib/libtpurt.so")" = "libtpurt.so.$major" ] ||
   fail "installed libtpurt.so is not a symlink to libtpurt.so.$major"
 [ "$(readlink "$prefix/lib/libtpurt.so.$major")" = "libtpurt.so.$version" ] ||
   fail "installed libtpurt.so.$major is not a symlink to libtpurt.so.$version"
+[ "$(ldconfig_runs)" -eq 0 ] || fail "install into $prefix (not a loader directory) ran ldconfig"
+
+# The installed tool finds the installed library by itself, and its man page
+# documents every option its usage lists.
+runs_ok "installed tpurt version" sh -c "'$prefix/bin/tpurt' version | sed 's/ (runtime.*//'"
+man_text=$(sed 's/\\-/-/g' "$prefix/share/man/man1/tpurt.1")
+for opt in $("$prefix/bin/tpurt" --help | grep -oE -- '(^|[ ,])--?[a-z][a-z-]*' | tr -d ' ,' | sort -u); do
+  grep -qe "$opt\b" <<<"$man_text" || fail "tpurt.1 does not document $opt (in tpurt --help)"
+done
+if command -v groff >/dev/null; then
+  warnings=$(groff -man -ww -z "$prefix/share/man/man1/tpurt.1" 2>&1)
+  [ -z "$warnings" ] || fail "tpurt.1: groff warns: $warnings"
+fi
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 [ "$(pkg-config --modversion tpurt)" = "$version" ] || fail "pkg-config --modversion is not $version"
 [ "$(pkg-config --variable=prefix tpurt)" = "$prefix" ] || fail "tpurt.pc prefix is not $prefix"
+libdir=$(pkg-config --variable=libdir tpurt)
+[ "$libdir" = "$prefix/lib" ] || fail "tpurt.pc libdir is $libdir, not $prefix/lib"
 
-# A sanitized library needs its runtime loaded first, so only then does the
-# program get the sanitizer flag as well.
-extra=()
-[ -z "$SANITIZE" ] || extra=(-fsanitize="$SANITIZE")
+# Shared, as the README says; a prefix the loader does not search needs
+# LD_LIBRARY_PATH or an rpath.
 # shellcheck disable=SC2046  # pkg-config's output is a list of words
-(cd "$tmp" && "$CC" -std=c99 -Wall -Wextra -Werror -o prog prog.c $(pkg-config --cflags --libs tpurt) \
-  "${extra[@]}") || fail "building with pkg-config --cflags --libs tpurt failed"
-ldd_line=$(LD_LIBRARY_PATH=$prefix/lib ldd "$tmp/prog" | grep libtpurt || true)
-[[ "$ldd_line" == *"$prefix/lib/libtpurt.so.$major"* ]] ||
+build_prog prog $(pkg-config --cflags --libs tpurt) ||
+  fail "building with pkg-config --cflags --libs tpurt failed"
+ldd_line=$(LD_LIBRARY_PATH=$libdir ldd "$tmp/prog" | grep libtpurt || true)
+[[ "$ldd_line" == *"$libdir/libtpurt.so.$major"* ]] ||
   fail "prog does not load the installed libtpurt.so.$major: $ldd_line"
-out=$(LD_LIBRARY_PATH=$prefix/lib "$tmp/prog") || fail "prog failed (exit $?)"
-[ "$out" = "tpurt $version" ] || fail "prog printed '$out'"
-
-# Static linking: `pkg-config --static` must name everything libtpurt.a needs
-# (-l:libtpurt.a makes the linker take the archive although the .so is there).
+runs_ok "prog with LD_LIBRARY_PATH" env LD_LIBRARY_PATH="$libdir" "$tmp/prog"
 # shellcheck disable=SC2046
-(cd "$tmp" && "$CC" -std=c99 -Wall -Wextra -Werror -o prog_static prog.c \
-  $(pkg-config --cflags tpurt) $(pkg-config --static --libs tpurt | sed 's/-ltpurt\b/-l:libtpurt.a/') \
-  "${extra[@]}") || fail "static linking with pkg-config --static --libs tpurt failed"
-! ldd "$tmp/prog_static" | grep -q libtpurt || fail "prog_static still loads libtpurt.so"
-out=$("$tmp/prog_static") || fail "prog_static failed (exit $?)"
-[ "$out" = "tpurt $version" ] || fail "prog_static printed '$out'"
+build_prog prog_rpath $(pkg-config --cflags --libs tpurt) -Wl,-rpath,"$libdir" ||
+  fail "building with an rpath failed"
+runs_ok "prog with -Wl,-rpath,$libdir" env -u LD_LIBRARY_PATH "$tmp/prog_rpath"
 
+# Static tpurt, shared system libraries: tpurt-static.pc names libtpurt.a by its path.
+# shellcheck disable=SC2046
+build_prog prog_static $(pkg-config --cflags --libs tpurt-static) ||
+  fail "building with pkg-config --cflags --libs tpurt-static failed"
+! needs_libtpurt_so "$tmp/prog_static" || fail "prog_static (tpurt-static.pc) needs libtpurt.so"
+runs_ok "prog_static" env -u LD_LIBRARY_PATH "$tmp/prog_static"
+
+# All static: what `pkg-config --static` is for (no sanitizer runtime links statically).
+if [ -z "$SANITIZE" ]; then
+  # shellcheck disable=SC2046
+  build_prog prog_all_static -static $(pkg-config --static --cflags --libs tpurt) ||
+    fail "building with cc -static \$(pkg-config --static --cflags --libs tpurt) failed"
+  ! readelf -d "$tmp/prog_all_static" 2>/dev/null | grep -q NEEDED ||
+    fail "prog_all_static needs shared libraries: $(readelf -d "$tmp/prog_all_static" | grep NEEDED)"
+  runs_ok "prog_all_static" "$tmp/prog_all_static"
+fi
+
+# A second install over the first, then uninstall: nothing is left, not even the
+# directories, since install made them all.
+mk install PREFIX="$prefix" DESTDIR=
 mk uninstall PREFIX="$prefix" DESTDIR=
-left=$(installed_files "$prefix")
-[ -z "$left" ] || fail "make uninstall left:"$'\n'"$left"
+[ ! -e "$prefix" ] || fail "make uninstall left:"$'\n'"$(find "$prefix")"
+[ "$(ldconfig_runs)" -eq 0 ] || fail "uninstall from $prefix ran ldconfig"
 
-# --- make install PREFIX=... DESTDIR=... ----------------------------------------
-# The prefix recorded in tpurt.pc is PREFIX; the files land under DESTDIR.
+# --- a prefix whose directories exist, with files of others -----------------------
+# Uninstall removes what it made and leaves the rest; here the prefix plays the
+# system's, so ldconfig runs after install and after uninstall.
+sys=$tmp/sys
+mkdir -p "$sys/bin" "$sys/lib" "$sys/share/man"
+touch "$sys/bin/other-tool"
+FAKE_SYSTEM_LIBDIR=$sys/lib mk install PREFIX="$sys" DESTDIR=
+check_installed "$sys" "$sys/bin/other-tool"
+[ "$(ldconfig_runs)" -eq 1 ] || fail "install into a loader directory did not run ldconfig once"
+FAKE_SYSTEM_LIBDIR=$sys/lib mk uninstall PREFIX="$sys" DESTDIR=
+[ "$(ldconfig_runs)" -eq 2 ] || fail "uninstall from a loader directory did not run ldconfig"
+left=$(cd "$sys" && find . | sort | tr '\n' ' ')
+[ "$left" = ". ./bin ./bin/other-tool ./lib ./share ./share/man " ] ||
+  fail "uninstall should leave the directories that were there and no more; left: $left"
+
+# --- make install PREFIX=... DESTDIR=... ------------------------------------------
+# The prefix recorded in tpurt.pc is PREFIX; the files land under DESTDIR; no ldconfig
+# even when PREFIX is a directory the loader searches.
 stage=$tmp/stage
 staged_prefix=/opt/tpurt-check-$$
-mk install PREFIX="$staged_prefix" DESTDIR="$stage"
+FAKE_SYSTEM_LIBDIR=$staged_prefix/lib mk install PREFIX="$staged_prefix" DESTDIR="$stage"
 [ ! -e "$staged_prefix" ] || fail "install with DESTDIR wrote to $staged_prefix"
-while read -r f; do
-  [ -e "$f" ] || fail "make install DESTDIR=... did not create $f"
-done < <(expected_files "$stage$staged_prefix")
+check_installed "$stage$staged_prefix"
 grep -qx "prefix=$staged_prefix" "$stage$staged_prefix/lib/pkgconfig/tpurt.pc" ||
   fail "staged tpurt.pc does not say prefix=$staged_prefix"
-unexpected=$(comm -13 <(expected_files "$stage$staged_prefix" | sort) <(installed_files "$stage") |
-             grep -v "^$stage$staged_prefix/bin/tpurt$" || true)
-[ -z "$unexpected" ] || fail "install created unexpected files:"$'\n'"$unexpected"
-mk uninstall PREFIX="$staged_prefix" DESTDIR="$stage"
-left=$(installed_files "$stage")
+FAKE_SYSTEM_LIBDIR=$staged_prefix/lib mk uninstall PREFIX="$staged_prefix" DESTDIR="$stage"
+[ "$(ldconfig_runs)" -eq 2 ] || fail "install or uninstall with DESTDIR ran ldconfig"
+left=$(find "$stage" -mindepth 1)
 [ -z "$left" ] || fail "make uninstall DESTDIR=... left:"$'\n'"$left"
 
-echo "check_pkgconfig: install, pkg-config build and run (shared and static), uninstall, DESTDIR staging OK"
+echo "check_pkgconfig: install (tool, man page, docs), shared/rpath/static/all-static builds," \
+     "ldconfig only for loader directories, uninstall of files and made directories, DESTDIR OK"

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test: the cmocka binaries in $BUILD/tests and the tests/check_*.sh
-# scripts. Each has a time limit; the last line sums the cmocka cases and scripts.
+# Runs the tests it is given (the Makefile passes its TEST_BINS and TEST_SCRIPTS):
+# cmocka binaries, and *.sh check scripts run with bash. Each has a time limit; a
+# listed binary that is missing fails. The last line sums the cmocka cases and scripts.
+#   bash tests/run_tests.sh build/tests/test_tensor tests/check_header.sh
 set -uo pipefail
+if [ $# -eq 0 ]; then
+  echo "usage: tests/run_tests.sh TEST... (make test passes the list)" >&2
+  exit 2
+fi
 BUILD=${BUILD:-build}
 LIMIT=${TPURT_TEST_TIMEOUT:-900}
 passed=0
@@ -10,10 +16,16 @@ failures=()
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-for t in "$BUILD"/tests/test_*; do
-  [ -x "$t" ] || continue
+run_binary() {
+  local t=$1 name rc p f line
   name=$(basename "$t")
   echo "=== $name"
+  if [ ! -x "$t" ]; then
+    echo "run_tests: $t was not built" >&2
+    failed=$((failed + 1))
+    failures+=("$name (not built)")
+    return
+  fi
   timeout --kill-after=10 "$LIMIT" "$t" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
@@ -30,10 +42,10 @@ for t in "$BUILD"/tests/test_*; do
   passed=$((passed + p))
   failed=$((failed + f))
   [ "$rc" -ne 0 ] && failures+=("$name (exit $rc)")
-done
+}
 
-for s in tests/check_*.sh; do
-  [ -f "$s" ] || continue
+run_script() {
+  local s=$1 name
   name=$(basename "$s")
   echo "=== $name"
   if BUILD="$BUILD" SANITIZE="${SANITIZE:-}" timeout --kill-after=10 "$LIMIT" bash "$s"; then
@@ -42,6 +54,13 @@ for s in tests/check_*.sh; do
     failed=$((failed + 1))
     failures+=("$name")
   fi
+}
+
+for t in "$@"; do
+  case $t in
+    *.sh) run_script "$t" ;;
+    *) run_binary "$t" ;;
+  esac
 done
 
 echo

@@ -1,8 +1,8 @@
 /* Checks tpurt's topology and device assignment against the oracle vectors produced
  * by TensorFlow's own device_assignment.py / topology.py
- * (shared/spec/device_assignment_vectors.json, read at run time).
+ * (tests/data/device_assignment_vectors.json, a copy of shared/spec, read at run time).
  * One cmocka case per vector, named test_device_assignment__<id>. */
-#define _POSIX_C_SOURCE 200809L /* readlink */
+#define _POSIX_C_SOURCE 200809L /* PATH_MAX, readlink */
 #include <jansson.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -47,31 +46,19 @@ static void begin_case(void) {
 
 /* ---- helpers ------------------------------------------------------------------ */
 
+/* The vectors live in the repository: the Makefile passes the absolute path of
+ * tests/data, so the test runs from any directory. */
+#ifndef TPURT_TEST_DATA_DIR
+#define TPURT_TEST_DATA_DIR "tests/data"
+#endif
+
 static FILE *open_vectors(char *path, size_t cap) {
   const char *env = getenv("TPURT_DA_VECTORS");
-  if (env && *env) {
+  if (env && *env)
     snprintf(path, cap, "%s", env);
-    return fopen(path, "rb");
-  }
-  snprintf(path, cap, "../shared/spec/" VECTORS_NAME);
-  FILE *f = fopen(path, "rb");
-  if (f) return f;
-  /* Relative to the executable: <repo>/<build...>/tests/exe, ../../../shared/spec for
-   * the default build folder, one level more for build/<name>. */
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return NULL;
-  exe[n] = '\0';
-  char *slash = strrchr(exe, '/');
-  if (!slash) return NULL;
-  *slash = '\0';
-  const char *ups[] = {"../../..", "../../../.."};
-  for (size_t i = 0; i < sizeof(ups) / sizeof(ups[0]); ++i) {
-    snprintf(path, cap, "%s/%s/shared/spec/" VECTORS_NAME, exe, ups[i]);
-    f = fopen(path, "rb");
-    if (f) return f;
-  }
-  return NULL;
+  else
+    snprintf(path, cap, "%s/" VECTORS_NAME, TPURT_TEST_DATA_DIR);
+  return fopen(path, "rb");
 }
 
 /* Flattens nested integer arrays into out; returns the count or -1 if too many/bad. */

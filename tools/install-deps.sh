@@ -1,35 +1,49 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build and tests need, if any are missing.
-# As root it runs apt-get itself; otherwise it prints the exact command and fails.
-# Extra package names may be given as arguments.
+# The Debian packages the build and the tests use, each with the probe that tells
+# whether what it provides is here.
+#   tools/install-deps.sh          installs the missing ones with apt-get (as root;
+#                                  otherwise prints the command and fails)
+#   tools/install-deps.sh --check  never installs: names the missing packages and the
+#                                  command that installs them, and fails (what `make` runs)
 set -euo pipefail
 
-PKGS=(g++ make pkg-config binutils protobuf-c-compiler libprotobuf-c-dev libuv1-dev
-      libcmocka-dev libjansson-dev)
-PKGS+=("$@")
-
-if ! command -v dpkg-query >/dev/null; then
-  echo "tpurt: tools/install-deps.sh needs Debian (dpkg-query not found); install: ${PKGS[*]}" >&2
-  exit 1
+check_only=0
+if [ "${1:-}" = --check ]; then
+  check_only=1
+elif [ $# -gt 0 ]; then
+  echo "usage: tools/install-deps.sh [--check]" >&2
+  exit 2
 fi
 
-# "install ok installed" (or "hold ok installed"); anything else counts as missing.
-installed() { [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == *" ok installed" ]]; }
+have() { command -v "$1" >/dev/null 2>&1; }
+module() { have pkg-config && pkg-config --exists "$1"; }
+# package, then the probe that succeeds when it is installed
+PKGS=(
+  g++                 "have g++"
+  make                "have make"
+  pkg-config          "have pkg-config"
+  binutils            "have ar && have nm && have readelf"      # static library, ABI checks
+  protobuf-c-compiler "have protoc-c"                           # proto/*.proto
+  libprotobuf-c-dev   "module libprotobuf-c"                    # the library links it
+  libcmocka-dev       "module cmocka"                           # tests
+  libjansson-dev      "module jansson"                          # device-assignment vectors
+)
 
 missing=()
-for p in "${PKGS[@]}"; do
-  installed "$p" || missing+=("$p")
+for ((i = 0; i < ${#PKGS[@]}; i += 2)); do
+  eval "${PKGS[i + 1]}" || missing+=("${PKGS[i]}")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 install_cmd="apt-get install -y --no-install-recommends ${missing[*]}"
-if [ "$(id -u)" -ne 0 ]; then
+if [ "$check_only" -eq 1 ] || [ "$(id -u)" -ne 0 ] || ! have apt-get; then
   echo "tpurt: missing Debian packages: ${missing[*]}" >&2
-  if command -v sudo >/dev/null; then
-    echo "tpurt: run:  sudo apt-get update && sudo $install_cmd" >&2
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "tpurt: install them with:  bash tools/install-deps.sh" >&2
   else
-    echo "tpurt: run as root:  apt-get update && $install_cmd" >&2
+    echo "tpurt: install them with:  sudo bash tools/install-deps.sh" >&2
   fi
+  echo "tpurt: (which runs: apt-get update && $install_cmd)" >&2
   exit 1
 fi
 
@@ -58,6 +72,6 @@ elif ! "${APT[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
   "${APT[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-for p in "${missing[@]}"; do
-  installed "$p" || { echo "tpurt: package $p is still not installed" >&2; exit 1; }
+for ((i = 0; i < ${#PKGS[@]}; i += 2)); do
+  eval "${PKGS[i + 1]}" || { echo "tpurt: ${PKGS[i]} is still missing after apt-get" >&2; exit 1; }
 done
