@@ -10,9 +10,9 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/box_copy.h"
 #include "collectives/reduce.h"
 #include "collectives/rendezvous.h"
+#include "core/box_copy.h"
 #include "core/dtype.h"
 #include "core/float16.h"
 #include "core/stream_copy.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "runtime/tensor_ops.h"
+#include "core/tensor_ops.h"
 
 namespace tpurt {
 namespace {

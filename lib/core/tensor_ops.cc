@@ -1,8 +1,8 @@
-#include "runtime/tensor_ops.h"
+#include "core/tensor_ops.h"
 
 #include <cstring>
 
-#include "collectives/box_copy.h"
+#include "core/box_copy.h"
 #include "core/dtype.h"
 
 namespace tpurt {
