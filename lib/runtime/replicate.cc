@@ -118,12 +118,17 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
 
 int normalize_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
+const DeviceAssignment* impl_of(const tpu_device_assignment* da) {
+  return da ? da->impl.get() : nullptr;
+}
+
 }  // namespace
 
 void replicate(System& system, tpu_computation_fn computation, void* user_data,
                int num_replicas, int num_inputs, tpu_tensor* const* inputs,
-               const tpu_device_assignment* device_assignment, const tpu_shape* maximum_shapes,
+               const tpu_device_assignment* da_handle, const tpu_shape* maximum_shapes,
                int num_outputs, tpu_tensor** outputs) {
+  const DeviceAssignment* device_assignment = impl_of(da_handle);
   system.check_can_start_step();
   check_counts(computation, num_inputs, inputs, num_outputs, outputs);
   if (num_replicas < 0) invalid_argument("num_replicas is ", num_replicas, "; it must be >= 0");
@@ -154,8 +159,9 @@ void replicate(System& system, tpu_computation_fn computation, void* user_data,
 void shard(System& system, tpu_computation_fn computation, void* user_data, int num_inputs,
            tpu_tensor* const* inputs, int num_shards, const int* input_shard_axes,
            const int* outputs_from_all_shards, const int* output_shard_axes,
-           const tpu_device_assignment* device_assignment, int num_outputs,
+           const tpu_device_assignment* da_handle, int num_outputs,
            tpu_tensor** outputs) {
+  const DeviceAssignment* device_assignment = impl_of(da_handle);
   system.check_can_start_step();
   check_counts(computation, num_inputs, inputs, num_outputs, outputs);
   if (num_shards <= 0) invalid_argument("num_shards must be a positive integer, got ", num_shards);
