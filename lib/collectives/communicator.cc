@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/float16.h"
 #include "core/stream_copy.h"
+#include "core/tensor_ops.h"
 #include "topology/group_assignment.h"
 
 namespace tpurt {
@@ -61,12 +62,6 @@ Tensor* through_bfloat16(const Tensor* x, Reduce&& reduce) {
   const auto* r = static_cast<const uint16_t*>(reduced.t->data);
   for (int64_t i = 0; i < reduced.t->num_elements; ++i) o[i] = bf16_to_float(r[i]);
   return out.take();
-}
-
-int normalize_axis(int axis, int rank, const char* what) {
-  int a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank) invalid_argument(what, " ", axis, " is out of range for a rank-", rank, " tensor");
-  return a;
 }
 
 }  // namespace

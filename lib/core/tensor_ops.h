@@ -1,10 +1,22 @@
-// Moving data between tensors for maximum_shapes padding and for shard's split and
-// concatenation. Each returns a new tensor (one reference) and throws tpurt::Error.
+// Shape and data operations on tensors: axes, reshape, maximum_shapes padding, and
+// shard's split and concatenation. Those returning a tensor return a new one (one
+// reference); all throw tpurt::Error.
 #pragma once
 
+#include "core/status.h"
 #include "core/tensor.h"
 
 namespace tpurt {
+
+// The index in [0, rank) of an axis in [-rank, rank): negative axes count from the
+// end, as in TensorFlow. Any other axis throws `code` with "<what> <axis> is out of
+// range for a rank-<rank> tensor".
+int normalize_axis(int axis, int rank, const char* what, tpu_status code = TPU_INVALID_ARGUMENT);
+
+// A view of t's buffer with the shape dims[0..rank), in which one entry may be -1:
+// that dimension is inferred from t's element count (tf.reshape). The element count
+// must stay the same.
+Tensor* reshape(const Tensor* t, const int64_t* dims, int rank);
 
 // t zero-padded at the end of every dimension to dims[0..t->rank) (each >= t's).
 Tensor* pad_tensor(const Tensor* t, const int64_t* dims);

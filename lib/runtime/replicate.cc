@@ -116,8 +116,6 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
   }
 }
 
-int normalize_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
-
 const DeviceAssignment* impl_of(const tpu_device_assignment* da) {
   return da ? da->impl.get() : nullptr;
 }
@@ -175,10 +173,8 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
     if (t->rank == 0)
       invalid_argument("input ", i, " is a scalar (", describe(t), ") and cannot be split into ",
                        num_shards, " shards");
-    const int axis = normalize_axis(given, t->rank);
-    if (axis < 0 || axis >= t->rank)
-      invalid_argument("input_shard_axes[", i, "] = ", given, " is out of range for input ", i,
-                       " (", describe(t), ")");
+    const int axis =
+        normalize_axis(given, t->rank, str_cat("input ", i, ": input_shard_axes[", i, "] =").c_str());
     if (t->dims[axis] % num_shards != 0)
       invalid_argument("input ", i, " (", describe(t), ") cannot be split into ", num_shards,
                        " shards along axis ", axis, ": size ", t->dims[axis],
@@ -209,10 +205,9 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
     }
     const int rank = parts[0]->rank;
     const int given = output_shard_axes ? output_shard_axes[o] : 0;
-    const int axis = normalize_axis(given, rank);
-    if (rank > 0 && (axis < 0 || axis >= rank))
-      invalid_argument("output_shard_axes[", o, "] = ", given, " is out of range for output ", o,
-                       " (", describe(parts[0]), ")");
+    // Scalars are stacked, whatever the axis.
+    const int axis = rank == 0 ? 0
+        : normalize_axis(given, rank, str_cat("output ", o, ": output_shard_axes[", o, "] =").c_str());
     for (int s = 1; s < num_shards; ++s)
       for (int d = 0; d < rank; ++d)
         if (d != axis && parts[s]->dims[d] != parts[0]->dims[d])
