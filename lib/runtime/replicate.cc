@@ -1,34 +1,14 @@
 #include "runtime/replicate.h"
 
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/tensor_ops.h"
+#include "core/tensor_ref.h"
 
 namespace tpurt {
 namespace {
-
-// Tensors the runtime made for one call (padded inputs, shard pieces, staged
-// outputs), released when the call ends.
-class OwnedTensors {
- public:
-  explicit OwnedTensors(size_t n = 0) : v_(n, nullptr) {}
-  ~OwnedTensors() {
-    for (Tensor* t : v_) release(t);
-  }
-  OwnedTensors(const OwnedTensors&) = delete;
-  OwnedTensors& operator=(const OwnedTensors&) = delete;
-  Tensor** data() { return v_.data(); }
-  Tensor*& operator[](size_t i) { return v_[i]; }
-  Tensor* take(size_t i) { return std::exchange(v_[i], nullptr); }
-  void reserve(size_t n) { v_.reserve(n); }
-  void push_back(Tensor* t) { v_.push_back(t); }  // after reserve: never throws
-
- private:
-  std::vector<Tensor*> v_;
-};
 
 void check_counts(tpu_computation_fn computation, int num_inputs, tpu_tensor* const* inputs,
                   int num_outputs, tpu_tensor** outputs) {
@@ -43,7 +23,7 @@ void check_counts(tpu_computation_fn computation, int num_inputs, tpu_tensor* co
 // int32 scalar per padded (input, dimension) with the replica's real size.
 struct PaddedInputs {
   std::vector<tpu_tensor*> inputs;  // [replica][input + extras]
-  OwnedTensors owned;
+  TensorRefs owned;
   int num_inputs = 0;
 };
 
@@ -165,7 +145,7 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
   if (num_shards <= 0) invalid_argument("num_shards must be a positive integer, got ", num_shards);
   system.check_num_replicas(num_shards, device_assignment);
 
-  OwnedTensors pieces(static_cast<size_t>(num_shards) * num_inputs);
+  TensorRefs pieces(static_cast<size_t>(num_shards) * num_inputs);
   for (int i = 0; i < num_inputs; ++i) {
     Tensor* t = inputs[i];
     if (t == nullptr) invalid_argument("input ", i, " is NULL");
@@ -184,10 +164,10 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
   }
 
   StepSpec spec(computation, user_data, num_shards, num_inputs, num_outputs, pieces.data());
-  OwnedTensors staged(static_cast<size_t>(num_shards) * num_outputs);
+  TensorRefs staged(static_cast<size_t>(num_shards) * num_outputs);
   system.run_step(spec, device_assignment, staged.data());
 
-  OwnedTensors results(num_outputs);
+  TensorRefs results(num_outputs);
   std::vector<Tensor*> parts(num_shards);
   for (int o = 0; o < num_outputs; ++o) {
     if (outputs_from_all_shards && !outputs_from_all_shards[o]) {
