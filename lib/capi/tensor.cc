@@ -152,27 +152,27 @@ TPU_EXPORT tpu_status tpu_tensor_cast(const tpu_tensor* tensor, tpu_dtype dtype,
 TPU_EXPORT tpu_status tpu_float_to_bfloat16(const float* in, uint16_t* out, size_t count) {
   return guarded([&] {
     check_conversion_args(in, out, count, 4, 2);
-    for (size_t i = 0; i < count; ++i) out[i] = float_to_bf16(in[i]);
+    float_to_bf16(in, out, count);
   });
 }
 
 TPU_EXPORT tpu_status tpu_bfloat16_to_float(const uint16_t* in, float* out, size_t count) {
   return guarded([&] {
     check_conversion_args(in, out, count, 2, 4);
-    for (size_t i = 0; i < count; ++i) out[i] = bf16_to_float(in[i]);
+    bf16_to_float(in, out, count);
   });
 }
 
 TPU_EXPORT tpu_status tpu_float_to_half(const float* in, uint16_t* out, size_t count) {
   return guarded([&] {
     check_conversion_args(in, out, count, 4, 2);
-    for (size_t i = 0; i < count; ++i) out[i] = float_to_half(in[i]);
+    float_to_half(in, out, count);
   });
 }
 
 TPU_EXPORT tpu_status tpu_half_to_float(const uint16_t* in, float* out, size_t count) {
   return guarded([&] {
     check_conversion_args(in, out, count, 2, 4);
-    for (size_t i = 0; i < count; ++i) out[i] = half_to_float(in[i]);
+    half_to_float(in, out, count);
   });
 }

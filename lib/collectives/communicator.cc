@@ -49,12 +49,12 @@ Tensor* through_bfloat16(const Tensor* x, Reduce&& reduce) {
   TensorRef wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
   auto* w = static_cast<uint16_t*>(wire->data);
   const float* f = static_cast<const float*>(x->data);
-  for (int64_t i = 0; i < x->num_elements; ++i) w[i] = float_to_bf16(f[i]);
+  float_to_bf16(f, w, static_cast<size_t>(x->num_elements));
   TensorRef reduced{reduce(wire.get())};
   TensorRef out{new_tensor_uninitialized(TPU_FLOAT, reduced->dims, reduced->rank)};
   auto* o = static_cast<float*>(out->data);
   const auto* r = static_cast<const uint16_t*>(reduced->data);
-  for (int64_t i = 0; i < reduced->num_elements; ++i) o[i] = bf16_to_float(r[i]);
+  bf16_to_float(r, o, static_cast<size_t>(reduced->num_elements));
   return out.take();
 }
 

@@ -28,4 +28,9 @@ size_t checked_dtype_size(tpu_dtype dtype) {
   return size;
 }
 
+const char* checked_dtype_name(tpu_dtype dtype) {
+  checked_dtype_size(dtype);
+  return dtype_name(dtype);
+}
+
 }  // namespace tpurt
