@@ -4,6 +4,7 @@
 
 #include "core/box_copy.h"
 #include "core/dtype.h"
+#include "core/status.h"
 
 namespace tpurt {
 namespace {

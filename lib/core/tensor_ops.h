@@ -3,7 +3,6 @@
 // reference); all throw tpurt::Error.
 #pragma once
 
-#include "core/status.h"
 #include "core/tensor.h"
 
 namespace tpurt {
