@@ -14,16 +14,38 @@
 
 #include "test_util.h"
 
+/* The status table, from the header's map: the tests never list codes by hand. */
+static const struct {
+  int code;
+  const char *ident; /* the enumerator without TPU_ */
+  const char *name;
+} kStatuses[] = {
+#define XX(ident, value, str) {TPU_##ident, #ident, str},
+    TPU_STATUS_MAP(XX)
+#undef XX
+};
+enum { kNumStatuses = sizeof kStatuses / sizeof kStatuses[0] };
+
+static int known_status(int code) {
+  for (int i = 0; i < kNumStatuses; ++i)
+    if (kStatuses[i].code == code) return i;
+  return -1;
+}
+
 static void test_common__status_names(void **state) {
   (void)state;
-  static const char *const names[] = {
-      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-      "UNAUTHENTICATED"};
-  for (int code = 0; code <= 16; ++code)
-    assert_string_equal(tpu_status_name((tpu_status)code), names[code]);
-  static const int unknown[] = {-1, 17, 100, INT_MAX, INT_MIN};
+  /* TensorFlow's canonical codes: 0..16 in order, each named as its enumerator. */
+  assert_int_equal(kNumStatuses, 17);
+  for (int i = 0; i < kNumStatuses; ++i) {
+    assert_int_equal(kStatuses[i].code, i);
+    assert_string_equal(kStatuses[i].name, kStatuses[i].ident);
+  }
+  for (int code = -2; code <= 40; ++code) {
+    int k = known_status(code);
+    assert_string_equal(tpu_status_name((tpu_status)code),
+                        k >= 0 ? kStatuses[k].name : "UNKNOWN_STATUS");
+  }
+  static const int unknown[] = {100, INT_MAX, INT_MIN};
   for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; ++i)
     assert_string_equal(tpu_status_name((tpu_status)unknown[i]), "UNKNOWN_STATUS");
 }
@@ -46,22 +68,34 @@ static void test_common__version(void **state) {
   assert_int_equal(TPU_VERSION_HEX & 0xff, patch);
 }
 
-/* TensorFlow's DataType numbers, sizes and names. */
+/* The dtype table, from the header's map. */
 static const struct {
   int dtype;
-  size_t size;
   const char *name;
+  size_t size;
 } kDtypes[] = {
-    {1, 4, "float32"},    {2, 8, "float64"},  {3, 4, "int32"},     {4, 1, "uint8"},
-    {5, 2, "int16"},      {6, 1, "int8"},     {8, 8, "complex64"}, {9, 8, "int64"},
-    {10, 1, "bool"},      {14, 2, "bfloat16"}, {19, 2, "float16"}, {22, 4, "uint32"},
-    {23, 8, "uint64"},
+#define XX(ident, value, str, size) {TPU_##ident, str, size},
+    TPU_DTYPE_MAP(XX)
+#undef XX
 };
+enum { kNumDtypes = sizeof kDtypes / sizeof kDtypes[0] };
 
 static int known_dtype(int d) {
-  for (size_t i = 0; i < sizeof kDtypes / sizeof kDtypes[0]; ++i)
-    if (kDtypes[i].dtype == d) return (int)i;
+  for (int i = 0; i < kNumDtypes; ++i)
+    if (kDtypes[i].dtype == d) return i;
   return -1;
+}
+
+/* The ABI is frozen: the first dtypes keep TensorFlow's DataType numbers, whatever is
+ * appended to the map later. */
+static void test_common__dtype_numbers_are_tensorflows(void **state) {
+  (void)state;
+  static const int tf_numbers[] = {1, 2, 3, 4, 5, 6, 8, 9, 10, 14, 19, 22, 23};
+  const int n = (int)(sizeof tf_numbers / sizeof tf_numbers[0]);
+  assert_true(kNumDtypes >= n);
+  for (int i = 0; i < n; ++i) assert_int_equal(kDtypes[i].dtype, tf_numbers[i]);
+  for (int i = 0; i < kNumDtypes; ++i)
+    for (int j = i + 1; j < kNumDtypes; ++j) assert_int_not_equal(kDtypes[i].dtype, kDtypes[j].dtype);
 }
 
 static void assert_unknown_dtype(int d) {
@@ -169,6 +203,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_common__status_names),
       cmocka_unit_test(test_common__version),
       cmocka_unit_test(test_common__dtypes),
+      cmocka_unit_test(test_common__dtype_numbers_are_tensorflows),
       cmocka_unit_test(test_common__dtype_null_out),
       cmocka_unit_test(test_common__last_error_and_clear),
       cmocka_unit_test(test_common__last_error_is_thread_local),

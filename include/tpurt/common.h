@@ -60,43 +60,61 @@ extern "C" {
 #define TPU_VERSION_PATCH 0
 #define TPU_VERSION_HEX ((TPU_VERSION_MAJOR << 16) | (TPU_VERSION_MINOR << 8) | TPU_VERSION_PATCH)
 
-/* Status codes: TensorFlow's canonical codes, same numbers. */
-typedef TPU_ENUM(tpu_status) {
-  TPU_OK = 0,
-  TPU_CANCELLED = 1,
-  TPU_UNKNOWN = 2,
-  TPU_INVALID_ARGUMENT = 3,
-  TPU_DEADLINE_EXCEEDED = 4,
-  TPU_NOT_FOUND = 5,
-  TPU_ALREADY_EXISTS = 6,
-  TPU_PERMISSION_DENIED = 7,
-  TPU_RESOURCE_EXHAUSTED = 8,
-  TPU_FAILED_PRECONDITION = 9,
-  TPU_ABORTED = 10,
-  TPU_OUT_OF_RANGE = 11,
-  TPU_UNIMPLEMENTED = 12,
-  TPU_INTERNAL = 13,
-  TPU_UNAVAILABLE = 14,
-  TPU_DATA_LOSS = 15,
-  TPU_UNAUTHENTICATED = 16
-} tpu_status;
+/* The tables behind tpu_status and tpu_dtype, one entry a line, as libuv's
+ * UV_ERRNO_MAP: the enums, the library's lookups and the tests are all built from
+ * these, so a code or a dtype is added here and nowhere else. Callers may expand
+ * them too, with a macro XX taking the entry's arguments:
+ *   #define XX(name, value, str) case TPU_##name: return str;
+ *
+ * XX(name, value, str): TensorFlow's canonical codes, same numbers; str is
+ * tpu_status_name's answer. */
+#define TPU_STATUS_MAP(XX)                          \
+  XX(OK, 0, "OK")                                   \
+  XX(CANCELLED, 1, "CANCELLED")                     \
+  XX(UNKNOWN, 2, "UNKNOWN")                         \
+  XX(INVALID_ARGUMENT, 3, "INVALID_ARGUMENT")       \
+  XX(DEADLINE_EXCEEDED, 4, "DEADLINE_EXCEEDED")     \
+  XX(NOT_FOUND, 5, "NOT_FOUND")                     \
+  XX(ALREADY_EXISTS, 6, "ALREADY_EXISTS")           \
+  XX(PERMISSION_DENIED, 7, "PERMISSION_DENIED")     \
+  XX(RESOURCE_EXHAUSTED, 8, "RESOURCE_EXHAUSTED")   \
+  XX(FAILED_PRECONDITION, 9, "FAILED_PRECONDITION") \
+  XX(ABORTED, 10, "ABORTED")                        \
+  XX(OUT_OF_RANGE, 11, "OUT_OF_RANGE")              \
+  XX(UNIMPLEMENTED, 12, "UNIMPLEMENTED")            \
+  XX(INTERNAL, 13, "INTERNAL")                      \
+  XX(UNAVAILABLE, 14, "UNAVAILABLE")                \
+  XX(DATA_LOSS, 15, "DATA_LOSS")                    \
+  XX(UNAUTHENTICATED, 16, "UNAUTHENTICATED")
 
-/* Data types: TensorFlow's DataType numbers. */
-typedef TPU_ENUM(tpu_dtype) {
-  TPU_FLOAT = 1,
-  TPU_DOUBLE = 2,
-  TPU_INT32 = 3,
-  TPU_UINT8 = 4,
-  TPU_INT16 = 5,
-  TPU_INT8 = 6,
-  TPU_COMPLEX64 = 8,
-  TPU_INT64 = 9,
-  TPU_BOOL = 10,
-  TPU_BFLOAT16 = 14,
-  TPU_HALF = 19,
-  TPU_UINT32 = 22,
-  TPU_UINT64 = 23
-} tpu_dtype;
+/* XX(name, value, str, size): TensorFlow's DataType numbers; str is
+ * tpu_dtype_name's answer and size tpu_dtype_size's (bytes per element). */
+#define TPU_DTYPE_MAP(XX)              \
+  XX(FLOAT, 1, "float32", 4)           \
+  XX(DOUBLE, 2, "float64", 8)          \
+  XX(INT32, 3, "int32", 4)             \
+  XX(UINT8, 4, "uint8", 1)             \
+  XX(INT16, 5, "int16", 2)             \
+  XX(INT8, 6, "int8", 1)               \
+  XX(COMPLEX64, 8, "complex64", 8)     \
+  XX(INT64, 9, "int64", 8)             \
+  XX(BOOL, 10, "bool", 1)              \
+  XX(BFLOAT16, 14, "bfloat16", 2)      \
+  XX(HALF, 19, "float16", 2)           \
+  XX(UINT32, 22, "uint32", 4)          \
+  XX(UINT64, 23, "uint64", 8)
+
+#define TPU_STATUS_ENUMERATOR_(name, value, str) TPU_##name = value,
+#define TPU_DTYPE_ENUMERATOR_(name, value, str, size) TPU_##name = value,
+
+/* Status codes: TPU_OK, TPU_CANCELLED, ... (TPU_STATUS_MAP). */
+typedef TPU_ENUM(tpu_status) { TPU_STATUS_MAP(TPU_STATUS_ENUMERATOR_) } tpu_status;
+
+/* Data types: TPU_FLOAT, TPU_DOUBLE, ... (TPU_DTYPE_MAP). */
+typedef TPU_ENUM(tpu_dtype) { TPU_DTYPE_MAP(TPU_DTYPE_ENUMERATOR_) } tpu_dtype;
+
+#undef TPU_STATUS_ENUMERATOR_
+#undef TPU_DTYPE_ENUMERATOR_
 
 /* The largest tensor rank tpurt accepts. */
 #define TPU_MAX_RANK 16

@@ -53,7 +53,6 @@ TPU_EXPORT tpu_status tpu_dtype_size(tpu_dtype dtype, size_t* out) {
 TPU_EXPORT tpu_status tpu_dtype_name(tpu_dtype dtype, const char** out) {
   return guarded([&] {
     require_not_null(out, "out");
-    checked_dtype_size(dtype);
-    *out = dtype_name(dtype);
+    *out = checked_dtype_name(dtype);
   });
 }

@@ -28,7 +28,7 @@ constexpr size_t kStepOptionsMinSize = offsetof(tpu_step_options, infeed_queue) 
 StepOptions step_options(const tpu_step_options* options) {
   const tpu_step_options o = read_options(options, kStepOptionsMinSize, "tpu_step_options");
   StepOptions out;
-  out.device_assignment = o.device_assignment;
+  out.device_assignment = o.device_assignment ? o.device_assignment->impl.get() : nullptr;
   out.maximum_shapes = o.maximum_shapes;
   out.num_maximum_shapes = o.num_maximum_shapes;
   out.padding_spec = o.padding_spec;

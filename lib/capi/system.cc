@@ -118,18 +118,7 @@ TPU_EXPORT tpu_status tpu_system_default_device_assignment(const tpu_system* sys
   return guarded([&] {
     const System& s = live_system(system);
     require_not_null(out, "out");
-    s.check_num_replicas(num_replicas, nullptr);
-    // Replica r on device r of task 0.
-    std::vector<int32_t> coords(static_cast<size_t>(num_replicas) * TPU_MESH_RANK);
-    tpu_topology* topology = s.new_topology();
-    tpu_status st = TPU_OK;
-    size_t n = 0;
-    for (int r = 0; r < num_replicas && st == TPU_OK; ++r)
-      st = tpu_topology_device_coordinates(topology, 0, r, &coords[static_cast<size_t>(r) * TPU_MESH_RANK],
-                                           TPU_MESH_RANK, &n);
-    if (st == TPU_OK) st = tpu_device_assignment_create(topology, coords.data(), num_replicas, 1, out);
-    tpu_topology_release(topology);
-    throw_if_failed(st);
+    *out = new tpu_device_assignment{s.default_device_assignment(num_replicas)};
   });
 }
 

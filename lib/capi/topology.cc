@@ -107,7 +107,7 @@ TPU_EXPORT tpu_status tpu_topology_task_ordinal_at_coordinates(const tpu_topolog
     const Topology& t = topo(topology);
     checked_coords(coords, num_coords);
     require_not_null(out, "out");
-    *out = t.require_device_at(coords) / t.devices_per_task();
+    *out = t.task_at(coords);
   });
 }
 
@@ -118,7 +118,7 @@ TPU_EXPORT tpu_status tpu_topology_device_ordinal_at_coordinates(const tpu_topol
     const Topology& t = topo(topology);
     checked_coords(coords, num_coords);
     require_not_null(out, "out");
-    *out = t.require_device_at(coords) % t.devices_per_task();
+    *out = t.device_at(coords);
   });
 }
 

@@ -10,12 +10,14 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/box_copy.h"
 #include "collectives/reduce.h"
 #include "collectives/rendezvous.h"
+#include "core/box_copy.h"
 #include "core/dtype.h"
 #include "core/float16.h"
 #include "core/stream_copy.h"
+#include "core/tensor_ops.h"
+#include "core/tensor_ref.h"
 #include "topology/group_assignment.h"
 
 namespace tpurt {
@@ -40,33 +42,20 @@ uint64_t hash_ids(const int32_t* ids, int64_t n) {
   return h;
 }
 
-// RAII reference to an output tensor that is released if the collective throws.
-struct OwnedTensor {
-  Tensor* t = nullptr;
-  ~OwnedTensor() { release(t); }
-  Tensor* take() { Tensor* r = t; t = nullptr; return r; }
-};
-
 // The bfloat16 scope: rounds float32 x to bfloat16, reduces that with `reduce`
 // (which accumulates in float32 and rounds once), and widens the result to float32.
 template <typename Reduce>
 Tensor* through_bfloat16(const Tensor* x, Reduce&& reduce) {
-  OwnedTensor wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
-  auto* w = static_cast<uint16_t*>(wire.t->data);
+  TensorRef wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
+  auto* w = static_cast<uint16_t*>(wire->data);
   const float* f = static_cast<const float*>(x->data);
-  for (int64_t i = 0; i < x->num_elements; ++i) w[i] = float_to_bf16(f[i]);
-  OwnedTensor reduced{reduce(wire.t)};
-  OwnedTensor out{new_tensor_uninitialized(TPU_FLOAT, reduced.t->dims, reduced.t->rank)};
-  auto* o = static_cast<float*>(out.t->data);
-  const auto* r = static_cast<const uint16_t*>(reduced.t->data);
-  for (int64_t i = 0; i < reduced.t->num_elements; ++i) o[i] = bf16_to_float(r[i]);
+  float_to_bf16(f, w, static_cast<size_t>(x->num_elements));
+  TensorRef reduced{reduce(wire.get())};
+  TensorRef out{new_tensor_uninitialized(TPU_FLOAT, reduced->dims, reduced->rank)};
+  auto* o = static_cast<float*>(out->data);
+  const auto* r = static_cast<const uint16_t*>(reduced->data);
+  bf16_to_float(r, o, static_cast<size_t>(reduced->num_elements));
   return out.take();
-}
-
-int normalize_axis(int axis, int rank, const char* what) {
-  int a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank) invalid_argument(what, " ", axis, " is out of range for a rank-", rank, " tensor");
-  return a;
 }
 
 }  // namespace
@@ -192,16 +181,16 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
   });
   desc.op = op;
   desc.bf16_wire = bf16_wire;
-  OwnedTensor out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
+  TensorRef out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
-  bool small = meet(rank, seq, rec, desc, x, out.t);
+  bool small = meet(rank, seq, rec, desc, x, out.get());
   SourceList sources(g.size);
   const void** srcs = sources.data();
   for (int j = 0; j < g.size; ++j) srcs[j] = input_of(g.members[j], seq, x->byte_size);
   const int64_t n = x->num_elements;
   if (small) {
-    reduce(x->dtype, op, srcs, g.size, 0, n, out.t->data);
+    reduce(x->dtype, op, srcs, g.size, 0, n, out->data);
     return out.take();
   }
   // Chunks are claimed by whichever members are running, so progress never waits for
@@ -226,7 +215,7 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
         for (int j = 0; j < g.size; ++j)
           stream_copy(static_cast<char*>(output_of(g.members[j], seq)) + off, scratch, len);
       } else {
-        char* mine = static_cast<char*>(out.t->data) + off;
+        char* mine = static_cast<char*>(out->data) + off;
         reduce(x->dtype, op, srcs, g.size, p, m, mine);
         for (int j = 0; j < g.size; ++j)
           if (j != g.pos) std::memcpy(static_cast<char*>(output_of(g.members[j], seq)) + off, mine, len);
@@ -253,15 +242,15 @@ Tensor* Communicator::all_gather(int rank, const Tensor* x, int axis,
   int64_t dims[TPU_MAX_RANK];
   std::copy(x->dims, x->dims + x->rank, dims);
   dims[a] *= g.size;
-  OwnedTensor out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
+  TensorRef out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
-  bool small = meet(rank, seq, rec, desc, x, out.t);
+  bool small = meet(rank, seq, rec, desc, x, out.get());
   int64_t zero[TPU_MAX_RANK] = {0}, start[TPU_MAX_RANK] = {0};
   size_t esize = dtype_size(x->dtype);
   for (int j = 0; j < g.size; ++j) {
     start[a] = j * x->dims[a];
-    copy_box(esize, x->rank, x->dims, input_of(g.members[j], seq, x->byte_size), x->dims, zero, out.t->data, dims, start);
+    copy_box(esize, x->rank, x->dims, input_of(g.members[j], seq, x->byte_size), x->dims, zero, out->data, dims, start);
   }
   if (!small) rv_->finish(rank, seq);
   return out.take();
@@ -295,10 +284,10 @@ Tensor* Communicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, 
   int64_t dims[TPU_MAX_RANK];
   std::copy(x->dims, x->dims + x->rank, dims);
   dims[a] /= g.size;
-  OwnedTensor out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
+  TensorRef out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
-  bool small = meet(rank, seq, rec, desc, x, out.t);
+  bool small = meet(rank, seq, rec, desc, x, out.get());
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < a; ++i) outer *= x->dims[i];
   for (int i = a + 1; i < x->rank; ++i) inner *= x->dims[i];
@@ -310,7 +299,7 @@ Tensor* Communicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, 
   for (int64_t o = 0; o < outer; ++o) {
     for (int j = 0; j < g.size; ++j)
       srcs[j] = static_cast<const char*>(input_of(g.members[j], seq, x->byte_size)) + (o * row + g.pos * block) * esize;
-    reduce(x->dtype, op, srcs, g.size, 0, block, static_cast<char*>(out.t->data) + o * block * esize);
+    reduce(x->dtype, op, srcs, g.size, 0, block, static_cast<char*>(out->data) + o * block * esize);
   }
   if (!small) rv_->finish(rank, seq);
   return out.take();
@@ -342,16 +331,16 @@ Tensor* Communicator::all_to_all(int rank, const Tensor* x, int concat_dim, int 
   box[s] /= split_count;
   std::copy(box, box + x->rank, dims);
   dims[c] *= split_count;
-  OwnedTensor out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
+  TensorRef out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
-  bool small = meet(rank, seq, rec, desc, x, out.t);
+  bool small = meet(rank, seq, rec, desc, x, out.get());
   int64_t src_start[TPU_MAX_RANK] = {0}, dst_start[TPU_MAX_RANK] = {0};
   src_start[s] = g.pos * box[s];
   size_t esize = dtype_size(x->dtype);
   for (int j = 0; j < g.size; ++j) {
     dst_start[c] = j * box[c];
-    copy_box(esize, x->rank, box, input_of(g.members[j], seq, x->byte_size), x->dims, src_start, out.t->data, dims, dst_start);
+    copy_box(esize, x->rank, box, input_of(g.members[j], seq, x->byte_size), x->dims, src_start, out->data, dims, dst_start);
   }
   if (!small) rv_->finish(rank, seq);
   return out.take();
@@ -383,12 +372,12 @@ Tensor* Communicator::collective_permute(int rank, const Tensor* x, const int32_
   desc.num_groups = num_pairs;
   desc.group_size = 2;
   desc.groups_hash = hash_ids(pairs, int64_t(num_pairs) * 2);
-  OwnedTensor out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
+  TensorRef out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
-  bool small = meet(rank, seq, rec, desc, x, out.t);
-  if (source >= 0) std::memcpy(out.t->data, input_of(source, seq, x->byte_size), x->byte_size);
-  else if (x->byte_size) std::memset(out.t->data, 0, x->byte_size);
+  bool small = meet(rank, seq, rec, desc, x, out.get());
+  if (source >= 0) std::memcpy(out->data, input_of(source, seq, x->byte_size), x->byte_size);
+  else if (x->byte_size) std::memset(out->data, 0, x->byte_size);
   if (!small) rv_->finish(rank, seq);
   return out.take();
 }
@@ -403,11 +392,11 @@ Tensor* Communicator::broadcast(int rank, const Tensor* x, int root,
     if (root < 0 || root >= g.size) invalid_argument("root ", root, " is outside the group of ", g.size);
   });
   desc.params[0] = root;
-  OwnedTensor out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
+  TensorRef out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
-  bool small = meet(rank, seq, rec, desc, x, out.t);
-  if (x->byte_size) std::memcpy(out.t->data, input_of(g.members[root], seq, x->byte_size), x->byte_size);
+  bool small = meet(rank, seq, rec, desc, x, out.get());
+  if (x->byte_size) std::memcpy(out->data, input_of(g.members[root], seq, x->byte_size), x->byte_size);
   if (!small) rv_->finish(rank, seq);
   return out.take();
 }

@@ -3,6 +3,7 @@
 // in their inner loops.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -56,6 +57,20 @@ inline float half_to_float(uint16_t h) {
     return bits_float(float_bits(v) | sign);
   }
   return bits_float(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+// The same over arrays of n elements.
+inline void float_to_bf16(const float* in, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(in[i]);
+}
+inline void bf16_to_float(const uint16_t* in, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(in[i]);
+}
+inline void float_to_half(const float* in, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = float_to_half(in[i]);
+}
+inline void half_to_float(const uint16_t* in, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = half_to_float(in[i]);
 }
 
 }  // namespace tpurt

@@ -16,25 +16,21 @@ void clear_last_error() { t_last_error.clear(); }
 
 const char* status_name(tpu_status code) {
   switch (code) {
-    case TPU_OK: return "OK";
-    case TPU_CANCELLED: return "CANCELLED";
-    case TPU_UNKNOWN: return "UNKNOWN";
-    case TPU_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case TPU_DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case TPU_NOT_FOUND: return "NOT_FOUND";
-    case TPU_ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case TPU_PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case TPU_RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case TPU_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case TPU_ABORTED: return "ABORTED";
-    case TPU_OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case TPU_UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case TPU_INTERNAL: return "INTERNAL";
-    case TPU_UNAVAILABLE: return "UNAVAILABLE";
-    case TPU_DATA_LOSS: return "DATA_LOSS";
-    case TPU_UNAUTHENTICATED: return "UNAUTHENTICATED";
+#define XX(name, value, str) case TPU_##name: return str;
+    TPU_STATUS_MAP(XX)
+#undef XX
   }
   return "UNKNOWN_STATUS";
+}
+
+bool is_status(tpu_status code) {
+  switch (code) {
+#define XX(name, value, str) case TPU_##name:
+    TPU_STATUS_MAP(XX)
+#undef XX
+    return true;
+  }
+  return false;
 }
 
 }  // namespace tpurt

@@ -52,6 +52,9 @@ tpu_status set_last_error(tpu_status code, const std::string& message);
 const char* last_error();
 void clear_last_error();
 
+// tpu_status_name: the name in TPU_STATUS_MAP, or "UNKNOWN_STATUS".
 const char* status_name(tpu_status code);
+// Whether code is in TPU_STATUS_MAP (a computation may return any int).
+bool is_status(tpu_status code);
 
 }  // namespace tpurt

@@ -23,8 +23,6 @@ thread_local int t_user_code_depth = 0;
 // exactly one of them owns the cleanup.
 enum CoreState : int { kIdle, kRunning, kDone, kAbandoned };
 
-bool is_status_code(tpu_status s) { return s >= TPU_CANCELLED && s <= TPU_UNAUTHENTICATED; }
-
 }  // namespace
 
 UserCodeScope::UserCodeScope() { ++t_user_code_depth; }
@@ -149,7 +147,7 @@ void Executor::run_replica(Core& core) {
 void Executor::record_failure(Core& core, tpu_status status) {
   Step& step = *step_;
   tpu_replica_context& ctx = core.ctx;
-  if (!is_status_code(status)) {
+  if (!is_status(status)) {
     core.status = TPU_UNKNOWN;
     core.error = str_cat("the computation returned ", static_cast<int>(status),
                          ", which is not a tpu_status");

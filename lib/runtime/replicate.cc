@@ -1,36 +1,16 @@
 #include "runtime/replicate.h"
 
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
 #include "runtime/feed.h"
 #include "runtime/replica_context.h"
-#include "runtime/tensor_ops.h"
+#include "core/tensor_ops.h"
+#include "core/tensor_ref.h"
 
 namespace tpurt {
 namespace {
-
-// Tensors the runtime made for one call (padded inputs, shard pieces, staged
-// outputs), released when the call ends.
-class OwnedTensors {
- public:
-  explicit OwnedTensors(size_t n = 0) : v_(n, nullptr) {}
-  ~OwnedTensors() {
-    for (Tensor* t : v_) release(t);
-  }
-  OwnedTensors(const OwnedTensors&) = delete;
-  OwnedTensors& operator=(const OwnedTensors&) = delete;
-  Tensor** data() { return v_.data(); }
-  Tensor*& operator[](size_t i) { return v_[i]; }
-  Tensor* take(size_t i) { return std::exchange(v_[i], nullptr); }
-  void reserve(size_t n) { v_.reserve(n); }
-  void push_back(Tensor* t) { v_.push_back(t); }  // after reserve: never throws
-
- private:
-  std::vector<Tensor*> v_;
-};
 
 void check_counts(tpu_computation_fn computation, int num_inputs, tpu_tensor* const* inputs,
                   int num_outputs, tpu_tensor** outputs) {
@@ -45,7 +25,7 @@ void check_counts(tpu_computation_fn computation, int num_inputs, tpu_tensor* co
 // int32 scalar per padded (input, dimension) with the replica's real size.
 struct PaddedInputs {
   std::vector<tpu_tensor*> inputs;  // [replica][input + extras]
-  OwnedTensors owned;
+  TensorRefs owned;
   int num_inputs = 0;
 };
 
@@ -130,8 +110,6 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
     }
   }
 }
-
-int normalize_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
 bool same_shape(const Tensor* a, const Tensor* b) {
   return a->rank == b->rank && std::equal(a->dims, a->dims + a->rank, b->dims);
@@ -261,7 +239,7 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
   check_options(system, num_shards, num_inputs, options);
   system.check_num_replicas(num_shards, options.device_assignment);
 
-  OwnedTensors pieces(static_cast<size_t>(num_shards) * num_inputs);
+  TensorRefs pieces(static_cast<size_t>(num_shards) * num_inputs);
   for (int i = 0; i < num_inputs; ++i) {
     Tensor* t = inputs[i];
     if (t == nullptr) invalid_argument("input ", i, " is NULL");
@@ -269,10 +247,8 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
     if (t->rank == 0)
       invalid_argument("input ", i, " is a scalar (", describe(t), ") and cannot be split into ",
                        num_shards, " shards");
-    const int axis = normalize_axis(given, t->rank);
-    if (axis < 0 || axis >= t->rank)
-      invalid_argument("input_shard_axes[", i, "] = ", given, " is out of range for input ", i,
-                       " (", describe(t), ")");
+    const int axis =
+        normalize_axis(given, t->rank, str_cat("input ", i, ": input_shard_axes[", i, "] =").c_str());
     if (t->dims[axis] % num_shards != 0)
       invalid_argument("input ", i, " (", describe(t), ") cannot be split into ", num_shards,
                        " shards along axis ", axis, ": size ", t->dims[axis],
@@ -282,10 +258,10 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
   }
 
   StepSpec spec(computation, user_data, num_shards, num_inputs, num_outputs, pieces.data());
-  OwnedTensors staged(static_cast<size_t>(num_shards) * num_outputs);
+  TensorRefs staged(static_cast<size_t>(num_shards) * num_outputs);
   run(system, spec, options, staged.data());
 
-  OwnedTensors results(num_outputs);
+  TensorRefs results(num_outputs);
   std::vector<Tensor*> parts(num_shards);
   for (int o = 0; o < num_outputs; ++o) {
     if (outputs_from_all_shards && !outputs_from_all_shards[o]) {
@@ -303,10 +279,9 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
     }
     const int rank = parts[0]->rank;
     const int given = output_shard_axes ? output_shard_axes[o] : 0;
-    const int axis = normalize_axis(given, rank);
-    if (rank > 0 && (axis < 0 || axis >= rank))
-      invalid_argument("output_shard_axes[", o, "] = ", given, " is out of range for output ", o,
-                       " (", describe(parts[0]), ")");
+    // Scalars are stacked, whatever the axis.
+    const int axis = rank == 0 ? 0
+        : normalize_axis(given, rank, str_cat("output ", o, ": output_shard_axes[", o, "] =").c_str());
     for (int s = 1; s < num_shards; ++s)
       for (int d = 0; d < rank; ++d)
         if (d != axis && parts[s]->dims[d] != parts[0]->dims[d])

@@ -7,11 +7,12 @@
 
 namespace tpurt {
 
+class DeviceAssignment;
 class FeedQueue;
 
 // tpu_step_options after the C shim has read them (NULL handles stay NULL).
 struct StepOptions {
-  const tpu_device_assignment* device_assignment = nullptr;
+  const DeviceAssignment* device_assignment = nullptr;
   const tpu_shape* maximum_shapes = nullptr;
   size_t num_maximum_shapes = 0;
   int padding_spec = TPU_PADDING_AUTO;

@@ -30,10 +30,6 @@ bool valid_job_name(const std::string& job) {
 
 }  // namespace
 
-void throw_if_failed(tpu_status status) {
-  if (status != TPU_OK) throw Error(status, last_error());
-}
-
 SystemConfig resolve_system_options(const tpu_system_options* options) {
   const tpu_system_options o = read_options(options, kSystemOptionsMinSize, "tpu_system_options");
   SystemConfig c;
@@ -123,7 +119,8 @@ System::System(SystemConfig config)
 System::~System() = default;
 
 void System::build_topology() {
-  serialized_topology_ = Topology::local(config_.mesh_shape, config_.num_cores)->serialize();
+  topology_ = Topology::local(config_.mesh_shape, config_.num_cores);
+  serialized_topology_ = topology_->serialize();
 }
 
 std::shared_ptr<System> System::start(const tpu_system_options* options) {
@@ -186,15 +183,14 @@ void System::shutdown() {
   if (g_live == this) g_live = nullptr;
 }
 
-void System::check_num_replicas(int num_replicas, const tpu_device_assignment* da) const {
+void System::check_num_replicas(int num_replicas, const DeviceAssignment* da) const {
   if (da == nullptr) {
     if (num_replicas != 1 && num_replicas != num_cores())
       invalid_argument("without a device assignment 'num_replicas' must be equal to 1 or ",
                        num_cores(), " (the number of cores), got ", num_replicas);
     return;
   }
-  int da_replicas = 0;
-  throw_if_failed(tpu_device_assignment_num_replicas(da, &da_replicas));
+  const int da_replicas = da->num_replicas();
   if (da_replicas != num_replicas)
     invalid_argument("the device assignment has ", da_replicas, " replicas but num_replicas is ",
                      num_replicas);
@@ -203,7 +199,12 @@ void System::check_num_replicas(int num_replicas, const tpu_device_assignment* d
                      num_cores(), " cores; each replica needs a core of its own");
 }
 
-const int* System::resolve_cores(int num_replicas, const tpu_device_assignment* da,
+std::shared_ptr<const DeviceAssignment> System::default_device_assignment(int num_replicas) const {
+  check_num_replicas(num_replicas, nullptr);
+  return DeviceAssignment::task0_devices(topology_, num_replicas);
+}
+
+const int* System::resolve_cores(int num_replicas, const DeviceAssignment* da,
                                  int* cores_per_replica) {
   check_num_replicas(num_replicas, da);
   if (da == nullptr) {
@@ -211,15 +212,14 @@ const int* System::resolve_cores(int num_replicas, const tpu_device_assignment* 
     *cores_per_replica = 1;
     return replica_core_.data();
   }
-  throw_if_failed(tpu_device_assignment_num_cores_per_replica(da, cores_per_replica));
+  *cores_per_replica = da->num_cores_per_replica();
   std::fill(core_owner_.begin(), core_owner_.end(), -1);
   for (int r = 0; r < num_replicas; ++r) {
-    int task = 0, core = 0;
-    throw_if_failed(tpu_device_assignment_task(da, r, 0, &task));
+    const int task = da->task(r, 0);
     if (task != 0)
       invalid_argument("the device assignment puts replica ", r, " on task ", task,
                        ", but this system has only task 0");
-    throw_if_failed(tpu_device_assignment_tpu_ordinal(da, r, 0, &core));
+    const int core = da->tpu_ordinal(r, 0);
     if (core < 0 || core >= num_cores())
       invalid_argument("the device assignment puts replica ", r, " on device ", core,
                        ", but this system has ", num_cores(), " cores");
@@ -240,7 +240,7 @@ Communicator& System::communicator(int num_replicas) {
   return *comm;
 }
 
-void System::run_step(const StepSpec& spec, const tpu_device_assignment* device_assignment,
+void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assignment,
                       tpu_tensor** outputs) {
   check_can_start_step();
   std::lock_guard<FifoMutex> lock(step_mu_);
@@ -255,10 +255,6 @@ void System::run_step(const StepSpec& spec, const tpu_device_assignment* device_
   throw Error(result.code, result.message);
 }
 
-tpu_topology* System::new_topology() const {
-  tpu_topology* topology = nullptr;
-  throw_if_failed(tpu_topology_parse(serialized_topology_.data(), serialized_topology_.size(), &topology));
-  return topology;
-}
+tpu_topology* System::new_topology() const { return new tpu_topology{topology_}; }
 
 }  // namespace tpurt

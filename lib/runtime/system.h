@@ -17,6 +17,7 @@
 #include "runtime/executor.h"
 #include "runtime/fifo_mutex.h"
 #include "runtime/host_executor.h"
+#include "topology/device_assignment.h"
 #include "tpurt/system.h"
 
 namespace tpurt {
@@ -43,10 +44,6 @@ constexpr size_t kSystemOptionsMinSize =
 // naming the field.
 SystemConfig resolve_system_options(const tpu_system_options* options);
 
-// For the library's own calls of tpurt C functions: throws the calling thread's last
-// error when `status` is not OK.
-void throw_if_failed(tpu_status status);
-
 class System {
  public:
   // Starts a system. TPU_ALREADY_EXISTS while another is live in the process.
@@ -68,7 +65,10 @@ class System {
   // TPU_FAILED_PRECONDITION inside a computation (no nesting) or once closed.
   void check_can_start_step() const;
   // The replica-count rules of tpu_replicate (TPU_INVALID_ARGUMENT).
-  void check_num_replicas(int num_replicas, const tpu_device_assignment* da) const;
+  void check_num_replicas(int num_replicas, const DeviceAssignment* da) const;
+  const std::shared_ptr<const Topology>& topology() const { return topology_; }
+  // What a step without a device assignment runs on: replica r on core r.
+  std::shared_ptr<const DeviceAssignment> default_device_assignment(int num_replicas) const;
   // A new handle to the topology (the caller releases it).
   tpu_topology* new_topology() const;
 
@@ -79,7 +79,7 @@ class System {
   // r), after checking it against num_replicas. Steps run one at a time in call
   // order. On success outputs[r * num_outputs + o] get new references; on failure
   // throws "replica R: ..." and leaves outputs alone.
-  void run_step(const StepSpec& spec, const tpu_device_assignment* device_assignment,
+  void run_step(const StepSpec& spec, const DeviceAssignment* device_assignment,
                 tpu_tensor** outputs);
 
   HostExecutor& host() { return host_; }
@@ -89,12 +89,13 @@ class System {
 
   explicit System(SystemConfig config);
   void build_topology();
-  const int* resolve_cores(int num_replicas, const tpu_device_assignment* da,
+  const int* resolve_cores(int num_replicas, const DeviceAssignment* da,
                            int* cores_per_replica);
   Communicator& communicator(int num_replicas);
   void close(const std::string& why);
 
   const SystemConfig config_;
+  std::shared_ptr<const Topology> topology_;
   std::string serialized_topology_;
   std::atomic<int> state_{kOpen};
   mutable std::mutex closed_mu_;

@@ -40,6 +40,11 @@ class DeviceAssignment {
                                                         int num_replicas,
                                                         int num_cores_per_replica);
 
+  // Replica r on device r of task 0, one core each: the assignment a step without
+  // one runs on. num_replicas must not exceed the task's devices.
+  static std::shared_ptr<const DeviceAssignment> task0_devices(
+      std::shared_ptr<const Topology> topology, int num_replicas);
+
   const std::shared_ptr<const Topology>& topology() const { return topology_; }
   int num_replicas() const { return num_replicas_; }
   int num_cores_per_replica() const { return num_cores_; }

@@ -284,16 +284,6 @@ int Topology::flat_device_at(const int32_t* coords) const {
   return device_at_position_[position(coords)];
 }
 
-int Topology::task_at(const int32_t* coords) const {
-  const int d = flat_device_at(coords);
-  return d < 0 ? -1 : d / devices_per_task_;
-}
-
-int Topology::device_at(const int32_t* coords) const {
-  const int d = flat_device_at(coords);
-  return d < 0 ? -1 : d % devices_per_task_;
-}
-
 int Topology::require_device_at(const int32_t* coords) const {
   const int d = flat_device_at(coords);
   if (d < 0)
@@ -310,13 +300,11 @@ Coords Topology::missing_device(int index) const {
 }
 
 std::string Topology::tpu_device_name(const int32_t* coords, const char* job) const {
-  const int d = require_device_at(coords);
-  return tpurt::tpu_device_name(job, d / devices_per_task_, d % devices_per_task_);
+  return tpurt::tpu_device_name(job, task_at(coords), device_at(coords));
 }
 
 std::string Topology::cpu_device_name(const int32_t* coords, const char* job) const {
-  const int d = require_device_at(coords);
-  return host_device_name(job, d / devices_per_task_);
+  return host_device_name(job, task_at(coords));
 }
 
 }  // namespace tpurt

@@ -87,13 +87,15 @@ class Topology {
   Coords device_coordinates(int task, int device) const;
 
   bool in_mesh(const int32_t* coords) const;
-  // -1 where no device sits; coords outside the mesh: TPU_INVALID_ARGUMENT.
-  int task_at(const int32_t* coords) const;
-  int device_at(const int32_t* coords) const;
-  // task * devices_per_task + device, or -1; same errors as task_at.
+  // task * devices_per_task + device, or -1 where no device sits; coords outside the
+  // mesh: TPU_INVALID_ARGUMENT.
   int flat_device_at(const int32_t* coords) const;
   // The same, but a position without a device is TPU_NOT_FOUND.
   int require_device_at(const int32_t* coords) const;
+  // The task, and the device's ordinal in its task, at coords; errors as
+  // require_device_at.
+  int task_at(const int32_t* coords) const { return require_device_at(coords) / devices_per_task_; }
+  int device_at(const int32_t* coords) const { return require_device_at(coords) % devices_per_task_; }
 
   // Mesh positions without a device, row-major (x slowest, core fastest).
   int num_missing_devices() const { return static_cast<int>(missing_.size()); }

@@ -1,4 +1,4 @@
-#include "collectives/box_copy.h"
+#include "core/box_copy.h"
 
 #include <cstring>
 

@@ -1,0 +1,14 @@
+// tf.cast between tpurt's dtypes: element by element, as TensorFlow does on CPU.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace tpurt {
+
+// A new tensor (one reference) holding t's elements as `dtype`. Floats to integers
+// truncate toward zero (NaN and infinities give 0); integers wrap. bool and
+// complex64 cast only to themselves: anything else is TPU_INVALID_ARGUMENT, as is
+// an unknown dtype.
+Tensor* cast(const Tensor* t, tpu_dtype dtype);
+
+}  // namespace tpurt
