@@ -319,6 +319,34 @@ static void test_step_options__maximum_shapes_only_for_replicate(void **state) {
   tpu_tensor_release(x);
 }
 
+/* Spec §1.3: a device assignment for another topology is rejected; one built on an
+ * equal topology (parsed from the system's bytes) is accepted. */
+static void test_step_options__foreign_topology(void **state) {
+  start(4, 0);
+  const int32_t mesh[4] = {2, 1, 1, 2};
+  const int32_t coords[16] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1};
+  tpu_topology *other = NULL;
+  tpu_device_assignment *da = NULL;
+  CHECK_OK(tpu_topology_create(mesh, 4, coords, 1, 4, &other));
+  CHECK_OK(tpu_device_assignment_build(other, NULL, 0, NULL, 0, 4, TPU_DEVICE_ORDER_AUTO, &da));
+  CHECK_ERROR(tpu_replicate(g_sys, nothing, NULL, 4, 0, NULL, 0, NULL, STEP_OPTIONS(da, NULL, 0)),
+              TPU_INVALID_ARGUMENT,
+              "built for another topology (mesh [2, 1, 1, 2], 1 task of 4 devices) than this "
+              "system's (mesh [4, 1, 1, 1], 1 task of 4 devices)");
+  tpu_device_assignment_release(da);
+  tpu_topology_release(other);
+
+  unsigned char bytes[256];
+  size_t len = 0;
+  CHECK_OK(tpu_system_serialized_topology(g_sys, bytes, sizeof bytes, &len));
+  tpu_topology *same = NULL;
+  CHECK_OK(tpu_topology_parse(bytes, len, &same));
+  CHECK_OK(tpu_device_assignment_build(same, NULL, 0, NULL, 0, 4, TPU_DEVICE_ORDER_AUTO, &da));
+  CHECK_OK(tpu_replicate(g_sys, nothing, NULL, 4, 0, NULL, 0, NULL, STEP_OPTIONS(da, NULL, 0)));
+  tpu_device_assignment_release(da);
+  tpu_topology_release(same);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_step_options__struct_size_rules, teardown),
@@ -327,6 +355,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_step_options__collective_deadline, teardown),
       cmocka_unit_test_teardown(test_step_options__infeed_queue, teardown),
       cmocka_unit_test_teardown(test_step_options__maximum_shapes_only_for_replicate, teardown),
+      cmocka_unit_test_teardown(test_step_options__foreign_topology, teardown),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

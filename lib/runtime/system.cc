@@ -190,6 +190,12 @@ void System::check_num_replicas(int num_replicas, const DeviceAssignment* da) co
                        num_cores(), " (the number of cores), got ", num_replicas);
     return;
   }
+  // Spec §1.3: the runtime rejects an assignment whose topology is not the live one.
+  const Topology& da_topology = *da->topology();
+  if (&da_topology != topology_.get() && !da_topology.same_layout(*topology_))
+    invalid_argument("the device assignment was built for another topology (",
+                     da_topology.describe(), ") than this system's (", topology_->describe(),
+                     "); build it on tpu_system_topology's");
   const int da_replicas = da->num_replicas();
   if (da_replicas != num_replicas)
     invalid_argument("the device assignment has ", da_replicas, " replicas but num_replicas is ",

@@ -307,4 +307,10 @@ std::string Topology::cpu_device_name(const int32_t* coords, const char* job) co
   return host_device_name(job, task_at(coords));
 }
 
+std::string Topology::describe() const {
+  return str_cat("mesh [", mesh_[0], ", ", mesh_[1], ", ", mesh_[2], ", ", mesh_[3], "], ",
+                 num_tasks_, num_tasks_ == 1 ? " task" : " tasks", " of ", devices_per_task_,
+                 " devices");
+}
+
 }  // namespace tpurt

@@ -83,6 +83,15 @@ class Topology {
   int num_devices() const { return num_tasks_ * devices_per_task_; }
   const std::optional<HardwareFeature>& hardware_feature() const { return hardware_feature_; }
 
+  // The same mesh and the same devices at the same coordinates (hardware features and
+  // the bytes it came from aside): a device assignment built on one fits the other.
+  bool same_layout(const Topology& other) const {
+    return mesh_ == other.mesh_ && num_tasks_ == other.num_tasks_ &&
+           devices_per_task_ == other.devices_per_task_ && coordinates_ == other.coordinates_;
+  }
+  // "mesh [x, y, z, c], T task(s) of D devices", for messages.
+  std::string describe() const;
+
   // Task/device indices outside the topology: TPU_OUT_OF_RANGE.
   Coords device_coordinates(int task, int device) const;
 
