@@ -179,21 +179,21 @@ static void test_replicate__explicit_device_assignment(void **state) {
   tpu_device_assignment_release(da);
   tpu_topology_release(topo);
 
-  /* An assignment over a larger topology names cores this system lacks. */
+  /* An assignment over another (larger) topology is rejected as foreign (spec §1.3). */
   int32_t mesh[4] = {8, 1, 1, 1}, coords[8][4];
   for (int d = 0; d < 8; ++d) coords[d][0] = d, coords[d][1] = coords[d][2] = coords[d][3] = 0;
   CHECK_OK(tpu_topology_create(mesh, 4, &coords[0][0], 1, 8, &topo));
   int32_t far[1][1][4] = {{{6, 0, 0, 0}}};
   CHECK_OK(tpu_device_assignment_create(topo, &far[0][0][0], 1, 1, &da));
   CHECK_ERROR(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
-               TPU_INVALID_ARGUMENT, "device 6");
+               TPU_INVALID_ARGUMENT, "built for another topology (mesh [8, 1, 1, 1], 1 task of 8");
   tpu_device_assignment_release(da);
   tpu_topology_release(topo);
-  /* The same mesh as two tasks of four devices: device (6,0,0,0) is on task 1. */
+  /* The same mesh as two tasks of four devices: foreign too. */
   CHECK_OK(tpu_topology_create(mesh, 4, &coords[0][0], 2, 4, &topo));
   CHECK_OK(tpu_device_assignment_create(topo, &far[0][0][0], 1, 1, &da));
   CHECK_ERROR(tpu_replicate(g_sys, scale_by_replica, &n, 1, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)),
-               TPU_INVALID_ARGUMENT, "on task 1");
+               TPU_INVALID_ARGUMENT, "(mesh [8, 1, 1, 1], 2 tasks of 4 devices)");
   tpu_device_assignment_release(da);
   tpu_topology_release(topo);
   release_all(in, 4);
