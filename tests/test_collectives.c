@@ -692,6 +692,102 @@ static void test_collectives__bad_arguments(void **state) {
   release_system(NULL);
 }
 
+/* ---- output sizes that overflow ---------------------------------------------- */
+
+enum { GATHER_DIM_OVERFLOW, GATHER_AXIS0_OF_EMPTY, GATHER_COUNT_OVERFLOW, ALL_TO_ALL_OVERFLOW,
+       SCATTER_EMPTY_HUGE };
+
+typedef struct {
+  int mode;
+  tpu_status status[MAX_REPLICAS];
+  char message[MAX_REPLICAS][256];
+  int64_t dims[MAX_REPLICAS][3];
+} size_case;
+
+#define HUGE_DIM (INT64_C(1) << 62)
+
+static tpu_status size_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
+                                   tpu_tensor **outputs, int no, void *user_data) {
+  size_case *c = user_data;
+  int r = 0;
+  tpu_replica_context_replica_id(ctx, &r);
+  const int64_t empty_huge[2] = {0, HUGE_DIM};     /* 0 elements: a valid shape */
+  const int64_t count_edge[3] = {3, INT64_C(1) << 61, 0}; /* 3 * 2^61 still fits */
+  const int64_t empty_huge3[3] = {0, HUGE_DIM, HUGE_DIM};
+  const int64_t *dims = c->mode == GATHER_COUNT_OVERFLOW ? count_edge
+                        : c->mode == SCATTER_EMPTY_HUGE  ? empty_huge3
+                                                         : empty_huge;
+  const int rank = c->mode == GATHER_COUNT_OVERFLOW || c->mode == SCATTER_EMPTY_HUGE ? 3 : 2;
+  tpu_tensor *x = NULL, *out = NULL;
+  tpu_status st = tpu_tensor_create(TPU_INT8, dims, rank, NULL, 0, &x);
+  if (st == TPU_OK) {
+    switch (c->mode) {
+      case GATHER_DIM_OVERFLOW: st = tpu_all_gather(ctx, x, 1, NULL, &out); break;
+      case GATHER_AXIS0_OF_EMPTY: st = tpu_all_gather(ctx, x, 0, NULL, &out); break;
+      case GATHER_COUNT_OVERFLOW: st = tpu_all_gather(ctx, x, 0, NULL, &out); break;
+      case ALL_TO_ALL_OVERFLOW: st = tpu_all_to_all(ctx, x, 1, 0, 4, NULL, &out); break;
+      default: st = tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &out); break;
+    }
+  }
+  c->status[r] = st;
+  snprintf(c->message[r], sizeof c->message[r], "%s", st == TPU_OK ? "" : tpu_last_error());
+  if (st == TPU_OK) tpu_tensor_dims(out, c->dims[r], 3);
+  tpu_tensor_release(out);
+  tpu_tensor_release(x);
+  return st;
+}
+
+/* `message` is "replica N: <want>" for a replica N of the step: the replica is
+ * named once, at the front. */
+static void expect_replica_message(const char *message, const char *want) {
+  int replica = -1, prefix = 0;
+  if (sscanf(message, "replica %d: %n", &replica, &prefix) != 1 || prefix == 0 || replica < 0 ||
+      replica >= 4 || strcmp(message + prefix, want) != 0)
+    fail_msg("message \"%s\" is not \"replica N: %s\"", message, want);
+}
+
+static void test_collectives__output_size_overflow(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, 10000);
+  size_case c;
+  const struct {
+    int mode;
+    const char *want; /* NULL: succeeds */
+  } cases[] = {
+      {GATHER_DIM_OVERFLOW,
+       "dimension 1 of all_gather's output (4 x int8[0,4611686018427387904]) overflows: "
+       "4611686018427387904 * 4 is more than 9223372036854775807"},
+      {GATHER_AXIS0_OF_EMPTY, NULL},
+      {GATHER_COUNT_OVERFLOW,
+       "the element count of shape [12,2305843009213693952,0] overflows: 12 * "
+       "2305843009213693952 is more than 9223372036854775807"},
+      {ALL_TO_ALL_OVERFLOW,
+       "dimension 1 of all_to_all's output (int8[0,4611686018427387904] split 4 ways along 0 and "
+       "concatenated along 1) overflows: 4611686018427387904 * 4 is more than 9223372036854775807"},
+      {SCATTER_EMPTY_HUGE, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    memset(&c, 0, sizeof c);
+    c.mode = cases[i].mode;
+    tpu_status st = tpu_replicate(sys, size_computation, &c, 4, 0, NULL, NULL, NULL, 0, NULL);
+    if (cases[i].want == NULL) {
+      if (st != TPU_OK) fail_msg("mode %d: %s", c.mode, tpu_last_error());
+      continue;
+    }
+    assert_int_equal(st, TPU_INVALID_ARGUMENT);
+    expect_replica_message(tpu_last_error(), cases[i].want);
+    for (int r = 0; r < 4; ++r) assert_int_equal(c.status[r], TPU_INVALID_ARGUMENT);
+  }
+  /* The empty outputs keep their huge dimensions. */
+  c.mode = GATHER_AXIS0_OF_EMPTY;
+  assert_int_equal(tpu_replicate(sys, size_computation, &c, 4, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_true(c.dims[3][0] == 0 && c.dims[3][1] == HUGE_DIM);
+  c.mode = SCATTER_EMPTY_HUGE;
+  assert_int_equal(tpu_replicate(sys, size_computation, &c, 4, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_true(c.dims[2][0] == 0 && c.dims[2][1] == HUGE_DIM && c.dims[2][2] == HUGE_DIM);
+  release_system(NULL);
+}
+
 /* ---- bfloat16 scope ---------------------------------------------------------- */
 
 typedef struct {
@@ -807,6 +903,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_collectives__missing_and_stuck_replicas, release_system),
       cmocka_unit_test_teardown(test_collectives__failing_replica_aborts_the_others, release_system),
       cmocka_unit_test_teardown(test_collectives__bad_arguments, release_system),
+      cmocka_unit_test_teardown(test_collectives__output_size_overflow, release_system),
       cmocka_unit_test_teardown(test_collectives__bfloat16_scope_numbers, release_system),
       cmocka_unit_test_teardown(test_collectives__every_placement, release_system),
       cmocka_unit_test_teardown(test_collectives__thousand_random_steps, release_system),

@@ -332,6 +332,57 @@ static void test_replicate__maximum_shapes(void **state) {
   release_all(small, 2);
 }
 
+/* ---- sizes that overflow --------------------------------------------------------- */
+
+#define HUGE_DIM (INT64_C(1) << 62)
+
+/* out[0] = int8[0, 2^62]: no elements, a valid shape. */
+static tpu_status empty_huge(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                             tpu_tensor **out, int no, void *user) {
+  const int64_t dims[2] = {0, HUGE_DIM};
+  return tpu_tensor_create(TPU_INT8, dims, 2, NULL, 0, &out[0]);
+}
+
+static tpu_tensor *int8_tensor(int64_t d0, int64_t d1) {
+  const int64_t dims[2] = {d0, d1};
+  tpu_tensor *t = NULL;
+  EXPECT_OK(tpu_tensor_create(TPU_INT8, dims, 2, NULL, 0, &t));
+  return t;
+}
+
+static void test_replicate__sizes_that_overflow(void **state) {
+  start(4, 0, 0);
+  /* shard: four [0, 2^62] outputs concatenated along axis 1 would have 2^64 columns. */
+  tpu_tensor *out = NULL;
+  const int axis1 = 1;
+  expect_error(tpu_shard(g_sys, empty_huge, NULL, 0, NULL, 4, NULL, NULL, &axis1, NULL, 1, &out),
+               TPU_INVALID_ARGUMENT,
+               "dimension 1 of output 0 concatenated from 4 shards overflows: 4611686018427387904 "
+               "+ 4611686018427387904 is more than 9223372036854775807");
+  assert_null(out);
+  /* Along axis 0 they concatenate to [0, 2^62]. */
+  EXPECT_OK(tpu_shard(g_sys, empty_huge, NULL, 0, NULL, 4, NULL, NULL, NULL, NULL, 1, &out));
+  int64_t dims[2] = {-1, -1};
+  EXPECT_OK(tpu_tensor_dims(out, dims, 2));
+  assert_true(dims[0] == 0 && dims[1] == HUGE_DIM);
+  tpu_tensor_release(out);
+
+  /* maximum_shapes: a padded dimension's real size is an int32 input, so a size beyond
+   * INT32_MAX is refused rather than truncated. */
+  tpu_tensor *in[4] = {int8_tensor(0, 2), int8_tensor(0, INT64_C(3000000000)),
+                       int8_tensor(0, 2), int8_tensor(0, 2)};
+  tpu_shape max;
+  memset(&max, 0, sizeof max);
+  max.rank = 2, max.dims[0] = -1, max.dims[1] = -1;
+  atomic_int calls = 0;
+  expect_error(tpu_replicate(g_sys, empty, &calls, 4, 1, in, NULL, &max, 0, NULL),
+               TPU_INVALID_ARGUMENT,
+               "replica 1 input 0 (int8[0,3000000000]) has size 3000000000 in dimension 1, more "
+               "than the int32 real-size input of a padded dimension can hold");
+  assert_int_equal(calls, 0);
+  release_all(in, 4);
+}
+
 /* ---- failures ------------------------------------------------------------------ */
 
 typedef struct {
@@ -605,6 +656,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_replicate__explicit_device_assignment, teardown),
       cmocka_unit_test_teardown(test_replicate__argument_rules, teardown),
       cmocka_unit_test_teardown(test_replicate__maximum_shapes, teardown),
+      cmocka_unit_test_teardown(test_replicate__sizes_that_overflow, teardown),
       cmocka_unit_test_teardown(test_replicate__first_failure_and_recovery, teardown),
       cmocka_unit_test_teardown(test_replicate__close_on_failure, teardown),
       cmocka_unit_test_teardown(test_replicate__stuck_replica_is_bounded, teardown),

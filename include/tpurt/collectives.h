@@ -16,6 +16,8 @@
  * Outputs are new tensors (*out, the caller's). Inputs are only read.
  * Reductions over bfloat16 and half accumulate in float32; integer sums wrap.
  * MEAN of integers truncates toward zero.
+ * An output whose shape would overflow (a dimension or the element count beyond
+ * int64, as TensorFlow's TensorShape rules) is TPU_INVALID_ARGUMENT.
  */
 #ifndef TPURT_COLLECTIVES_H
 #define TPURT_COLLECTIVES_H
