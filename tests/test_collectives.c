@@ -188,16 +188,14 @@ static void reference_reduce(tpu_dtype d, tpu_reduce_op op, const int32_t *membe
     int64_t v = input_value(d, members[k], i);
     if (k == 0) { acc = v; continue; }
     switch (op) {
-      case TPU_REDUCE_SUM: case TPU_REDUCE_MEAN: acc = wrap_i(d, (int64_t)((uint64_t)acc + (uint64_t)v)); break;
+      case TPU_REDUCE_MEAN: acc += v; break; /* the mean of the values: no wrapping */
+      case TPU_REDUCE_SUM: acc = wrap_i(d, (int64_t)((uint64_t)acc + (uint64_t)v)); break;
       case TPU_REDUCE_PROD: acc = wrap_i(d, (int64_t)((uint64_t)acc * (uint64_t)v)); break;
       case TPU_REDUCE_MIN: acc = d == TPU_BOOL ? (acc && v) : (v < acc ? v : acc); break;
       case TPU_REDUCE_MAX: acc = d == TPU_BOOL ? (acc || v) : (v > acc ? v : acc); break;
     }
   }
-  if (op == TPU_REDUCE_MEAN) {
-    if (d == TPU_UINT64) acc = (int64_t)((uint64_t)acc / (uint64_t)g);
-    else acc = wrap_i(d, acc / g);
-  }
+  if (op == TPU_REDUCE_MEAN) acc /= g; /* truncates toward zero */
   set_value(d, expect, 0, acc);
 }
 
@@ -692,6 +690,82 @@ static void test_collectives__bad_arguments(void **state) {
   release_system(NULL);
 }
 
+/* ---- integer MEAN ------------------------------------------------------------ */
+
+typedef struct {
+  tpu_dtype dtype;
+  int64_t value[MAX_REPLICAS]; /* replica r's scalar (uint64 by its bits) */
+  tpu_status status[MAX_REPLICAS];
+  int64_t result[MAX_REPLICAS];
+} mean_case;
+
+/* Each replica all-reduces a scalar with MEAN. No cmocka assertions here: this runs
+ * on the replicas' threads. */
+static tpu_status mean_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
+                                   tpu_tensor **outputs, int no, void *user_data) {
+  mean_case *m = user_data;
+  int r = 0;
+  size_t es = 0;
+  tpu_replica_context_replica_id(ctx, &r);
+  tpu_dtype_size(m->dtype, &es);
+  unsigned char v[8];
+  set_value(m->dtype, v, 0, m->value[r]);
+  tpu_tensor *x = NULL, *out = NULL;
+  tpu_status st = tpu_tensor_create(m->dtype, NULL, 0, v, es, &x);
+  if (st == TPU_OK) st = tpu_all_reduce(ctx, x, TPU_REDUCE_MEAN, NULL, &out);
+  if (st == TPU_OK) {
+    void *data = NULL;
+    tpu_tensor_data(out, &data);
+    m->result[r] = 0;
+    switch (m->dtype) { /* read back as the dtype's own type */
+      case TPU_INT8: m->result[r] = *(int8_t *)data; break;
+      case TPU_UINT8: m->result[r] = *(uint8_t *)data; break;
+      case TPU_INT16: m->result[r] = *(int16_t *)data; break;
+      case TPU_INT32: m->result[r] = *(int32_t *)data; break;
+      case TPU_UINT32: m->result[r] = *(uint32_t *)data; break;
+      default: memcpy(&m->result[r], data, 8); break;
+    }
+  }
+  m->status[r] = st;
+  tpu_tensor_release(out);
+  tpu_tensor_release(x);
+  return st;
+}
+
+/* The integer mean is the mean of the values, truncated toward zero: the sum must
+ * not wrap first (seven uint8 102s once gave 29). */
+static void test_collectives__integer_mean_does_not_wrap(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(7, 20000);
+  const struct {
+    tpu_dtype dtype;
+    int64_t first, rest, want;
+  } cases[] = {
+      {TPU_UINT8, 102, 102, 102},
+      {TPU_INT8, -100, -100, -100},
+      {TPU_INT16, -10, 0, -1}, /* -10/7 = -1.43: toward zero, not -2 */
+      {TPU_INT16, 10, 0, 1},
+      {TPU_INT32, INT32_MAX, INT32_MAX, INT32_MAX},
+      {TPU_UINT32, 4000000000, 4000000000, 4000000000},
+      {TPU_INT64, INT64_MAX, INT64_MAX, INT64_MAX},
+      {TPU_INT64, INT64_MIN, INT64_MIN, INT64_MIN},
+      {TPU_UINT64, -1, -1, -1}, /* UINT64_MAX by its bits */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    mean_case m;
+    memset(&m, 0, sizeof m);
+    m.dtype = cases[i].dtype;
+    for (int r = 0; r < 7; ++r) m.value[r] = r == 0 ? cases[i].first : cases[i].rest;
+    tpu_status st = tpu_replicate(sys, mean_computation, &m, 7, 0, NULL, NULL, NULL, 0, NULL);
+    if (st != TPU_OK) fail_msg("case %zu: %s: %s", i, tpu_status_name(st), tpu_last_error());
+    for (int r = 0; r < 7; ++r)
+      if (m.result[r] != cases[i].want)
+        fail_msg("case %zu (dtype %d): replica %d got %lld, want %lld", i, cases[i].dtype, r,
+                 (long long)m.result[r], (long long)cases[i].want);
+  }
+  release_system(NULL);
+}
+
 /* ---- output sizes that overflow ---------------------------------------------- */
 
 enum { GATHER_DIM_OVERFLOW, GATHER_AXIS0_OF_EMPTY, GATHER_COUNT_OVERFLOW, ALL_TO_ALL_OVERFLOW,
@@ -903,6 +977,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_collectives__missing_and_stuck_replicas, release_system),
       cmocka_unit_test_teardown(test_collectives__failing_replica_aborts_the_others, release_system),
       cmocka_unit_test_teardown(test_collectives__bad_arguments, release_system),
+      cmocka_unit_test_teardown(test_collectives__integer_mean_does_not_wrap, release_system),
       cmocka_unit_test_teardown(test_collectives__output_size_overflow, release_system),
       cmocka_unit_test_teardown(test_collectives__bfloat16_scope_numbers, release_system),
       cmocka_unit_test_teardown(test_collectives__every_placement, release_system),
