@@ -521,6 +521,16 @@ static void test_collectives__permute_and_broadcast(void **state) {
 
 /* ---- error paths ----------------------------------------------------------- */
 
+/* `message` is "replica N: <want>" for a replica N of the step: the replica is
+ * named once, at the front. */
+static void expect_replica_message(const char *message, const char *want) {
+  int replica = -1, prefix = 0;
+  if (sscanf(message, "replica %d: %n", &replica, &prefix) != 1 || prefix == 0 || replica < 0 ||
+      replica >= 4 || strcmp(message + prefix, want) != 0)
+    fail_msg("message \"%s\" is not \"replica N: %s\"", message, want);
+}
+
+
 typedef struct {
   int mode;
   int stuck_ms; /* how long replica 3 sleeps before its collective in STUCK_REPLICA */
@@ -530,7 +540,8 @@ typedef struct {
 
 enum {
   MISMATCH_DTYPE, MISMATCH_SHAPE, MISMATCH_OP, MISMATCH_GROUPS, MISMATCH_KIND,
-  SKIP_COLLECTIVE, STUCK_REPLICA, FAILING_REPLICA, BAD_GROUPS, BAD_AXIS, BAD_PAIRS, BF16_SCOPE_MISMATCH
+  SKIP_COLLECTIVE, STUCK_REPLICA, FAILING_REPLICA, BAD_GROUPS, BAD_AXIS, BAD_PAIRS, BF16_SCOPE_MISMATCH,
+  BAD_GROUPS_ONE, BAD_GROUPS_ONE_SWALLOWED
 };
 
 static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
@@ -574,6 +585,25 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
       const int32_t dup[] = {0, 1, 1, 3};
       tpu_group_assignment bad = {dup, 2, 2};
       st = tpu_cross_replica_sum(ctx, x, &bad, &out);
+      break;
+    }
+    case BAD_GROUPS_ONE:
+    case BAD_GROUPS_ONE_SWALLOWED: {
+      /* Only replica 2 passes bad groups; it returns last, so the others, failed by its
+       * error, record theirs first. */
+      const int32_t dup[] = {0, 1, 1, 3};
+      tpu_group_assignment bad = {dup, 2, 2};
+      st = tpu_cross_replica_sum(ctx, x, r == 2 ? &bad : NULL, &out);
+      if (r == 2) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+        if (e->mode == BAD_GROUPS_ONE_SWALLOWED) {
+          snprintf(e->message[r], sizeof e->message[r], "%s", tpu_last_error());
+          e->status[r] = st;
+          tpu_tensor_release(x);
+          return TPU_OK;
+        }
+      }
       break;
     }
     case BAD_AXIS: st = tpu_all_gather(ctx, x, r == 0 ? 3 : 0, NULL, &out); break;
@@ -683,8 +713,23 @@ static void test_collectives__bad_arguments(void **state) {
   (void)state;
   tpu_system *sys = start_system(4, 10000);
   err_case e;
-  expect_error(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, "1", &e);
+  /* Every replica finds the duplicate; the step names one of them, once. */
+  const char *dup = "replica 1 appears twice in group_assignment (group 0 and group 1)";
+  expect_error(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, dup, &e);
+  expect_replica_message(tpu_last_error(), dup);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
+  /* Only replica 2 passes them: the others get "replica 2: ..." and the step names
+   * replica 2, even when they fail first and even when replica 2 returns OK. */
+  char want[256];
+  snprintf(want, sizeof want, "replica 2: %s", dup);
+  for (int mode = BAD_GROUPS_ONE; mode <= BAD_GROUPS_ONE_SWALLOWED; ++mode) {
+    expect_error(sys, mode, TPU_INVALID_ARGUMENT, dup, &e);
+    assert_string_equal(tpu_last_error(), want);
+    for (int r = 0; r < 4; ++r) {
+      assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
+      assert_string_equal(e.message[r], r == 2 ? dup : want);
+    }
+  }
   expect_error(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
   expect_error(sys, BAD_PAIRS, TPU_INVALID_ARGUMENT, "Target 1 appears more than once", &e);
   release_system(NULL);
@@ -809,15 +854,6 @@ static tpu_status size_computation(tpu_replica_context *ctx, tpu_tensor *const *
   tpu_tensor_release(out);
   tpu_tensor_release(x);
   return st;
-}
-
-/* `message` is "replica N: <want>" for a replica N of the step: the replica is
- * named once, at the front. */
-static void expect_replica_message(const char *message, const char *want) {
-  int replica = -1, prefix = 0;
-  if (sscanf(message, "replica %d: %n", &replica, &prefix) != 1 || prefix == 0 || replica < 0 ||
-      replica >= 4 || strcmp(message + prefix, want) != 0)
-    fail_msg("message \"%s\" is not \"replica N: %s\"", message, want);
 }
 
 static void test_collectives__output_size_overflow(void **state) {

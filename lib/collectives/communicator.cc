@@ -86,6 +86,9 @@ void Communicator::abort(int replica, tpu_status code, const std::string& messag
   rv_->abort(replica, code, message);
 }
 bool Communicator::aborted() const { return rv_->aborted(); }
+bool Communicator::failure(int* origin, tpu_status* code, std::string* message) const {
+  return rv_->failure(origin, code, message);
+}
 void Communicator::depart(int rank) { rv_->depart(rank); }
 
 // Validates the call's arguments on this replica. An invalid call fails the whole
@@ -100,7 +103,7 @@ void Communicator::check_local(int rank, Fn&& checks) {
   try {
     checks();
   } catch (const Error& e) {
-    rv_->poison(e.code(), str_cat("replica ", rank, ": ", e.message()));
+    rv_->poison(e.code(), e.message(), rank);
     throw;
   }
 }

@@ -48,7 +48,7 @@ struct Executor::Step {
   Communicator* comm = nullptr;
   alignas(64) std::atomic<uint32_t> pending{0};
   std::atomic<int> first_failure{-1};  // replica that failed first on its own
-  std::atomic<int> first_abort{-1};    // replica that first returned ABORTED by the step
+  std::atomic<int> first_abort{-1};    // replica that first failed after the step had
   WakeWord done;
 };
 
@@ -159,9 +159,14 @@ void Executor::record_failure(Core& core, tpu_status status) {
     else if (*last_error() != '\0') core.error = last_error();
     else core.error = str_cat("the computation returned ", status_name(status));
   }
-  // A replica aborted because another failed must not hide that failure; claiming
-  // first_failure before aborting the communicator orders the two.
-  const bool collateral = status == TPU_ABORTED && step.comm->aborted();
+  // A replica that fails after the step failed (aborted, or given another replica's
+  // error) must not hide that failure; claiming first_failure before aborting the
+  // communicator orders the two.
+  int origin = -1;
+  tpu_status code;
+  std::string message;
+  const bool collateral =
+      step.comm->failure(&origin, &code, &message) && origin != ctx.replica_id;
   int none = -1;
   (collateral ? step.first_abort : step.first_failure)
       .compare_exchange_strong(none, ctx.replica_id, std::memory_order_acq_rel);
@@ -215,22 +220,35 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   return collect(n, cores, outputs);
 }
 
+StepResult Executor::first_error(const int* cores) {
+  Step& step = *step_;
+  int failed = step.first_failure.load(std::memory_order_acquire);
+  if (failed < 0) {
+    failed = step.first_abort.load(std::memory_order_acquire);
+    if (failed < 0) return {};
+    // Only failures after the step had: report the replica whose error that was, as
+    // the communicator words it ("replica R: ..."), not R's error behind another name.
+    int origin = -1;
+    StepResult result;
+    if (step.comm->failure(&origin, &result.code, &result.message) && origin >= 0) return result;
+  }
+  const Core& core = cores_[cores[failed]];
+  return {core.status, str_cat("replica ", failed, ": ", core.error), false};
+}
+
 StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** outputs) {
   Step& step = *step_;
   const int num_outputs = step.spec.num_outputs;
-  int failed = step.first_failure.load(std::memory_order_acquire);
-  if (failed < 0) failed = step.first_abort.load(std::memory_order_acquire);
+  StepResult result = first_error(cores);
   for (int r = 0; r < num_replicas; ++r) {
     Core& core = cores_[cores[r]];
     for (int o = 0; o < num_outputs; ++o) {
       tpu_tensor* t = std::exchange(core.outputs[o], nullptr);
-      if (failed < 0) outputs[static_cast<int64_t>(r) * num_outputs + o] = t;
+      if (result.code == TPU_OK) outputs[static_cast<int64_t>(r) * num_outputs + o] = t;
       else release(t);
     }
   }
-  if (failed < 0) return {};
-  const Core& core = cores_[cores[failed]];
-  return {core.status, str_cat("replica ", failed, ": ", core.error), false};
+  return result;
 }
 
 StepResult Executor::abandon(int num_replicas, const int* cores, tpu_tensor** outputs) {
@@ -262,15 +280,10 @@ StepResult Executor::abandon(int num_replicas, const int* cores, tpu_tensor** ou
   const char* plural = num_stuck > 1 ? "s" : "";
   const std::string lost = str_cat("replica", plural, " ", stuck, " did not return within ",
                                    timeout_ms_, " ms");
-  StepResult result;
+  StepResult result = first_error(cores);
   result.abandoned = true;
-  int failed = step.first_failure.load(std::memory_order_acquire);
-  if (failed < 0) failed = step.first_abort.load(std::memory_order_acquire);
-  if (failed >= 0) {
-    const Core& core = cores_[cores[failed]];
-    result.code = core.status;
-    result.message = str_cat("replica ", failed, ": ", core.error, " (", lost,
-                             " of the failure; their cores are lost)");
+  if (result.code != TPU_OK) {
+    result.message += str_cat(" (", lost, " of the failure; their cores are lost)");
   } else {
     result.code = TPU_DEADLINE_EXCEEDED;
     result.message = str_cat(lost, " after another replica finished; their cores are lost");

@@ -82,6 +82,7 @@ class Executor {
   void worker_loop(int index);
   void run_replica(Core& core);
   void record_failure(Core& core, tpu_status status);
+  StepResult first_error(const int* cores);
   StepResult collect(int num_replicas, const int* cores, tpu_tensor** outputs);
   StepResult abandon(int num_replicas, const int* cores, tpu_tensor** outputs);
 
