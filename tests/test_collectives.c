@@ -683,16 +683,19 @@ static void test_collectives__missing_and_stuck_replicas(void **state) {
   assert_int_equal(e.status[0], TPU_DEADLINE_EXCEEDED);
   assert_int_equal(e.status[3], TPU_DEADLINE_EXCEEDED);
 
-  /* A replica stuck for good: the caller still gets the deadline error in bounded
-   * time, and the system, whose core is lost, refuses further steps. */
+  /* A replica late past the grace period too: the caller still gets the deadline
+   * error in bounded time, and a step that needs its core fails once it has waited
+   * the deadline for it. */
   sys = start_system(4, 100);
-  /* The abandoned replica still writes its status when it wakes: give it a case
-   * that outlives this test and that nothing else touches. */
-  static err_case abandoned;
-  abandoned.stuck_ms = 1500;
-  assert_int_equal(run_error_step(sys, STUCK_REPLICA, &abandoned), TPU_DEADLINE_EXCEEDED);
+  /* The late replica still writes its status when it wakes: give it a case that
+   * outlives this test and that nothing else touches. */
+  static err_case late;
+  late.stuck_ms = 1500;
+  assert_int_equal(run_error_step(sys, STUCK_REPLICA, &late), TPU_DEADLINE_EXCEEDED);
   assert_non_null(strstr(tpu_last_error(), "waiting for replicas [3]"));
-  assert_int_equal(run_error_step(sys, MISMATCH_DTYPE, &e), TPU_FAILED_PRECONDITION);
+  assert_non_null(strstr(tpu_last_error(), "(replica 3 did not return within 100 ms of the failure)"));
+  assert_int_equal(run_error_step(sys, MISMATCH_DTYPE, &e), TPU_UNAVAILABLE);
+  assert_non_null(strstr(tpu_last_error(), "core 3 (still running replica 3 of an earlier step"));
   release_system(NULL);
 }
 

@@ -460,32 +460,133 @@ static void test_replicate__close_on_failure(void **state) {
   assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
 }
 
-static atomic_int g_release_stuck;
+/* ---- replicas that overrun the deadline --------------------------------------------- */
 
+static atomic_int g_release_stuck;
+static atomic_int g_stuck_returned;
+static float g_stuck_input;
+
+/* Replica 1 waits for g_release_stuck (at most 10 s), then reads its input, which
+ * its caller released long ago: the runtime holds it. */
 static tpu_status one_stuck(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
                             tpu_tensor **out, int no, void *user) {
   if (replica_id(ctx) != 1) return TPU_OK;
-  for (int i = 0; i < 10000 && !atomic_load(&g_release_stuck); ++i) sleep_ms(1); /* <= 10 s */
+  for (int i = 0; i < 10000 && !atomic_load(&g_release_stuck); ++i) sleep_ms(1);
+  void *p = NULL;
+  if (ni > 0 && tpu_tensor_data(in[0], &p) == TPU_OK) g_stuck_input = *(float *)p;
+  atomic_store(&g_stuck_returned, 1);
   return TPU_OK;
 }
 
+/* A computation that does not return costs its core, and only that: the caller gets
+ * the deadline error in bounded time, a step that needs the core fails after waiting
+ * the deadline for it, steps on other cores run, and shutdown is bounded too. */
 static void test_replicate__stuck_replica_is_bounded(void **state) {
+  atomic_store(&g_release_stuck, 0);
+  atomic_store(&g_stuck_returned, 0);
   start(4, 200, 0);
-  float v = 1;
   tpu_tensor *in[4];
-  for (int r = 0; r < 4; ++r) in[r] = floats(&v, 1);
+  for (int r = 0; r < 4; ++r) {
+    float v = (float)(r + 1);
+    in[r] = floats(&v, 1);
+  }
   double t0 = now();
   expect_error(tpu_replicate(g_sys, one_stuck, NULL, 4, 1, in, NULL, NULL, 0, NULL),
-               TPU_DEADLINE_EXCEEDED, "replica 1 did not return within 200 ms");
+               TPU_DEADLINE_EXCEEDED, "replica 1 did not return within 200 ms after another replica finished");
   assert_true(now() - t0 < 5.0);
-  release_all(in, 4); /* the stuck replica holds its own references */
-  int closed = 0;
+  release_all(in, 4); /* the late replica holds its own references */
+  int closed = 1;
   assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
-  assert_int_equal(closed, 1);
-  expect_error(tpu_replicate(g_sys, one_stuck, NULL, 1, 0, NULL, NULL, NULL, 0, NULL),
-               TPU_FAILED_PRECONDITION, "closed by a failed step");
+  assert_int_equal(closed, 0);
+
+  t0 = now();
+  expect_error(tpu_replicate(g_sys, one_stuck, NULL, 4, 0, NULL, NULL, NULL, 0, NULL),
+               TPU_UNAVAILABLE,
+               "the step needs core 1 (still running replica 1 of an earlier step, which overran "
+               "its deadline), which did not return within 200 ms more");
+  assert_true(now() - t0 < 5.0);
+  atomic_int calls = 0;
+  assert_int_equal(tpu_replicate(g_sys, empty, &calls, 1, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_int_equal(calls, 1); /* replica 0 on core 0 */
+
+  t0 = now();
+  expect_error(tpu_system_shutdown(g_sys), TPU_DEADLINE_EXCEEDED,
+               "the system is shut down, but core 1 (still running replica 1 of an earlier step");
+  assert_true(now() - t0 < 5.0);
+  assert_int_equal(g_stuck_returned, 0);
+  /* When it returns at last, shutdown finds nothing running. */
   atomic_store(&g_release_stuck, 1);
   assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK);
+  assert_int_equal(g_stuck_returned, 1);
+  assert_true(g_stuck_input == 2.0f);
+}
+
+typedef struct {
+  int sleep_ms;          /* replica 1 sleeps this long before it touches anything */
+  atomic_int go;         /* or, if sleep_ms is 0, waits for this */
+  atomic_int returned;   /* set last, just before replica 1 returns */
+  float seen;            /* replica 1's input, read after the sleep */
+} late_plan;
+
+static tpu_status one_late(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                           tpu_tensor **out, int no, void *user) {
+  late_plan *p = user;
+  if (replica_id(ctx) != 1) return TPU_OK;
+  if (p->sleep_ms > 0) sleep_ms(p->sleep_ms);
+  for (int i = 0; i < 10000 && p->sleep_ms == 0 && !atomic_load(&p->go); ++i) sleep_ms(1);
+  if (p->sleep_ms == 0) sleep_ms(50); /* still running when the caller starts to wait */
+  void *data = NULL;
+  if (ni > 0 && tpu_tensor_data(in[0], &data) == TPU_OK) p->seen = *(float *)data;
+  if (no > 0) out[0] = int_scalar(1); /* released by the runtime: the step failed */
+  atomic_store(&p->returned, 1);
+  return TPU_OK;
+}
+
+/* One replica sleeps 1.5 s past a 400 ms deadline: the step fails naming it, and
+ * once it returns its core serves the next step (it used to close the system). */
+static void test_replicate__late_replica_gives_its_core_back(void **state) {
+  start(4, 400, 0);
+  late_plan plan;
+  memset(&plan, 0, sizeof plan);
+  plan.sleep_ms = 1900;
+  tpu_tensor *out[4] = {NULL, NULL, NULL, NULL};
+  expect_error(tpu_replicate(g_sys, one_late, &plan, 4, 0, NULL, NULL, NULL, 1, out),
+               TPU_DEADLINE_EXCEEDED,
+               "replica 1 did not return within 400 ms after another replica finished");
+  for (int r = 0; r < 4; ++r) assert_null(out[r]);
+  assert_int_equal(plan.returned, 0);
+  for (int i = 0; i < 10000 && !atomic_load(&plan.returned); ++i) sleep_ms(1);
+  assert_int_equal(plan.returned, 1);
+  atomic_int calls = 0;
+  assert_int_equal(tpu_replicate(g_sys, empty, &calls, 4, 0, NULL, NULL, NULL, 0, NULL), TPU_OK);
+  assert_int_equal(calls, 4);
+  int closed = 1;
+  assert_int_equal(tpu_system_is_closed(g_sys, &closed), TPU_OK);
+  assert_int_equal(closed, 0);
+}
+
+/* The contract of replicate.h: after a step fails without a late replica, its
+ * inputs are the runtime's to keep alive and its user_data stays the caller's to
+ * keep alive until shutdown has waited for the computation. Here both are freed as
+ * early as the contract allows; AddressSanitizer reports a use after free if the
+ * runtime returned from shutdown before the computation did, or lost its inputs. */
+static void test_replicate__late_replica_and_the_callers_memory(void **state) {
+  start(4, 400, 0);
+  late_plan *plan = calloc(1, sizeof *plan);
+  assert_non_null(plan);
+  tpu_tensor *in[4];
+  for (int r = 0; r < 4; ++r) {
+    float v = (float)(10 + r);
+    in[r] = floats(&v, 1);
+  }
+  expect_error(tpu_replicate(g_sys, one_late, plan, 4, 1, in, NULL, NULL, 0, NULL),
+               TPU_DEADLINE_EXCEEDED, "replica 1 did not return");
+  release_all(in, 4);
+  atomic_store(&plan->go, 1);
+  assert_int_equal(tpu_system_shutdown(g_sys), TPU_OK); /* waits for replica 1 */
+  assert_int_equal(plan->returned, 1);
+  assert_true(plan->seen == 11.0f);
+  free(plan);
 }
 
 /* ---- many and concurrent steps ------------------------------------------------- */
@@ -660,6 +761,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_replicate__first_failure_and_recovery, teardown),
       cmocka_unit_test_teardown(test_replicate__close_on_failure, teardown),
       cmocka_unit_test_teardown(test_replicate__stuck_replica_is_bounded, teardown),
+      cmocka_unit_test_teardown(test_replicate__late_replica_gives_its_core_back, teardown),
+      cmocka_unit_test_teardown(test_replicate__late_replica_and_the_callers_memory, teardown),
       cmocka_unit_test_teardown(test_replicate__many_steps, teardown),
       cmocka_unit_test_teardown(test_replicate__concurrent_callers, teardown),
       cmocka_unit_test_teardown(test_replicate__no_nesting, teardown),
