@@ -18,7 +18,7 @@
  * returns. From then on:
  * - the runtime touches nothing of the caller's: it holds its own references to the
  *   late replica's inputs and releases them, and what the replica outputs, when the
- *   computation returns; it never calls the computation again for that step;
+ *   computation returns (the caller may release its inputs at once);
  * - the late computation itself still runs with its `user_data`: the caller must
  *   keep user_data valid until it returns. tpu_system_shutdown (and release) wait
  *   for late computations, up to the deadline, and say TPU_DEADLINE_EXCEEDED when

@@ -201,8 +201,7 @@ TPU_EXPORT tpu_status tpu_tensor_reshape(const tpu_tensor* tensor, const int64_t
         continue;
       }
       if (dims[i] < 0) invalid_argument("dimension ", i, " is negative (", dims[i], ")");
-      if (dims[i] != 0 && known > INT64_MAX / dims[i]) invalid_argument("element count of shape ", shape_string(dims, rank), " overflows");
-      known *= dims[i];
+      known = checked_mul(known, dims[i], "the element count of shape ", ShapeText{dims, rank});
     }
     if (inferred >= 0) {
       if (known == 0 || tensor->num_elements % known != 0)
