@@ -190,16 +190,14 @@ static void reference_reduce(tpu_dtype d, tpu_reduce_op op, const int32_t *membe
     int64_t v = input_value(d, members[k], i);
     if (k == 0) { acc = v; continue; }
     switch (op) {
-      case TPU_REDUCE_SUM: case TPU_REDUCE_MEAN: acc = wrap_i(d, (int64_t)((uint64_t)acc + (uint64_t)v)); break;
+      case TPU_REDUCE_MEAN: acc += v; break; /* the mean of the values: no wrapping */
+      case TPU_REDUCE_SUM: acc = wrap_i(d, (int64_t)((uint64_t)acc + (uint64_t)v)); break;
       case TPU_REDUCE_PROD: acc = wrap_i(d, (int64_t)((uint64_t)acc * (uint64_t)v)); break;
       case TPU_REDUCE_MIN: acc = d == TPU_BOOL ? (acc && v) : (v < acc ? v : acc); break;
       case TPU_REDUCE_MAX: acc = d == TPU_BOOL ? (acc || v) : (v > acc ? v : acc); break;
     }
   }
-  if (op == TPU_REDUCE_MEAN) {
-    if (d == TPU_UINT64) acc = (int64_t)((uint64_t)acc / (uint64_t)g);
-    else acc = wrap_i(d, acc / g);
-  }
+  if (op == TPU_REDUCE_MEAN) acc /= g; /* truncates toward zero */
   set_value(d, expect, 0, acc);
 }
 
@@ -528,6 +526,16 @@ static void test_collectives__permute_and_broadcast(void **state) {
 
 /* ---- error paths ----------------------------------------------------------- */
 
+/* `message` is "replica N: <want>" for a replica N of the step: the replica is
+ * named once, at the front. */
+static void expect_replica_message(const char *message, const char *want) {
+  int replica = -1, prefix = 0;
+  if (sscanf(message, "replica %d: %n", &replica, &prefix) != 1 || prefix == 0 || replica < 0 ||
+      replica >= 4 || strcmp(message + prefix, want) != 0)
+    fail_msg("message \"%s\" is not \"replica N: %s\"", message, want);
+}
+
+
 typedef struct {
   int mode;
   int stuck_ms; /* how long replica 3 sleeps before its collective in STUCK_REPLICA */
@@ -537,7 +545,8 @@ typedef struct {
 
 enum {
   MISMATCH_DTYPE, MISMATCH_SHAPE, MISMATCH_OP, MISMATCH_GROUPS, MISMATCH_KIND,
-  SKIP_COLLECTIVE, STUCK_REPLICA, FAILING_REPLICA, BAD_GROUPS, BAD_AXIS, BAD_PAIRS, BF16_SCOPE_MISMATCH
+  SKIP_COLLECTIVE, STUCK_REPLICA, FAILING_REPLICA, BAD_GROUPS, BAD_AXIS, BAD_PAIRS, BF16_SCOPE_MISMATCH,
+  BAD_GROUPS_ONE, BAD_GROUPS_ONE_SWALLOWED
 };
 
 static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
@@ -581,6 +590,25 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
       const int32_t dup[] = {0, 1, 1, 3};
       tpu_group_assignment bad = {dup, 2, 2};
       st = tpu_cross_replica_sum(ctx, x, &bad, &out, NULL);
+      break;
+    }
+    case BAD_GROUPS_ONE:
+    case BAD_GROUPS_ONE_SWALLOWED: {
+      /* Only replica 2 passes bad groups; it returns last, so the others, failed by its
+       * error, record theirs first. */
+      const int32_t dup[] = {0, 1, 1, 3};
+      tpu_group_assignment bad = {dup, 2, 2};
+      st = tpu_cross_replica_sum(ctx, x, r == 2 ? &bad : NULL, &out, NULL);
+      if (r == 2) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+        if (e->mode == BAD_GROUPS_ONE_SWALLOWED) {
+          snprintf(e->message[r], sizeof e->message[r], "%s", tpu_last_error());
+          e->status[r] = st;
+          tpu_tensor_release(x);
+          return TPU_OK;
+        }
+      }
       break;
     }
     case BAD_AXIS: st = tpu_all_gather(ctx, x, r == 0 ? 3 : 0, NULL, &out, NULL); break;
@@ -662,16 +690,19 @@ static void test_collectives__missing_and_stuck_replicas(void **state) {
   assert_int_equal(e.status[0], TPU_DEADLINE_EXCEEDED);
   assert_int_equal(e.status[3], TPU_DEADLINE_EXCEEDED);
 
-  /* A replica stuck for good: the caller still gets the deadline error in bounded
-   * time, and the system, whose core is lost, refuses further steps. */
+  /* A replica late past the grace period too: the caller still gets the deadline
+   * error in bounded time, and a step that needs its core fails once it has waited
+   * the deadline for it. */
   sys = start_system(4, 100);
-  /* The abandoned replica still writes its status when it wakes: give it a case
-   * that outlives this test and that nothing else touches. */
-  static err_case abandoned;
-  abandoned.stuck_ms = 1500;
-  assert_int_equal(run_error_step(sys, STUCK_REPLICA, &abandoned), TPU_DEADLINE_EXCEEDED);
+  /* The late replica still writes its status when it wakes: give it a case that
+   * outlives this test and that nothing else touches. */
+  static err_case late;
+  late.stuck_ms = 1500;
+  assert_int_equal(run_error_step(sys, STUCK_REPLICA, &late), TPU_DEADLINE_EXCEEDED);
   assert_non_null(strstr(tpu_last_error(), "waiting for replicas [3]"));
-  assert_int_equal(run_error_step(sys, MISMATCH_DTYPE, &e), TPU_FAILED_PRECONDITION);
+  assert_non_null(strstr(tpu_last_error(), "(replica 3 did not return within 100 ms of the failure)"));
+  assert_int_equal(run_error_step(sys, MISMATCH_DTYPE, &e), TPU_UNAVAILABLE);
+  assert_non_null(strstr(tpu_last_error(), "core 3 (still running replica 3 of an earlier step"));
   release_system(NULL);
 }
 
@@ -692,10 +723,188 @@ static void test_collectives__bad_arguments(void **state) {
   (void)state;
   tpu_system *sys = start_system(4, time_limit_ms(10000));
   err_case e;
-  CHECK_STEP_ERROR(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, "1", &e);
+  /* Every replica finds the duplicate; the step names one of them, once. */
+  const char *dup = "replica 1 appears twice in group_assignment (group 0 and group 1)";
+  CHECK_STEP_ERROR(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, dup, &e);
+  expect_replica_message(tpu_last_error(), dup);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
+  /* Only replica 2 passes them: the others get "replica 2: ..." and the step names
+   * replica 2, even when they fail first and even when replica 2 returns OK. */
+  char want[256];
+  snprintf(want, sizeof want, "replica 2: %s", dup);
+  for (int mode = BAD_GROUPS_ONE; mode <= BAD_GROUPS_ONE_SWALLOWED; ++mode) {
+    CHECK_STEP_ERROR(sys, mode, TPU_INVALID_ARGUMENT, dup, &e);
+    assert_string_equal(tpu_last_error(), want);
+    for (int r = 0; r < 4; ++r) {
+      assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
+      assert_string_equal(e.message[r], r == 2 ? dup : want);
+    }
+  }
   CHECK_STEP_ERROR(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
   CHECK_STEP_ERROR(sys, BAD_PAIRS, TPU_INVALID_ARGUMENT, "Target 1 appears more than once", &e);
+  release_system(NULL);
+}
+
+/* ---- integer MEAN ------------------------------------------------------------ */
+
+typedef struct {
+  tpu_dtype dtype;
+  int64_t value[MAX_REPLICAS]; /* replica r's scalar (uint64 by its bits) */
+  tpu_status status[MAX_REPLICAS];
+  int64_t result[MAX_REPLICAS];
+} mean_case;
+
+/* Each replica all-reduces a scalar with MEAN. No cmocka assertions here: this runs
+ * on the replicas' threads. */
+static tpu_status mean_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
+                                   tpu_tensor **outputs, int no, void *user_data) {
+  mean_case *m = user_data;
+  int r = 0;
+  size_t es = 0;
+  tpu_replica_context_replica_id(ctx, &r);
+  tpu_dtype_size(m->dtype, &es);
+  unsigned char v[8];
+  set_value(m->dtype, v, 0, m->value[r]);
+  tpu_tensor *x = NULL, *out = NULL;
+  tpu_status st = tpu_tensor_create(m->dtype, NULL, 0, v, es, &x);
+  if (st == TPU_OK) st = tpu_all_reduce(ctx, x, TPU_REDUCE_MEAN, NULL, &out, NULL);
+  if (st == TPU_OK) {
+    void *data = NULL;
+    tpu_tensor_data(out, &data);
+    m->result[r] = 0;
+    switch (m->dtype) { /* read back as the dtype's own type */
+      case TPU_INT8: m->result[r] = *(int8_t *)data; break;
+      case TPU_UINT8: m->result[r] = *(uint8_t *)data; break;
+      case TPU_INT16: m->result[r] = *(int16_t *)data; break;
+      case TPU_INT32: m->result[r] = *(int32_t *)data; break;
+      case TPU_UINT32: m->result[r] = *(uint32_t *)data; break;
+      default: memcpy(&m->result[r], data, 8); break;
+    }
+  }
+  m->status[r] = st;
+  tpu_tensor_release(out);
+  tpu_tensor_release(x);
+  return st;
+}
+
+/* The integer mean is the mean of the values, truncated toward zero: the sum must
+ * not wrap first (seven uint8 102s once gave 29). */
+static void test_collectives__integer_mean_does_not_wrap(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(7, 20000);
+  const struct {
+    tpu_dtype dtype;
+    int64_t first, rest, want;
+  } cases[] = {
+      {TPU_UINT8, 102, 102, 102},
+      {TPU_INT8, -100, -100, -100},
+      {TPU_INT16, -10, 0, -1}, /* -10/7 = -1.43: toward zero, not -2 */
+      {TPU_INT16, 10, 0, 1},
+      {TPU_INT32, INT32_MAX, INT32_MAX, INT32_MAX},
+      {TPU_UINT32, 4000000000, 4000000000, 4000000000},
+      {TPU_INT64, INT64_MAX, INT64_MAX, INT64_MAX},
+      {TPU_INT64, INT64_MIN, INT64_MIN, INT64_MIN},
+      {TPU_UINT64, -1, -1, -1}, /* UINT64_MAX by its bits */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    mean_case m;
+    memset(&m, 0, sizeof m);
+    m.dtype = cases[i].dtype;
+    for (int r = 0; r < 7; ++r) m.value[r] = r == 0 ? cases[i].first : cases[i].rest;
+    tpu_status st = tpu_replicate(sys, mean_computation, &m, 7, 0, NULL, 0, NULL, NULL);
+    if (st != TPU_OK) fail_msg("case %zu: %s: %s", i, tpu_status_name(st), tpu_last_error());
+    for (int r = 0; r < 7; ++r)
+      if (m.result[r] != cases[i].want)
+        fail_msg("case %zu (dtype %d): replica %d got %lld, want %lld", i, cases[i].dtype, r,
+                 (long long)m.result[r], (long long)cases[i].want);
+  }
+  release_system(NULL);
+}
+
+/* ---- output sizes that overflow ---------------------------------------------- */
+
+enum { GATHER_DIM_OVERFLOW, GATHER_AXIS0_OF_EMPTY, GATHER_COUNT_OVERFLOW, ALL_TO_ALL_OVERFLOW,
+       SCATTER_EMPTY_HUGE };
+
+typedef struct {
+  int mode;
+  tpu_status status[MAX_REPLICAS];
+  char message[MAX_REPLICAS][256];
+  int64_t dims[MAX_REPLICAS][3];
+} size_case;
+
+#define HUGE_DIM (INT64_C(1) << 62)
+
+static tpu_status size_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
+                                   tpu_tensor **outputs, int no, void *user_data) {
+  size_case *c = user_data;
+  int r = 0;
+  tpu_replica_context_replica_id(ctx, &r);
+  const int64_t empty_huge[2] = {0, HUGE_DIM};     /* 0 elements: a valid shape */
+  const int64_t count_edge[3] = {3, INT64_C(1) << 61, 0}; /* 3 * 2^61 still fits */
+  const int64_t empty_huge3[3] = {0, HUGE_DIM, HUGE_DIM};
+  const int64_t *dims = c->mode == GATHER_COUNT_OVERFLOW ? count_edge
+                        : c->mode == SCATTER_EMPTY_HUGE  ? empty_huge3
+                                                         : empty_huge;
+  const int rank = c->mode == GATHER_COUNT_OVERFLOW || c->mode == SCATTER_EMPTY_HUGE ? 3 : 2;
+  tpu_tensor *x = NULL, *out = NULL;
+  tpu_status st = tpu_tensor_create(TPU_INT8, dims, rank, NULL, 0, &x);
+  if (st == TPU_OK) {
+    switch (c->mode) {
+      case GATHER_DIM_OVERFLOW: st = tpu_all_gather(ctx, x, 1, NULL, &out, NULL); break;
+      case GATHER_AXIS0_OF_EMPTY: st = tpu_all_gather(ctx, x, 0, NULL, &out, NULL); break;
+      case GATHER_COUNT_OVERFLOW: st = tpu_all_gather(ctx, x, 0, NULL, &out, NULL); break;
+      case ALL_TO_ALL_OVERFLOW: st = tpu_all_to_all(ctx, x, 1, 0, 4, NULL, &out, NULL); break;
+      default: st = tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &out, NULL); break;
+    }
+  }
+  c->status[r] = st;
+  snprintf(c->message[r], sizeof c->message[r], "%s", st == TPU_OK ? "" : tpu_last_error());
+  if (st == TPU_OK) tpu_tensor_dims(out, c->dims[r], 3, &(size_t){0});
+  tpu_tensor_release(out);
+  tpu_tensor_release(x);
+  return st;
+}
+
+static void test_collectives__output_size_overflow(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, 10000);
+  size_case c;
+  const struct {
+    int mode;
+    const char *want; /* NULL: succeeds */
+  } cases[] = {
+      {GATHER_DIM_OVERFLOW,
+       "dimension 1 of all_gather's output (4 x int8[0,4611686018427387904]) overflows: "
+       "4611686018427387904 * 4 is more than 9223372036854775807"},
+      {GATHER_AXIS0_OF_EMPTY, NULL},
+      {GATHER_COUNT_OVERFLOW,
+       "the element count of shape [12,2305843009213693952,0] overflows: 12 * "
+       "2305843009213693952 is more than 9223372036854775807"},
+      {ALL_TO_ALL_OVERFLOW,
+       "dimension 1 of all_to_all's output (int8[0,4611686018427387904] split 4 ways along 0 and "
+       "concatenated along 1) overflows: 4611686018427387904 * 4 is more than 9223372036854775807"},
+      {SCATTER_EMPTY_HUGE, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    memset(&c, 0, sizeof c);
+    c.mode = cases[i].mode;
+    tpu_status st = tpu_replicate(sys, size_computation, &c, 4, 0, NULL, 0, NULL, NULL);
+    if (cases[i].want == NULL) {
+      if (st != TPU_OK) fail_msg("mode %d: %s", c.mode, tpu_last_error());
+      continue;
+    }
+    assert_int_equal(st, TPU_INVALID_ARGUMENT);
+    expect_replica_message(tpu_last_error(), cases[i].want);
+    for (int r = 0; r < 4; ++r) assert_int_equal(c.status[r], TPU_INVALID_ARGUMENT);
+  }
+  /* The empty outputs keep their huge dimensions. */
+  c.mode = GATHER_AXIS0_OF_EMPTY;
+  CHECK_OK(tpu_replicate(sys, size_computation, &c, 4, 0, NULL, 0, NULL, NULL));
+  assert_true(c.dims[3][0] == 0 && c.dims[3][1] == HUGE_DIM);
+  c.mode = SCATTER_EMPTY_HUGE;
+  CHECK_OK(tpu_replicate(sys, size_computation, &c, 4, 0, NULL, 0, NULL, NULL));
+  assert_true(c.dims[2][0] == 0 && c.dims[2][1] == HUGE_DIM && c.dims[2][2] == HUGE_DIM);
   release_system(NULL);
 }
 
@@ -814,6 +1023,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_collectives__missing_and_stuck_replicas, release_system),
       cmocka_unit_test_teardown(test_collectives__failing_replica_aborts_the_others, release_system),
       cmocka_unit_test_teardown(test_collectives__bad_arguments, release_system),
+      cmocka_unit_test_teardown(test_collectives__integer_mean_does_not_wrap, release_system),
+      cmocka_unit_test_teardown(test_collectives__output_size_overflow, release_system),
       cmocka_unit_test_teardown(test_collectives__bfloat16_scope_numbers, release_system),
       cmocka_unit_test_teardown(test_collectives__every_placement, release_system),
       cmocka_unit_test_teardown(test_collectives__thousand_random_steps, release_system),

@@ -348,6 +348,57 @@ static void test_replicate__maximum_shapes(void **state) {
   release_all(small, 2);
 }
 
+/* ---- sizes that overflow --------------------------------------------------------- */
+
+#define HUGE_DIM (INT64_C(1) << 62)
+
+/* out[0] = int8[0, 2^62]: no elements, a valid shape. */
+static tpu_status empty_huge(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                             tpu_tensor **out, int no, void *user) {
+  const int64_t dims[2] = {0, HUGE_DIM};
+  return tpu_tensor_create(TPU_INT8, dims, 2, NULL, 0, &out[0]);
+}
+
+static tpu_tensor *int8_tensor(int64_t d0, int64_t d1) {
+  const int64_t dims[2] = {d0, d1};
+  tpu_tensor *t = NULL;
+  CHECK_OK(tpu_tensor_create(TPU_INT8, dims, 2, NULL, 0, &t));
+  return t;
+}
+
+static void test_replicate__sizes_that_overflow(void **state) {
+  start(4, 0, 0);
+  /* shard: four [0, 2^62] outputs concatenated along axis 1 would have 2^64 columns. */
+  tpu_tensor *out = NULL;
+  const int axis1 = 1;
+  CHECK_ERROR(tpu_shard(g_sys, empty_huge, NULL, 0, NULL, 4, NULL, NULL, &axis1, 1, &out, NULL),
+               TPU_INVALID_ARGUMENT,
+               "dimension 1 of output 0 concatenated from 4 shards overflows: 4611686018427387904 "
+               "+ 4611686018427387904 is more than 9223372036854775807");
+  assert_null(out);
+  /* Along axis 0 they concatenate to [0, 2^62]. */
+  CHECK_OK(tpu_shard(g_sys, empty_huge, NULL, 0, NULL, 4, NULL, NULL, NULL, 1, &out, NULL));
+  int64_t dims[2] = {-1, -1};
+  CHECK_OK(tpu_tensor_dims(out, dims, 2, &(size_t){0}));
+  assert_true(dims[0] == 0 && dims[1] == HUGE_DIM);
+  tpu_tensor_release(out);
+
+  /* maximum_shapes: a padded dimension's real size is an int32 input, so a size beyond
+   * INT32_MAX is refused rather than truncated. */
+  tpu_tensor *in[4] = {int8_tensor(0, 2), int8_tensor(0, INT64_C(3000000000)),
+                       int8_tensor(0, 2), int8_tensor(0, 2)};
+  tpu_shape max;
+  memset(&max, 0, sizeof max);
+  max.rank = 2, max.dims[0] = -1, max.dims[1] = -1;
+  atomic_int calls = 0;
+  CHECK_ERROR(tpu_replicate(g_sys, empty, &calls, 4, 1, in, 0, NULL, STEP_OPTIONS(NULL, &max, 1)),
+               TPU_INVALID_ARGUMENT,
+               "replica 1 input 0 (int8[0,3000000000]) has size 3000000000 in dimension 1, more "
+               "than the int32 real-size input of a padded dimension can hold");
+  assert_int_equal(calls, 0);
+  release_all(in, 4);
+}
+
 /* ---- failures ------------------------------------------------------------------ */
 
 typedef struct {
@@ -426,33 +477,135 @@ static void test_replicate__close_on_failure(void **state) {
   CHECK_OK(tpu_system_shutdown(g_sys));
 }
 
-static atomic_int g_release_stuck;
+/* ---- replicas that overrun the deadline --------------------------------------------- */
 
+static atomic_int g_release_stuck;
+static atomic_int g_stuck_returned;
+static float g_stuck_input;
+
+/* Replica 1 waits for g_release_stuck (at most 10 s), then reads its input, which
+ * its caller released long ago: the runtime holds it. */
 static tpu_status one_stuck(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
                             tpu_tensor **out, int no, void *user) {
   if (replica_id(ctx) != 1) return TPU_OK;
   /* Until the test releases it, or 10 s (scaled) so that it ends even if the test does not. */
   for (int64_t i = 0; i < time_limit_ms(10000) && !atomic_load(&g_release_stuck); ++i) sleep_ms(1);
+  void *p = NULL;
+  if (ni > 0 && tpu_tensor_data(in[0], &p) == TPU_OK) g_stuck_input = *(float *)p;
+  atomic_store(&g_stuck_returned, 1);
   return TPU_OK;
 }
 
+/* A computation that does not return costs its core, and only that: the caller gets
+ * the deadline error in bounded time, a step that needs the core fails after waiting
+ * the deadline for it, steps on other cores run, and shutdown is bounded too. */
 static void test_replicate__stuck_replica_is_bounded(void **state) {
+  atomic_store(&g_release_stuck, 0);
+  atomic_store(&g_stuck_returned, 0);
   start(4, 200, 0);
-  float v = 1;
   tpu_tensor *in[4];
-  for (int r = 0; r < 4; ++r) in[r] = floats(&v, 1);
+  for (int r = 0; r < 4; ++r) {
+    float v = (float)(r + 1);
+    in[r] = floats(&v, 1);
+  }
   double t0 = now();
   CHECK_ERROR(tpu_replicate(g_sys, one_stuck, NULL, 4, 1, in, 0, NULL, NULL),
-               TPU_DEADLINE_EXCEEDED, "replica 1 did not return within 200 ms");
+               TPU_DEADLINE_EXCEEDED, "replica 1 did not return within 200 ms after another replica finished");
   assert_true(now() - t0 < time_limit(5.0));
-  release_all(in, 4); /* the stuck replica holds its own references */
-  int closed = 0;
+  release_all(in, 4); /* the late replica holds its own references */
+  int closed = 1;
   CHECK_OK(tpu_system_is_closed(g_sys, &closed));
-  assert_int_equal(closed, 1);
-  CHECK_ERROR(tpu_replicate(g_sys, one_stuck, NULL, 1, 0, NULL, 0, NULL, NULL),
-               TPU_FAILED_PRECONDITION, "closed by a failed step");
+  assert_int_equal(closed, 0);
+
+  t0 = now();
+  CHECK_ERROR(tpu_replicate(g_sys, one_stuck, NULL, 4, 0, NULL, 0, NULL, NULL),
+               TPU_UNAVAILABLE,
+               "the step needs core 1 (still running replica 1 of an earlier step, which overran "
+               "its deadline), which did not return within 200 ms more");
+  assert_true(now() - t0 < 5.0);
+  atomic_int calls = 0;
+  CHECK_OK(tpu_replicate(g_sys, empty, &calls, 1, 0, NULL, 0, NULL, NULL));
+  assert_int_equal(calls, 1); /* replica 0 on core 0 */
+
+  t0 = now();
+  CHECK_ERROR(tpu_system_shutdown(g_sys), TPU_DEADLINE_EXCEEDED,
+               "the system is shut down, but core 1 (still running replica 1 of an earlier step");
+  assert_true(now() - t0 < 5.0);
+  assert_int_equal(g_stuck_returned, 0);
+  /* When it returns at last, shutdown finds nothing running. */
   atomic_store(&g_release_stuck, 1);
   CHECK_OK(tpu_system_shutdown(g_sys));
+  assert_int_equal(g_stuck_returned, 1);
+  assert_true(g_stuck_input == 2.0f);
+}
+
+typedef struct {
+  int sleep_ms;          /* replica 1 sleeps this long before it touches anything */
+  atomic_int go;         /* or, if sleep_ms is 0, waits for this */
+  atomic_int returned;   /* set last, just before replica 1 returns */
+  float seen;            /* replica 1's input, read after the sleep */
+} late_plan;
+
+static tpu_status one_late(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                           tpu_tensor **out, int no, void *user) {
+  late_plan *p = user;
+  if (replica_id(ctx) != 1) return TPU_OK;
+  if (p->sleep_ms > 0) sleep_ms(p->sleep_ms);
+  for (int i = 0; i < 10000 && p->sleep_ms == 0 && !atomic_load(&p->go); ++i) sleep_ms(1);
+  if (p->sleep_ms == 0) sleep_ms(50); /* still running when the caller starts to wait */
+  void *data = NULL;
+  if (ni > 0 && tpu_tensor_data(in[0], &data) == TPU_OK) p->seen = *(float *)data;
+  const int32_t one = 1; /* an output the runtime releases: the step failed */
+  if (no > 0) tpu_tensor_create(TPU_INT32, NULL, 0, &one, sizeof one, &out[0]);
+  atomic_store(&p->returned, 1);
+  return TPU_OK;
+}
+
+/* One replica sleeps 1.5 s past a 400 ms deadline: the step fails naming it, and
+ * once it returns its core serves the next step (it used to close the system). */
+static void test_replicate__late_replica_gives_its_core_back(void **state) {
+  start(4, 400, 0);
+  late_plan plan;
+  memset(&plan, 0, sizeof plan);
+  plan.sleep_ms = 1900;
+  tpu_tensor *out[4] = {NULL, NULL, NULL, NULL};
+  CHECK_ERROR(tpu_replicate(g_sys, one_late, &plan, 4, 0, NULL, 1, out, NULL),
+               TPU_DEADLINE_EXCEEDED,
+               "replica 1 did not return within 400 ms after another replica finished");
+  for (int r = 0; r < 4; ++r) assert_null(out[r]);
+  assert_int_equal(plan.returned, 0);
+  for (int i = 0; i < 10000 && !atomic_load(&plan.returned); ++i) sleep_ms(1);
+  assert_int_equal(plan.returned, 1);
+  atomic_int calls = 0;
+  CHECK_OK(tpu_replicate(g_sys, empty, &calls, 4, 0, NULL, 0, NULL, NULL));
+  assert_int_equal(calls, 4);
+  int closed = 1;
+  CHECK_OK(tpu_system_is_closed(g_sys, &closed));
+  assert_int_equal(closed, 0);
+}
+
+/* The contract of replicate.h: after a step fails without a late replica, its
+ * inputs are the runtime's to keep alive and its user_data stays the caller's to
+ * keep alive until shutdown has waited for the computation. Here both are freed as
+ * early as the contract allows; AddressSanitizer reports a use after free if the
+ * runtime returned from shutdown before the computation did, or lost its inputs. */
+static void test_replicate__late_replica_and_the_callers_memory(void **state) {
+  start(4, 400, 0);
+  late_plan *plan = calloc(1, sizeof *plan);
+  assert_non_null(plan);
+  tpu_tensor *in[4];
+  for (int r = 0; r < 4; ++r) {
+    float v = (float)(10 + r);
+    in[r] = floats(&v, 1);
+  }
+  CHECK_ERROR(tpu_replicate(g_sys, one_late, plan, 4, 1, in, 0, NULL, NULL),
+               TPU_DEADLINE_EXCEEDED, "replica 1 did not return");
+  release_all(in, 4);
+  atomic_store(&plan->go, 1);
+  CHECK_OK(tpu_system_shutdown(g_sys)); /* waits for replica 1 */
+  assert_int_equal(plan->returned, 1);
+  assert_true(plan->seen == 11.0f);
+  free(plan);
 }
 
 /* ---- many and concurrent steps ------------------------------------------------- */
@@ -626,9 +779,12 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_replicate__explicit_device_assignment, teardown),
       cmocka_unit_test_teardown(test_replicate__argument_rules, teardown),
       cmocka_unit_test_teardown(test_replicate__maximum_shapes, teardown),
+      cmocka_unit_test_teardown(test_replicate__sizes_that_overflow, teardown),
       cmocka_unit_test_teardown(test_replicate__first_failure_and_recovery, teardown),
       cmocka_unit_test_teardown(test_replicate__close_on_failure, teardown),
       cmocka_unit_test_teardown(test_replicate__stuck_replica_is_bounded, teardown),
+      cmocka_unit_test_teardown(test_replicate__late_replica_gives_its_core_back, teardown),
+      cmocka_unit_test_teardown(test_replicate__late_replica_and_the_callers_memory, teardown),
       cmocka_unit_test_teardown(test_replicate__many_steps, teardown),
       cmocka_unit_test_teardown(test_replicate__concurrent_callers, teardown),
       cmocka_unit_test_teardown(test_replicate__no_nesting, teardown),

@@ -461,10 +461,172 @@ static void test_system__pinning_respects_affinity(void **state) {
   expect_pinned(&p, 3, last, 1);
 }
 
+/* ---- embedding configuration bytes: hostile input --------------------------------- */
+
+typedef struct {
+  unsigned char b[1024];
+  size_t n;
+} pbuf;
+
+static void put_varint(pbuf *p, uint64_t v) {
+  do {
+    unsigned char byte = v & 0x7f;
+    v >>= 7;
+    p->b[p->n++] = byte | (v ? 0x80 : 0);
+  } while (v);
+}
+
+static void put_int(pbuf *p, int field, int64_t v) {
+  put_varint(p, (uint64_t)field << 3);
+  put_varint(p, (uint64_t)v); /* negatives: 10-byte sign extension, as protobuf writes them */
+}
+
+static void put_bytes(pbuf *p, int field, const void *data, size_t n) {
+  put_varint(p, ((uint64_t)field << 3) | 2);
+  put_varint(p, n);
+  memcpy(p->b + p->n, data, n);
+  p->n += n;
+}
+
+static void put_message(pbuf *p, int field, const pbuf *m) { put_bytes(p, field, m->b, m->n); }
+
+/* A TPUEmbeddingConfiguration that uses every field, with `mode` and
+ * `sharding_strategy` as given (any int32, as the wire allows). */
+static pbuf embedding_proto(int32_t mode, int32_t sharding) {
+  pbuf p = {{0}, 0}, m = {{0}, 0};
+  put_bytes(&m, 1, "a", 1);
+  put_int(&m, 2, 100);
+  put_int(&m, 3, 8);
+  put_int(&m, 4, 2);
+  put_bytes(&m, 5, "\x0a\x00", 2);
+  put_message(&p, 1, &m);
+  m.n = 0;
+  put_bytes(&m, 1, "bb", 2);
+  put_int(&m, 2, INT64_C(1) << 40);
+  put_int(&m, 3, 4);
+  put_message(&p, 1, &m);
+  put_int(&p, 2, mode);
+  put_int(&p, 3, 16);
+  put_int(&p, 4, 1);
+  put_int(&p, 5, 8);
+  put_int(&p, 6, sharding);
+  put_int(&p, 7, 1);
+  put_bytes(&p, 9, "/tmp/profile", 12);
+  m.n = 0;
+  put_bytes(&m, 1, "f", 1);
+  put_int(&m, 2, 1);
+  const unsigned char shape[] = {4, 2};
+  put_bytes(&m, 3, shape, sizeof shape); /* packed input_shape [4, 2] */
+  put_message(&p, 10, &m);
+  m.n = 0;
+  put_int(&m, 1, 1);
+  put_int(&m, 2, 2);
+  put_message(&p, 11, &m);
+  return p;
+}
+
+/* Starting a one-core system with these bytes either works or fails with
+ * TPU_INVALID_ARGUMENT and a message; sanitizer builds catch anything worse. */
+static tpu_status init_with_embedding(const void *bytes, size_t n) {
+  tpu_system_options o = options_for(1);
+  o.embedding_config = n ? bytes : "";
+  o.embedding_config_len = n;
+  tpu_system *s = NULL;
+  tpu_status st = tpu_system_init(&o, &s);
+  if (st == TPU_OK) {
+    CHECK_OK(tpu_system_release(s));
+  } else {
+    if (st != TPU_INVALID_ARGUMENT || tpu_last_error()[0] == '\0')
+      fail_msg("%zu bytes: %s \"%s\"", n, tpu_status_name(st), tpu_last_error());
+    assert_null(s);
+  }
+  return st;
+}
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rng(void) { /* xorshift64: reproducible */
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (uint32_t)(g_rng >> 32);
+}
+
+static void test_system__embedding_config_enums_out_of_range(void **state) {
+  pbuf p = embedding_proto(2, 1);
+  CHECK_OK(init_with_embedding(p.b, p.n));
+  /* Values outside the enums (a C++ enum cannot hold -1: reading it was undefined). */
+  const int32_t bad[] = {-1, 4, INT32_MIN, INT32_MAX};
+  char want[128];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    p = embedding_proto(bad[i], 0);
+    snprintf(want, sizeof want, "TPUEmbeddingConfiguration mode %d is not UNSPECIFIED (0)", bad[i]);
+    CHECK_ERROR(init_with_embedding(p.b, p.n), TPU_INVALID_ARGUMENT, want);
+    p = embedding_proto(0, bad[i] == 4 ? 2 : bad[i]);
+    snprintf(want, sizeof want, "TPUEmbeddingConfiguration sharding_strategy %d is not",
+             bad[i] == 4 ? 2 : bad[i]);
+    CHECK_ERROR(init_with_embedding(p.b, p.n), TPU_INVALID_ARGUMENT, want);
+  }
+}
+
+/* As test_topology's parse fuzz: every truncation, random mutations of a valid
+ * configuration, and random bytes. */
+static void test_system__embedding_config_fuzz(void **state) {
+  const pbuf valid = embedding_proto(1, 1);
+  int accepted = 0, rejected = 0;
+  for (size_t n = 0; n <= valid.n; ++n)
+    init_with_embedding(valid.b, n) == TPU_OK ? ++accepted : ++rejected;
+  unsigned char b[sizeof valid.b];
+  for (int iter = 0; iter < 5000; ++iter) {
+    size_t n = valid.n;
+    memcpy(b, valid.b, n);
+    int edits = 1 + (int)(rng() % 4);
+    for (int e = 0; e < edits && n > 0; ++e) {
+      size_t at = rng() % n;
+      switch (rng() % 6) {
+        case 0: b[at] ^= (unsigned char)(1u << (rng() % 8)); break;
+        case 1: b[at] = (unsigned char)rng(); break;
+        case 2: n = at; break; /* truncate */
+        case 3:                /* insert a random byte */
+          if (n < sizeof b - 1) {
+            memmove(b + at + 1, b + at, n - at);
+            b[at] = (unsigned char)rng();
+            ++n;
+          }
+          break;
+        case 4: /* a varint of all ones: -1 in whatever field is there */
+          if (n + 10 < sizeof b) {
+            memmove(b + at + 10, b + at, n - at);
+            memset(b + at, 0xff, 9);
+            b[at + 9] = 0x01;
+            n += 10;
+          }
+          break;
+        default: /* duplicate a slice */
+          if (n + (n - at) < sizeof b) {
+            memcpy(b + n, b + at, n - at);
+            n += n - at;
+          }
+          break;
+      }
+    }
+    init_with_embedding(b, n) == TPU_OK ? ++accepted : ++rejected;
+  }
+  for (int iter = 0; iter < 2000; ++iter) {
+    size_t n = rng() % 64;
+    for (size_t i = 0; i < n; ++i) b[i] = (unsigned char)rng();
+    init_with_embedding(b, n) == TPU_OK ? ++accepted : ++rejected;
+  }
+  /* Both outcomes were exercised, so the mutations reached the validation. */
+  assert_true(accepted > 50);
+  assert_true(rejected > 50);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_system__init_query_shutdown, teardown),
       cmocka_unit_test_teardown(test_system__embedding_config_is_validated_and_kept, teardown),
+      cmocka_unit_test_teardown(test_system__embedding_config_enums_out_of_range, teardown),
+      cmocka_unit_test_teardown(test_system__embedding_config_fuzz, teardown),
       cmocka_unit_test_teardown(test_system__one_live_system, teardown),
       cmocka_unit_test_teardown(test_system__options_validation, teardown),
       cmocka_unit_test_teardown(test_system__zeroed_options_are_defaults, teardown),

@@ -752,6 +752,9 @@ static void test_tensor__conversion_args(void **state) {
   CHECK_ERROR(tpu_float_to_half(u.f + 1, u.h, 4), TPU_INVALID_ARGUMENT, "overlap");
   CHECK_ERROR(tpu_bfloat16_to_float(u.h + 2, u.f, 4), TPU_INVALID_ARGUMENT, "overlap");
   CHECK_ERROR(tpu_half_to_float(u.h + 14, u.f + 7, 1), TPU_INVALID_ARGUMENT, "overlap");
+  /* A count whose byte size does not fit in size_t is refused, not wrapped. */
+  CHECK_ERROR(tpu_float_to_bfloat16(u.f, u.h, SIZE_MAX / 4 + 2), TPU_INVALID_ARGUMENT,
+               "the size of 'in' (count");
   assert_memory_equal(u.f, f, sizeof f);
   /* Adjacent is not overlapping: in = u.f[0..4) is bytes [0,16), out = bytes [16,24). */
   CHECK_OK(tpu_float_to_half(u.f, u.h + 8, 4));

@@ -15,7 +15,10 @@
  *
  * Outputs are new tensors (*out, the caller's). Inputs are only read.
  * Reductions over bfloat16 and half accumulate in float32; integer sums wrap.
- * MEAN of integers truncates toward zero.
+ * MEAN of integers is the mean of the values, truncated toward zero: it is summed
+ * wide enough not to wrap (seven uint8 102s give 102).
+ * An output whose shape would overflow (a dimension or the element count beyond
+ * int64, as TensorFlow's TensorShape rules) is TPU_INVALID_ARGUMENT.
  */
 #ifndef TPURT_COLLECTIVES_H
 #define TPURT_COLLECTIVES_H

@@ -11,6 +11,25 @@
  * a collective returns TPU_ABORTED at once, and the caller gets the first error with
  * "replica R: " before its message. Outputs of a failed step are all NULL.
  *
+ * Late replicas. Once the step has failed or a replica has finished, the others get
+ * the system's collective deadline to return. One that has not returned by then is
+ * late: the step fails without it (TPU_DEADLINE_EXCEEDED "replica R did not return
+ * within T ms ...", or the first failure followed by that), and tpu_replicate
+ * returns. From then on:
+ * - the runtime touches nothing of the caller's: it holds its own references to the
+ *   late replica's inputs and releases them, and what the replica outputs, when the
+ *   computation returns (the caller may release its inputs at once);
+ * - the late computation itself still runs with its `user_data`: the caller must
+ *   keep user_data valid until it returns. tpu_system_shutdown (and release) wait
+ *   for late computations, up to the deadline, and say TPU_DEADLINE_EXCEEDED when
+ *   one is still running: after an OK shutdown no computation is running;
+ * - its collectives fail at once (TPU_ABORTED);
+ * - its core runs nothing else until it returns: a step that needs that core waits
+ *   up to the deadline for it, then fails with TPU_UNAVAILABLE naming the core;
+ *   steps on other cores run as usual. When it returns, its core serves steps again
+ *   and the system stays open (unless close_on_failure closed it). Only a
+ *   computation that never returns costs its core.
+ *
  * tpu_replicate and friends may be called from several host threads; steps on one
  * system run one at a time in call order. They must not be called from inside a
  * computation (TPU_FAILED_PRECONDITION: nesting is not allowed, as in TensorFlow).
@@ -87,8 +106,10 @@ TPU_API tpu_status tpu_step_options_init(tpu_step_options *options, size_t struc
  *   and the replicas that differ);
  * - device assignment, maximum_shapes, padding, deadline and infeed: see
  *   tpu_step_options.
- * Errors: TPU_INVALID_ARGUMENT, TPU_FAILED_PRECONDITION (system closed), or the
- * first replica's failure as "replica R: <message>". */
+ * Errors: TPU_INVALID_ARGUMENT, TPU_FAILED_PRECONDITION (system closed),
+ * TPU_UNAVAILABLE (a core of the step still runs a late computation), or the first
+ * replica's failure as "replica R: <message>" (TPU_DEADLINE_EXCEEDED for a late
+ * replica, see above). */
 TPU_API tpu_status tpu_replicate(tpu_system *system, tpu_computation_fn computation,
                                  void *user_data, int num_replicas, int num_inputs,
                                  tpu_tensor *const *inputs, int num_outputs,

@@ -75,10 +75,15 @@ TPU_API tpu_status tpu_initialize_system(const tpu_system_options *options, tpu_
 
 /* Waits for work in flight, stops and joins the workers. Idempotent. Afterwards
  * every call on the system but release gives TPU_FAILED_PRECONDITION. Must not be
- * called from inside a computation (TPU_FAILED_PRECONDITION). */
+ * called from inside a computation (TPU_FAILED_PRECONDITION).
+ * Late computations (replicate.h) get up to the collective deadline to return; one
+ * still running then gives TPU_DEADLINE_EXCEEDED naming it: the system is shut down
+ * all the same, but that computation's thread and user_data stay in use until it
+ * returns. Each call waits again, so TPU_OK means no computation is running. */
 TPU_API tpu_status tpu_system_shutdown(tpu_system *system);
 
-/* Shuts the system down if needed and frees it. NULL is accepted. */
+/* Shuts the system down if needed, as tpu_system_shutdown (same wait and status),
+ * and frees it whatever the status. NULL is accepted. */
 TPU_API tpu_status tpu_system_release(tpu_system *system);
 
 TPU_API tpu_status tpu_system_num_cores(const tpu_system *system, int *out);

@@ -1,6 +1,7 @@
 // C API: the TPU system.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "capi/api.h"
 #include "core/options.h"
@@ -61,8 +62,8 @@ TPU_EXPORT tpu_status tpu_system_shutdown(tpu_system* system) {
 TPU_EXPORT tpu_status tpu_system_release(tpu_system* system) {
   if (system == nullptr) return TPU_OK;
   return guarded([&] {
-    system->impl->shutdown();
-    delete system;
+    std::unique_ptr<tpu_system> owned(system);  // freed even when shutdown reports
+    owned->impl->shutdown();
   });
 }
 

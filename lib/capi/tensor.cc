@@ -4,6 +4,7 @@
 #include "capi/api.h"
 #include "core/block_cache.h"
 #include "core/cast.h"
+#include "core/checked.h"
 #include "core/dtype.h"
 #include "core/float16.h"
 #include "core/tensor.h"
@@ -20,9 +21,12 @@ void check_conversion_args(const void* in, const void* out, size_t count, size_t
   if (count == 0) return;
   require_not_null(in, "in");
   require_not_null(out, "out");
-  auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
-  if (a < b + count * out_size && b < a + count * in_size)
-    invalid_argument("buffers 'in' and 'out' overlap");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
+  const uintptr_t a_end = checked_add(a, checked_mul(count, in_size, "the size of 'in' (count ", count, ")"),
+                                      "the end of 'in'");
+  const uintptr_t b_end = checked_add(b, checked_mul(count, out_size, "the size of 'out' (count ", count, ")"),
+                                      "the end of 'out'");
+  if (a < b_end && b < a_end) invalid_argument("buffers 'in' and 'out' overlap");
 }
 
 }  // namespace

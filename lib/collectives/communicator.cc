@@ -13,6 +13,7 @@
 #include "collectives/reduce.h"
 #include "collectives/rendezvous.h"
 #include "core/box_copy.h"
+#include "core/checked.h"
 #include "core/dtype.h"
 #include "core/float16.h"
 #include "core/stream_copy.h"
@@ -78,6 +79,9 @@ void Communicator::abort(int replica, tpu_status code, const std::string& messag
   rv_->abort(replica, code, message);
 }
 bool Communicator::aborted() const { return rv_->aborted(); }
+bool Communicator::failure(int* origin, tpu_status* code, std::string* message) const {
+  return rv_->failure(origin, code, message);
+}
 void Communicator::depart(int rank) { rv_->depart(rank); }
 
 // Validates the call's arguments on this replica. An invalid call fails the whole
@@ -92,7 +96,7 @@ void Communicator::check_local(int rank, Fn&& checks) {
   try {
     checks();
   } catch (const Error& e) {
-    rv_->poison(e.code(), str_cat("replica ", rank, ": ", e.message()));
+    rv_->poison(e.code(), e.message(), rank);
     throw;
   }
 }
@@ -174,14 +178,15 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
                                   const tpu_group_assignment* groups, bool bf16_wire) {
   Descriptor desc;
   GroupInfo g;
+  TensorRef out;
   check_local(rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
     setup(rank, CollectiveKind::kAllReduce, x, groups, &desc, &g);
+    out.reset(new_tensor_uninitialized(x->dtype, x->dims, x->rank));
   });
   desc.op = op;
   desc.bf16_wire = bf16_wire;
-  TensorRef out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
   bool small = meet(rank, seq, rec, desc, x, out.get());
@@ -203,7 +208,7 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
   const int64_t num_chunks = (n + chunk - 1) / chunk;
   // Outputs larger than the caches are written with streaming stores from a piece
   // reduced in L1; smaller ones stay cached for the computation that reads them next.
-  const bool stream = x->byte_size * g.size >= kStreamBytes;
+  const bool stream = x->byte_size >= kStreamBytes / g.size;
   alignas(64) static thread_local unsigned char scratch[kPieceBytes];
   for (int64_t c; (c = rv_->claim_chunk(g.members[0], seq)) < num_chunks;) {
     const int64_t chunk_end = std::min(n, (c + 1) * chunk);
@@ -232,17 +237,19 @@ Tensor* Communicator::all_gather(int rank, const Tensor* x, int axis,
   Descriptor desc;
   GroupInfo g;
   int a = 0;
+  int64_t dims[TPU_MAX_RANK];
+  TensorRef out;
   check_local(rank, [&] {
     require_not_null(x, "x");
     if (x->rank == 0) invalid_argument("all_gather needs a tensor of rank >= 1, got a scalar");
     a = normalize_axis(axis, x->rank, "axis");
     setup(rank, CollectiveKind::kAllGather, x, groups, &desc, &g);
+    std::copy(x->dims, x->dims + x->rank, dims);
+    dims[a] = checked_mul(dims[a], int64_t{g.size}, "dimension ", a, " of all_gather's output (",
+                          g.size, " x ", dtype_name(x->dtype), ShapeText{x->dims, x->rank}, ")");
+    out.reset(new_tensor_uninitialized(x->dtype, dims, x->rank));
   });
   desc.params[0] = a;
-  int64_t dims[TPU_MAX_RANK];
-  std::copy(x->dims, x->dims + x->rank, dims);
-  dims[a] *= g.size;
-  TensorRef out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
   bool small = meet(rank, seq, rec, desc, x, out.get());
@@ -268,6 +275,8 @@ Tensor* Communicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, 
   Descriptor desc;
   GroupInfo g;
   int a = 0;
+  int64_t dims[TPU_MAX_RANK];
+  TensorRef out;
   check_local(rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
@@ -277,29 +286,32 @@ Tensor* Communicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, 
     if (x->dims[a] % g.size != 0)
       invalid_argument("dimension ", a, " of ", describe(x), " (", x->dims[a],
                        ") is not divisible by the group size ", g.size);
+    std::copy(x->dims, x->dims + x->rank, dims);
+    dims[a] /= g.size;
+    out.reset(new_tensor_uninitialized(x->dtype, dims, x->rank));
   });
   desc.op = op;
   desc.params[0] = a;
   desc.bf16_wire = bf16_wire;
-  int64_t dims[TPU_MAX_RANK];
-  std::copy(x->dims, x->dims + x->rank, dims);
-  dims[a] /= g.size;
-  TensorRef out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
   bool small = meet(rank, seq, rec, desc, x, out.get());
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < a; ++i) outer *= x->dims[i];
-  for (int i = a + 1; i < x->rank; ++i) inner *= x->dims[i];
-  const int64_t block = dims[a] * inner;       // elements this member keeps per outer row
-  const int64_t row = x->dims[a] * inner;      // elements of an input row
-  const size_t esize = dtype_size(x->dtype);
-  SourceList sources(g.size);
-  const void** srcs = sources.data();
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int j = 0; j < g.size; ++j)
-      srcs[j] = static_cast<const char*>(input_of(g.members[j], seq, x->byte_size)) + (o * row + g.pos * block) * esize;
-    reduce(x->dtype, op, srcs, g.size, 0, block, static_cast<char*>(out->data) + o * block * esize);
+  // Skipped when empty: then only prefix products of the shape are sure to fit in
+  // int64 ([0, 2^62, 2^62] is a shape), and inner would not.
+  if (x->num_elements > 0) {
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < a; ++i) outer *= x->dims[i];
+    for (int i = a + 1; i < x->rank; ++i) inner *= x->dims[i];
+    const int64_t block = dims[a] * inner;  // elements this member keeps per outer row
+    const int64_t row = x->dims[a] * inner;  // elements of an input row
+    const size_t esize = dtype_size(x->dtype);
+    SourceList sources(g.size);
+    const void** srcs = sources.data();
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int j = 0; j < g.size; ++j)
+        srcs[j] = static_cast<const char*>(input_of(g.members[j], seq, x->byte_size)) + (o * row + g.pos * block) * esize;
+      reduce(x->dtype, op, srcs, g.size, 0, block, static_cast<char*>(out->data) + o * block * esize);
+    }
   }
   if (!small) rv_->finish(rank, seq);
   return out.take();
@@ -310,6 +322,8 @@ Tensor* Communicator::all_to_all(int rank, const Tensor* x, int concat_dim, int 
   Descriptor desc;
   GroupInfo g;
   int c = 0, s = 0;
+  int64_t box[TPU_MAX_RANK], dims[TPU_MAX_RANK];
+  TensorRef out;
   check_local(rank, [&] {
     require_not_null(x, "x");
     if (x->rank == 0) invalid_argument("all_to_all needs a tensor of rank >= 1, got a scalar");
@@ -322,16 +336,18 @@ Tensor* Communicator::all_to_all(int rank, const Tensor* x, int concat_dim, int 
     if (x->dims[s] % split_count != 0)
       invalid_argument("dimension ", s, " of ", describe(x), " (", x->dims[s],
                        ") is not divisible by split_count ", split_count);
+    std::copy(x->dims, x->dims + x->rank, box);
+    box[s] /= split_count;
+    std::copy(box, box + x->rank, dims);
+    dims[c] = checked_mul(dims[c], int64_t{split_count}, "dimension ", c,
+                          " of all_to_all's output (", dtype_name(x->dtype),
+                          ShapeText{x->dims, x->rank}, " split ", split_count, " ways along ", s,
+                          " and concatenated along ", c, ")");
+    out.reset(new_tensor_uninitialized(x->dtype, dims, x->rank));
   });
   desc.params[0] = s;
   desc.params[1] = c;
   desc.params[2] = split_count;
-  int64_t box[TPU_MAX_RANK], dims[TPU_MAX_RANK];
-  std::copy(x->dims, x->dims + x->rank, box);
-  box[s] /= split_count;
-  std::copy(box, box + x->rank, dims);
-  dims[c] *= split_count;
-  TensorRef out{new_tensor_uninitialized(x->dtype, dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
   bool small = meet(rank, seq, rec, desc, x, out.get());
@@ -351,6 +367,7 @@ Tensor* Communicator::collective_permute(int rank, const Tensor* x, const int32_
   Descriptor desc;
   GroupInfo g;
   int source = -1;
+  TensorRef out;
   check_local(rank, [&] {
     require_not_null(x, "x");
     if (num_pairs < 0) invalid_argument("num_pairs must be >= 0, got ", num_pairs);
@@ -368,11 +385,11 @@ Tensor* Communicator::collective_permute(int rank, const Tensor* x, const int32_
       as_target[b] = i;
       if (b == rank) source = a;
     }
+    out.reset(new_tensor_uninitialized(x->dtype, x->dims, x->rank));
   });
   desc.num_groups = num_pairs;
   desc.group_size = 2;
   desc.groups_hash = hash_ids(pairs, int64_t(num_pairs) * 2);
-  TensorRef out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
   bool small = meet(rank, seq, rec, desc, x, out.get());
@@ -386,13 +403,14 @@ Tensor* Communicator::broadcast(int rank, const Tensor* x, int root,
                                 const tpu_group_assignment* groups) {
   Descriptor desc;
   GroupInfo g;
+  TensorRef out;
   check_local(rank, [&] {
     require_not_null(x, "x");
     setup(rank, CollectiveKind::kBroadcast, x, groups, &desc, &g);
     if (root < 0 || root >= g.size) invalid_argument("root ", root, " is outside the group of ", g.size);
+    out.reset(new_tensor_uninitialized(x->dtype, x->dims, x->rank));
   });
   desc.params[0] = root;
-  TensorRef out{new_tensor_uninitialized(x->dtype, x->dims, x->rank)};
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
   bool small = meet(rank, seq, rec, desc, x, out.get());

@@ -43,6 +43,10 @@ class Communicator {
   // "replica R failed: <message>". Thread-safe; the first call wins.
   void abort(int replica, tpu_status code, const std::string& message);
   bool aborted() const;
+  // The step's failure as participants get it, and the replica whose own error it
+  // is (-1: an error of a collective itself, or none); false if the step has not
+  // failed.
+  bool failure(int* origin, tpu_status* code, std::string* message) const;
 
   // Replica `rank` finished its computation. A participant waiting for it in a
   // collective fails at once (TPU_FAILED_PRECONDITION naming it) instead of waiting

@@ -90,16 +90,41 @@ struct IntSum { static T apply(T a, T b) { return Wrapping<T>::add(a, b); } };
 template <typename T>
 struct IntProd { static T apply(T a, T b) { return Wrapping<T>::mul(a, b); } };
 
+// The integer mean: summed in a type wide enough for 2^31 values of T (sums wrap,
+// a mean must not), then divided, truncating toward zero.
+template <typename T>
+void int_mean(const void* const* srcs, int n, T* dst, int64_t count) {
+  using Wide = std::conditional_t<(sizeof(T) < 8), std::conditional_t<std::is_signed<T>::value, int64_t, uint64_t>,
+                                  std::conditional_t<std::is_signed<T>::value, __int128, unsigned __int128>>;
+  constexpr int64_t kPiece = 512;
+  Wide acc[kPiece];
+  for (int64_t base = 0; base < count; base += kPiece) {
+    const int64_t m = std::min(kPiece, count - base);
+    for (int64_t i = 0; i < m; ++i) acc[i] = 0;
+    for (int j = 0; j < n; ++j) {
+      const T* sj = static_cast<const T*>(srcs[j]) + base;
+      for (int64_t i = 0; i < m; ++i) acc[i] += sj[i];
+    }
+    for (int64_t i = 0; i < m; ++i) dst[base + i] = static_cast<T>(acc[i] / static_cast<Wide>(n));
+  }
+}
+
 template <typename T>
 void reduce_typed(tpu_reduce_op op, const void* const* srcs, int n, T* dst, int64_t count) {
   constexpr bool is_int = std::is_integral<T>::value && !std::is_same<T, bool>::value;
   switch (op) {
     case TPU_REDUCE_SUM:
-    case TPU_REDUCE_MEAN:
       if constexpr (is_int) combine<T, IntSum<T>>(srcs, n, dst, count);
       else combine<T, Sum>(srcs, n, dst, count);
-      if (op == TPU_REDUCE_MEAN && n > 1)
-        for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<T>(dst[i] / static_cast<T>(n));
+      break;
+    case TPU_REDUCE_MEAN:
+      if constexpr (is_int) {
+        int_mean<T>(srcs, n, dst, count);
+      } else {
+        combine<T, Sum>(srcs, n, dst, count);
+        if (n > 1)
+          for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<T>(dst[i] / static_cast<T>(n));
+      }
       break;
     case TPU_REDUCE_PROD:
       if constexpr (is_int) combine<T, IntProd<T>>(srcs, n, dst, count);

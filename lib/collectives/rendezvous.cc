@@ -120,6 +120,7 @@ void Rendezvous::reset(const int* cpu_of_rank) {
   }
   std::lock_guard<std::mutex> lock(failure_mu_);
   failure_code_ = TPU_OK;
+  failure_origin_ = -1;
   failure_message_.clear();
   failed_.store(false, std::memory_order_seq_cst);
 }
@@ -129,6 +130,7 @@ void Rendezvous::abort(int replica, tpu_status code, const std::string& message)
     std::lock_guard<std::mutex> lock(failure_mu_);
     if (failed_.load(std::memory_order_relaxed)) return;
     failure_code_ = TPU_ABORTED;
+    failure_origin_ = replica;
     failure_message_ = replica >= 0
                            ? str_cat("replica ", replica, " failed (", status_name(code), "): ", message)
                            : str_cat("step aborted (", status_name(code), "): ", message);
@@ -137,12 +139,13 @@ void Rendezvous::abort(int replica, tpu_status code, const std::string& message)
   wake_.wake();
 }
 
-void Rendezvous::poison(tpu_status code, const std::string& message) {
+void Rendezvous::poison(tpu_status code, const std::string& message, int origin) {
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
     if (failed_.load(std::memory_order_relaxed)) return;
     failure_code_ = code;
-    failure_message_ = message;
+    failure_origin_ = origin;
+    failure_message_ = origin >= 0 ? str_cat("replica ", origin, ": ", message) : message;
     failed_.store(true, std::memory_order_seq_cst);
   }
   wake_.wake();
@@ -151,6 +154,15 @@ void Rendezvous::poison(tpu_status code, const std::string& message) {
 void Rendezvous::poison_and_throw(tpu_status code, const std::string& message) {
   poison(code, message);
   throw Error(code, message);
+}
+
+bool Rendezvous::failure(int* origin, tpu_status* code, std::string* message) {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  if (!failed_.load(std::memory_order_relaxed)) return false;
+  *origin = failure_origin_;
+  *code = failure_code_;
+  *message = failure_message_;
+  return true;
 }
 
 void Rendezvous::throw_failure() {

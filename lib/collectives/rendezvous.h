@@ -76,9 +76,14 @@ class Rendezvous {
   void set_call_timeout(int rank, int64_t timeout_ms) { slots_[rank].call_timeout_ms = timeout_ms; }
   void abort(int replica, tpu_status code, const std::string& message);
   // Fails the step for everyone with `code` (a collective error all must see).
-  void poison(tpu_status code, const std::string& message);
+  // origin: the replica whose own error it is (the others get "replica R: message"),
+  // or -1 for an error of the collective itself.
+  void poison(tpu_status code, const std::string& message, int origin = -1);
   [[noreturn]] void poison_and_throw(tpu_status code, const std::string& message);
   bool aborted() const { return failed_.load(std::memory_order_acquire); }
+  // The step's failure as participants get it, and the replica it came from (-1:
+  // none); false while the step has not failed.
+  bool failure(int* origin, tpu_status* code, std::string* message);
   void depart(int rank);
 
   // Starts collective number seq for `rank`: returns the record to fill.
@@ -149,6 +154,7 @@ class Rendezvous {
   std::atomic<bool> failed_{false};
   std::mutex failure_mu_;
   tpu_status failure_code_ = TPU_OK;
+  int failure_origin_ = -1;
   std::string failure_message_;
 };
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/block_cache.h"
+#include "core/checked.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -51,17 +52,20 @@ void check_shape(tpu_dtype dtype, const int64_t* dims, int rank, int64_t* num_el
   size_t elem = checked_dtype_size(dtype);
   if (rank < 0 || rank > TPU_MAX_RANK) invalid_argument("rank ", rank, " is outside [0, ", TPU_MAX_RANK, "]");
   if (rank > 0 && dims == nullptr) invalid_argument("argument 'dims' is NULL but rank is ", rank);
+  // As TensorFlow's TensorShape: the running product must fit, so [0, 2^62, 2^62]
+  // (0 elements) is a shape and [2^62, 2^62, 0] is not.
   int64_t n = 1;
   for (int i = 0; i < rank; ++i) {
     if (dims[i] < 0) invalid_argument("dimension ", i, " is negative (", dims[i], ")");
-    if (dims[i] != 0 && n > INT64_MAX / dims[i])
-      invalid_argument("element count of shape ", shape_string(dims, rank), " overflows");
-    n *= dims[i];
+    n = checked_mul(n, dims[i], "the element count of shape ", ShapeText{dims, rank});
   }
-  if (static_cast<uint64_t>(n) > SIZE_MAX / elem || static_cast<uint64_t>(n) * elem > (uint64_t(1) << 48))
-    invalid_argument("byte size of shape ", shape_string(dims, rank), " overflows");
+  const size_t bytes = checked_mul(static_cast<size_t>(n), elem, "the byte size of ",
+                                   dtype_name(dtype), ShapeText{dims, rank});
+  if (bytes > kMaxTensorBytes)
+    invalid_argument("the byte size of ", dtype_name(dtype), ShapeText{dims, rank}, " is ", bytes,
+                     ", more than the ", kMaxTensorBytes, " a tensor may have");
   *num_elements = n;
-  *byte_size = static_cast<size_t>(n) * elem;
+  *byte_size = bytes;
 }
 
 Tensor* new_tensor_header(tpu_dtype dtype, const int64_t* dims, int rank) {
@@ -93,13 +97,13 @@ void release(Tensor* t) {
   else if (fn) fn(data, ud);
 }
 
-std::string shape_string(const int64_t* dims, int rank) {
-  std::ostringstream os;
+std::ostream& operator<<(std::ostream& os, ShapeText s) {
   os << '[';
-  for (int i = 0; i < rank; ++i) os << (i ? "," : "") << dims[i];
-  os << ']';
-  return os.str();
+  for (int i = 0; i < s.rank; ++i) os << (i ? "," : "") << s.dims[i];
+  return os << ']';
 }
+
+std::string shape_string(const int64_t* dims, int rank) { return str_cat(ShapeText{dims, rank}); }
 
 std::string describe(const Tensor* t) {
   return str_cat(dtype_name(t->dtype), shape_string(t->dims, t->rank));

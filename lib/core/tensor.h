@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <ostream>
 #include <string>
 
 #include "tpurt/tensor.h"
@@ -27,6 +28,9 @@ namespace tpurt {
 
 using Tensor = tpu_tensor;
 
+// The largest byte size of one tensor (2^48).
+constexpr size_t kMaxTensorBytes = size_t{1} << 48;
+
 // Checks dtype, rank and dims; returns the element count and byte size. Throws
 // TPU_INVALID_ARGUMENT naming the problem (negative dims, overflow, ...).
 void check_shape(tpu_dtype dtype, const int64_t* dims, int rank, int64_t* num_elements,
@@ -46,5 +50,11 @@ void release(Tensor* t);
 // "float32[2,3]"
 std::string describe(const Tensor* t);
 std::string shape_string(const int64_t* dims, int rank);
+// Streams as "[2,3]": for messages that are built only when they are needed.
+struct ShapeText {
+  const int64_t* dims;
+  int rank;
+};
+std::ostream& operator<<(std::ostream& os, ShapeText s);
 
 }  // namespace tpurt

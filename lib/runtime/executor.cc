@@ -18,10 +18,11 @@ namespace {
 
 thread_local int t_user_code_depth = 0;
 
-// A core's slot state. The caller moves kRunning -> kAbandoned when it gives up on
-// a replica; the worker moves kRunning -> kDone when the replica returns, so
-// exactly one of them owns the cleanup.
-enum CoreState : int { kIdle, kRunning, kDone, kAbandoned };
+// A core's slot state. The caller moves kRunning -> kLate when it gives up waiting
+// for a replica; the worker moves kRunning -> kDone when the replica returns, so
+// exactly one of them owns the cleanup. A late replica's worker moves kLate ->
+// kIdle when it returns, which gives the core back.
+enum CoreState : int { kIdle, kRunning, kDone, kLate };
 
 }  // namespace
 
@@ -34,8 +35,13 @@ struct alignas(64) Executor::Core {
   WakeWord wake;
   std::atomic<int> state{kIdle};
   tpu_replica_context ctx;
-  std::vector<tpu_tensor*> inputs;   // borrowed for the step
+  // The replica's part of the step, copied at dispatch: a late replica must not
+  // read the Step, which the next step overwrites.
+  tpu_computation_fn fn = nullptr;
+  void* user_data = nullptr;
+  std::vector<tpu_tensor*> inputs;   // borrowed for the step; retained once late
   std::vector<tpu_tensor*> outputs;  // staged until the step succeeds
+  std::shared_ptr<Communicator> late_comm;  // the step's, held for a late replica
   tpu_status status = TPU_OK;        // the replica's failure, if any
   std::string error;
   std::thread thread;
@@ -46,7 +52,7 @@ struct Executor::Step {
   Communicator* comm = nullptr;
   alignas(64) std::atomic<uint32_t> pending{0};
   std::atomic<int> first_failure{-1};  // replica that failed first on its own
-  std::atomic<int> first_abort{-1};    // replica that first returned ABORTED by the step
+  std::atomic<int> first_abort{-1};    // replica that first failed after the step had
   WakeWord done;
 };
 
@@ -85,7 +91,7 @@ void Executor::stop() {
   for (int c = 0; c < num_cores_; ++c) {
     Core& core = cores_[c];
     if (!core.thread.joinable()) continue;
-    if (core.state.load(std::memory_order_acquire) == kAbandoned) core.thread.detach();
+    if (core.state.load(std::memory_order_acquire) == kLate) core.thread.detach();
     else core.thread.join();
   }
 }
@@ -114,34 +120,66 @@ void Executor::worker_loop(int index) {
 }
 
 void Executor::run_replica(Core& core) {
-  Step& step = *step_;
-  const StepSpec& spec = step.spec;
-  Communicator* comm = step.comm;
   tpu_replica_context& ctx = core.ctx;
   tpu_status status;
   clear_last_error();
   {
     UserCodeScope scope;
     try {
-      status = spec.fn(&ctx, core.inputs.data(), spec.num_inputs, core.outputs.data(),
-                       spec.num_outputs, spec.user_data);
+      status = core.fn(&ctx, core.inputs.data(), static_cast<int>(core.inputs.size()),
+                       core.outputs.data(), static_cast<int>(core.outputs.size()),
+                       core.user_data);
     } catch (...) {  // a C++ computation must not unwind into the worker
       status = set_last_error(TPU_INTERNAL, "the computation threw a C++ exception");
     }
   }
-  if (status == TPU_OK) comm->depart(ctx.replica_id);
-  else record_failure(core, status);
-  ctx.comm = nullptr;  // a context kept past its step no longer reaches collectives
-
   int running = kRunning;
   if (!core.state.compare_exchange_strong(running, kDone, std::memory_order_acq_rel)) {
-    // The caller gave up on this replica and handed us references to its inputs.
-    for (tpu_tensor* t : core.inputs) release(t);
-    for (tpu_tensor*& t : core.outputs) release(std::exchange(t, nullptr));
-    core.state.store(kIdle, std::memory_order_release);
+    finish_late(core);
     return;
   }
+  Step& step = *step_;
+  if (status == TPU_OK) ctx.comm->depart(ctx.replica_id);
+  else record_failure(core, status);
+  ctx.comm = nullptr;  // a context kept past its step no longer reaches collectives
   if (step.pending.fetch_sub(1, std::memory_order_seq_cst) == 1) step.done.wake();
+}
+
+// The caller failed this replica's step without it and handed it references to its
+// inputs and the step's communicator: release them and what it output, and give the
+// core back. Nothing of the caller's is touched.
+void Executor::finish_late(Core& core) {
+  core.ctx.comm = nullptr;
+  for (tpu_tensor* t : core.inputs) release(t);
+  for (tpu_tensor*& t : core.outputs) release(std::exchange(t, nullptr));
+  core.late_comm.reset();
+  core.state.store(kIdle, std::memory_order_release);
+  late_returned_.wake();
+}
+
+std::string Executor::wait_for_late(int n, const int* cores, int64_t timeout_ms) {
+  if (cores == nullptr) n = num_cores_;
+  auto late = [&](int i) {
+    return cores_[cores ? cores[i] : i].state.load(std::memory_order_acquire) == kLate;
+  };
+  auto none_late = [&] {
+    for (int i = 0; i < n; ++i)
+      if (late(i)) return false;
+    return true;
+  };
+  if (none_late()) return {};
+  Deadline deadline(timeout_ms);
+  if (wait_until(late_returned_, policy_, deadline, none_late, [] { return false; }) ==
+      WaitResult::kReady)
+    return {};
+  std::string list;
+  for (int i = 0; i < n; ++i) {
+    const int c = cores ? cores[i] : i;
+    if (late(i))
+      list += str_cat(list.empty() ? "" : ", ", "core ", c, " (still running replica ",
+                      cores_[c].ctx.replica_id, " of an earlier step, which overran its deadline)");
+  }
+  return list;
 }
 
 void Executor::record_failure(Core& core, tpu_status status) {
@@ -157,9 +195,14 @@ void Executor::record_failure(Core& core, tpu_status status) {
     else if (*last_error() != '\0') core.error = last_error();
     else core.error = str_cat("the computation returned ", status_name(status));
   }
-  // A replica aborted because another failed must not hide that failure; claiming
-  // first_failure before aborting the communicator orders the two.
-  const bool collateral = status == TPU_ABORTED && step.comm->aborted();
+  // A replica that fails after the step failed (aborted, or given another replica's
+  // error) must not hide that failure; claiming first_failure before aborting the
+  // communicator orders the two.
+  int origin = -1;
+  tpu_status code;
+  std::string message;
+  const bool collateral =
+      step.comm->failure(&origin, &code, &message) && origin != ctx.replica_id;
   int none = -1;
   (collateral ? step.first_abort : step.first_failure)
       .compare_exchange_strong(none, ctx.replica_id, std::memory_order_acq_rel);
@@ -167,9 +210,16 @@ void Executor::record_failure(Core& core, tpu_status status) {
 }
 
 StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_replica,
-                         Communicator* comm, tpu_tensor** outputs) {
+                         const std::shared_ptr<Communicator>& shared_comm,
+                         tpu_tensor** outputs) {
   Step& step = *step_;
   const int n = spec.num_replicas;
+  const int64_t step_timeout_ms = spec.timeout_ms > 0 ? spec.timeout_ms : timeout_ms_;
+  const std::string busy = wait_for_late(n, cores, step_timeout_ms);
+  if (!busy.empty())
+    fail(TPU_UNAVAILABLE, "the step needs ", busy, ", which did not return within ", step_timeout_ms,
+         " ms more; a core serves steps again when its computation returns");
+  Communicator* comm = shared_comm.get();
   step.spec = spec;
   step.comm = comm;
   step.first_failure.store(-1, std::memory_order_relaxed);
@@ -178,7 +228,7 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   if (!placement_.empty())
     for (int r = 0; r < n; ++r) cpu_of_rank_[r] = placement_[cores[r]];
   comm->reset(placement_.empty() ? nullptr : cpu_of_rank_.data());
-  step_timeout_ms_ = spec.timeout_ms > 0 ? spec.timeout_ms : timeout_ms_;
+  step_timeout_ms_ = step_timeout_ms;
   comm->set_step_timeout(step_timeout_ms_);
   for (int r = 0; r < n; ++r) {
     Core& core = cores_[cores[r]];
@@ -190,6 +240,8 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
     ctx.bf16_scope_depth = 0;
     ctx.fail_code = TPU_OK;
     ctx.fail_message.clear();
+    core.fn = spec.fn;
+    core.user_data = spec.user_data;
     tpu_tensor* const* in = spec.inputs + static_cast<int64_t>(r) * spec.num_inputs;
     core.inputs.assign(in, in + spec.num_inputs);
     core.outputs.assign(spec.num_outputs, nullptr);
@@ -211,70 +263,82 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
     Deadline deadline(step_timeout_ms_);
     w = wait_until(step.done, policy_, deadline, done, [] { return false; });
   }
-  if (w != WaitResult::kReady) return abandon(n, cores, outputs);
+  if (w != WaitResult::kReady) return give_up(n, cores, shared_comm, outputs);
   return collect(n, cores, outputs);
+}
+
+StepResult Executor::first_error(const int* cores) {
+  Step& step = *step_;
+  int failed = step.first_failure.load(std::memory_order_acquire);
+  if (failed < 0) {
+    failed = step.first_abort.load(std::memory_order_acquire);
+    if (failed < 0) return {};
+    // Only failures after the step had: report the replica whose error that was, as
+    // the communicator words it ("replica R: ..."), not R's error behind another name.
+    int origin = -1;
+    StepResult result;
+    if (step.comm->failure(&origin, &result.code, &result.message) && origin >= 0) return result;
+  }
+  const Core& core = cores_[cores[failed]];
+  return {core.status, str_cat("replica ", failed, ": ", core.error), false};
 }
 
 StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** outputs) {
   Step& step = *step_;
   const int num_outputs = step.spec.num_outputs;
-  int failed = step.first_failure.load(std::memory_order_acquire);
-  if (failed < 0) failed = step.first_abort.load(std::memory_order_acquire);
+  StepResult result = first_error(cores);
   for (int r = 0; r < num_replicas; ++r) {
     Core& core = cores_[cores[r]];
     for (int o = 0; o < num_outputs; ++o) {
       tpu_tensor* t = std::exchange(core.outputs[o], nullptr);
-      if (failed < 0) outputs[static_cast<int64_t>(r) * num_outputs + o] = t;
+      if (result.code == TPU_OK) outputs[static_cast<int64_t>(r) * num_outputs + o] = t;
       else release(t);
     }
   }
-  if (failed < 0) return {};
-  const Core& core = cores_[cores[failed]];
-  return {core.status, str_cat("replica ", failed, ": ", core.error), false};
+  return result;
 }
 
-StepResult Executor::abandon(int num_replicas, const int* cores, tpu_tensor** outputs) {
+StepResult Executor::give_up(int num_replicas, const int* cores,
+                             const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs) {
   Step& step = *step_;
-  std::string stuck;
-  int num_stuck = 0;
+  std::string late;
+  int num_late = 0;
   for (int r = 0; r < num_replicas; ++r) {
     Core& core = cores_[cores[r]];
-    // The worker may still read its inputs after the caller's tensors are gone.
+    // Handed over before the replica can see kLate: it may read its inputs after the
+    // caller's references are gone, and call collectives on its communicator.
     for (tpu_tensor* t : core.inputs) retain(t);
+    core.late_comm = comm;
     int running = kRunning;
-    if (core.state.compare_exchange_strong(running, kAbandoned, std::memory_order_acq_rel)) {
-      stuck += str_cat(num_stuck++ ? ", " : "", r);
+    if (core.state.compare_exchange_strong(running, kLate, std::memory_order_acq_rel)) {
+      late += str_cat(num_late++ ? ", " : "", r);
     } else {
       for (tpu_tensor* t : core.inputs) release(t);
+      core.late_comm.reset();
     }
   }
-  if (num_stuck == 0) {
-    // Everyone returned in the meantime; their last decrements are imminent.
-    while (step.pending.load(std::memory_order_seq_cst) != 0) sched_yield();
-    return collect(num_replicas, cores, outputs);
-  }
-  // Release what the replicas that did return produced.
+  // The replicas that did return are past their computations: their last
+  // decrements are imminent.
+  while (step.pending.load(std::memory_order_seq_cst) != static_cast<uint32_t>(num_late))
+    sched_yield();
+  if (num_late == 0) return collect(num_replicas, cores, outputs);
   for (int r = 0; r < num_replicas; ++r) {
     Core& core = cores_[cores[r]];
     if (core.state.load(std::memory_order_acquire) != kDone) continue;
     for (tpu_tensor*& t : core.outputs) release(std::exchange(t, nullptr));
   }
-  const char* plural = num_stuck > 1 ? "s" : "";
-  const std::string lost = str_cat("replica", plural, " ", stuck, " did not return within ",
-                                   step_timeout_ms_, " ms");
-  StepResult result;
-  result.abandoned = true;
-  int failed = step.first_failure.load(std::memory_order_acquire);
-  if (failed < 0) failed = step.first_abort.load(std::memory_order_acquire);
-  if (failed >= 0) {
-    const Core& core = cores_[cores[failed]];
-    result.code = core.status;
-    result.message = str_cat("replica ", failed, ": ", core.error, " (", lost,
-                             " of the failure; their cores are lost)");
+  const std::string overran = str_cat("replica", num_late > 1 ? "s " : " ", late,
+                                      " did not return within ", step_timeout_ms_, " ms");
+  StepResult result = first_error(cores);
+  result.late = true;
+  if (result.code != TPU_OK) {
+    result.message += str_cat(" (", overran, " of the failure)");
   } else {
     result.code = TPU_DEADLINE_EXCEEDED;
-    result.message = str_cat(lost, " after another replica finished; their cores are lost");
+    result.message = str_cat(overran, " after another replica finished");
   }
+  // From now on the late replicas' collectives fail at once.
+  comm->abort(-1, result.code, result.message);
   return result;
 }
 

@@ -38,8 +38,9 @@ struct StepSpec {
 
 struct StepResult {
   tpu_status code = TPU_OK;
-  std::string message;     // "replica R: ..." when code is not OK
-  bool abandoned = false;  // some replicas never returned: their cores are lost
+  std::string message;  // "replica R: ..." when code is not OK
+  bool late = false;    // some replicas had not returned: the step's communicator is
+                        // theirs until they do, and must not serve another step
 };
 
 // Marks the calling thread as running user code of a step (a computation or an
@@ -65,16 +66,24 @@ class Executor {
 
   // Starts the workers; each holds `keepalive` until it exits.
   void start(const std::shared_ptr<System>& keepalive);
-  // Stops the workers: joins the idle ones, detaches any still inside an abandoned
+  // Stops the workers: joins the idle ones, detaches any still inside a late
   // computation (they exit when it returns). The caller holds the step lock.
   void stop();
 
+  // Waits up to the deadline for the late computations on cores[0..n) (all cores if
+  // cores is NULL) to return. Returns those still running, as "core C (still
+  // running replica R of an earlier step, ...), ...", or "" when none is.
+  std::string wait_for_late(int n, const int* cores, int64_t timeout_ms);
+
   // Runs spec on cores[r] for replica r, with comm as the step's communicator. On
-  // success outputs[r * num_outputs + o] receive new references. A replica that
-  // has not returned `timeout_ms` after the step failed or another replica
-  // finished is abandoned. The caller holds the step lock.
+  // success outputs[r * num_outputs + o] receive new references. A replica that has
+  // not returned `timeout_ms` after the step failed or another replica finished is
+  // late: the step fails without it, and its core runs nothing else until it
+  // returns (the runtime holds its inputs meanwhile; what it outputs is released).
+  // Throws TPU_UNAVAILABLE when a core of the step is still running a late
+  // computation after waiting the deadline for it. The caller holds the step lock.
   StepResult run(const StepSpec& spec, const int* cores, int cores_per_replica,
-                 Communicator* comm, tpu_tensor** outputs);
+                 const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs);
 
  private:
   struct Core;
@@ -82,9 +91,12 @@ class Executor {
 
   void worker_loop(int index);
   void run_replica(Core& core);
+  void finish_late(Core& core);
   void record_failure(Core& core, tpu_status status);
+  StepResult first_error(const int* cores);
   StepResult collect(int num_replicas, const int* cores, tpu_tensor** outputs);
-  StepResult abandon(int num_replicas, const int* cores, tpu_tensor** outputs);
+  StepResult give_up(int num_replicas, const int* cores,
+                     const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs);
 
   const int num_cores_;
   const std::vector<int> placement_;  // CPU per core, or empty: the OS places them
@@ -94,6 +106,7 @@ class Executor {
   const SpinPolicy policy_;
   std::unique_ptr<Core[]> cores_;
   std::unique_ptr<Step> step_;
+  WakeWord late_returned_;  // woken when a late computation returns
   std::atomic<bool> stop_{false};
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/dtype.h"
 #include "runtime/feed.h"
 #include "runtime/replica_context.h"
@@ -80,12 +81,17 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
         invalid_argument("replica ", largest, " input ", i, " (", describe(input(largest, i)),
                          ") has size ", largest_size, " in dimension ", d,
                          ", more than maximum_shapes[", i, "].dims[", d, "] = ", max.dims[d]);
+      if (largest_size > INT32_MAX)  // the real size travels as an int32 scalar
+        invalid_argument("replica ", largest, " input ", i, " (", describe(input(largest, i)),
+                         ") has size ", largest_size, " in dimension ", d,
+                         ", more than the int32 real-size input of a padded dimension can hold");
       padded.push_back({i, d});
     }
   }
   if (padded.empty()) return;
 
-  const int width = num_inputs + static_cast<int>(padded.size());
+  const int width = checked_add(num_inputs, static_cast<int>(padded.size()),
+                                "the input count with the real-size inputs of padded dimensions");
   out->num_inputs = width;
   out->inputs.resize(static_cast<size_t>(num_replicas) * width);
   out->owned.reserve(out->inputs.size());
@@ -282,12 +288,18 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
     // Scalars are stacked, whatever the axis.
     const int axis = rank == 0 ? 0
         : normalize_axis(given, rank, str_cat("output ", o, ": output_shard_axes[", o, "] =").c_str());
-    for (int s = 1; s < num_shards; ++s)
+    // Checked here so that concat_tensors' sum of the sizes cannot overflow.
+    int64_t concat_size = rank > 0 ? parts[0]->dims[axis] : 0;
+    for (int s = 1; s < num_shards; ++s) {
       for (int d = 0; d < rank; ++d)
         if (d != axis && parts[s]->dims[d] != parts[0]->dims[d])
           invalid_argument("shards have mismatched output shapes: shard 0 output ", o, " is ",
                            describe(parts[0]), " but shard ", s, "'s is ", describe(parts[s]),
                            " (they may differ only along output_shard_axes[", o, "] = ", axis, ")");
+      if (rank > 0)
+        concat_size = checked_add(concat_size, parts[s]->dims[axis], "dimension ", axis,
+                                  " of output ", o, " concatenated from ", num_shards, " shards");
+    }
     results[o] = concat_tensors(parts.data(), num_shards, axis);
   }
   for (int o = 0; o < num_outputs; ++o) outputs[o] = results.take(o);

@@ -175,12 +175,19 @@ void System::shutdown() {
   if (in_user_code())
     fail(TPU_FAILED_PRECONDITION, "tpu_system_shutdown must not be called from inside a computation");
   std::lock_guard<FifoMutex> lock(step_mu_);
-  if (is_shut_down()) return;
-  state_.store(kShutDown, std::memory_order_release);
-  executor_.stop();
-  host_.stop();
-  std::lock_guard<std::mutex> live(g_live_mu);
-  if (g_live == this) g_live = nullptr;
+  // Bounded: a computation that never returns must not hang the shutdown.
+  const std::string late = executor_.wait_for_late(0, nullptr, config_.collective_timeout_ms);
+  if (!is_shut_down()) {
+    state_.store(kShutDown, std::memory_order_release);
+    executor_.stop();
+    host_.stop();
+    std::lock_guard<std::mutex> live(g_live_mu);
+    if (g_live == this) g_live = nullptr;
+  }
+  if (!late.empty())
+    fail(TPU_DEADLINE_EXCEEDED, "the system is shut down, but ", late, " did not return within ",
+         config_.collective_timeout_ms,
+         " ms more; its thread, and the user_data it was given, stay in use until it returns");
 }
 
 void System::check_num_replicas(int num_replicas, const DeviceAssignment* da) const {
@@ -239,11 +246,12 @@ const int* System::resolve_cores(int num_replicas, const DeviceAssignment* da,
   return replica_core_.data();
 }
 
-Communicator& System::communicator(int num_replicas) {
-  std::unique_ptr<Communicator>& comm = comms_[num_replicas];
+const std::shared_ptr<Communicator>& System::communicator(int num_replicas) {
+  std::shared_ptr<Communicator>& comm = comms_[num_replicas];
   if (!comm)
-    comm.reset(new Communicator(num_replicas, config_.collective_timeout_ms, num_usable_cpus()));
-  return *comm;
+    comm = std::make_shared<Communicator>(num_replicas, config_.collective_timeout_ms,
+                                          num_usable_cpus());
+  return comm;
 }
 
 void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assignment,
@@ -254,10 +262,10 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
   int cores_per_replica = 1;
   const int* cores = resolve_cores(spec.num_replicas, device_assignment, &cores_per_replica);
   StepResult result = executor_.run(spec, cores, cores_per_replica,
-                                    &communicator(spec.num_replicas), outputs);
+                                    communicator(spec.num_replicas), outputs);
   if (result.code == TPU_OK) return;
-  // Abandoned replicas keep their cores busy: the system cannot run another step.
-  if (config_.close_on_failure || result.abandoned) close(result.message);
+  if (result.late) comms_[spec.num_replicas].reset();  // the late replicas hold it
+  if (config_.close_on_failure) close(result.message);
   throw Error(result.code, result.message);
 }
 

@@ -1,8 +1,8 @@
 // A TPU system: validated options, the topology, one worker per logical core, the
 // host thread for outside compilation, and the lock that serialises steps. One may
 // be live per process. Shared ownership: the C handle, the feed queues and the
-// worker threads hold references, so a thread stuck in an abandoned computation
-// never outlives what it touches.
+// worker threads hold references, so a thread still inside a late computation
+// (one that overran its step's deadline) never outlives what it touches.
 #pragma once
 
 #include <atomic>
@@ -72,13 +72,17 @@ class System {
   // A new handle to the topology (the caller releases it).
   tpu_topology* new_topology() const;
 
-  // Waits for the step in flight, stops the threads. Idempotent.
+  // Waits for the step in flight and, up to the collective deadline, for late
+  // computations; stops the threads. Throws TPU_DEADLINE_EXCEEDED naming the late
+  // computations still running (their threads are left to finish); shut down all
+  // the same. Idempotent, and each call waits for late computations again.
   void shutdown();
 
   // Runs one step on the cores the device assignment names (NULL: replica r on core
   // r), after checking it against num_replicas. Steps run one at a time in call
   // order. On success outputs[r * num_outputs + o] get new references; on failure
-  // throws "replica R: ..." and leaves outputs alone.
+  // throws "replica R: ..." and leaves outputs alone. A core still running a late
+  // computation is waited for up to the deadline (then TPU_UNAVAILABLE).
   void run_step(const StepSpec& spec, const DeviceAssignment* device_assignment,
                 tpu_tensor** outputs);
 
@@ -91,7 +95,7 @@ class System {
   void build_topology();
   const int* resolve_cores(int num_replicas, const DeviceAssignment* da,
                            int* cores_per_replica);
-  Communicator& communicator(int num_replicas);
+  const std::shared_ptr<Communicator>& communicator(int num_replicas);
   void close(const std::string& why);
 
   const SystemConfig config_;
@@ -102,9 +106,10 @@ class System {
   std::string closed_message_;
 
   FifoMutex step_mu_;
-  // Guarded by step_mu_: one communicator per replica count, and the replica -> core
-  // map of the current step.
-  std::vector<std::unique_ptr<Communicator>> comms_;
+  // Guarded by step_mu_: one communicator per replica count (a step's late replicas
+  // keep theirs; the next step gets a new one), and the replica -> core map of the
+  // current step.
+  std::vector<std::shared_ptr<Communicator>> comms_;
   std::vector<int> replica_core_;
   std::vector<int> core_owner_;
 

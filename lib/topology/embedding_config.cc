@@ -1,6 +1,7 @@
 #include "topology/embedding_config.h"
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -23,6 +24,17 @@ struct ConfigDeleter {
 void check_non_negative(const char* field, int32_t value) {
   if (value < 0)
     invalid_argument("TPUEmbeddingConfiguration ", field, " must be >= 0; got ", value);
+}
+
+// protobuf-c stores an enum field as a C enum holding whatever integer the wire
+// carried; loading a value outside the enumerators through the enum type is
+// undefined behaviour in C++, so its bytes are read as the int32 they are.
+template <typename E>
+int32_t raw_enum(const E& field) {
+  static_assert(sizeof(E) == sizeof(int32_t), "protobuf-c enums are int-sized");
+  int32_t v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
 }
 
 }  // namespace
@@ -58,12 +70,12 @@ void validate_embedding_config(const void* bytes, size_t len) {
                        "; it must be >= 0");
   }
 
-  const int mode = c->mode;
+  const int32_t mode = raw_enum(c->mode);
   if (mode < 0 || mode > 3)
     invalid_argument(
         "TPUEmbeddingConfiguration mode ", mode,
         " is not UNSPECIFIED (0), INFERENCE (1), TRAINING (2) or BACKWARD_PASS_ONLY (3)");
-  const int sharding = c->sharding_strategy;
+  const int32_t sharding = raw_enum(c->sharding_strategy);
   if (sharding != 0 && sharding != 1)
     invalid_argument("TPUEmbeddingConfiguration sharding_strategy ", sharding,
                      " is not DIV_DEFAULT (0) or MOD (1)");
