@@ -57,7 +57,7 @@ static tpu_tensor *int_scalar(int32_t v) {
 }
 
 static const float *float_data(const tpu_tensor *t) {
-  void *p = NULL;
+  const void *p = NULL;
   assert_int_equal(tpu_tensor_data(t, &p), TPU_OK);
   return p;
 }
@@ -118,9 +118,9 @@ static void test_replicate__per_replica_results(void **state) {
   for (int r = 0; r < 4; ++r) {
     const float *y = float_data(out[2 * r]);
     assert_true(y[0] == (1.0f + r) * r && y[1] == 2.0f * r && y[2] == -3.0f * r);
-    void *p;
+    const void *p;
     tpu_tensor_data(out[2 * r + 1], &p);
-    assert_int_equal(*(int32_t *)p, r * 100 + 1); /* replica r on core r */
+    assert_int_equal(*(const int32_t *)p, r * 100 + 1); /* replica r on core r */
   }
   release_all(out, 8);
   /* tpu_rewrite: one replica on core 0. */
@@ -151,9 +151,9 @@ static void test_replicate__explicit_device_assignment(void **state) {
   }
   assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, da, NULL, 2, out), TPU_OK);
   for (int r = 0; r < 4; ++r) {
-    void *p;
+    const void *p;
     tpu_tensor_data(out[2 * r + 1], &p);
-    assert_int_equal(*(int32_t *)p, (3 - r) * 100 + 1);
+    assert_int_equal(*(const int32_t *)p, (3 - r) * 100 + 1);
   }
   release_all(out, 8);
   /* Its replica count must match. */
@@ -166,11 +166,11 @@ static void test_replicate__explicit_device_assignment(void **state) {
   assert_int_equal(tpu_device_assignment_create(topo, &pairs[0][0][0], 2, 2, &da), TPU_OK);
   n = 2;
   assert_int_equal(tpu_replicate(g_sys, scale_by_replica, &n, 2, 1, in, da, NULL, 2, out), TPU_OK);
-  void *p;
+  const void *p;
   tpu_tensor_data(out[1], &p);
-  assert_int_equal(*(int32_t *)p, 2 * 100 + 2);
+  assert_int_equal(*(const int32_t *)p, 2 * 100 + 2);
   tpu_tensor_data(out[3], &p);
-  assert_int_equal(*(int32_t *)p, 0 * 100 + 2);
+  assert_int_equal(*(const int32_t *)p, 0 * 100 + 2);
   release_all(out, 4);
   tpu_device_assignment_release(da);
   tpu_topology_release(topo);
@@ -254,9 +254,9 @@ static tpu_status record_inputs(tpu_replica_context *ctx, tpu_tensor *const *in,
     int rank = 0;
     tpu_tensor_rank(in[i], &rank);
     if (rank == 0) {
-      void *p;
+      const void *p;
       tpu_tensor_data(in[i], &p);
-      s->dims[r][i][0] = *(int32_t *)p;
+      s->dims[r][i][0] = *(const int32_t *)p;
       s->dims[r][i][1] = -1;
     } else {
       tpu_tensor_dims(in[i], s->dims[r][i], 2);
@@ -384,9 +384,9 @@ static void test_replicate__first_failure_and_recovery(void **state) {
   p.failing = -1;
   assert_int_equal(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, NULL, NULL, 1, out), TPU_OK);
   for (int r = 0; r < 4; ++r) {
-    void *d;
+    const void *d;
     tpu_tensor_data(out[r], &d);
-    assert_int_equal(*(int32_t *)d, r);
+    assert_int_equal(*(const int32_t *)d, r);
   }
   release_all(out, 4);
   int closed = 1;

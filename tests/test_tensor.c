@@ -54,8 +54,8 @@ static int64_t num_elements(const tpu_tensor *t) {
   return n;
 }
 
-static void *data_of(const tpu_tensor *t) {
-  void *p = NULL;
+static const void *data_of(const tpu_tensor *t) {
+  const void *p = NULL;
   OK(tpu_tensor_data(t, &p));
   return p;
 }
@@ -90,7 +90,7 @@ static void test_create_copies(void **state) {
   tpu_tensor *t = NULL;
   OK(tpu_tensor_create(TPU_FLOAT, dims, 2, src, sizeof src, &t));
   assert_shape(t, TPU_FLOAT, 2, dims);
-  float *p = data_of(t);
+  const float *p = data_of(t);
   assert_ptr_not_equal(p, src);
   assert_int_equal((uintptr_t)p % 64, 0);
   src[0] = 100; /* the tensor holds a copy */
@@ -115,7 +115,7 @@ static void test_scalar(void **state) {
   OK(tpu_tensor_create(TPU_DOUBLE, NULL, 0, &v, sizeof v, &t));
   assert_shape(t, TPU_DOUBLE, 0, NULL);
   assert_int_equal(num_elements(t), 1);
-  assert_true(*(double *)data_of(t) == 2.5);
+  assert_true(*(const double *)data_of(t) == 2.5);
   OK(tpu_tensor_dims(t, NULL, 0)); /* dims may be NULL when the rank is 0 */
   int64_t d = 77;
   EXPECT_ERROR(tpu_tensor_dim(t, 0, &d), TPU_OUT_OF_RANGE, "axis");
@@ -269,7 +269,7 @@ static void test_wrap_borrows(void **state) {
   OK(tpu_tensor_wrap(TPU_INT32, dims, 1, buf, sizeof buf, log_release, &log, &t));
   assert_ptr_equal(data_of(t), buf);
   buf[2] = 30; /* borrowed: the tensor sees the caller's writes */
-  assert_int_equal(((int32_t *)data_of(t))[2], 30);
+  assert_int_equal(((const int32_t *)data_of(t))[2], 30);
   OK(tpu_tensor_retain(t));
   OK(tpu_tensor_release(t));
   assert_int_equal(log.calls, 0);
@@ -413,11 +413,11 @@ static void test_cast(void **state) {
   assert_int_equal(ph[5], 0x7C00); /* 65520 overflows half */
 
   tpu_tensor *back = cast(bf, TPU_FLOAT);
-  assert_true(((float *)data_of(back))[1] == -1.75f);
+  assert_true(((const float *)data_of(back))[1] == -1.75f);
   tpu_tensor *i8 = cast(i32, TPU_INT8);
-  assert_int_equal(((int8_t *)data_of(i8))[1], -1);
+  assert_int_equal(((const int8_t *)data_of(i8))[1], -1);
   tpu_tensor *d = cast(i32, TPU_DOUBLE);
-  assert_true(((double *)data_of(d))[3] == 3.0);
+  assert_true(((const double *)data_of(d))[3] == 3.0);
   tpu_tensor *same = cast(t, TPU_FLOAT);
   assert_ptr_not_equal(data_of(same), data_of(t));
   assert_memory_equal(data_of(same), f, sizeof f);

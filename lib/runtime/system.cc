@@ -105,6 +105,9 @@ SystemConfig resolve_system_options(const tpu_system_options* options) {
   c.collective_timeout_ms =
       o.collective_timeout_ms ? o.collective_timeout_ms : TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS;
   c.close_on_failure = o.close_on_failure != 0;
+  // Fields past the first release's struct are read only if the caller's struct has them.
+  constexpr size_t kPrivateEnd = offsetof(tpu_system_options, private_collective_results) + sizeof(int);
+  c.private_collective_results = o.struct_size >= kPrivateEnd && o.private_collective_results != 0;
 
   if (o.embedding_config_len > 0) {
     if (o.embedding_config == nullptr)
@@ -253,7 +256,8 @@ const int* System::resolve_cores(int num_replicas, const tpu_device_assignment* 
 Communicator& System::communicator(int num_replicas) {
   std::unique_ptr<Communicator>& comm = comms_[num_replicas];
   if (!comm)
-    comm.reset(new Communicator(num_replicas, config_.collective_timeout_ms, num_usable_cpus()));
+    comm.reset(new Communicator(num_replicas, config_.collective_timeout_ms, num_usable_cpus(),
+                                config_.private_collective_results));
   return *comm;
 }
 

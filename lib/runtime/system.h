@@ -33,6 +33,7 @@ struct SystemConfig {
   int64_t collective_timeout_ms = TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS;
   bool close_on_failure = true;
   std::string embedding_config;
+  bool private_collective_results = false;
 };
 
 // The first release's struct size: callers must pass at least this much.

@@ -29,14 +29,8 @@ Tensor* split_piece(Tensor* t, int axis, int count, int index) {
   for (int d = 0; d < axis; ++d) outer *= t->dims[d];
   const size_t piece_bytes = t->byte_size / count;
   char* start = static_cast<char*>(t->data) + piece_bytes * index;
-  if (outer == 1 && reinterpret_cast<uintptr_t>(start) % kViewAlign == 0) {
-    Tensor* view = new_tensor_header(t->dtype, dims, t->rank);
-    Tensor* base = t->base ? t->base : t;
-    retain(base);
-    view->base = base;
-    view->data = start;
-    return view;
-  }
+  if (outer == 1 && reinterpret_cast<uintptr_t>(start) % kViewAlign == 0)
+    return share(t, dims, t->rank, piece_bytes * index);
   Tensor* out = new_tensor_uninitialized(t->dtype, dims, t->rank);
   int64_t from[TPU_MAX_RANK] = {0};
   const int64_t zero[TPU_MAX_RANK] = {0};

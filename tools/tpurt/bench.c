@@ -27,7 +27,7 @@ typedef struct bench_step {
 /* Replaces *v by its maximum over all replicas, so they all pick the same counts. */
 static tpu_status agree_max(tpu_replica_context *ctx, double *v) {
   tpu_tensor *x = NULL, *y = NULL;
-  void *p;
+  const void *p;
   RETURN_IF_ERROR(tpu_tensor_create(TPU_DOUBLE, NULL, 0, v, sizeof *v, &x));
   tpu_status status = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &y);
   if (status == TPU_OK) status = tpu_tensor_data(y, &p);
@@ -110,8 +110,8 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
   double ceiling = memcpy_gbps * (n - 1) / ((double)n * n);
   if (cfg->csv) {
     printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,allreduce_ceiling_GBps=%.3f,"
-           "meeting_floor_us=%.3f\n",
-           cfg->coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us);
+           "meeting_floor_us=%.3f,private_results=%d\n",
+           cfg->coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us, cfg->private_results);
     printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
     return;
   }
@@ -126,6 +126,9 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
          "# busbw = %s; GB = 1e9 B\n", cfg->coll->bus_formula);
   printf("# memcpy bandwidth B = %.2f GB/s (64 MiB, one thread, bytes read + written)\n",
          memcpy_gbps);
+  printf("# results: %s\n", cfg->private_results
+             ? "a private copy per replica (--private)"
+             : "one buffer shared by each group's members (copy-on-write)");
   printf("# an all-reduce writing every replica's output cannot beat busbw = B(P-1)/P^2 "
          "= %.2f GB/s (P = %d) once the data outgrow the caches\n", ceiling, n);
   if (floor_us < 0)
@@ -181,7 +184,12 @@ static int run_sweep(const bench_config *cfg) {
   bench_data_init(&data, cfg);
   bench_result *results = xcalloc((size_t)n, sizeof *results);
   print_header(cfg, bench_memcpy_bandwidth(), bench_meeting_floor_us(n));
-  tpu_system *system = start_system(n, NULL, cfg->pinning);
+  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
+  tpu_system *system = NULL;
+  options.num_cores = n;
+  options.pin_threads = cfg->pinning;
+  options.private_collective_results = cfg->private_results;
+  CHECK(tpu_system_init(&options, &system));
 
   int64_t total_wrong = 0;
   size_t previous = 0;
@@ -277,6 +285,8 @@ int cmd_bench(int argc, char **argv) {
       cfg.check = 1;
     } else if (!strcmp(argv[i], "--no-check")) {
       cfg.check = 0;
+    } else if (!strcmp(argv[i], "--private")) {
+      cfg.private_results = 1;
     } else if (!strcmp(argv[i], "--step")) {
       step = 1;
     } else {

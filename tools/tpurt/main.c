@@ -25,6 +25,7 @@ const char tpurt_usage[] =
     "             -o OP           sum (default), prod, min, max, mean\n"
     "             -n ITERS        fixed iterations per size (default: adaptive, ~0.3 s)\n"
     "             --pin MODE      worker pinning: auto (default), always, never\n"
+    "             --private       a private copy of the result per replica (default: shared)\n"
     "             --csv           comma-separated rows instead of the table\n"
     "             --check, --no-check   verify the last call's output (default on)\n"
     "             --step          median time of an empty replicated step\n"
