@@ -16,6 +16,12 @@ constexpr size_t kAlign = 64;
 constexpr size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 constexpr size_t kTensorBytes = round_up(sizeof(Tensor));
 constexpr size_t kBufferBytes = round_up(sizeof(Buffer));
+// The header of a new tensor is no larger than the handle alone was before buffers
+// were separate (a 256-byte class block holds it).
+static_assert(kTensorBytes + kBufferBytes <= 4 * kAlign, "tensor header grew");
+
+// The buffer whose block holds a handle created with it (block_bytes == 0).
+Buffer* home_of(Tensor* t) { return reinterpret_cast<Buffer*>(reinterpret_cast<char*>(t) + kTensorBytes); }
 
 // Large blocks come from the block cache (no page faults once warm), small ones from
 // the per-thread lists; both 64-byte aligned.
@@ -46,7 +52,7 @@ Buffer* init_buffer(void* at, void* block, size_t block_bytes, void* data, int32
 }
 
 Tensor* init_tensor(void* at, tpu_dtype dtype, const int64_t* dims, int rank, int64_t n,
-                    size_t bytes, void* data, Buffer* buffer, Buffer* home, size_t block_bytes) {
+                    size_t bytes, void* data, Buffer* buffer, uint32_t block_bytes) {
   Tensor* t = new (at) Tensor;
   t->refs.store(1, std::memory_order_relaxed);
   t->dtype = dtype;
@@ -56,7 +62,6 @@ Tensor* init_tensor(void* at, tpu_dtype dtype, const int64_t* dims, int rank, in
   t->byte_size = bytes;
   t->data = data;
   t->buffer = buffer;
-  t->home = home;
   t->block_bytes = block_bytes;
   t->writable = false;
   return t;
@@ -71,7 +76,7 @@ Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, bool with_data)
   char* mem = static_cast<char*>(alloc_any(kTensorBytes + kBufferBytes, with_data ? bytes : 0, &block_bytes));
   void* data = with_data ? mem + kTensorBytes + kBufferBytes : nullptr;
   Buffer* b = init_buffer(mem + kTensorBytes, mem, block_bytes, data, 2);
-  return init_tensor(mem, dtype, dims, rank, n, bytes, data, b, b, 0);
+  return init_tensor(mem, dtype, dims, rank, n, bytes, data, b, 0);
 }
 
 void drop_hold(Buffer* b) {
@@ -140,10 +145,11 @@ Tensor* share(const Tensor* t, const int64_t* dims, int rank, size_t byte_offset
     return copy;
   }
   size_t block_bytes;
-  void* mem = alloc_any(kTensorBytes, 0, &block_bytes);
+  void* mem = alloc_small(kTensorBytes, &block_bytes);
+  if (mem == nullptr) fail(TPU_RESOURCE_EXHAUSTED, "out of memory allocating a tensor handle");
   t->buffer->users.fetch_add(1, std::memory_order_relaxed);  // t holds a use: it stays alive
-  return init_tensor(mem, t->dtype, dims, rank, n, bytes, const_cast<char*>(from), t->buffer, nullptr,
-                     block_bytes);
+  return init_tensor(mem, t->dtype, dims, rank, n, bytes, const_cast<char*>(from), t->buffer,
+                     static_cast<uint32_t>(block_bytes));
 }
 
 void* mutable_data(Tensor* t) {
@@ -169,10 +175,10 @@ void release(Tensor* t) {
   if (t == nullptr) return;
   if (t->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   Buffer* buffer = t->buffer;
-  Buffer* home = t->home;
-  size_t block_bytes = t->block_bytes;
+  Buffer* home = t->block_bytes ? nullptr : home_of(t);
+  const size_t block_bytes = t->block_bytes;
   t->~Tensor();
-  if (home == nullptr) free_any(t, block_bytes);
+  if (home == nullptr) free_small(t, block_bytes);
   drop_use(buffer);
   if (home) drop_hold(home);
 }

@@ -32,13 +32,14 @@ struct tpu_tensor {
   std::atomic<int32_t> refs;
   tpu_dtype dtype;
   int rank;
+  // Its own block's size (a view), or 0: the handle lives in the block of the buffer
+  // it was created with, which it keeps alive (one hold) even after moving off it.
+  uint32_t block_bytes;
   int64_t dims[TPU_MAX_RANK];
   int64_t num_elements;
   size_t byte_size;
   void* data;              // inside buffer (a split piece may start past its start)
   tpurt::Buffer* buffer;
-  tpurt::Buffer* home;     // the block this handle lives in, or nullptr: its own block
-  size_t block_bytes;      // of its own block when home == nullptr
   bool writable;           // mutable_data was called: never share this buffer again
 };
 
