@@ -199,6 +199,8 @@ Tensor* Communicator::new_result(const GroupInfo& g, bool shared, const Tensor* 
   return shared && g.pos != 0 ? nullptr : new_tensor_uninitialized(x->dtype, dims, x->rank);
 }
 
+// Every member gets a handle of its own: one handle retained by all could not give
+// one member a private copy, since mutable_data changes what every holder sees.
 void Communicator::join_result(const GroupInfo& g, bool shared, uint64_t seq, Tensor** out) {
   if (!shared || g.pos == 0) return;
   const Tensor* first = rv_->record(g.members[0], seq).result;
