@@ -79,12 +79,15 @@ Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, bool with_data)
   return init_tensor(mem, dtype, dims, rank, n, bytes, data, b, 0);
 }
 
-void drop_hold(Buffer* b) {
-  if (b->holds.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+void free_buffer(Buffer* b) {
   void* block = b->block;
   size_t block_bytes = b->block_bytes;
   b->~Buffer();
   free_any(block, block_bytes);
+}
+
+void drop_hold(Buffer* b) {
+  if (b->holds.fetch_sub(1, std::memory_order_acq_rel) == 1) free_buffer(b);
 }
 
 void drop_use(Buffer* b) {
@@ -178,6 +181,13 @@ void release(Tensor* t) {
   Buffer* home = t->block_bytes ? nullptr : home_of(t);
   const size_t block_bytes = t->block_bytes;
   t->~Tensor();
+  if (home == buffer && buffer->users.load(std::memory_order_acquire) == 1) {
+    // The common case, a tensor alone in its own block: no other handle can reach the
+    // buffer, so both holds are this handle's and the block goes at once.
+    if (buffer->release) buffer->release(buffer->data, buffer->release_user_data);
+    free_buffer(buffer);
+    return;
+  }
   if (home == nullptr) free_small(t, block_bytes);
   drop_use(buffer);
   if (home) drop_hold(home);
