@@ -40,7 +40,7 @@ int main(void) {
   results = calloc((size_t)n, sizeof *results);
   CHECK(tpu_replicate(system, computation, NULL, n, 0, NULL, 1, results, NULL));
   for (r = 0; r < n; r++) {
-    void *data;
+    const void *data;
     const float *sum;
     CHECK(tpu_tensor_data(results[r], &data));
     sum = data;

@@ -132,7 +132,7 @@ static tpu_tensor *make_input(tpu_dtype d, int r, const int64_t *dims, int rank)
   CHECK_OK(tpu_tensor_create(d, dims, rank, NULL, 0, &t));
   void *data;
   int64_t n;
-  tpu_tensor_data(t, &data);
+  tpu_tensor_mutable_data(t, &data);
   tpu_tensor_num_elements(t, &n);
   for (int64_t i = 0; i < n; ++i) set_value(d, data, i, input_value(d, r, i));
   return t;
@@ -268,7 +268,7 @@ static long check_output(const coll_case *c, int r, const tpu_tensor *out) {
   tpu_tensor_dims(out, odims, 4, &(size_t){0});
   int64_t n = 1;
   for (int a = 0; a < orank; ++a) n *= odims[a];
-  void *data;
+  const void *data;
   tpu_tensor_data(out, &data);
   unsigned char expect[16];
   long wrong = 0;
@@ -769,7 +769,7 @@ static tpu_status mean_computation(tpu_replica_context *ctx, tpu_tensor *const *
   tpu_status st = tpu_tensor_create(m->dtype, NULL, 0, v, es, &x);
   if (st == TPU_OK) st = tpu_all_reduce(ctx, x, TPU_REDUCE_MEAN, NULL, &out, NULL);
   if (st == TPU_OK) {
-    void *data = NULL;
+    const void *data = NULL;
     tpu_tensor_data(out, &data);
     m->result[r] = 0;
     switch (m->dtype) { /* read back as the dtype's own type */
@@ -934,7 +934,7 @@ static tpu_status bf16_computation(tpu_replica_context *ctx, tpu_tensor *const *
     tpu_dtype d;
     tpu_tensor_dtype(out, &d);
     if (d != TPU_FLOAT) b->status[r] = TPU_INTERNAL;
-    void *data;
+    const void *data;
     tpu_tensor_data(out, &data);
     memcpy(b->result[r], data, sizeof v);
   }

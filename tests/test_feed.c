@@ -67,12 +67,12 @@ static tpu_status echo(tpu_replica_context *ctx, tpu_tensor *const *in, int ni, 
     tpu_tensor *t[2] = {NULL, NULL};
     tpu_status st = tpu_infeed_dequeue(ctx, g_in, t, 2);
     if (st != TPU_OK) return st;
-    void *f, *g;
+    const void *f, *g;
     tpu_tensor_data(t[0], &f);
     tpu_tensor_data(t[1], &g);
     float sum = 0;
-    for (int i = 0; i < 6; ++i) sum += ((float *)f)[i];
-    int32_t tag = *(int32_t *)g * 10 + replica_id(ctx);
+    for (int i = 0; i < 6; ++i) sum += ((const float *)f)[i];
+    int32_t tag = *(const int32_t *)g * 10 + replica_id(ctx);
     release_tuple(t);
     float fs[6] = {sum};
     tpu_tensor *reply[2];
@@ -101,11 +101,11 @@ static void test_feed__round_trip(void **state) {
     for (int k = 0; k < 2; ++k) { /* FIFO order per replica */
       tpu_tensor *t[2];
       CHECK_OK(tpu_outfeed_dequeue(g_out, r, t, 2));
-      void *f, *g;
+      const void *f, *g;
       tpu_tensor_data(t[0], &f);
       tpu_tensor_data(t[1], &g);
-      assert_true(((float *)f)[0] == 6 * (float)(10 * r + k) + 15);
-      assert_int_equal(*(int32_t *)g, (r * 2 + k) * 10 + r);
+      assert_true(((const float *)f)[0] == 6 * (float)(10 * r + k) + 15);
+      assert_int_equal(*(const int32_t *)g, (r * 2 + k) * 10 + r);
       release_tuple(t);
     }
   /* Released with tuples still queued: no leak (checked under ASan). */

@@ -168,6 +168,7 @@ static void test_null_args__tensor(void **state) {
   int64_t n, got[1];
   size_t bytes;
   void *p;
+  const void *cp;
   NULL_ARG(tpu_tensor_dtype(NULL, &dtype), "'tensor'");
   OUT_ARG(tpu_tensor_dtype, t);
   NULL_ARG(tpu_tensor_rank(NULL, &rank), "'tensor'");
@@ -180,8 +181,10 @@ static void test_null_args__tensor(void **state) {
   OUT_ARG(tpu_tensor_num_elements, t);
   NULL_ARG(tpu_tensor_byte_size(NULL, &bytes), "'tensor'");
   OUT_ARG(tpu_tensor_byte_size, t);
-  NULL_ARG(tpu_tensor_data(NULL, &p), "'tensor'");
+  NULL_ARG(tpu_tensor_data(NULL, &cp), "'tensor'");
   OUT_ARG(tpu_tensor_data, t);
+  NULL_ARG(tpu_tensor_mutable_data(NULL, &p), "'tensor'");
+  OUT_ARG(tpu_tensor_mutable_data, t);
 
   const int64_t flat[2] = {1, 2};
   NULL_ARG(tpu_tensor_reshape(NULL, flat, 2, &r), "'tensor'");

@@ -57,7 +57,7 @@ static tpu_tensor *int_scalar(int32_t v) {
 }
 
 static const float *float_data(const tpu_tensor *t) {
-  void *p = NULL;
+  const void *p = NULL;
   CHECK_OK(tpu_tensor_data(t, &p));
   return p;
 }
@@ -119,9 +119,9 @@ static void test_replicate__per_replica_results(void **state) {
   for (int r = 0; r < 4; ++r) {
     const float *y = float_data(out[2 * r]);
     assert_true(y[0] == (1.0f + r) * r && y[1] == 2.0f * r && y[2] == -3.0f * r);
-    void *p;
+    const void *p;
     tpu_tensor_data(out[2 * r + 1], &p);
-    assert_int_equal(*(int32_t *)p, r * 100 + 1); /* replica r on core r */
+    assert_int_equal(*(const int32_t *)p, r * 100 + 1); /* replica r on core r */
   }
   release_all(out, 8);
   /* tpu_rewrite: one replica on core 0. */
@@ -154,9 +154,9 @@ static void test_replicate__explicit_device_assignment(void **state) {
   CHECK_OK(tpu_replicate(g_sys, scale_by_replica, &n, 4, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)));
   CHECK_NO_WORKER_FAILURES();
   for (int r = 0; r < 4; ++r) {
-    void *p;
+    const void *p;
     tpu_tensor_data(out[2 * r + 1], &p);
-    assert_int_equal(*(int32_t *)p, (3 - r) * 100 + 1);
+    assert_int_equal(*(const int32_t *)p, (3 - r) * 100 + 1);
   }
   release_all(out, 8);
   /* Its replica count must match. */
@@ -170,11 +170,11 @@ static void test_replicate__explicit_device_assignment(void **state) {
   n = 2;
   CHECK_OK(tpu_replicate(g_sys, scale_by_replica, &n, 2, 1, in, 2, out, STEP_OPTIONS(da, NULL, 0)));
   CHECK_NO_WORKER_FAILURES();
-  void *p;
+  const void *p;
   tpu_tensor_data(out[1], &p);
-  assert_int_equal(*(int32_t *)p, 2 * 100 + 2);
+  assert_int_equal(*(const int32_t *)p, 2 * 100 + 2);
   tpu_tensor_data(out[3], &p);
-  assert_int_equal(*(int32_t *)p, 0 * 100 + 2);
+  assert_int_equal(*(const int32_t *)p, 0 * 100 + 2);
   release_all(out, 4);
   tpu_device_assignment_release(da);
   tpu_topology_release(topo);
@@ -258,9 +258,9 @@ static tpu_status record_inputs(tpu_replica_context *ctx, tpu_tensor *const *in,
     int rank = 0;
     tpu_tensor_rank(in[i], &rank);
     if (rank == 0) {
-      void *p;
+      const void *p;
       tpu_tensor_data(in[i], &p);
-      s->dims[r][i][0] = *(int32_t *)p;
+      s->dims[r][i][0] = *(const int32_t *)p;
       s->dims[r][i][1] = -1;
     } else {
       tpu_tensor_dims(in[i], s->dims[r][i], 2, &(size_t){0});
@@ -452,9 +452,9 @@ static void test_replicate__first_failure_and_recovery(void **state) {
   CHECK_OK(tpu_replicate(g_sys, fail_one, &p, 4, 0, NULL, 1, out, NULL));
   CHECK_NO_WORKER_FAILURES();
   for (int r = 0; r < 4; ++r) {
-    void *d;
+    const void *d;
     tpu_tensor_data(out[r], &d);
-    assert_int_equal(*(int32_t *)d, r);
+    assert_int_equal(*(const int32_t *)d, r);
   }
   release_all(out, 4);
   int closed = 1;
@@ -490,8 +490,8 @@ static tpu_status one_stuck(tpu_replica_context *ctx, tpu_tensor *const *in, int
   if (replica_id(ctx) != 1) return TPU_OK;
   /* Until the test releases it, or 10 s (scaled) so that it ends even if the test does not. */
   for (int64_t i = 0; i < time_limit_ms(10000) && !atomic_load(&g_release_stuck); ++i) sleep_ms(1);
-  void *p = NULL;
-  if (ni > 0 && tpu_tensor_data(in[0], &p) == TPU_OK) g_stuck_input = *(float *)p;
+  const void *p = NULL;
+  if (ni > 0 && tpu_tensor_data(in[0], &p) == TPU_OK) g_stuck_input = *(const float *)p;
   atomic_store(&g_stuck_returned, 1);
   return TPU_OK;
 }
@@ -553,8 +553,8 @@ static tpu_status one_late(tpu_replica_context *ctx, tpu_tensor *const *in, int 
   if (p->sleep_ms > 0) sleep_ms(p->sleep_ms);
   for (int i = 0; i < 10000 && p->sleep_ms == 0 && !atomic_load(&p->go); ++i) sleep_ms(1);
   if (p->sleep_ms == 0) sleep_ms(50); /* still running when the caller starts to wait */
-  void *data = NULL;
-  if (ni > 0 && tpu_tensor_data(in[0], &data) == TPU_OK) p->seen = *(float *)data;
+  const void *data = NULL;
+  if (ni > 0 && tpu_tensor_data(in[0], &data) == TPU_OK) p->seen = *(const float *)data;
   const int32_t one = 1; /* an output the runtime releases: the step failed */
   if (no > 0) tpu_tensor_create(TPU_INT32, NULL, 0, &one, sizeof one, &out[0]);
   atomic_store(&p->returned, 1);

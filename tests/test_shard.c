@@ -47,10 +47,10 @@ static void expect_tensor(const tpu_tensor *t, const int64_t *dims, int rank, co
   CHECK_OK(tpu_tensor_dims(t, got, 4, &(size_t){0}));
   for (int i = 0; i < rank; ++i) assert_int_equal(got[i], dims[i]);
   tpu_tensor_num_elements(t, &n);
-  void *p;
-  tpu_tensor_data(t, &p);
+  const float *p;
+  tpu_tensor_data(t, (const void **)&p);
   for (int64_t i = 0; i < n; ++i)
-    if (((float *)p)[i] != want[i]) fail_msg("element %ld: %g != %g", (long)i, ((float *)p)[i], want[i]);
+    if (p[i] != want[i]) fail_msg("element %ld: %g != %g", (long)i, p[i], want[i]);
 }
 
 static int shard_id(tpu_replica_context *ctx) {
@@ -68,10 +68,10 @@ static tpu_status scale_and_id(tpu_replica_context *ctx, tpu_tensor *const *in, 
   tpu_tensor_rank(in[0], &rank);
   tpu_tensor_dims(in[0], dims, 4, &(size_t){0});
   tpu_tensor_num_elements(in[0], &n);
-  void *p;
+  const void *p;
   tpu_tensor_data(in[0], &p);
   float v[64], id = (float)s;
-  for (int64_t i = 0; i < n; ++i) v[i] = ((float *)p)[i] * 10 + (float)s;
+  for (int64_t i = 0; i < n; ++i) v[i] = ((const float *)p)[i] * 10 + (float)s;
   if (tpu_tensor_create(TPU_FLOAT, dims, rank, v, (size_t)n * 4, &out[0]) != TPU_OK) return TPU_INTERNAL;
   if (no > 1 && tpu_tensor_create(TPU_FLOAT, NULL, 0, &id, 4, &out[1]) != TPU_OK) return TPU_INTERNAL;
   return TPU_OK;

@@ -79,7 +79,7 @@ static tpu_status record(tpu_replica_context *ctx, tpu_tensor *const *in, int ni
   const void *p = NULL;
   int64_t count = 0;
   tpu_tensor_num_elements(in[ni - 1], &count);
-  if (tpu_tensor_data(in[ni - 1], (void **)&p) != TPU_OK) return TPU_INTERNAL;
+  if (tpu_tensor_data(in[ni - 1], &p) != TPU_OK) return TPU_INTERNAL;
   for (int64_t i = 0; i < count && i < 8; ++i) r->values[id][i] = ((const float *)p)[i];
   return TPU_OK;
 }

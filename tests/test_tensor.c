@@ -42,8 +42,8 @@ static int64_t num_elements(const tpu_tensor *t) {
   return n;
 }
 
-static void *data_of(const tpu_tensor *t) {
-  void *p = NULL;
+static const void *data_of(const tpu_tensor *t) {
+  const void *p = NULL;
   CHECK_OK(tpu_tensor_data(t, &p));
   return p;
 }
@@ -78,7 +78,7 @@ static void test_tensor__create_copies(void **state) {
   tpu_tensor *t = NULL;
   CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 2, src, sizeof src, &t));
   assert_shape(t, TPU_FLOAT, 2, dims);
-  float *p = data_of(t);
+  const float *p = data_of(t);
   assert_ptr_not_equal(p, src);
   assert_int_equal((uintptr_t)p % 64, 0);
   src[0] = 100; /* the tensor holds a copy */
@@ -94,7 +94,10 @@ static void test_tensor__create_zero_filled(void **state) {
    * a reused block is zero only if the library zeroed it. */
   CHECK_OK(tpu_tensor_create(TPU_INT64, dims, 1, NULL, 0, &t));
   const void *first = data_of(t);
-  memset(data_of(t), 0xff, 1000 * sizeof(int64_t));
+  void *w = NULL;
+  CHECK_OK(tpu_tensor_mutable_data(t, &w));
+  assert_ptr_equal(w, first); /* not shared: no copy */
+  memset(w, 0xff, 1000 * sizeof(int64_t));
   CHECK_OK(tpu_tensor_release(t));
   CHECK_OK(tpu_tensor_create(TPU_INT64, dims, 1, NULL, 0, &t));
   const int64_t *p = data_of(t);
@@ -110,7 +113,7 @@ static void test_tensor__scalar(void **state) {
   CHECK_OK(tpu_tensor_create(TPU_DOUBLE, NULL, 0, &v, sizeof v, &t));
   assert_shape(t, TPU_DOUBLE, 0, NULL);
   assert_int_equal(num_elements(t), 1);
-  assert_true(*(double *)data_of(t) == 2.5);
+  assert_true(*(const double *)data_of(t) == 2.5);
   CHECK_OK(tpu_tensor_dims(t, NULL, 0, &(size_t){0})); /* dims may be NULL when the rank is 0 */
   int64_t d = 77;
   CHECK_ERROR(tpu_tensor_dim(t, 0, &d), TPU_OUT_OF_RANGE, "axis");
@@ -299,7 +302,7 @@ static void test_tensor__wrap_borrows(void **state) {
   CHECK_OK(tpu_tensor_wrap(TPU_INT32, dims, 1, buf, sizeof buf, log_release, &log, &t));
   assert_ptr_equal(data_of(t), buf);
   buf[2] = 30; /* borrowed: the tensor sees the caller's writes */
-  assert_int_equal(((int32_t *)data_of(t))[2], 30);
+  assert_int_equal(((const int32_t *)data_of(t))[2], 30);
   CHECK_OK(tpu_tensor_retain(t));
   CHECK_OK(tpu_tensor_release(t));
   assert_int_equal(log.calls, 0);
@@ -443,11 +446,11 @@ static void test_tensor__cast(void **state) {
   assert_int_equal(ph[5], 0x7C00); /* 65520 overflows half */
 
   tpu_tensor *back = cast(bf, TPU_FLOAT);
-  assert_true(((float *)data_of(back))[1] == -1.75f);
+  assert_true(((const float *)data_of(back))[1] == -1.75f);
   tpu_tensor *i8 = cast(i32, TPU_INT8);
-  assert_int_equal(((int8_t *)data_of(i8))[1], -1);
+  assert_int_equal(((const int8_t *)data_of(i8))[1], -1);
   tpu_tensor *d = cast(i32, TPU_DOUBLE);
-  assert_true(((double *)data_of(d))[3] == 3.0);
+  assert_true(((const double *)data_of(d))[3] == 3.0);
   tpu_tensor *same = cast(t, TPU_FLOAT);
   assert_ptr_not_equal(data_of(same), data_of(t));
   assert_memory_equal(data_of(same), f, sizeof f);
@@ -503,6 +506,291 @@ static void test_tensor__refcount_threads(void **state) {
   assert_int_equal(__atomic_load_n(&calls, __ATOMIC_SEQ_CST), 0);
   CHECK_OK(tpu_tensor_release(t));
   assert_int_equal(__atomic_load_n(&calls, __ATOMIC_SEQ_CST), 1);
+}
+
+/* ---- copy-on-write ----------------------------------------------------------------- */
+
+static void *mutable_of(tpu_tensor *t) {
+  void *p = NULL;
+  CHECK_OK(tpu_tensor_mutable_data(t, &p));
+  return p;
+}
+
+static void test_tensor__mutable_data_unshared(void **state) {
+  (void)state;
+  const int64_t dims[1] = {4};
+  const float src[4] = {1, 2, 3, 4};
+  tpu_tensor *t = NULL;
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, src, sizeof src, &t));
+  const void *read = data_of(t);
+  float *w = mutable_of(t);
+  assert_ptr_equal(w, read); /* no other handle uses the buffer: no copy */
+  w[0] = 9;
+  assert_true(((const float *)data_of(t))[0] == 9.0f);
+  assert_ptr_equal(mutable_of(t), w); /* stable */
+  /* A retained handle is still one tensor: its holders see one buffer. */
+  CHECK_OK(tpu_tensor_retain(t));
+  assert_ptr_equal(mutable_of(t), w);
+  CHECK_OK(tpu_tensor_release(t));
+  CHECK_OK(tpu_tensor_release(t));
+}
+
+static void test_tensor__reshape_copy_on_write(void **state) {
+  (void)state;
+  const int64_t dims[2] = {2, 3}, flat[1] = {6}, other[2] = {3, 2};
+  const int32_t src[6] = {0, 1, 2, 3, 4, 5};
+  tpu_tensor *t = NULL, *r = NULL, *r2 = NULL;
+  CHECK_OK(tpu_tensor_create(TPU_INT32, dims, 2, src, sizeof src, &t));
+  CHECK_OK(tpu_tensor_reshape(t, flat, 1, &r));
+  assert_ptr_equal(data_of(r), data_of(t)); /* shared until written */
+
+  /* Writing the view copies it first: the source keeps its values. */
+  int32_t *rw = mutable_of(r);
+  assert_ptr_not_equal(rw, data_of(t));
+  assert_memory_equal(rw, src, sizeof src);
+  rw[0] = 100;
+  assert_int_equal(((const int32_t *)data_of(t))[0], 0);
+  assert_int_equal(((const int32_t *)data_of(r))[0], 100);
+
+  /* The source is alone in its buffer now: written in place. */
+  const void *before = data_of(t);
+  int32_t *tw = mutable_of(t);
+  assert_ptr_equal(tw, before);
+
+  /* A reshape of a tensor whose mutable pointer was taken copies, so that pointer
+   * stays private and stable. */
+  CHECK_OK(tpu_tensor_reshape(t, other, 2, &r2));
+  assert_ptr_not_equal(data_of(r2), tw);
+  tw[1] = 7;
+  assert_ptr_equal(mutable_of(t), tw);
+  assert_int_equal(((const int32_t *)data_of(r2))[1], 1);
+  CHECK_OK(tpu_tensor_release(r2));
+  CHECK_OK(tpu_tensor_release(t)); /* the view outlives the source */
+  assert_int_equal(((const int32_t *)data_of(r))[5], 5);
+  CHECK_OK(tpu_tensor_release(r));
+
+  /* The other way round: writing the source leaves the view alone. */
+  CHECK_OK(tpu_tensor_create(TPU_INT32, dims, 2, src, sizeof src, &t));
+  CHECK_OK(tpu_tensor_reshape(t, flat, 1, &r));
+  int32_t *w = mutable_of(t);
+  w[3] = -1;
+  assert_ptr_not_equal(data_of(r), w);
+  assert_int_equal(((const int32_t *)data_of(r))[3], 3);
+  CHECK_OK(tpu_tensor_release(r));
+  CHECK_OK(tpu_tensor_release(t));
+}
+
+static void test_tensor__wrap_mutable(void **state) {
+  (void)state;
+  const int64_t dims[1] = {4}, cube[2] = {2, 2};
+  int32_t buf[4] = {1, 2, 3, 4};
+  release_log log = {0, NULL, NULL};
+  tpu_tensor *w = NULL, *v = NULL;
+  CHECK_OK(tpu_tensor_wrap(TPU_INT32, dims, 1, buf, sizeof buf, log_release, &log, &w));
+  assert_ptr_equal(mutable_of(w), buf); /* the caller's buffer: writing it is why one wraps */
+  CHECK_OK(tpu_tensor_release(w));
+  assert_int_equal(log.calls, 1);
+
+  /* Shared with a view, a wrapped buffer is copied like any other. */
+  log.calls = 0;
+  CHECK_OK(tpu_tensor_wrap(TPU_INT32, dims, 1, buf, sizeof buf, log_release, &log, &w));
+  CHECK_OK(tpu_tensor_reshape(w, cube, 2, &v));
+  int32_t *p = mutable_of(w);
+  assert_ptr_not_equal(p, buf);
+  p[0] = 42;
+  assert_int_equal(buf[0], 1);
+  assert_ptr_equal(data_of(v), buf);
+  CHECK_OK(tpu_tensor_release(v)); /* no handle uses buf any more */
+  assert_int_equal(log.calls, 1);
+  assert_int_equal(((const int32_t *)data_of(w))[0], 42);
+  CHECK_OK(tpu_tensor_release(w));
+  assert_int_equal(log.calls, 1);
+}
+
+/* ---- shared collective results -------------------------------------------------- */
+
+enum { kCowReplicas = 4, kCowCount = 4096, kCowRounds = 40 }; /* 16 KiB: above inline size */
+
+static tpu_system *g_sys;
+
+static int release_system(void **state) {
+  (void)state;
+  tpu_system_release(g_sys);
+  g_sys = NULL;
+  return 0;
+}
+
+static void start_system(int private_results) {
+  tpu_system_options opts = TPU_SYSTEM_OPTIONS_INIT;
+  opts.num_cores = kCowReplicas;
+  opts.private_collective_results = private_results;
+  release_system(NULL);
+  CHECK_OK(tpu_system_init(&opts, &g_sys));
+}
+
+static float cow_input(int replica, int64_t i) { return (float)(replica * 1000 + i % 997); }
+
+static tpu_status cow_make_input(int replica, const int64_t *dims, int rank, tpu_tensor **out) {
+  int64_t n = 1;
+  for (int a = 0; a < rank; ++a) n *= dims[a];
+  tpu_status st = tpu_tensor_create(TPU_FLOAT, dims, rank, NULL, 0, out);
+  void *p = NULL;
+  if (st == TPU_OK) st = tpu_tensor_mutable_data(*out, &p);
+  for (int64_t i = 0; st == TPU_OK && i < n; ++i) ((float *)p)[i] = cow_input(replica, i);
+  return st;
+}
+
+/* What the replicas record; the test asserts on its own thread after the step. */
+typedef struct cow_run {
+  const void *shared[kCowReplicas];  /* tpu_tensor_data of each replica's result */
+  void *written[kCowReplicas];       /* writers: their mutable pointer */
+  const void *last[kCowReplicas];    /* replica 0: mutable pointer once alone */
+  long wrong[kCowReplicas];          /* elements that were not what they should be */
+} cow_run;
+
+static int replica_of(tpu_replica_context *ctx) {
+  int k = -1;
+  tpu_replica_context_replica_id(ctx, &k);
+  return k;
+}
+
+/* Even replicas read the shared sum over and over while odd ones write their own copy
+ * through tpu_tensor_mutable_data: readers never see a write, writers see only theirs. */
+static tpu_status cow_readers_and_writers(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                          tpu_tensor **out, int no, void *user) {
+  cow_run *run = user;
+  const int k = replica_of(ctx);
+  const int64_t dims[1] = {kCowCount};
+  tpu_tensor *x = NULL, *y = NULL;
+  tpu_status st = cow_make_input(k, dims, 1, &x);
+  if (st == TPU_OK) st = tpu_cross_replica_sum(ctx, x, NULL, &y, NULL);
+  const void *shared = NULL;
+  if (st == TPU_OK) st = tpu_tensor_data(y, &shared);
+  run->shared[k] = shared;
+  if (st == TPU_OK) st = tpu_barrier(ctx, NULL); /* every replica holds its result */
+  for (int round = 0; st == TPU_OK && round < kCowRounds; ++round) {
+    if (k % 2 == 0) {
+      for (int64_t i = 0; i < kCowCount; ++i) {
+        float want = 0;
+        for (int r = 0; r < kCowReplicas; ++r) want += cow_input(r, i);
+        run->wrong[k] += ((const float *)shared)[i] != want;
+      }
+    } else {
+      void *p = NULL;
+      st = tpu_tensor_mutable_data(y, &p);
+      if (round > 0 && p != run->written[k]) run->wrong[k]++; /* the pointer is stable */
+      run->written[k] = p;
+      float *f = p;
+      for (int64_t i = 0; i < kCowCount; ++i) f[i] = (float)(-k - round);
+      for (int64_t i = 0; i < kCowCount; ++i) run->wrong[k] += f[i] != (float)(-k - round);
+    }
+  }
+  /* Once the writers have their copies and replica 2 let go, replica 0 is the buffer's
+   * only user: it writes in place. */
+  if (st == TPU_OK) st = tpu_barrier(ctx, NULL);
+  if (st == TPU_OK && k == 2) st = tpu_tensor_release(y), y = NULL;
+  if (st == TPU_OK) st = tpu_barrier(ctx, NULL);
+  if (st == TPU_OK && k == 0) {
+    void *p = NULL;
+    st = tpu_tensor_mutable_data(y, &p);
+    run->last[k] = p;
+  }
+  tpu_tensor_release(y);
+  tpu_tensor_release(x);
+  return st;
+}
+
+static void test_tensor__cow_readers_and_writers(void **state) {
+  (void)state;
+  start_system(0);
+  cow_run run;
+  memset(&run, 0, sizeof run);
+  CHECK_OK(tpu_replicate(g_sys, cow_readers_and_writers, &run, kCowReplicas, 0, NULL, 0, NULL, NULL));
+  for (int k = 0; k < kCowReplicas; ++k) {
+    assert_int_equal(run.wrong[k], 0);
+    assert_ptr_equal(run.shared[k], run.shared[0]); /* one buffer for the group */
+  }
+  assert_non_null(run.written[1]);
+  assert_ptr_not_equal(run.written[1], run.shared[0]);
+  assert_ptr_not_equal(run.written[3], run.shared[0]);
+  assert_ptr_not_equal(run.written[1], run.written[3]);
+  assert_ptr_equal(run.last[0], run.shared[0]);
+}
+
+/* Groups {0, 1} and {2, 3}: all-reduce, all-gather along each axis and broadcast.
+ * Records each result's buffer and counts wrong elements. */
+enum { kGroupRows = 1024, kGroupCols = 80, kGroupOps = 4 }; /* 320 KiB inputs */
+
+typedef struct group_run {
+  const void *data[kGroupOps][kCowReplicas];
+  long wrong[kCowReplicas];
+} group_run;
+
+static float group_expected(int op, int k, int64_t r, int64_t c) {
+  const int first = k / 2 * 2;
+  switch (op) {
+    case 0: return cow_input(first, r * kGroupCols + c) + cow_input(first + 1, r * kGroupCols + c);
+    case 1: return cow_input(first + (int)(r / kGroupRows), r % kGroupRows * kGroupCols + c);
+    case 2: return cow_input(first + (int)(c / kGroupCols), r * kGroupCols + c % kGroupCols);
+    default: return cow_input(first + 1, r * kGroupCols + c);
+  }
+}
+
+static tpu_status group_results(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                tpu_tensor **out, int no, void *user) {
+  group_run *run = user;
+  const int k = replica_of(ctx);
+  const int64_t dims[2] = {kGroupRows, kGroupCols};
+  static const int32_t ids[4] = {0, 1, 2, 3};
+  const tpu_group_assignment groups = {ids, 2, 2};
+  tpu_tensor *x = NULL, *y[kGroupOps] = {NULL};
+  tpu_status st = cow_make_input(k, dims, 2, &x);
+  if (st == TPU_OK) st = tpu_cross_replica_sum(ctx, x, &groups, &y[0], NULL);
+  if (st == TPU_OK) st = tpu_all_gather(ctx, x, 0, &groups, &y[1], NULL);
+  if (st == TPU_OK) st = tpu_all_gather(ctx, x, 1, &groups, &y[2], NULL);
+  if (st == TPU_OK) st = tpu_broadcast(ctx, x, 1, &groups, &y[3], NULL);
+  for (int op = 0; st == TPU_OK && op < kGroupOps; ++op) {
+    int64_t shape[2];
+    const void *p = NULL;
+    st = tpu_tensor_dims(y[op], shape, 2, &(size_t){0});
+    if (st == TPU_OK) st = tpu_tensor_data(y[op], &p);
+    run->data[op][k] = p;
+    for (int64_t r = 0; st == TPU_OK && r < shape[0]; ++r)
+      for (int64_t c = 0; c < shape[1]; ++c)
+        run->wrong[k] += ((const float *)p)[r * shape[1] + c] != group_expected(op, k, r, c);
+  }
+  /* Every result stays alive until all are recorded: distinct buffers have distinct
+   * addresses. */
+  if (st == TPU_OK) st = tpu_barrier(ctx, NULL);
+  for (int op = 0; op < kGroupOps; ++op) tpu_tensor_release(y[op]);
+  tpu_tensor_release(x);
+  return st;
+}
+
+static void test_tensor__group_results_shared(void **state) {
+  (void)state;
+  start_system(0);
+  group_run run;
+  memset(&run, 0, sizeof run);
+  CHECK_OK(tpu_replicate(g_sys, group_results, &run, kCowReplicas, 0, NULL, 0, NULL, NULL));
+  for (int k = 0; k < kCowReplicas; ++k) assert_int_equal(run.wrong[k], 0);
+  for (int op = 0; op < kGroupOps; ++op) {
+    assert_ptr_equal(run.data[op][0], run.data[op][1]);
+    assert_ptr_equal(run.data[op][2], run.data[op][3]);
+    assert_ptr_not_equal(run.data[op][0], run.data[op][2]);
+  }
+}
+
+static void test_tensor__group_results_private(void **state) {
+  (void)state;
+  start_system(1);
+  group_run run;
+  memset(&run, 0, sizeof run);
+  CHECK_OK(tpu_replicate(g_sys, group_results, &run, kCowReplicas, 0, NULL, 0, NULL, NULL));
+  for (int k = 0; k < kCowReplicas; ++k) assert_int_equal(run.wrong[k], 0);
+  for (int op = 0; op < kGroupOps; ++op)
+    for (int a = 0; a < kCowReplicas; ++a)
+      for (int b = a + 1; b < kCowReplicas; ++b) assert_ptr_not_equal(run.data[op][a], run.data[op][b]);
 }
 
 /* ---- bfloat16 ---------------------------------------------------------------------- */
@@ -873,6 +1161,12 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tensor__reshape),
       cmocka_unit_test(test_tensor__cast),
       cmocka_unit_test(test_tensor__refcount_threads),
+      cmocka_unit_test(test_tensor__mutable_data_unshared),
+      cmocka_unit_test(test_tensor__reshape_copy_on_write),
+      cmocka_unit_test(test_tensor__wrap_mutable),
+      cmocka_unit_test_teardown(test_tensor__cow_readers_and_writers, release_system),
+      cmocka_unit_test_teardown(test_tensor__group_results_shared, release_system),
+      cmocka_unit_test_teardown(test_tensor__group_results_private, release_system),
       cmocka_unit_test(test_tensor__bf16_round_trip_all),
       cmocka_unit_test(test_tensor__bf16_stride),
       cmocka_unit_test(test_tensor__bf16_ties),

@@ -13,7 +13,10 @@
  * step's replica count (tpu_group_assignment_validate); all-reduce, all-gather,
  * reduce-scatter, all-to-all and broadcast work within each group.
  *
- * Outputs are new tensors (*out, the caller's). Inputs are only read.
+ * Outputs are new tensor handles (*out, the caller's). Inputs are only read. The
+ * members of a group may receive handles on one shared buffer for the result of
+ * all-reduce, cross_replica_sum, all-gather and broadcast: read it with
+ * tpu_tensor_data, write it with tpu_tensor_mutable_data (copy-on-write, tensor.h).
  * Reductions over bfloat16 and half accumulate in float32; integer sums wrap.
  * MEAN of integers is the mean of the values, truncated toward zero: it is summed
  * wide enough not to wrap (seven uint8 102s give 102).

@@ -47,10 +47,15 @@ typedef struct tpu_system_options {
                                    never returns closes it either way. */
   const void *embedding_config; /* serialized TPUEmbeddingConfiguration, or NULL */
   size_t embedding_config_len;
+  /* 0 (default): the members of a group share one buffer for the result of an
+   * all-reduce, cross_replica_sum, all-gather or broadcast (copy-on-write, see
+   * tensor.h), written once. Nonzero: every member gets a private copy, as before
+   * shared results (for comparison; each copy costs a write of the whole result). */
+  int private_collective_results;
 } tpu_system_options;
 
 #define TPU_SYSTEM_OPTIONS_INIT \
-  { sizeof(tpu_system_options), 0, {0, 0, 0, 0}, NULL, NULL, 0, 0, 0, NULL, 0 }
+  { sizeof(tpu_system_options), 0, {0, 0, 0, 0}, NULL, NULL, 0, 0, 0, NULL, 0, 0 }
 
 /* Fills *options with the defaults (zeros) and struct_size. For bindings that cannot
  * use the macro. struct_size is the caller's sizeof: at least the first release's

@@ -1,8 +1,24 @@
 /* tpurt/tensor.h: dense tensors and bfloat16 / half conversion.
  *
- * A tensor is an immutable-shape, reference-counted handle over a row-major
- * buffer. Retain and release are thread-safe; reading the data from several
- * threads is safe; writing it while another thread reads is the caller's race.
+ * A tensor is an immutable-shape, reference-counted handle over a row-major buffer.
+ * Retain and release are thread-safe. tpu_tensor_retain adds a reference to the SAME
+ * tensor: every holder of the handle sees what is written through it.
+ *
+ * Copy-on-write. Several handles may share one buffer: a reshape and its source, the
+ * results that the members of a group receive from one all-reduce,
+ * cross_replica_sum, all-gather or broadcast (unless the system was started with
+ * private_collective_results), a piece of a sharded input. A buffer is "shared" while
+ * more than one handle has its data in it (references to one handle count once).
+ * tpu_tensor_data reads without copying; tpu_tensor_mutable_data first copies a
+ * shared buffer into a private one of this handle, so a write through one handle
+ * never shows through another. Once a handle's mutable pointer has been taken, that
+ * handle never shares its buffer again: a later reshape of it copies.
+ *
+ * Threads: handles that share a buffer may be used from different threads freely,
+ * written through mutable_data or read. One handle is one object: calling
+ * tpu_tensor_mutable_data on it, or writing through its mutable pointer, while
+ * another thread uses the same handle (reads its data, reshapes it, passes it to a
+ * collective) is the caller's race.
  */
 #ifndef TPURT_TENSOR_H
 #define TPURT_TENSOR_H
@@ -36,9 +52,13 @@ TPU_API tpu_status tpu_tensor_create(tpu_dtype dtype, const int64_t *dims, int r
                                      const void *data, size_t data_bytes, tpu_tensor **out);
 
 /* Like tpu_tensor_create but borrows `data` instead of copying it: the tensor points
- * at the caller's buffer, and `release(data, user_data)` (if not NULL) runs when the
- * last reference goes. data must not be NULL unless the byte size is 0. If this call
- * fails, release is not called. */
+ * at the caller's buffer, and `release(data, user_data)` (if not NULL) runs when no
+ * handle uses it any more. data must not be NULL unless the byte size is 0. If this
+ * call fails, release is not called. tpu_tensor_mutable_data on a wrapped tensor
+ * returns the caller's buffer itself (writing into it is why one wraps), unless a
+ * reshape of the tensor shares it: then it copies, like any shared buffer. Writes the
+ * caller makes through its own pointer bypass copy-on-write and are seen by every
+ * handle still using the buffer. */
 TPU_API tpu_status tpu_tensor_wrap(tpu_dtype dtype, const int64_t *dims, int rank, void *data,
                                    size_t data_bytes, tpu_release_fn release, void *user_data,
                                    tpu_tensor **out);
@@ -62,13 +82,23 @@ TPU_API tpu_status tpu_tensor_dim(const tpu_tensor *tensor, int axis, int64_t *o
 TPU_API tpu_status tpu_tensor_num_elements(const tpu_tensor *tensor, int64_t *out);
 TPU_API tpu_status tpu_tensor_byte_size(const tpu_tensor *tensor, size_t *out);
 
-/* The tensor's buffer (borrowed: valid while a reference is held). A zero-size
- * tensor may give NULL. */
-TPU_API tpu_status tpu_tensor_data(const tpu_tensor *tensor, void **out);
+/* The tensor's data, read-only (borrowed): valid while a reference is held and until
+ * tpu_tensor_mutable_data is called on this handle. Never copies. A zero-size tensor
+ * may give NULL. */
+TPU_API tpu_status tpu_tensor_data(const tpu_tensor *tensor, const void **out);
 
-/* A new tensor sharing `tensor`'s buffer with shape dims[0..rank). The element
- * counts must agree (TPU_INVALID_ARGUMENT naming both otherwise). One dimension may
- * be -1 and is then inferred. */
+/* The tensor's data, writable. If the buffer is shared with another handle, it is
+ * first copied into a buffer private to this handle (TPU_RESOURCE_EXHAUSTED if memory
+ * runs out; the tensor is then unchanged). The pointer stays the same for every later
+ * call on this handle until the handle is released, and writes through it are never
+ * seen by other handles (not even by reshapes made later, which copy). */
+TPU_API tpu_status tpu_tensor_mutable_data(tpu_tensor *tensor, void **out);
+
+/* A new tensor with `tensor`'s data and shape dims[0..rank). The element counts must
+ * agree (TPU_INVALID_ARGUMENT naming both otherwise). One dimension may be -1 and is
+ * then inferred. The two share the buffer (copy-on-write: a write through either
+ * after tpu_tensor_mutable_data is not seen by the other), except when the mutable
+ * pointer of `tensor` has been taken: then the data are copied. */
 TPU_API tpu_status tpu_tensor_reshape(const tpu_tensor *tensor, const int64_t *dims, int rank,
                                       tpu_tensor **out);
 

@@ -60,11 +60,7 @@ TPU_EXPORT tpu_status tpu_tensor_wrap(tpu_dtype dtype, const int64_t* dims, int 
       invalid_argument("data_bytes is ", data_bytes, " but a ", dtype_name(dtype), shape_string(dims, rank),
                        " tensor has ", bytes, " bytes");
     if (data == nullptr && bytes != 0) invalid_argument("argument 'data' is NULL");
-    Tensor* t = new_tensor_header(dtype, dims, rank);
-    t->data = data;
-    t->release = release_fn;
-    t->release_user_data = user_data;
-    *out = t;
+    *out = wrap_tensor(dtype, dims, rank, data, release_fn, user_data);
   });
 }
 
@@ -128,11 +124,19 @@ TPU_EXPORT tpu_status tpu_tensor_byte_size(const tpu_tensor* tensor, size_t* out
   });
 }
 
-TPU_EXPORT tpu_status tpu_tensor_data(const tpu_tensor* tensor, void** out) {
+TPU_EXPORT tpu_status tpu_tensor_data(const tpu_tensor* tensor, const void** out) {
   return guarded([&] {
     require_tensor(tensor, "tensor");
     require_not_null(out, "out");
     *out = tensor->data;
+  });
+}
+
+TPU_EXPORT tpu_status tpu_tensor_mutable_data(tpu_tensor* tensor, void** out) {
+  return guarded([&] {
+    require_tensor(tensor, "tensor");
+    require_not_null(out, "out");
+    *out = mutable_data(tensor);
   });
 }
 

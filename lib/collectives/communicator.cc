@@ -1,9 +1,12 @@
 // The collective algorithms for replicas in one process. Small inputs travel inline
 // in the rendezvous records and each replica computes its own result (one meeting
-// per collective). Large inputs are read in place; for all-reduce each group member
-// reduces one slice over all inputs and writes it into every member's output, so
-// each byte is read once and written once per output; a second meeting then keeps
-// buffers alive until every peer is done with them.
+// per collective). Large inputs are read in place. When every member of a group gets
+// the same result (all-reduce, all-gather, broadcast), the group's first member
+// allocates one buffer, the others share it (copy-on-write, core/tensor.h), and the
+// members split the writing of it by claiming chunks: each byte is read once and
+// written once. With private results (SystemConfig), every member has its own output
+// and an all-reduce writes each reduced slice into all of them. A second meeting
+// keeps buffers alive until every peer is done with them.
 #include "collectives/communicator.h"
 
 #include <algorithm>
@@ -43,6 +46,22 @@ uint64_t hash_ids(const int32_t* ids, int64_t n) {
   return h;
 }
 
+// Bytes a member claims at a time when the members split the work of one result.
+constexpr int64_t kChunkBytes = kPieceBytes * kPiecesPerChunk;
+
+// An output published for peers to write into (or to share): if the collective
+// throws, a peer may still be writing, so the rendezvous keeps it until the step's
+// reset instead of freeing it now.
+struct PublishedTensor {
+  Rendezvous* rv;
+  int rank;
+  Tensor* t = nullptr;
+  ~PublishedTensor() {
+    if (t) rv->park(rank, t);
+  }
+  Tensor* take() { Tensor* r = t; t = nullptr; return r; }
+};
+
 // The bfloat16 scope: rounds float32 x to bfloat16, reduces that with `reduce`
 // (which accumulates in float32 and rounds once), and widens the result to float32.
 template <typename Reduce>
@@ -61,8 +80,8 @@ Tensor* through_bfloat16(const Tensor* x, Reduce&& reduce) {
 
 }  // namespace
 
-Communicator::Communicator(int size, int64_t timeout_ms, int num_cpus)
-    : rv_(new Rendezvous(size, timeout_ms, num_cpus)), identity_(size) {
+Communicator::Communicator(int size, int64_t timeout_ms, int num_cpus, bool private_results)
+    : rv_(new Rendezvous(size, timeout_ms, num_cpus)), identity_(size), private_results_(private_results) {
   for (int i = 0; i < size; ++i) identity_[i] = i;
   identity_hash_ = hash_ids(identity_.data(), size);
 }
@@ -155,6 +174,7 @@ bool Communicator::meet(int rank, uint64_t seq, Record& rec, const Descriptor& d
     rec.input = x->data;
   }
   rec.output = out ? out->data : nullptr;
+  rec.result = out;
   rv_->arrive_and_check(rank, seq);
   return small;
 }
@@ -165,6 +185,23 @@ const void* Communicator::input_of(int replica, uint64_t seq, size_t bytes) cons
 
 void* Communicator::output_of(int replica, uint64_t seq) const {
   return rv_->record(replica, seq).output;
+}
+
+bool Communicator::shares_result(const GroupInfo& g, size_t input_bytes) const {
+  return !private_results_ && g.size > 1 && input_bytes > kInlineBytes;
+}
+
+Tensor* Communicator::new_result(const GroupInfo& g, bool shared, const Tensor* x,
+                                 const int64_t* dims) {
+  return shared && g.pos != 0 ? nullptr : new_tensor_uninitialized(x->dtype, dims, x->rank);
+}
+
+// Every member gets a handle of its own: one handle retained by all could not give
+// one member a private copy, since mutable_data changes what every holder sees.
+void Communicator::join_result(const GroupInfo& g, bool shared, uint64_t seq, Tensor** out) {
+  if (!shared || g.pos == 0) return;
+  const Tensor* first = rv_->record(g.members[0], seq).result;
+  *out = share(first, first->dims, first->rank, 0);
 }
 
 Tensor* Communicator::all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
@@ -178,26 +215,29 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
                                   const tpu_group_assignment* groups, bool bf16_wire) {
   Descriptor desc;
   GroupInfo g;
-  TensorRef out;
+  PublishedTensor out{rv_.get(), rank};
+  bool shared = false;
   check_local(rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
     setup(rank, CollectiveKind::kAllReduce, x, groups, &desc, &g);
-    out.reset(new_tensor_uninitialized(x->dtype, x->dims, x->rank));
+    shared = shares_result(g, x->byte_size);
+    out.t = new_result(g, shared, x, x->dims);
   });
   desc.op = op;
   desc.bf16_wire = bf16_wire;
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
-  bool small = meet(rank, seq, rec, desc, x, out.get());
+  bool small = meet(rank, seq, rec, desc, x, out.t);
   SourceList sources(g.size);
   const void** srcs = sources.data();
   for (int j = 0; j < g.size; ++j) srcs[j] = input_of(g.members[j], seq, x->byte_size);
   const int64_t n = x->num_elements;
   if (small) {
-    reduce(x->dtype, op, srcs, g.size, 0, n, out->data);
+    reduce(x->dtype, op, srcs, g.size, 0, n, out.t->data);
     return out.take();
   }
+  join_result(g, shared, seq, &out.t);
   // Chunks are claimed by whichever members are running, so progress never waits for
   // a particular thread to be scheduled (replicas may outnumber CPUs). Chunk bounds are
   // cache-line aligned so members never write the same line.
@@ -208,7 +248,8 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
   const int64_t num_chunks = (n + chunk - 1) / chunk;
   // Outputs larger than the caches are written with streaming stores from a piece
   // reduced in L1; smaller ones stay cached for the computation that reads them next.
-  const bool stream = x->byte_size >= kStreamBytes / g.size;
+  const int outputs = shared ? 1 : g.size;
+  const bool stream = x->byte_size * outputs >= kStreamBytes;
   alignas(64) static thread_local unsigned char scratch[kPieceBytes];
   for (int64_t c; (c = rv_->claim_chunk(g.members[0], seq)) < num_chunks;) {
     const int64_t chunk_end = std::min(n, (c + 1) * chunk);
@@ -217,13 +258,16 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
       size_t off = p * esize, len = m * esize;
       if (stream) {
         reduce(x->dtype, op, srcs, g.size, p, m, scratch);
-        for (int j = 0; j < g.size; ++j)
-          stream_copy(static_cast<char*>(output_of(g.members[j], seq)) + off, scratch, len);
+        if (shared) stream_copy(static_cast<char*>(out.t->data) + off, scratch, len);
+        else
+          for (int j = 0; j < g.size; ++j)
+            stream_copy(static_cast<char*>(output_of(g.members[j], seq)) + off, scratch, len);
       } else {
-        char* mine = static_cast<char*>(out->data) + off;
+        char* mine = static_cast<char*>(out.t->data) + off;
         reduce(x->dtype, op, srcs, g.size, p, m, mine);
-        for (int j = 0; j < g.size; ++j)
-          if (j != g.pos) std::memcpy(static_cast<char*>(output_of(g.members[j], seq)) + off, mine, len);
+        if (!shared)
+          for (int j = 0; j < g.size; ++j)
+            if (j != g.pos) std::memcpy(static_cast<char*>(output_of(g.members[j], seq)) + off, mine, len);
       }
     }
   }
@@ -238,7 +282,8 @@ Tensor* Communicator::all_gather(int rank, const Tensor* x, int axis,
   GroupInfo g;
   int a = 0;
   int64_t dims[TPU_MAX_RANK];
-  TensorRef out;
+  PublishedTensor out{rv_.get(), rank};
+  bool shared = false;
   check_local(rank, [&] {
     require_not_null(x, "x");
     if (x->rank == 0) invalid_argument("all_gather needs a tensor of rank >= 1, got a scalar");
@@ -247,18 +292,38 @@ Tensor* Communicator::all_gather(int rank, const Tensor* x, int axis,
     std::copy(x->dims, x->dims + x->rank, dims);
     dims[a] = checked_mul(dims[a], int64_t{g.size}, "dimension ", a, " of all_gather's output (",
                           g.size, " x ", dtype_name(x->dtype), ShapeText{x->dims, x->rank}, ")");
-    out.reset(new_tensor_uninitialized(x->dtype, dims, x->rank));
+    shared = shares_result(g, x->byte_size);
+    out.t = new_result(g, shared, x, dims);
   });
   desc.params[0] = a;
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
-  bool small = meet(rank, seq, rec, desc, x, out.get());
-  int64_t zero[TPU_MAX_RANK] = {0}, start[TPU_MAX_RANK] = {0};
-  size_t esize = dtype_size(x->dtype);
-  for (int j = 0; j < g.size; ++j) {
-    start[a] = j * x->dims[a];
-    copy_box(esize, x->rank, x->dims, input_of(g.members[j], seq, x->byte_size), x->dims, zero, out->data, dims, start);
-  }
+  bool small = meet(rank, seq, rec, desc, x, out.t);
+  join_result(g, shared, seq, &out.t);
+  // Units of work: runs of rows (dimension 0) of one member's input; a private result
+  // takes them all, a shared one is split among the members that claim them.
+  const int64_t rows = x->dims[0];
+  const size_t row_bytes = rows ? x->byte_size / rows : 0;
+  const int64_t rows_per_unit = shared ? std::max<int64_t>(1, kChunkBytes / std::max<size_t>(row_bytes, 1)) : rows;
+  const int64_t units_per_input = rows ? (rows + rows_per_unit - 1) / rows_per_unit : 0;
+  const int64_t num_units = units_per_input * g.size;
+  const size_t esize = dtype_size(x->dtype);
+  int64_t extent[TPU_MAX_RANK], from[TPU_MAX_RANK] = {0}, to[TPU_MAX_RANK] = {0};
+  std::copy(x->dims, x->dims + x->rank, extent);
+  auto copy_unit = [&](int64_t u) {
+    const int j = static_cast<int>(u / units_per_input);
+    const int64_t r0 = u % units_per_input * rows_per_unit;
+    extent[0] = std::min(rows_per_unit, rows - r0);
+    from[0] = r0;
+    to[0] = r0;
+    to[a] += j * x->dims[a];
+    copy_box(esize, x->rank, extent, input_of(g.members[j], seq, x->byte_size), x->dims, from, out.t->data, dims, to);
+    to[a] = to[0] = 0;
+  };
+  if (shared)
+    for (int64_t u; (u = rv_->claim_chunk(g.members[0], seq)) < num_units;) copy_unit(u);
+  else
+    for (int64_t u = 0; u < num_units; ++u) copy_unit(u);
   if (!small) rv_->finish(rank, seq);
   return out.take();
 }
@@ -403,18 +468,32 @@ Tensor* Communicator::broadcast(int rank, const Tensor* x, int root,
                                 const tpu_group_assignment* groups) {
   Descriptor desc;
   GroupInfo g;
-  TensorRef out;
+  PublishedTensor out{rv_.get(), rank};
+  bool shared = false;
   check_local(rank, [&] {
     require_not_null(x, "x");
     setup(rank, CollectiveKind::kBroadcast, x, groups, &desc, &g);
     if (root < 0 || root >= g.size) invalid_argument("root ", root, " is outside the group of ", g.size);
-    out.reset(new_tensor_uninitialized(x->dtype, x->dims, x->rank));
+    shared = shares_result(g, x->byte_size);
+    out.t = new_result(g, shared, x, x->dims);
   });
   desc.params[0] = root;
   uint64_t seq;
   Record& rec = rv_->begin(rank, &seq);
-  bool small = meet(rank, seq, rec, desc, x, out.get());
-  if (x->byte_size) std::memcpy(out->data, input_of(g.members[root], seq, x->byte_size), x->byte_size);
+  bool small = meet(rank, seq, rec, desc, x, out.t);
+  join_result(g, shared, seq, &out.t);
+  const char* src = static_cast<const char*>(input_of(g.members[root], seq, x->byte_size));
+  char* dst = static_cast<char*>(out.t->data);
+  const size_t bytes = x->byte_size;
+  if (shared) {
+    const int64_t num_chunks = static_cast<int64_t>((bytes + kChunkBytes - 1) / kChunkBytes);
+    for (int64_t c; (c = rv_->claim_chunk(g.members[0], seq)) < num_chunks;) {
+      size_t off = static_cast<size_t>(c) * kChunkBytes;
+      std::memcpy(dst + off, src + off, std::min<size_t>(kChunkBytes, bytes - off));
+    }
+  } else if (bytes) {
+    std::memcpy(dst, src, bytes);
+  }
   if (!small) rv_->finish(rank, seq);
   return out.take();
 }

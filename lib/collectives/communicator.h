@@ -21,8 +21,10 @@ enum class CollectiveKind : int32_t;
 class Communicator {
  public:
   // size: participants (replicas); timeout_ms: how long a participant waits for the
-  // others before TPU_DEADLINE_EXCEEDED; num_cpus: decides spinning vs yielding.
-  Communicator(int size, int64_t timeout_ms, int num_cpus);
+  // others before TPU_DEADLINE_EXCEEDED; num_cpus: decides spinning vs yielding;
+  // private_results: every member gets its own copy of a result the group shares
+  // (all-reduce, all-gather, broadcast) instead of one shared buffer.
+  Communicator(int size, int64_t timeout_ms, int num_cpus, bool private_results = false);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -53,7 +55,9 @@ class Communicator {
   // for the deadline.
   void depart(int rank);
 
-  // The collectives. Each throws tpurt::Error; outputs are new tensors.
+  // The collectives. Each throws tpurt::Error; outputs are new handles. The members
+  // of a group get handles on one shared buffer for all-reduce, all-gather and
+  // broadcast inputs above kInlineBytes, unless private_results.
   Tensor* all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
                      const tpu_group_assignment* groups, bool bf16_wire);
   Tensor* all_gather(int rank, const Tensor* x, int axis, const tpu_group_assignment* groups);
@@ -81,6 +85,12 @@ class Communicator {
             Tensor* out);
   const void* input_of(int replica, uint64_t seq, size_t bytes) const;
   void* output_of(int replica, uint64_t seq) const;
+  // Whether a collective whose members all get the same result shares one buffer.
+  bool shares_result(const GroupInfo& g, size_t input_bytes) const;
+  // This member's output before the meeting: nullptr for a shared result's members
+  // other than the first, which join_result points at the first member's buffer.
+  Tensor* new_result(const GroupInfo& g, bool shared, const Tensor* x, const int64_t* dims);
+  void join_result(const GroupInfo& g, bool shared, uint64_t seq, Tensor** out);
   Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
                       const tpu_group_assignment* groups, bool bf16_wire);
   Tensor* scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,
@@ -89,6 +99,7 @@ class Communicator {
   std::unique_ptr<Rendezvous> rv_;
   std::vector<int32_t> identity_;  // the default group: every replica in order
   uint64_t identity_hash_ = 0;
+  bool private_results_ = false;
 };
 
 }  // namespace tpurt

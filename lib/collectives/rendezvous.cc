@@ -85,11 +85,30 @@ Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus)
       next_cpu_mate_(size, -1),
       first_on_cpu_(kMaxCpuIds, -1),
       last_on_cpu_(kMaxCpuIds, -1) {
+  for (int r = 0; r < size; ++r) slots_[r].parked.reserve(1);
   claims_[0].reset(new ClaimCounter[size]);
   claims_[1].reset(new ClaimCounter[size]);
 }
 
+Rendezvous::~Rendezvous() { release_parked(); }
+
+void Rendezvous::park(int rank, tpu_tensor* output) noexcept {
+  try {
+    slots_[rank].parked.push_back(output);  // capacity reserved: one failure per step
+  } catch (...) {
+    // Leaking the output beats freeing it under a writer.
+  }
+}
+
+void Rendezvous::release_parked() {
+  for (int r = 0; r < size_; ++r) {
+    for (tpu_tensor* t : slots_[r].parked) release(t);
+    slots_[r].parked.clear();
+  }
+}
+
 void Rendezvous::reset(const int* cpu_of_rank) {
+  release_parked();
   auto cpu = [&](int r) {
     int c = cpu_of_rank ? cpu_of_rank[r] : -1;
     return c >= 0 && c < kMaxCpuIds ? c : -1;

@@ -59,12 +59,16 @@ struct Record {
   Descriptor desc;
   const void* input;  // inline copy or the caller's buffer
   void* output;
+  const tpu_tensor* result;  // the group's one shared result (its first member's)
   alignas(64) unsigned char data[kInlineBytes];
 };
 
 class Rendezvous {
  public:
   Rendezvous(int size, int64_t timeout_ms, int num_cpus);
+  ~Rendezvous();
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
 
   int size() const { return size_; }
   // Starts a step. cpu_of_rank: the CPU each rank's thread is pinned to, or NULL
@@ -100,6 +104,11 @@ class Rendezvous {
 
   const Record& record(int rank, uint64_t seq) const { return slots_[rank].rec[seq & 1]; }
 
+  // Takes the reference to an output that `rank` published for peers to write into
+  // when its collective failed: a peer may still be writing, so it is released only
+  // by the next reset (when no participant is inside a collective) or the destructor.
+  void park(int rank, tpu_tensor* output) noexcept;
+
   // Work claiming for collective seq: returns the next unclaimed chunk index of the
   // group whose first member is `group_key`. Counters start at 0 for every collective.
   int64_t claim_chunk(int group_key, uint64_t seq) {
@@ -120,8 +129,11 @@ class Rendezvous {
     // Owner-only, and off departed's line, which waiting peers read.
     alignas(64) uint64_t next_seq = 0;
     int64_t call_timeout_ms = 0;
+    std::vector<tpu_tensor*> parked;  // see park()
     Record rec[2];
   };
+
+  void release_parked();
 
   enum class Phase { kArrive, kFinish };
   void wait_all(int rank, uint64_t seq, Phase phase);

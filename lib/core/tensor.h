@@ -1,6 +1,7 @@
-// The tensor behind the tpu_tensor handle: shape, dtype and a buffer that is either
-// allocated inline with the header (create), borrowed (wrap), or shared with a base
-// tensor (reshape). Reference counted; the count is atomic.
+// The tensor behind the tpu_tensor handle: shape, dtype and a pointer into a Buffer,
+// the reference-counted storage that several handles may share (reshape views,
+// split pieces, the members of a collective's group). Sharing is copy-on-write:
+// mutable_data gives a handle a private buffer before it may be written.
 #pragma once
 
 #include <atomic>
@@ -10,18 +11,37 @@
 
 #include "tpurt/tensor.h"
 
+namespace tpurt {
+
+// Storage. A new tensor's handle, its Buffer and its data are one block (one
+// allocation); a view's handle is a small block of its own.
+struct Buffer {
+  std::atomic<int32_t> users;  // handles whose data lie here; > 1 means shared
+  // The block lives while users > 0 (one hold) and while a handle inside it lives
+  // (another), so a handle that moved to a private copy keeps its memory.
+  std::atomic<int32_t> holds;
+  void* data;
+  tpu_release_fn release;  // borrowed data (wrap): runs when the last user goes
+  void* release_user_data;
+  void* block;
+  size_t block_bytes;
+};
+
+}  // namespace tpurt
+
 struct tpu_tensor {
   std::atomic<int32_t> refs;
   tpu_dtype dtype;
   int rank;
+  // Its own block's size (a view), or 0: the handle lives in the block of the buffer
+  // it was created with, which it keeps alive (one hold) even after moving off it.
+  uint32_t block_bytes;
   int64_t dims[TPU_MAX_RANK];
   int64_t num_elements;
   size_t byte_size;
-  void* data;
-  tpu_tensor* base;  // owner of data for reshaped views, else nullptr
-  tpu_release_fn release;
-  void* release_user_data;
-  size_t block_bytes;  // size of the block holding header and data (block_cache.h)
+  void* data;              // inside buffer (a split piece may start past its start)
+  tpurt::Buffer* buffer;
+  bool writable;           // mutable_data was called: never share this buffer again
 };
 
 namespace tpurt {
@@ -36,13 +56,25 @@ constexpr size_t kMaxTensorBytes = size_t{1} << 48;
 void check_shape(tpu_dtype dtype, const int64_t* dims, int rank, int64_t* num_elements,
                  size_t* byte_size);
 
-// A new zero-filled tensor (refs = 1). Throws on bad shape or out of memory.
+// A new zero-filled tensor (refs = 1) with a buffer of its own. Throws on bad shape or
+// out of memory.
 Tensor* new_tensor(tpu_dtype dtype, const int64_t* dims, int rank);
 // Same, without zero-filling (the caller writes every byte).
 Tensor* new_tensor_uninitialized(tpu_dtype dtype, const int64_t* dims, int rank);
 
-// A tensor header without a buffer (data == nullptr): for wrap and reshape.
-Tensor* new_tensor_header(tpu_dtype dtype, const int64_t* dims, int rank);
+// A tensor over the caller's `data` (tpu_tensor_wrap): release(data, user_data) runs
+// when no handle uses the data any more.
+Tensor* wrap_tensor(tpu_dtype dtype, const int64_t* dims, int rank, void* data,
+                    tpu_release_fn release, void* user_data);
+
+// A new handle with shape dims[0..rank) over t's bytes from byte_offset on (the shape
+// must fit). Shares t's buffer, unless t is writable: then the bytes are copied, so
+// writes through t's stable mutable pointer never show through the new handle.
+Tensor* share(const Tensor* t, const int64_t* dims, int rank, size_t byte_offset);
+
+// The handle's data for writing: first copied into a private buffer if another
+// handle shares it. Marks t writable. Not safe against concurrent use of t itself.
+void* mutable_data(Tensor* t);
 
 void retain(Tensor* t);
 void release(Tensor* t);

@@ -12,17 +12,6 @@ namespace {
 // Matches the alignment tpu_tensor_create promises, so views are as usable as copies.
 constexpr uintptr_t kViewAlign = 64;
 
-// A tensor of shape dims over `data`, which lies in t's buffer: it holds a reference
-// to the buffer's owner, never to another view.
-Tensor* make_view(const Tensor* t, const int64_t* dims, int rank, void* data) {
-  Tensor* view = new_tensor_header(t->dtype, dims, rank);
-  Tensor* base = t->base ? t->base : const_cast<Tensor*>(t);
-  retain(base);
-  view->base = base;
-  view->data = data;
-  return view;
-}
-
 }  // namespace
 
 int normalize_axis(int axis, int rank, const char* what, tpu_status code) {
@@ -60,7 +49,7 @@ Tensor* reshape(const Tensor* t, const int64_t* dims, int rank) {
   if (n != t->num_elements)
     invalid_argument("cannot reshape ", describe(t), " (", t->num_elements, " elements) to ",
                      shape_string(resolved, rank), " (", n, " elements)");
-  return make_view(t, resolved, rank, t->data);
+  return share(t, resolved, rank, 0);
 }
 
 Tensor* pad_tensor(const Tensor* t, const int64_t* dims) {
@@ -80,7 +69,7 @@ Tensor* split_piece(Tensor* t, int axis, int count, int index) {
   const size_t piece_bytes = t->byte_size / count;
   char* start = static_cast<char*>(t->data) + piece_bytes * index;
   if (outer == 1 && reinterpret_cast<uintptr_t>(start) % kViewAlign == 0)
-    return make_view(t, dims, t->rank, start);
+    return share(t, dims, t->rank, piece_bytes * index);
   Tensor* out = new_tensor_uninitialized(t->dtype, dims, t->rank);
   int64_t from[TPU_MAX_RANK] = {0};
   const int64_t zero[TPU_MAX_RANK] = {0};

@@ -84,6 +84,8 @@ SystemConfig resolve_system_options(const tpu_system_options* options) {
   c.collective_timeout_ms =
       o.collective_timeout_ms ? o.collective_timeout_ms : TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS;
   c.close_on_failure = o.close_on_failure != 0;
+  // Fields past the first release's struct are read only if the caller's struct has them.
+  c.private_collective_results = o.private_collective_results != 0;
 
   if (o.embedding_config_len > 0) {
     if (o.embedding_config == nullptr)
@@ -250,7 +252,7 @@ const std::shared_ptr<Communicator>& System::communicator(int num_replicas) {
   std::shared_ptr<Communicator>& comm = comms_[num_replicas];
   if (!comm)
     comm = std::make_shared<Communicator>(num_replicas, config_.collective_timeout_ms,
-                                          num_usable_cpus());
+                                          num_usable_cpus(), config_.private_collective_results);
   return comm;
 }
 

@@ -34,6 +34,7 @@ struct SystemConfig {
   int64_t collective_timeout_ms = TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS;
   bool close_on_failure = false;
   std::string embedding_config;
+  bool private_collective_results = false;
 };
 
 // The 1.0 struct size: callers must pass at least this much.

@@ -29,7 +29,7 @@ typedef struct bench_step {
 /* Replaces *v by its maximum over all replicas, so they all pick the same counts. */
 static tpu_status agree_max(tpu_replica_context *ctx, double *v) {
   tpu_tensor *x = NULL, *y = NULL;
-  void *p;
+  const void *p;
   RETURN_IF_ERROR(tpu_tensor_create(TPU_DOUBLE, NULL, 0, v, sizeof *v, &x));
   tpu_status status = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &y, NULL);
   if (status == TPU_OK) status = tpu_tensor_data(y, &p);
@@ -112,8 +112,8 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
   double ceiling = memcpy_gbps * coll->ceiling(n);
   if (cfg->csv) {
     printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,busbw_ceiling_GBps=%.3f,"
-           "meeting_floor_us=%.3f\n",
-           coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us);
+           "meeting_floor_us=%.3f,private_results=%d\n",
+           coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us, cfg->private_results);
     printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
     return;
   }
@@ -128,7 +128,10 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
          "# busbw = %s; GB = 1e9 B\n", coll->bus_formula);
   printf("# memcpy bandwidth B = %.2f GB/s (64 MiB, one thread, bytes read + written)\n",
          memcpy_gbps);
-  printf("# reading each input it needs once and writing every replica's output, %s\n"
+  printf("# results: %s\n", cfg->private_results
+             ? "a private copy per replica (--private)"
+             : "one buffer shared by each group's members (copy-on-write)");
+  printf("# reading each input it needs once and writing every replica's output (--private), %s\n"
          "# cannot beat busbw = %s = %.2f GB/s (P = %d) once the data outgrow the caches\n",
          coll->name, coll->ceiling_formula, ceiling, n);
   if (floor_us < 0)
@@ -216,7 +219,12 @@ static int run_sweep(const bench_config *cfg) {
   bench_data_init(&data, cfg);
   bench_result *results = xcalloc((size_t)n, sizeof *results);
   print_header(cfg, bench_memcpy_bandwidth(), bench_meeting_floor_us(n));
-  tpu_system *system = start_system(n, NULL, cfg->pinning);
+  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
+  tpu_system *system = NULL;
+  options.num_cores = n;
+  options.pin_threads = cfg->pinning;
+  options.private_collective_results = cfg->private_results;
+  CHECK(tpu_system_init(&options, &system));
 
   int64_t total_wrong = 0;
   size_t previous = 0;
@@ -276,6 +284,8 @@ static const char bench_usage[] =
     "  -o, --op OP          sum (default), prod, min, max, mean\n"
     "  -n, --iters N        fixed iterations per size (default: adaptive, ~0.3 s)\n"
     "  --pin MODE           worker pinning: auto (default), always, never\n"
+    "  --private            a private copy of each result per replica (default: one\n"
+    "                       buffer shared by a group's members, copy-on-write)\n"
     "  --csv                comma-separated rows instead of the table\n"
     "  --check, --no-check  verify the last call's output, exit 1 if wrong (default on)\n"
     "  --step               median time of an empty replicated step instead\n"
@@ -284,7 +294,7 @@ static const char bench_usage[] =
     "all_to_all, of R elements) is rounded up, with a note on stderr; rows show the\n"
     "size measured.\n";
 
-enum { OPT_PIN = 256, OPT_CSV, OPT_CHECK, OPT_NO_CHECK, OPT_STEP };
+enum { OPT_PIN = 256, OPT_CSV, OPT_CHECK, OPT_NO_CHECK, OPT_STEP, OPT_PRIVATE };
 
 static int cmd_bench(int argc, char **argv) {
   static const struct option longopts[] = {
@@ -295,6 +305,7 @@ static int cmd_bench(int argc, char **argv) {
       {"pin", required_argument, NULL, OPT_PIN},    {"csv", no_argument, NULL, OPT_CSV},
       {"check", no_argument, NULL, OPT_CHECK},      {"no-check", no_argument, NULL, OPT_NO_CHECK},
       {"step", no_argument, NULL, OPT_STEP},        {"help", no_argument, NULL, 'h'},
+      {"private", no_argument, NULL, OPT_PRIVATE},
       {NULL, 0, NULL, 0}};
   bench_config cfg = {.coll = bench_find_collective("all_reduce"),
                       .dtype = TPU_FLOAT,
@@ -342,6 +353,7 @@ static int cmd_bench(int argc, char **argv) {
       case OPT_CHECK: cfg.check = 1; break;
       case OPT_NO_CHECK: cfg.check = 0; break;
       case OPT_STEP: step = 1; break;
+      case OPT_PRIVATE: cfg.private_results = 1; break;
       case 'h': return print_usage(bench_usage);
     }
   }

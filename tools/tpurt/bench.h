@@ -59,6 +59,7 @@ struct bench_config {
   double target_seconds;    /* adaptive: timed loop length per size */
   int csv, check;
   int pinning;              /* tpu_thread_pinning of the system's workers */
+  int private_results;      /* tpu_system_options.private_collective_results */
   int32_t *permute_pairs;   /* collective_permute: the ring r -> r+1, [replicas][2] */
 };
 

@@ -152,7 +152,7 @@ tpu_status bench_make_input(const bench_config *cfg, const bench_data *data, int
   tpu_tensor *x = NULL;
   void *p;
   RETURN_IF_ERROR(tpu_tensor_create(cfg->dtype, dims, 1, NULL, 0, &x));
-  tpu_status status = tpu_tensor_data(x, &p);
+  tpu_status status = tpu_tensor_mutable_data(x, &p);
   if (status != TPU_OK) return first_error(status, tpu_tensor_release(x));
   /* One period, then copies of the filled prefix: its length stays a multiple of the
    * period, so element i keeps value i % BENCH_PERIOD. */
@@ -176,7 +176,7 @@ tpu_status bench_count_wrong(const bench_config *cfg, const bench_data *data, in
   int segments = coll->per_replica_segments ? n : 1;
   size_t seg_len = out_count / segments, es = cfg->elem_size;
   int64_t got_count;
-  void *p;
+  const void *p;
   RETURN_IF_ERROR(tpu_tensor_num_elements(output, &got_count));
   if ((size_t)got_count != out_count) {  /* a wrong shape makes every element wrong */
     *wrong = (int64_t)out_count;

@@ -94,7 +94,7 @@ static void solve_normal_equations(const float *x, const float *y, double *p) {
 static tpu_status all_sum(tpu_replica_context *ctx, float *sums) {
   int64_t dims[1] = {SUMS};
   tpu_tensor *local = NULL, *global = NULL;
-  void *p;
+  const void *p;
   RETURN_IF_ERROR(tpu_tensor_create(TPU_FLOAT, dims, 1, sums, SUMS * sizeof(float), &local));
   tpu_status status = tpu_cross_replica_sum(ctx, local, NULL, &global, NULL);
   if (status == TPU_OK) status = tpu_tensor_data(global, &p);
@@ -110,12 +110,12 @@ static tpu_status train(tpu_replica_context *ctx, tpu_tensor *const *inputs, int
   demo_run *run = user_data;
   int k;
   int64_t rows;
-  void *xp, *yp;
+  const void *xp, *yp;
   RETURN_IF_ERROR(tpu_replica_context_replica_id(ctx, &k));
   RETURN_IF_ERROR(tpu_tensor_dim(inputs[0], 0, &rows));
   if (num_inputs > 2) {
     const void *real;
-    RETURN_IF_ERROR(tpu_tensor_data(inputs[2], (void **)&real));
+    RETURN_IF_ERROR(tpu_tensor_data(inputs[2], &real));
     rows = *(const int32_t *)real;
   }
   RETURN_IF_ERROR(tpu_tensor_data(inputs[0], &xp));
