@@ -177,7 +177,7 @@ INSTALL_DIRS = $(BINDIR) $(INCLUDEDIR)/tpurt $(LIBDIR) $(PKGCONFIGDIR) $(MANDIR)
 DIRS_MANIFEST = $(DOCDIR)/installed-dirs
 
 # ldconfig refreshes the loader's cache when LIBDIR is a directory it searches
-# (/usr/local/lib, /usr/lib...): without it, programs fail to find libtpurt.so.0.
+# (/usr/local/lib, /usr/lib...): without it, programs fail to find libtpurt.so.1.
 # Never for a DESTDIR stage or another prefix.
 define run_ldconfig
 if [ -z "$(DESTDIR)" ] && $(LDCONFIG) -vNX 2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p' | \
