@@ -32,8 +32,8 @@ void WakeWord::wake() {
 
 SpinPolicy SpinPolicy::for_threads(int waiters, int cpus) {
   const int64_t yield_ns = env_value_cached(EnvVar::kYieldNs);
-  // Peers are running: spin about as long as a sleep and wake would cost (20-30 us
-  // here), so a late peer costs at most twice the best choice, then yield.
+  // Peers are running: spin about as long as a sleep and wake would cost (a few tens
+  // of us), so a late peer costs at most twice the best choice, then yield.
   if (waiters <= cpus) return SpinPolicy{50000, 200000};
   return SpinPolicy{0, yield_ns};  // the thread we wait for needs this CPU
 }

@@ -1,7 +1,7 @@
 // Waiting without burning CPU: spin briefly, then yield, then sleep on a futex word.
-// On this class of machine a sleep/wake costs 20-30 us and a spinning hand-off
-// 0.05 us, so spinning is right while waiters do not outnumber CPUs, and yielding
-// (so the thread we wait for can run) is right when they do.
+// A sleep and wake costs hundreds of times a spinning hand-off (bench/RESULTS.md has
+// the figures measured), so spinning is right while waiters do not outnumber CPUs,
+// and yielding (so the thread we wait for can run) is right when they do.
 #pragma once
 
 #include <atomic>

@@ -17,7 +17,7 @@ WaitResult wait_until(WakeWord& word, const SpinPolicy& policy, Deadline& deadli
   if (policy.spin_ns > 0) {
     // Bounded by time, not count: a peer that shares this CPU (another process took
     // the other one) cannot arrive while we spin. The clock is first read after 256
-    // pauses (~7 us), so hand-offs that take less never read it.
+    // pauses (microseconds), so quicker hand-offs never read it.
     Clock::time_point stop_spinning{};
     for (int i = 0;; ++i) {
       if (ready()) return WaitResult::kReady;
