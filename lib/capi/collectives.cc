@@ -2,6 +2,7 @@
 #include <cstddef>
 
 #include "capi/api.h"
+#include "capi/handles.h"
 #include "core/options.h"
 #include "collectives/communicator.h"
 #include "runtime/replica_context.h"

@@ -1,5 +1,6 @@
 // Status names, last error, version and dtype queries.
 #include "capi/api.h"
+#include "capi/handles.h"
 #include "core/dtype.h"
 
 namespace tpurt {

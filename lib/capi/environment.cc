@@ -1,5 +1,6 @@
 // C API: the environment variables the library reads (core/env.h).
 #include "capi/api.h"
+#include "capi/handles.h"
 #include "core/env.h"
 
 using namespace tpurt;

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "capi/api.h"
+#include "capi/handles.h"
 #include "core/options.h"
 #include "runtime/system.h"
 
@@ -79,7 +80,7 @@ TPU_EXPORT tpu_status tpu_system_topology(const tpu_system* system, tpu_topology
   return guarded([&] {
     const System& s = live_system(system);
     require_not_null(out, "out");
-    *out = s.new_topology();
+    *out = new tpu_topology{s.topology()};
   });
 }
 

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "capi/api.h"
+#include "capi/handles.h"
 #include "core/block_cache.h"
 #include "core/cast.h"
 #include "core/checked.h"

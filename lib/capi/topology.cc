@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "capi/api.h"
+#include "capi/handles.h"
 #include "topology/device_assignment.h"
 #include "topology/group_assignment.h"
 

@@ -271,6 +271,5 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
   throw Error(result.code, result.message);
 }
 
-tpu_topology* System::new_topology() const { return new tpu_topology{topology_}; }
 
 }  // namespace tpurt

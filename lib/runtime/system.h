@@ -70,8 +70,6 @@ class System {
   const std::shared_ptr<const Topology>& topology() const { return topology_; }
   // What a step without a device assignment runs on: replica r on core r.
   std::shared_ptr<const DeviceAssignment> default_device_assignment(int num_replicas) const;
-  // A new handle to the topology (the caller releases it).
-  tpu_topology* new_topology() const;
 
   // Waits for the step in flight and, up to the collective deadline, for late
   // computations; stops the threads. Throws TPU_DEADLINE_EXCEEDED naming the late
@@ -120,14 +118,3 @@ class System {
 
 }  // namespace tpurt
 
-// The C handle: one reference to the system.
-struct tpu_system {
-  std::shared_ptr<tpurt::System> impl;
-};
-
-namespace tpurt {
-inline System& system_of(const tpu_system* handle) {
-  require_not_null(handle, "system");
-  return *handle->impl;
-}
-}  // namespace tpurt

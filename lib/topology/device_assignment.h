@@ -88,6 +88,3 @@ class DeviceAssignment {
 
 }  // namespace tpurt
 
-struct tpu_device_assignment {
-  std::shared_ptr<const tpurt::DeviceAssignment> impl;
-};

@@ -134,6 +134,3 @@ class Topology {
 
 }  // namespace tpurt
 
-struct tpu_topology {
-  std::shared_ptr<const tpurt::Topology> impl;
-};
