@@ -21,14 +21,7 @@
 #define MAX_REPLICAS 8
 
 /* The test's system, released by the teardown even when an assertion jumps out. */
-static tpu_system *g_sys;
-
-static int release_system(void **state) {
-  (void)state;
-  tpu_system_release(g_sys);
-  g_sys = NULL;
-  return 0;
-}
+TEST_SYSTEM_FIXTURE
 
 static tpu_system *start_system_pinned(int cores, int64_t timeout_ms, int pinning) {
   release_system(NULL);

@@ -21,14 +21,7 @@
 
 #define MAX_CORES 8
 
-static tpu_system *g_sys;
-
-static int teardown(void **state) {
-  (void)state;
-  tpu_system_release(g_sys);
-  g_sys = NULL;
-  return 0;
-}
+TEST_SYSTEM_FIXTURE
 
 static void start(int cores, int64_t timeout_ms, int close_on_failure) {
   tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
@@ -775,21 +768,21 @@ static void test_replicate__outside_compilation_cancelled_by_abort(void **state)
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(test_replicate__per_replica_results, teardown),
-      cmocka_unit_test_teardown(test_replicate__explicit_device_assignment, teardown),
-      cmocka_unit_test_teardown(test_replicate__argument_rules, teardown),
-      cmocka_unit_test_teardown(test_replicate__maximum_shapes, teardown),
-      cmocka_unit_test_teardown(test_replicate__sizes_that_overflow, teardown),
-      cmocka_unit_test_teardown(test_replicate__first_failure_and_recovery, teardown),
-      cmocka_unit_test_teardown(test_replicate__close_on_failure, teardown),
-      cmocka_unit_test_teardown(test_replicate__stuck_replica_is_bounded, teardown),
-      cmocka_unit_test_teardown(test_replicate__late_replica_gives_its_core_back, teardown),
-      cmocka_unit_test_teardown(test_replicate__late_replica_and_the_callers_memory, teardown),
-      cmocka_unit_test_teardown(test_replicate__many_steps, teardown),
-      cmocka_unit_test_teardown(test_replicate__concurrent_callers, teardown),
-      cmocka_unit_test_teardown(test_replicate__no_nesting, teardown),
-      cmocka_unit_test_teardown(test_replicate__outside_compilation, teardown),
-      cmocka_unit_test_teardown(test_replicate__outside_compilation_cancelled_by_abort, teardown),
+      cmocka_unit_test_teardown(test_replicate__per_replica_results, release_system),
+      cmocka_unit_test_teardown(test_replicate__explicit_device_assignment, release_system),
+      cmocka_unit_test_teardown(test_replicate__argument_rules, release_system),
+      cmocka_unit_test_teardown(test_replicate__maximum_shapes, release_system),
+      cmocka_unit_test_teardown(test_replicate__sizes_that_overflow, release_system),
+      cmocka_unit_test_teardown(test_replicate__first_failure_and_recovery, release_system),
+      cmocka_unit_test_teardown(test_replicate__close_on_failure, release_system),
+      cmocka_unit_test_teardown(test_replicate__stuck_replica_is_bounded, release_system),
+      cmocka_unit_test_teardown(test_replicate__late_replica_gives_its_core_back, release_system),
+      cmocka_unit_test_teardown(test_replicate__late_replica_and_the_callers_memory, release_system),
+      cmocka_unit_test_teardown(test_replicate__many_steps, release_system),
+      cmocka_unit_test_teardown(test_replicate__concurrent_callers, release_system),
+      cmocka_unit_test_teardown(test_replicate__no_nesting, release_system),
+      cmocka_unit_test_teardown(test_replicate__outside_compilation, release_system),
+      cmocka_unit_test_teardown(test_replicate__outside_compilation_cancelled_by_abort, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

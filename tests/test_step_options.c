@@ -15,14 +15,7 @@
 
 #include "test_util.h"
 
-static tpu_system *g_sys;
-
-static int teardown(void **state) {
-  (void)state;
-  tpu_system_release(g_sys);
-  g_sys = NULL;
-  return 0;
-}
+TEST_SYSTEM_FIXTURE
 
 static void start(int cores, int64_t timeout_ms) {
   tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
@@ -349,13 +342,13 @@ static void test_step_options__foreign_topology(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(test_step_options__struct_size_rules, teardown),
-      cmocka_unit_test_teardown(test_step_options__power_of_two_padding, teardown),
-      cmocka_unit_test_teardown(test_step_options__step_deadline, teardown),
-      cmocka_unit_test_teardown(test_step_options__collective_deadline, teardown),
-      cmocka_unit_test_teardown(test_step_options__infeed_queue, teardown),
-      cmocka_unit_test_teardown(test_step_options__maximum_shapes_only_for_replicate, teardown),
-      cmocka_unit_test_teardown(test_step_options__foreign_topology, teardown),
+      cmocka_unit_test_teardown(test_step_options__struct_size_rules, release_system),
+      cmocka_unit_test_teardown(test_step_options__power_of_two_padding, release_system),
+      cmocka_unit_test_teardown(test_step_options__step_deadline, release_system),
+      cmocka_unit_test_teardown(test_step_options__collective_deadline, release_system),
+      cmocka_unit_test_teardown(test_step_options__infeed_queue, release_system),
+      cmocka_unit_test_teardown(test_step_options__maximum_shapes_only_for_replicate, release_system),
+      cmocka_unit_test_teardown(test_step_options__foreign_topology, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

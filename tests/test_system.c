@@ -17,16 +17,9 @@
 #include <tpurt.h>
 
 #include "test_util.h"
+#include "proto_writer.h"
 
-/* The test's system, released by the teardown even when an assertion fails. */
-static tpu_system *g_sys;
-
-static int teardown(void **state) {
-  (void)state;
-  tpu_system_release(g_sys);
-  g_sys = NULL;
-  return 0;
-}
+TEST_SYSTEM_FIXTURE
 
 static tpu_system_options options_for(int cores) {
   tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
@@ -463,33 +456,6 @@ static void test_system__pinning_respects_affinity(void **state) {
 
 /* ---- embedding configuration bytes: hostile input --------------------------------- */
 
-typedef struct {
-  unsigned char b[1024];
-  size_t n;
-} pbuf;
-
-static void put_varint(pbuf *p, uint64_t v) {
-  do {
-    unsigned char byte = v & 0x7f;
-    v >>= 7;
-    p->b[p->n++] = byte | (v ? 0x80 : 0);
-  } while (v);
-}
-
-static void put_int(pbuf *p, int field, int64_t v) {
-  put_varint(p, (uint64_t)field << 3);
-  put_varint(p, (uint64_t)v); /* negatives: 10-byte sign extension, as protobuf writes them */
-}
-
-static void put_bytes(pbuf *p, int field, const void *data, size_t n) {
-  put_varint(p, ((uint64_t)field << 3) | 2);
-  put_varint(p, n);
-  memcpy(p->b + p->n, data, n);
-  p->n += n;
-}
-
-static void put_message(pbuf *p, int field, const pbuf *m) { put_bytes(p, field, m->b, m->n); }
-
 /* A TPUEmbeddingConfiguration that uses every field, with `mode` and
  * `sharding_strategy` as given (any int32, as the wire allows). */
 static pbuf embedding_proto(int32_t mode, int32_t sharding) {
@@ -623,19 +589,19 @@ static void test_system__embedding_config_fuzz(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(test_system__init_query_shutdown, teardown),
-      cmocka_unit_test_teardown(test_system__embedding_config_is_validated_and_kept, teardown),
-      cmocka_unit_test_teardown(test_system__embedding_config_enums_out_of_range, teardown),
-      cmocka_unit_test_teardown(test_system__embedding_config_fuzz, teardown),
-      cmocka_unit_test_teardown(test_system__one_live_system, teardown),
-      cmocka_unit_test_teardown(test_system__options_validation, teardown),
-      cmocka_unit_test_teardown(test_system__zeroed_options_are_defaults, teardown),
-      cmocka_unit_test_teardown(test_system__num_cores_defaults, teardown),
-      cmocka_unit_test_teardown(test_system__topology, teardown),
-      cmocka_unit_test_teardown(test_system__workers_named_and_asleep_when_idle, teardown),
-      cmocka_unit_test_teardown(test_system__shutdown_inside_computation, teardown),
-      cmocka_unit_test_teardown(test_system__thread_pinning, teardown),
-      cmocka_unit_test_teardown(test_system__pinning_respects_affinity, teardown),
+      cmocka_unit_test_teardown(test_system__init_query_shutdown, release_system),
+      cmocka_unit_test_teardown(test_system__embedding_config_is_validated_and_kept, release_system),
+      cmocka_unit_test_teardown(test_system__embedding_config_enums_out_of_range, release_system),
+      cmocka_unit_test_teardown(test_system__embedding_config_fuzz, release_system),
+      cmocka_unit_test_teardown(test_system__one_live_system, release_system),
+      cmocka_unit_test_teardown(test_system__options_validation, release_system),
+      cmocka_unit_test_teardown(test_system__zeroed_options_are_defaults, release_system),
+      cmocka_unit_test_teardown(test_system__num_cores_defaults, release_system),
+      cmocka_unit_test_teardown(test_system__topology, release_system),
+      cmocka_unit_test_teardown(test_system__workers_named_and_asleep_when_idle, release_system),
+      cmocka_unit_test_teardown(test_system__shutdown_inside_computation, release_system),
+      cmocka_unit_test_teardown(test_system__thread_pinning, release_system),
+      cmocka_unit_test_teardown(test_system__pinning_respects_affinity, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

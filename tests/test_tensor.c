@@ -611,14 +611,7 @@ static void test_tensor__wrap_mutable(void **state) {
 
 enum { kCowReplicas = 4, kCowCount = 4096, kCowRounds = 40 }; /* 16 KiB: above inline size */
 
-static tpu_system *g_sys;
-
-static int release_system(void **state) {
-  (void)state;
-  tpu_system_release(g_sys);
-  g_sys = NULL;
-  return 0;
-}
+TEST_SYSTEM_FIXTURE
 
 static void start_system(int private_results) {
   tpu_system_options opts = TPU_SYSTEM_OPTIONS_INIT;

@@ -12,6 +12,7 @@
 #include <tpurt.h>
 
 #include "test_util.h"
+#include "proto_writer.h"
 
 /* v3-8: mesh [2,2,1,2], one task, 8 devices, core fastest then x then y. */
 static const int32_t kMesh38[4] = {2, 2, 1, 2};
@@ -32,37 +33,6 @@ static tpu_topology *v38_missing(void) {
 }
 
 /* ---- a tiny protobuf writer, for hand-made TopologyProto bytes ------------------- */
-
-typedef struct {
-  unsigned char b[512];
-  size_t n;
-} pbuf;
-
-static void put_varint(pbuf *p, uint64_t v) {
-  do {
-    unsigned char byte = v & 0x7f;
-    v >>= 7;
-    p->b[p->n++] = byte | (v ? 0x80 : 0);
-  } while (v);
-}
-
-static void put_int(pbuf *p, int field, int32_t v) {
-  put_varint(p, (uint64_t)field << 3);
-  put_varint(p, (uint64_t)(int64_t)v); /* negatives: 10-byte sign extension */
-}
-
-static void put_packed(pbuf *p, int field, const int32_t *v, size_t n) {
-  pbuf body = {{0}, 0};
-  for (size_t i = 0; i < n; ++i) put_varint(&body, (uint64_t)(int64_t)v[i]);
-  put_varint(p, ((uint64_t)field << 3) | 2);
-  put_varint(p, body.n);
-  memcpy(p->b + p->n, body.b, body.n);
-  p->n += body.n;
-}
-
-static void put_unpacked(pbuf *p, int field, const int32_t *v, size_t n) {
-  for (size_t i = 0; i < n; ++i) put_int(p, field, v[i]);
-}
 
 static pbuf proto(const int32_t *mesh, size_t mesh_n, int32_t tasks, int32_t per_task,
                   const int32_t *coords, size_t coords_n) {

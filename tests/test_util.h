@@ -125,6 +125,17 @@ static inline double timeout_multiplier(void) {
   return m;
 }
 
+/* The test's system: TEST_SYSTEM_FIXTURE defines g_sys and a teardown, release_system,
+ * that releases it even when an assertion ended the case early. */
+#define TEST_SYSTEM_FIXTURE                                   \
+  static tpu_system *g_sys;                                   \
+  static int release_system(void **state) {                   \
+    (void)state;                                              \
+    tpu_system_release(g_sys);                                \
+    g_sys = NULL;                                             \
+    return 0;                                                 \
+  }
+
 /* A pointer to step options with a device assignment and maximum_shapes (NULL
  * and 0 for none), the rest default. */
 #define STEP_OPTIONS(da, shapes, num_shapes) \
