@@ -2,9 +2,8 @@
 #include <cstddef>
 
 #include "capi/api.h"
-#include "capi/handles.h"
-#include "core/options.h"
 #include "collectives/communicator.h"
+#include "core/options.h"
 #include "runtime/replica_context.h"
 
 using namespace tpurt;

@@ -1,6 +1,5 @@
 // C API: replicated execution, the replica context and outside compilation.
 #include <algorithm>
-
 #include <cstddef>
 
 #include "capi/api.h"

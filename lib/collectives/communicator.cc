@@ -91,6 +91,7 @@ Communicator::~Communicator() = default;
 int Communicator::size() const { return rv_->size(); }
 void Communicator::reset(const int* cpu_of_rank) { rv_->reset(cpu_of_rank); }
 void Communicator::set_step_timeout(int64_t timeout_ms) { rv_->set_step_timeout(timeout_ms); }
+int64_t Communicator::step_timeout_ms() const { return rv_->step_timeout(); }
 void Communicator::set_call_timeout(int rank, int64_t timeout_ms) {
   rv_->set_call_timeout(rank, timeout_ms);
 }

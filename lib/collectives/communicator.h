@@ -39,6 +39,7 @@ class Communicator {
   // it makes next (0: the step's); the latter only from that replica's thread.
   void set_step_timeout(int64_t timeout_ms);
   void set_call_timeout(int rank, int64_t timeout_ms);
+  int64_t step_timeout_ms() const;
 
   // Fails the step on behalf of `replica` (-1: not a replica). Every participant
   // blocked in a collective, or entering one later in the step, throws TPU_ABORTED

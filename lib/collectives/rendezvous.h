@@ -77,6 +77,7 @@ class Rendezvous {
   // The deadline of every wait in this step, and one rank's for its next calls
   // (0: the step's). Owner-only: set_call_timeout by the rank's own thread.
   void set_step_timeout(int64_t timeout_ms) { timeout_ms_ = timeout_ms; }
+  int64_t step_timeout() const { return timeout_ms_; }
   void set_call_timeout(int rank, int64_t timeout_ms) { slots_[rank].call_timeout_ms = timeout_ms; }
   void abort(int replica, tpu_status code, const std::string& message);
   // Fails the step for everyone with `code` (a collective error all must see).

@@ -97,7 +97,8 @@ void FeedQueue::wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const Co
                      int replica, bool enqueue) {
   const char* what = enqueue ? "enqueue" : "dequeue";
   if (ready()) return;
-  const int64_t timeout_ms = system_->config().collective_timeout_ms;
+  // A replica's wait has its step's deadline (tpu_step_options); the host's the system's.
+  const int64_t timeout_ms = step ? step->step_timeout_ms() : system_->config().collective_timeout_ms;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   // Aborts and shutdowns are polled: a replica must notice within a few ms.
   const auto slice = std::chrono::milliseconds(step ? 2 : 20);
