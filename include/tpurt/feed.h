@@ -4,7 +4,9 @@
  * shapes, one FIFO per replica. The host enqueues infeed tuples for a replica and
  * the replica dequeues its own inside its computation; outfeed goes the other way.
  * Each FIFO holds at most `capacity` tuples; a full (enqueue) or empty (dequeue)
- * FIFO blocks up to the system's collective deadline, then TPU_DEADLINE_EXCEEDED.
+ * FIFO blocks up to the deadline, then TPU_DEADLINE_EXCEEDED: inside a computation
+ * the step's (tpu_step_options.collective_timeout_ms, else the system's), on the
+ * host the system's collective deadline.
  * A dequeue inside a computation also returns TPU_ABORTED when the step fails.
  * Queue operations are safe from any thread. A queue must not outlive its system.
  */
