@@ -5,8 +5,9 @@
  * sequence number, and the n-th call of every replica is one collective. Every call
  * checks that all participants agree on operation, dtype, shape, parameters and
  * groups; if not, every participant gets TPU_INVALID_ARGUMENT naming the replicas
- * that disagree. A replica that does not arrive within the system's collective
- * deadline gives TPU_DEADLINE_EXCEEDED naming the missing replicas. When any replica
+ * that disagree. A replica that does not arrive within the deadline (the call's
+ * tpu_collective_options.timeout_ms, else the step's, else the system's) gives
+ * TPU_DEADLINE_EXCEEDED naming the missing replicas. When any replica
  * of the step fails, the others return TPU_ABORTED at once.
  *
  * groups: NULL means one group of every replica. Otherwise it must be valid for the

@@ -12,7 +12,7 @@
  * "replica R: " before its message. Outputs of a failed step are all NULL.
  *
  * Late replicas. Once the step has failed or a replica has finished, the others get
- * the system's collective deadline to return. One that has not returned by then is
+ * the step's collective deadline to return. One that has not returned by then is
  * late: the step fails without it (TPU_DEADLINE_EXCEEDED "replica R did not return
  * within T ms ...", or the first failure followed by that), and tpu_replicate
  * returns. From then on:
