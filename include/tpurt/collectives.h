@@ -65,7 +65,7 @@ TPU_API tpu_status tpu_collective_options_init(tpu_collective_options *options,
  * Numeric dtypes (not bool); shape unchanged. */
 TPU_API tpu_status tpu_cross_replica_sum(tpu_replica_context *ctx, const tpu_tensor *x,
                                          const tpu_group_assignment *groups, tpu_tensor **out,
-                                  const tpu_collective_options *options);
+                                         const tpu_collective_options *options);
 
 /* All-reduce with `op` (SUM, PROD, MIN, MAX, MEAN). MIN/MAX are not defined for
  * complex64; bool supports MIN (and) and MAX (or) only. */
@@ -85,7 +85,7 @@ TPU_API tpu_status tpu_all_gather(tpu_replica_context *ctx, const tpu_tensor *x,
 TPU_API tpu_status tpu_reduce_scatter(tpu_replica_context *ctx, const tpu_tensor *x,
                                       tpu_reduce_op op, int scatter_axis,
                                       const tpu_group_assignment *groups, tpu_tensor **out,
-                                  const tpu_collective_options *options);
+                                      const tpu_collective_options *options);
 
 /* tf.tpu.all_to_all: splits x into split_count blocks along split_dimension, sends
  * block j to the j-th member of the group, and concatenates what arrives along
@@ -101,12 +101,12 @@ TPU_API tpu_status tpu_all_to_all(tpu_replica_context *ctx, const tpu_tensor *x,
 TPU_API tpu_status tpu_collective_permute(tpu_replica_context *ctx, const tpu_tensor *x,
                                           const int32_t *source_target_pairs, int num_pairs,
                                           tpu_tensor **out,
-                                  const tpu_collective_options *options);
+                                          const tpu_collective_options *options);
 
 /* Every member of a group gets the x of the member at position `root` of its group. */
 TPU_API tpu_status tpu_broadcast(tpu_replica_context *ctx, const tpu_tensor *x, int root,
                                  const tpu_group_assignment *groups, tpu_tensor **out,
-                                  const tpu_collective_options *options);
+                                 const tpu_collective_options *options);
 
 /* Returns when every replica of the step has arrived. */
 TPU_API tpu_status tpu_barrier(tpu_replica_context *ctx, const tpu_collective_options *options);

@@ -10,8 +10,6 @@ using namespace tpurt;
 
 namespace {
 
-// Collectives return their result through *out; check it before any meeting so a
-// bad out pointer fails only this call's argument check.
 // The 1.0 size of tpu_collective_options.
 constexpr size_t kCollectiveOptionsMinSize =
     offsetof(tpu_collective_options, timeout_ms) + sizeof(int64_t);
@@ -28,6 +26,8 @@ Communicator& prepare(tpu_replica_context* ctx, const tpu_collective_options* op
   return comm;
 }
 
+// Collectives return their result through *out; check it before any meeting so a
+// bad out pointer fails only this call's argument check.
 template <typename Fn>
 tpu_status collective(tpu_replica_context* ctx, const tpu_tensor* x, tpu_tensor** out,
                       const tpu_collective_options* options, Fn&& fn) {
@@ -45,7 +45,7 @@ bool bf16_wire(const tpu_replica_context* ctx) { return ctx->bf16_scope_depth > 
 
 TPU_EXPORT tpu_status tpu_cross_replica_sum(tpu_replica_context* ctx, const tpu_tensor* x,
                                             const tpu_group_assignment* groups, tpu_tensor** out,
-                                  const tpu_collective_options* options) {
+                                            const tpu_collective_options* options) {
   return collective(ctx, x, out, options, [&](Communicator& c) {
     return c.all_reduce(ctx->replica_id, x, TPU_REDUCE_SUM, groups, bf16_wire(ctx));
   });
@@ -53,7 +53,7 @@ TPU_EXPORT tpu_status tpu_cross_replica_sum(tpu_replica_context* ctx, const tpu_
 
 TPU_EXPORT tpu_status tpu_all_reduce(tpu_replica_context* ctx, const tpu_tensor* x, tpu_reduce_op op,
                                      const tpu_group_assignment* groups, tpu_tensor** out,
-                                  const tpu_collective_options* options) {
+                                     const tpu_collective_options* options) {
   return collective(ctx, x, out, options, [&](Communicator& c) {
     return c.all_reduce(ctx->replica_id, x, op, groups, bf16_wire(ctx));
   });
@@ -61,14 +61,14 @@ TPU_EXPORT tpu_status tpu_all_reduce(tpu_replica_context* ctx, const tpu_tensor*
 
 TPU_EXPORT tpu_status tpu_all_gather(tpu_replica_context* ctx, const tpu_tensor* x, int axis,
                                      const tpu_group_assignment* groups, tpu_tensor** out,
-                                  const tpu_collective_options* options) {
+                                     const tpu_collective_options* options) {
   return collective(ctx, x, out, options, [&](Communicator& c) { return c.all_gather(ctx->replica_id, x, axis, groups); });
 }
 
 TPU_EXPORT tpu_status tpu_reduce_scatter(tpu_replica_context* ctx, const tpu_tensor* x,
                                          tpu_reduce_op op, int scatter_axis,
                                          const tpu_group_assignment* groups, tpu_tensor** out,
-                                  const tpu_collective_options* options) {
+                                         const tpu_collective_options* options) {
   return collective(ctx, x, out, options, [&](Communicator& c) {
     return c.reduce_scatter(ctx->replica_id, x, op, scatter_axis, groups, bf16_wire(ctx));
   });
@@ -77,7 +77,7 @@ TPU_EXPORT tpu_status tpu_reduce_scatter(tpu_replica_context* ctx, const tpu_ten
 TPU_EXPORT tpu_status tpu_all_to_all(tpu_replica_context* ctx, const tpu_tensor* x,
                                      int concat_dimension, int split_dimension, int split_count,
                                      const tpu_group_assignment* groups, tpu_tensor** out,
-                                  const tpu_collective_options* options) {
+                                     const tpu_collective_options* options) {
   return collective(ctx, x, out, options, [&](Communicator& c) {
     return c.all_to_all(ctx->replica_id, x, concat_dimension, split_dimension, split_count, groups);
   });
@@ -86,7 +86,7 @@ TPU_EXPORT tpu_status tpu_all_to_all(tpu_replica_context* ctx, const tpu_tensor*
 TPU_EXPORT tpu_status tpu_collective_permute(tpu_replica_context* ctx, const tpu_tensor* x,
                                              const int32_t* source_target_pairs, int num_pairs,
                                              tpu_tensor** out,
-                                  const tpu_collective_options* options) {
+                                             const tpu_collective_options* options) {
   return collective(ctx, x, out, options, [&](Communicator& c) {
     return c.collective_permute(ctx->replica_id, x, source_target_pairs, num_pairs);
   });
@@ -94,7 +94,7 @@ TPU_EXPORT tpu_status tpu_collective_permute(tpu_replica_context* ctx, const tpu
 
 TPU_EXPORT tpu_status tpu_broadcast(tpu_replica_context* ctx, const tpu_tensor* x, int root,
                                     const tpu_group_assignment* groups, tpu_tensor** out,
-                                  const tpu_collective_options* options) {
+                                    const tpu_collective_options* options) {
   return collective(ctx, x, out, options, [&](Communicator& c) { return c.broadcast(ctx->replica_id, x, root, groups); });
 }
 

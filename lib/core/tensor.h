@@ -79,6 +79,14 @@ void* mutable_data(Tensor* t);
 void retain(Tensor* t);
 void release(Tensor* t);
 
+// Whether t's shape is dims[0..rank).
+inline bool has_shape(const Tensor* t, const int64_t* dims, int rank) {
+  if (t->rank != rank) return false;
+  for (int i = 0; i < rank; ++i)
+    if (t->dims[i] != dims[i]) return false;
+  return true;
+}
+
 // "float32[2,3]"
 std::string describe(const Tensor* t);
 std::string shape_string(const int64_t* dims, int rank);

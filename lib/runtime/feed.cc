@@ -28,10 +28,6 @@ bool is_infeed_type(tpu_dtype d) {
   }
 }
 
-bool has_shape(const Tensor* t, const tpu_shape& shape) {
-  return t->rank == shape.rank && std::equal(shape.dims, shape.dims + shape.rank, t->dims);
-}
-
 }  // namespace
 
 FeedQueue::FeedQueue(std::shared_ptr<System> system, const char* kind, int num_replicas,
@@ -123,7 +119,7 @@ void FeedQueue::push(int replica, tpu_tensor* const* tuple, int num_elements,
   for (int e = 0; e < num_elements_; ++e) {
     const Tensor* t = tuple[e];
     if (t == nullptr) invalid_argument(kind_, " tuple element ", e, " is NULL");
-    if (t->dtype != dtypes_[e] || !has_shape(t, shapes_[e]))
+    if (t->dtype != dtypes_[e] || !has_shape(t, shapes_[e].dims, shapes_[e].rank))
       invalid_argument(kind_, " tuple element ", e, ": expected ", dtype_name(dtypes_[e]),
                        shape_string(shapes_[e].dims, shapes_[e].rank), ", got ", describe(t));
   }

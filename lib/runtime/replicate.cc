@@ -117,10 +117,6 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
   }
 }
 
-bool same_shape(const Tensor* a, const Tensor* b) {
-  return a->rank == b->rank && std::equal(a->dims, a->dims + a->rank, b->dims);
-}
-
 // Inputs must agree between replicas: dtype always, shape unless maximum_shapes pads
 // the input (TensorFlow merges the replicas' shapes in TPUReplicatedInput).
 void check_replica_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
@@ -135,7 +131,7 @@ void check_replica_inputs(int num_replicas, int num_inputs, tpu_tensor* const* i
                          " is ", dtype_name(t->dtype), " but replica 0's is ",
                          dtype_name(first->dtype));
       const bool padded = maximum_shapes != nullptr && maximum_shapes[i].rank != -1;
-      if (!padded && !same_shape(t, first))
+      if (!padded && !has_shape(t, first->dims, first->rank))
         invalid_argument("input ", i, " has shape ", describe(first), " in replica 0 but ",
                          describe(t), " in replica ", r,
                          "; replicas' shapes must match unless maximum_shapes pads input ", i);

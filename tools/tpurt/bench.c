@@ -1,6 +1,7 @@
 /* tpurt bench: an nccl-tests-style sweep of one collective over message sizes.
  *
- * Method (as in /work/shared/anchors/mpi_allreduce.c): one tpu_replicate step per size.
+ * Method, the same as the MPI_Allreduce anchor bench/compare.sh runs: one
+ * tpu_replicate step per size.
  * Each replica creates its input once, warms up, agrees with the others on an
  * iteration count, then times a loop of calls with CLOCK_MONOTONIC; time = mean per
  * call, max over replicas. The last call's output is checked element by element. */
