@@ -120,6 +120,8 @@ static void test_null_args__common(void **state) {
   tpu_clear_last_error();
   CHECK(tpu_last_error() != NULL);
   CHECK(tpu_version() != NULL);
+  /* A NULL message is the empty message, not a crash. */
+  CHECK(tpu_set_last_error(TPU_CANCELLED, NULL) == TPU_CANCELLED && tpu_last_error()[0] == 0);
   OUT_ARG(tpu_dtype_size, TPU_FLOAT);
   OUT_ARG(tpu_dtype_name, TPU_FLOAT);
   CHECK_NO_WORKER_FAILURES();

@@ -687,6 +687,7 @@ static void test_replicate__no_nesting(void **state) {
 typedef struct {
   atomic_int inside, overlaps, calls, ran[MAX_CORES];
   int fail_replica;
+  const char *why; /* set: the failing call says this through tpu_set_last_error */
 } host_state;
 
 static tpu_status host_fn(int replica, void *user) {
@@ -699,6 +700,7 @@ static tpu_status host_fn(int replica, void *user) {
   atomic_fetch_add(&h->ran[replica], 1);
   atomic_fetch_add(&h->calls, 1);
   atomic_fetch_sub(&h->inside, 1);
+  if (replica == h->fail_replica && h->why) return tpu_set_last_error(TPU_NOT_FOUND, h->why);
   if (replica == h->fail_replica) {
     tpu_tensor *t = NULL;
     return tpu_tensor_create((tpu_dtype)77, NULL, 0, NULL, 0, &t);
@@ -727,6 +729,22 @@ static void test_replicate__outside_compilation(void **state) {
   h.fail_replica = 5;
   CHECK_ERROR(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, 0, NULL, NULL),
                TPU_INVALID_ARGUMENT, "replica 5: unknown dtype 77");
+  /* So does a message a host function (a binding's) sets itself. */
+  h.fail_replica = 2;
+  h.why = "KeyError: 'weights'";
+  CHECK_ERROR(tpu_replicate(g_sys, call_host, &h, 8, 0, NULL, 0, NULL, NULL), TPU_NOT_FOUND,
+              "replica 2: KeyError: 'weights'");
+  atomic_int calls = 0;
+  CHECK_OK(tpu_replicate(g_sys, empty, &calls, 8, 0, NULL, 0, NULL, NULL));
+  assert_int_equal(calls, 8);
+}
+
+static void test_replicate__set_last_error(void **state) {
+  assert_int_equal(tpu_set_last_error(TPU_ABORTED, "why"), TPU_ABORTED);
+  assert_string_equal(tpu_last_error(), "why");
+  assert_int_equal(tpu_set_last_error(TPU_UNKNOWN, NULL), TPU_UNKNOWN);
+  assert_string_equal(tpu_last_error(), "");
+  CHECK_ERROR(tpu_set_last_error(TPU_OK, "fine"), TPU_INVALID_ARGUMENT, "not TPU_OK");
 }
 
 typedef struct {
@@ -782,6 +800,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_replicate__concurrent_callers, release_system),
       cmocka_unit_test_teardown(test_replicate__no_nesting, release_system),
       cmocka_unit_test_teardown(test_replicate__outside_compilation, release_system),
+      cmocka_unit_test(test_replicate__set_last_error),
       cmocka_unit_test_teardown(test_replicate__outside_compilation_cancelled_by_abort, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);

@@ -56,7 +56,7 @@ extern "C" {
 
 /* The runtime version. The ABI is stable within a major version. */
 #define TPU_VERSION_MAJOR 1
-#define TPU_VERSION_MINOR 0
+#define TPU_VERSION_MINOR 1
 #define TPU_VERSION_PATCH 0
 #define TPU_VERSION_HEX ((TPU_VERSION_MAJOR << 16) | (TPU_VERSION_MINOR << 8) | TPU_VERSION_PATCH)
 
@@ -129,6 +129,13 @@ TPU_API const char *tpu_last_error(void);
 
 /* Forgets the calling thread's last error message. */
 TPU_API void tpu_clear_last_error(void);
+
+/* Makes `message` (copied; NULL: "") the calling thread's last error and returns
+ * `code`. For callbacks that have no replica context to fail, such as the host
+ * function of tpu_outside_compilation: a binding catches its language's exception
+ * there and says why through this, so the replica sees the original message.
+ * code must not be TPU_OK (TPU_INVALID_ARGUMENT then, message unchanged). */
+TPU_API tpu_status tpu_set_last_error(tpu_status code, const char *message);
 
 /* The runtime's version as "MAJOR.MINOR.PATCH". Static storage; never NULL. */
 TPU_API const char *tpu_version(void);

@@ -40,6 +40,11 @@ using namespace tpurt;
 TPU_EXPORT const char* tpu_status_name(tpu_status status) { return status_name(status); }
 TPU_EXPORT const char* tpu_last_error(void) { return last_error(); }
 TPU_EXPORT void tpu_clear_last_error(void) { clear_last_error(); }
+TPU_EXPORT tpu_status tpu_set_last_error(tpu_status code, const char* message) {
+  if (code == TPU_OK)
+    return set_last_error(TPU_INVALID_ARGUMENT, "tpu_set_last_error needs an error code, not TPU_OK");
+  return set_last_error(code, message ? message : "");
+}
 TPU_EXPORT const char* tpu_version(void) {
   return TPU_STR(TPU_VERSION_MAJOR) "." TPU_STR(TPU_VERSION_MINOR) "." TPU_STR(TPU_VERSION_PATCH);
 }
