@@ -27,6 +27,15 @@ PKGS=(
   libprotobuf-c-dev   "module libprotobuf-c"                    # the library links it
   libcmocka-dev       "module cmocka"                           # tests
   libjansson-dev      "module jansson"                          # device-assignment vectors
+  # The bindings (make bindings; their tests run in make test)
+  swig                "have swig"
+  python3-dev         "have python3-config"                     # tpurt.i is language-neutral: proven on Python
+  mono-devel          "have mcs && have mono"                   # C#
+  nunit-console       "have nunit-console"
+  libnunit-cil-dev    "[ -e /usr/lib/cli/nunit.framework-2.6.3/nunit.framework.dll ]"
+  default-jdk         "have javac && have jar"                  # Java
+  junit4              "[ -e /usr/share/java/junit4.jar ]"
+  golang-go           "have go"                                 # Go
 )
 
 missing=()

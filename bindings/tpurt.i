@@ -1,0 +1,92 @@
+/* The one SWIG interface for the whole tpurt C ABI, through the binding-support
+ * classes of tpurt_binding.hpp. Language-neutral: any SWIG language with std_string,
+ * std_vector and directors can generate a binding from it (the tests do so for
+ * Python). The per-language files (csharp/tpurt_csharp.i, java/tpurt_java.i,
+ * go/tpurt_go.i) include it after their typemaps and renames. */
+#ifndef TPURT_MODULE_DECLARED
+%module(directors="1") tpurt
+#endif
+
+%{
+#include "tpurt_binding.hpp"
+%}
+
+%include <stdint.i>
+%include <std_string.i>
+%include <std_vector.i>
+%include <exception.i>
+
+/* 64-bit sizes stay 64-bit in every language: int64_t is long in C#/Java, int64 in Go. */
+%template(Int32Vector) std::vector<int32_t>;
+%template(Int64Vector) std::vector<long long>;
+%template(FloatVector) std::vector<float>;
+%template(DoubleVector) std::vector<double>;
+%template(ByteVector) std::vector<uint8_t>;
+%template(UInt16Vector) std::vector<uint16_t>;
+
+/* A failing call raises the language's error with the status code and message, read
+ * in this same wrapper call. A language defines TPURT_RAISE(code, message) before
+ * including this file to raise its own typed errors; the fallback is SWIG's portable
+ * runtime error with "STATUS_NAME: message". */
+#ifndef TPURT_RAISE_DEFINED
+%{
+#define TPURT_RAISE(code, message) \
+  SWIG_exception(SWIG_RuntimeError, (tpurt::statusName(static_cast<tpurt::Status>(code)) + ": " + (message)).c_str())
+%}
+#endif
+
+%exception {
+  try {
+    $action
+  } catch (const tpurt::Error& e) {
+    TPURT_RAISE(e.code(), e.message());
+  } catch (const std::exception& e) {
+    TPURT_RAISE(13 /* INTERNAL */, std::string(e.what()));
+  }
+}
+
+/* Callbacks from worker threads: directors that return a tpu_status. */
+%feature("director") tpurt::Computation;
+%feature("director") tpurt::HostComputation;
+/* A language layer catches its own exception or panic inside run() and returns
+ * ctx.fail(code, message): nothing managed unwinds through the C frames. */
+
+/* Internal plumbing the languages do not need. */
+%ignore tpurt::Error;
+%ignore tpurt::Tensor::Tensor(tpu_tensor*);
+%ignore tpurt::Tensor::Tensor(Tensor&&);
+%ignore tpurt::Tensor::operator=;
+%ignore tpurt::Tensor::handle;
+%ignore tpurt::Tensor::handleOrNull;
+%ignore tpurt::Topology::Topology(tpu_topology*);
+%ignore tpurt::Topology::handle;
+%ignore tpurt::DeviceAssignment::DeviceAssignment(tpu_device_assignment*);
+%ignore tpurt::DeviceAssignment::handle;
+%ignore tpurt::Shape::toC;
+%ignore tpurt::GroupAssignment::get;
+%ignore tpurt::SystemOptions::toC;
+%ignore tpurt::StepOptions::toC;
+%ignore tpurt::CollectiveOptions::toC;
+%ignore tpurt::InfeedQueue::handle;
+%ignore tpurt::InfeedQueue::handles;
+%ignore tpurt::OutfeedQueue::handle;
+%ignore tpurt::OutfeedQueue::adopt;
+%ignore tpurt::HostComputation::trampoline;
+%ignore tpurt::Computation::trampoline;
+%ignore tpurt::ReplicaContext::ReplicaContext;
+%ignore tpurt::TpuSystem::handle;
+
+/* Factories that return new objects hand ownership to the language. */
+%newobject tpurt::Topology::create;
+%newobject tpurt::Topology::parse;
+%newobject tpurt::DeviceAssignment::build;
+%newobject tpurt::DeviceAssignment::create;
+%newobject tpurt::DeviceAssignment::topology;
+%newobject tpurt::TpuSystem::initializeSystem;
+%newobject tpurt::TpuSystem::topology;
+%newobject tpurt::TpuSystem::defaultDeviceAssignment;
+
+%include "tpurt_binding.hpp"
+
+%template(TensorVector) std::vector<tpurt::Tensor>;
+%template(ShapeVector) std::vector<tpurt::Shape>;

@@ -1,0 +1,1099 @@
+// The binding-support layer: C++ classes over the C ABI that SWIG wraps for every
+// language (bindings/tpurt.i). Header-only, calls nothing but include/tpurt.h.
+//
+// Rules the language layers rely on:
+//  - Every failing C call throws tpurt::Error{code, message}, with the message read on
+//    the failing thread inside the same wrapper call (the last error is thread-local).
+//  - No overloads and no default arguments: each language writes its own overloads
+//    (SWIG turns C++ overloads into runtime dispatchers in Go).
+//  - Optional arguments are objects whose empty state means "none" (an empty
+//    GroupAssignment is "all replicas in one group"), so no language passes null.
+//  - Callbacks are directors returning a tpu_status: a language layer catches its own
+//    exception or panic and reports it through ReplicaContext::fail or
+//    Computation::failHost; nothing managed unwinds through C frames.
+#ifndef TPURT_BINDING_HPP
+#define TPURT_BINDING_HPP
+
+#include <tpurt.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tpurt {
+
+// The C ABI's enumerations, with TensorFlow's numbers (checked below).
+enum class Status : int {
+  Ok = 0, Cancelled = 1, Unknown = 2, InvalidArgument = 3, DeadlineExceeded = 4, NotFound = 5,
+  AlreadyExists = 6, PermissionDenied = 7, ResourceExhausted = 8, FailedPrecondition = 9,
+  Aborted = 10, OutOfRange = 11, Unimplemented = 12, Internal = 13, Unavailable = 14,
+  DataLoss = 15, Unauthenticated = 16
+};
+enum class DType : int {
+  Float32 = 1, Float64 = 2, Int32 = 3, UInt8 = 4, Int16 = 5, Int8 = 6, Complex64 = 8,
+  Int64 = 9, Bool = 10, BFloat16 = 14, Half = 19, UInt32 = 22, UInt64 = 23
+};
+enum class ReduceOp : int { Sum = 0, Prod = 1, Min = 2, Max = 3, Mean = 4 };
+enum class PaddingSpec : int { Auto = 0, PowerOfTwo = 1 };
+enum class ThreadPinning : int { Auto = 0, Always = 1, Never = 2 };
+enum class DeviceOrderMode : int { Auto = 0, Ring = 1, Mesh = 2 };
+
+#ifndef SWIG
+#define TPURT_CHECK_STATUS_(name, value, str) \
+  static_assert(TPU_##name == value, "tpu_status " str " changed");
+TPU_STATUS_MAP(TPURT_CHECK_STATUS_)
+#undef TPURT_CHECK_STATUS_
+static_assert(static_cast<int>(Status::Unauthenticated) == TPU_UNAUTHENTICATED, "Status");
+static_assert(static_cast<int>(DType::UInt64) == TPU_UINT64 && static_cast<int>(DType::BFloat16) == TPU_BFLOAT16 &&
+                  static_cast<int>(DType::Half) == TPU_HALF, "DType");
+static_assert(static_cast<int>(ReduceOp::Mean) == TPU_REDUCE_MEAN, "ReduceOp");
+static_assert(static_cast<int>(PaddingSpec::PowerOfTwo) == TPU_PADDING_POWER_OF_TWO, "PaddingSpec");
+static_assert(static_cast<int>(ThreadPinning::Never) == TPU_PIN_NEVER, "ThreadPinning");
+static_assert(static_cast<int>(DeviceOrderMode::Mesh) == TPU_DEVICE_ORDER_MESH, "DeviceOrderMode");
+#endif
+
+class Error : public std::exception {
+ public:
+  Error(int code, std::string message) : code_(code), message_(std::move(message)) {}
+  int code() const { return code_; }
+  const std::string& message() const { return message_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  int code_;
+  std::string message_;
+};
+
+#ifndef SWIG
+namespace detail {
+inline void check(tpu_status status) {
+  if (status != TPU_OK) throw Error(status, tpu_last_error());
+}
+inline void check_handle(const void* handle, const char* what) {
+  if (handle == nullptr)
+    throw Error(TPU_FAILED_PRECONDITION, std::string(what) + " is closed");
+}
+// Reads a string through the C ABI's (out, capacity, count) size query.
+template <typename Fn>
+std::string read_string(Fn fn) {
+  size_t count = 0;
+  check(fn(nullptr, 0, &count));
+  std::string s(count, '\0');
+  if (count > 0) check(fn(&s[0], count + 1, &count));
+  return s;
+}
+template <typename T, typename Fn>
+std::vector<T> read_array(Fn fn) {
+  size_t count = 0;
+  check(fn(nullptr, 0, &count));
+  std::vector<T> v(count);
+  if (count > 0) check(fn(v.data(), v.size(), &count));
+  v.resize(count);
+  return v;
+}
+// long long and int64_t are the same width on every platform tpurt builds for; the
+// binding layer spells 64-bit vectors as long long so SWIG's and C++'s types agree.
+static_assert(sizeof(long long) == sizeof(int64_t), "long long is 64-bit");
+inline const int64_t* c_dims(const std::vector<long long>& dims) {
+  return reinterpret_cast<const int64_t*>(dims.data());
+}
+inline int int_or_throw(size_t n, const char* what) {
+  if (n > static_cast<size_t>(INT32_MAX))
+    throw Error(TPU_INVALID_ARGUMENT, std::string(what) + " has more than 2^31-1 entries");
+  return static_cast<int>(n);
+}
+}  // namespace detail
+#endif
+
+// ---- Free functions ------------------------------------------------------------
+
+inline std::string version() { return tpu_version(); }
+inline std::string statusName(Status status) { return tpu_status_name(static_cast<tpu_status>(status)); }
+inline std::string lastError() { return tpu_last_error(); }
+inline void clearLastError() { tpu_clear_last_error(); }
+// Returns code; sets the calling thread's last error (see tpu_set_last_error).
+inline Status setLastError(Status code, const std::string& message) {
+  return (Status)tpu_set_last_error(static_cast<tpu_status>(code), message.c_str());
+}
+inline int64_t dtypeSize(DType dtype) {
+  size_t n = 0;
+  detail::check(tpu_dtype_size(static_cast<tpu_dtype>(dtype), &n));
+  return static_cast<int64_t>(n);
+}
+inline std::string dtypeName(DType dtype) {
+  const char* name = nullptr;
+  detail::check(tpu_dtype_name(static_cast<tpu_dtype>(dtype), &name));
+  return name;
+}
+// tf.tpu.core(num): "device:TPU_REPLICATED_CORE:num".
+inline std::string core(int num) {
+  return detail::read_string([&](char* o, size_t c, size_t* n) { return tpu_core(num, o, c, n); });
+}
+inline std::string deviceName(const std::string& job, int task, const std::string& deviceType,
+                              int device) {
+  return detail::read_string([&](char* o, size_t c, size_t* n) {
+    return tpu_device_name(job.c_str(), task, deviceType.c_str(), device, o, c, n);
+  });
+}
+inline std::vector<uint16_t> floatToBfloat16(const std::vector<float>& in) {
+  std::vector<uint16_t> out(in.size());
+  detail::check(tpu_float_to_bfloat16(in.data(), out.data(), in.size()));
+  return out;
+}
+inline std::vector<float> bfloat16ToFloat(const std::vector<uint16_t>& in) {
+  std::vector<float> out(in.size());
+  detail::check(tpu_bfloat16_to_float(in.data(), out.data(), in.size()));
+  return out;
+}
+inline std::vector<uint16_t> floatToHalf(const std::vector<float>& in) {
+  std::vector<uint16_t> out(in.size());
+  detail::check(tpu_float_to_half(in.data(), out.data(), in.size()));
+  return out;
+}
+inline std::vector<float> halfToFloat(const std::vector<uint16_t>& in) {
+  std::vector<float> out(in.size());
+  detail::check(tpu_half_to_float(in.data(), out.data(), in.size()));
+  return out;
+}
+// Bytes released from the tensor block cache.
+inline int64_t tensorCacheTrim(int64_t keepBytes) {
+  if (keepBytes < 0) throw Error(TPU_INVALID_ARGUMENT, "keepBytes must not be negative");
+  size_t released = 0;
+  detail::check(tpu_tensor_cache_trim(static_cast<size_t>(keepBytes), &released));
+  return static_cast<int64_t>(released);
+}
+
+// One environment variable the library reads (tpu_environment_variable).
+struct EnvironmentVariable {
+  std::string name;
+  int64_t value = 0;  // what the library uses when the variable is unset or valid
+};
+inline int numEnvironmentVariables() {
+  int n = 0;
+  const char* name = nullptr;
+  int64_t value = 0;
+  while (tpu_environment_variable(n, &name, &value) == TPU_OK) ++n;
+  tpu_clear_last_error();
+  return n;
+}
+inline EnvironmentVariable environmentVariable(int index) {
+  const char* name = nullptr;
+  EnvironmentVariable v;
+  detail::check(tpu_environment_variable(index, &name, &v.value));
+  v.name = name;
+  return v;
+}
+
+// ---- Tensor --------------------------------------------------------------------
+
+// A reference to a tpu_tensor. Copies share the tensor (retain); the last one releases.
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(tpu_tensor* adopted) : t_(adopted) {}
+  Tensor(const Tensor& o) : t_(o.t_) {
+    if (t_) tpu_tensor_retain(t_);
+  }
+  Tensor(Tensor&& o) noexcept : t_(o.t_) { o.t_ = nullptr; }
+  Tensor& operator=(Tensor o) {
+    std::swap(t_, o.t_);
+    return *this;
+  }
+  ~Tensor() { dispose(); }
+  // Drops this reference now instead of at finalization.
+  void dispose() {
+    if (t_) tpu_tensor_release(t_);
+    t_ = nullptr;
+  }
+  bool isNull() const { return t_ == nullptr; }
+
+  // A tensor of zeros.
+  static Tensor zeros(DType dtype, const std::vector<long long>& dims) {
+    return create(dtype, dims, nullptr, 0);
+  }
+  static Tensor fromBytes(DType dtype, const std::vector<long long>& dims,
+                          const std::vector<uint8_t>& bytes) {
+    return create(dtype, dims, bytes.data(), bytes.size());
+  }
+  // Bulk copies in: `data` holds count elements (each language maps its arrays here).
+  static Tensor fromFloat32(const std::vector<long long>& dims, const float* data, size_t count) {
+    return create(DType::Float32, dims, data, count * sizeof(float));
+  }
+  static Tensor fromFloat64(const std::vector<long long>& dims, const double* data, size_t count) {
+    return create(DType::Float64, dims, data, count * sizeof(double));
+  }
+  static Tensor fromInt32(const std::vector<long long>& dims, const int32_t* data, size_t count) {
+    return create(DType::Int32, dims, data, count * sizeof(int32_t));
+  }
+  static Tensor fromInt64(const std::vector<long long>& dims, const long long* data, size_t count) {
+    return create(DType::Int64, dims, data, count * sizeof(long long));
+  }
+  // Borrows `data` (tpu_tensor_wrap): the caller keeps it alive and unmoved while any
+  // tensor uses it. For zero-copy from pinned or direct memory.
+  static Tensor wrapFloat32(const std::vector<long long>& dims, float* data, size_t count) {
+    tpu_tensor* t = nullptr;
+    detail::check(tpu_tensor_wrap(TPU_FLOAT, detail::c_dims(dims), detail::int_or_throw(dims.size(), "dims"),
+                                  data, count * sizeof(float), nullptr, nullptr, &t));
+    return Tensor(t);
+  }
+  // Portable forms (std::vector) for SWIG languages without the array typemaps.
+  static Tensor fromFloat32Vector(const std::vector<long long>& dims, const std::vector<float>& v) {
+    return fromFloat32(dims, v.data(), v.size());
+  }
+  static Tensor fromFloat64Vector(const std::vector<long long>& dims, const std::vector<double>& v) {
+    return fromFloat64(dims, v.data(), v.size());
+  }
+  static Tensor fromInt32Vector(const std::vector<long long>& dims, const std::vector<int32_t>& v) {
+    return fromInt32(dims, v.data(), v.size());
+  }
+  static Tensor fromInt64Vector(const std::vector<long long>& dims, const std::vector<long long>& v) {
+    return fromInt64(dims, v.data(), v.size());
+  }
+
+  DType dtype() const {
+    tpu_dtype d{};
+    detail::check(tpu_tensor_dtype(handle(), &d));
+    return static_cast<DType>(d);
+  }
+  int rank() const {
+    int r = 0;
+    detail::check(tpu_tensor_rank(handle(), &r));
+    return r;
+  }
+  std::vector<long long> dims() const {
+    std::vector<int64_t> d = detail::read_array<int64_t>(
+        [&](int64_t* o, size_t c, size_t* n) { return tpu_tensor_dims(handle(), o, c, n); });
+    return std::vector<long long>(d.begin(), d.end());
+  }
+  int64_t dim(int axis) const {
+    int64_t d = 0;
+    detail::check(tpu_tensor_dim(handle(), axis, &d));
+    return d;
+  }
+  int64_t numElements() const {
+    int64_t n = 0;
+    detail::check(tpu_tensor_num_elements(handle(), &n));
+    return n;
+  }
+  int64_t byteSize() const {
+    size_t n = 0;
+    detail::check(tpu_tensor_byte_size(handle(), &n));
+    return static_cast<int64_t>(n);
+  }
+  Tensor reshape(const std::vector<long long>& dims) const {
+    tpu_tensor* t = nullptr;
+    detail::check(tpu_tensor_reshape(handle(), detail::c_dims(dims),
+                                     detail::int_or_throw(dims.size(), "dims"), &t));
+    return Tensor(t);
+  }
+  Tensor cast(DType dtype) const {
+    tpu_tensor* t = nullptr;
+    detail::check(tpu_tensor_cast(handle(), static_cast<tpu_dtype>(dtype), &t));
+    return Tensor(t);
+  }
+
+  // Bulk copies out: count must equal numElements() and the dtype must match.
+  void readFloat32(float* out, size_t count) const { read(DType::Float32, out, count, sizeof(float)); }
+  void readFloat64(double* out, size_t count) const { read(DType::Float64, out, count, sizeof(double)); }
+  void readInt32(int32_t* out, size_t count) const { read(DType::Int32, out, count, sizeof(int32_t)); }
+  void readInt64(long long* out, size_t count) const { read(DType::Int64, out, count, sizeof(long long)); }
+  // Overwrites the contents (copy-on-write: other references keep the old values).
+  void writeFloat32(const float* data, size_t count) { write(DType::Float32, data, count, sizeof(float)); }
+  void writeFloat64(const double* data, size_t count) { write(DType::Float64, data, count, sizeof(double)); }
+  void writeInt32(const int32_t* data, size_t count) { write(DType::Int32, data, count, sizeof(int32_t)); }
+  void writeInt64(const long long* data, size_t count) { write(DType::Int64, data, count, sizeof(long long)); }
+  std::vector<uint8_t> toBytes() const {
+    std::vector<uint8_t> v(static_cast<size_t>(byteSize()));
+    const void* p = nullptr;
+    detail::check(tpu_tensor_data(handle(), &p));
+    if (!v.empty()) std::copy_n(static_cast<const uint8_t*>(p), v.size(), v.begin());
+    return v;
+  }
+  std::vector<float> toFloat32Vector() const { return readVector<float>(DType::Float32); }
+  std::vector<double> toFloat64Vector() const { return readVector<double>(DType::Float64); }
+  std::vector<int32_t> toInt32Vector() const { return readVector<int32_t>(DType::Int32); }
+  std::vector<long long> toInt64Vector() const { return readVector<long long>(DType::Int64); }
+
+  tpu_tensor* handle() const {
+    detail::check_handle(t_, "the tensor");
+    return t_;
+  }
+  // The raw handle, or nullptr for an empty Tensor (inputs may be null).
+  tpu_tensor* handleOrNull() const { return t_; }
+
+ private:
+  static Tensor create(DType dtype, const std::vector<long long>& dims, const void* data, size_t bytes) {
+    tpu_tensor* t = nullptr;
+    detail::check(tpu_tensor_create(static_cast<tpu_dtype>(dtype), detail::c_dims(dims),
+                                    detail::int_or_throw(dims.size(), "dims"), data, bytes, &t));
+    return Tensor(t);
+  }
+  void check_elements(DType dtype, size_t count) const {
+    if (this->dtype() != dtype)
+      throw Error(TPU_INVALID_ARGUMENT, "the tensor is " + dtypeName(this->dtype()) +
+                                            ", not " + dtypeName(dtype));
+    if (static_cast<int64_t>(count) != numElements())
+      throw Error(TPU_INVALID_ARGUMENT, "the tensor has " + std::to_string(numElements()) +
+                                            " elements, the array " + std::to_string(count));
+  }
+  void read(DType dtype, void* out, size_t count, size_t size) const {
+    check_elements(dtype, count);
+    const void* p = nullptr;
+    detail::check(tpu_tensor_data(handle(), &p));
+    if (count > 0) std::copy_n(static_cast<const uint8_t*>(p), count * size, static_cast<uint8_t*>(out));
+  }
+  void write(DType dtype, const void* data, size_t count, size_t size) {
+    check_elements(dtype, count);
+    void* p = nullptr;
+    detail::check(tpu_tensor_mutable_data(handle(), &p));
+    if (count > 0) std::copy_n(static_cast<const uint8_t*>(data), count * size, static_cast<uint8_t*>(p));
+  }
+  template <typename T>
+  std::vector<T> readVector(DType dtype) const {
+    std::vector<T> v(static_cast<size_t>(numElements()));
+    read(dtype, v.data(), v.size(), sizeof(T));
+    return v;
+  }
+
+  tpu_tensor* t_ = nullptr;
+};
+
+// A tpu_shape: `dims` (-1 for an unknown size), or no shape at all (rank -1).
+class Shape {
+ public:
+  Shape() = default;  // no shape given
+  static Shape of(const std::vector<long long>& dims) {
+    Shape s;
+    s.dims_ = dims;
+    s.known_ = true;
+    return s;
+  }
+  static Shape unknown() { return Shape(); }
+  bool isKnown() const { return known_; }
+  std::vector<long long> dims() const { return dims_; }
+  tpu_shape toC() const {
+    tpu_shape s{};
+    if (!known_) {
+      s.rank = -1;
+      return s;
+    }
+    if (dims_.size() > TPU_MAX_RANK)
+      throw Error(TPU_INVALID_ARGUMENT, "a shape of rank " + std::to_string(dims_.size()) +
+                                            " is above TPU_MAX_RANK " + std::to_string(TPU_MAX_RANK));
+    s.rank = static_cast<int>(dims_.size());
+    std::copy(dims_.begin(), dims_.end(), s.dims);
+    return s;
+  }
+
+ private:
+  std::vector<long long> dims_;
+  bool known_ = false;
+};
+
+// replica_ids[numGroups][groupSize], flattened. Empty: all replicas in one group.
+class GroupAssignment {
+ public:
+  GroupAssignment() = default;
+  GroupAssignment(const std::vector<int32_t>& replicaIds, int numGroups, int groupSize)
+      : ids_(replicaIds), num_groups_(numGroups), group_size_(groupSize) {
+    if (numGroups < 0 || groupSize < 0 ||
+        static_cast<int64_t>(numGroups) * groupSize != static_cast<int64_t>(ids_.size()))
+      throw Error(TPU_INVALID_ARGUMENT,
+                  std::to_string(ids_.size()) + " replica ids do not make " +
+                      std::to_string(numGroups) + " groups of " + std::to_string(groupSize));
+  }
+  bool isEmpty() const { return ids_.empty() && num_groups_ == 0; }
+  int numGroups() const { return num_groups_; }
+  int groupSize() const { return group_size_; }
+  std::vector<int32_t> replicaIds() const { return ids_; }
+  void validate(int numReplicas) const {
+    tpu_group_assignment g = toC();
+    detail::check(tpu_group_assignment_validate(&g, numReplicas));
+  }
+  // nullptr when empty, else a view that lives as long as this object.
+  const tpu_group_assignment* get(tpu_group_assignment* storage) const {
+    if (isEmpty()) return nullptr;
+    *storage = toC();
+    return storage;
+  }
+
+ private:
+  tpu_group_assignment toC() const { return {ids_.data(), num_groups_, group_size_}; }
+  std::vector<int32_t> ids_;
+  int num_groups_ = 0;
+  int group_size_ = 0;
+};
+
+// ---- Topology and device assignment ---------------------------------------------
+
+class Topology {
+ public:
+  explicit Topology(tpu_topology* adopted) : t_(adopted) {}
+  Topology(const Topology&) = delete;
+  Topology& operator=(const Topology&) = delete;
+  ~Topology() { close(); }
+  void close() {
+    if (t_) tpu_topology_release(t_);
+    t_ = nullptr;
+  }
+  static Topology* create(const std::vector<int32_t>& meshShape,
+                          const std::vector<int32_t>& deviceCoordinates, int numTasks,
+                          int devicesPerTask) {
+    tpu_topology* t = nullptr;
+    detail::check(tpu_topology_create(meshShape.data(), detail::int_or_throw(meshShape.size(), "meshShape"),
+                                      deviceCoordinates.data(), numTasks, devicesPerTask, &t));
+    return new Topology(t);
+  }
+  static Topology* parse(const std::vector<uint8_t>& bytes) {
+    tpu_topology* t = nullptr;
+    detail::check(tpu_topology_parse(bytes.data(), bytes.size(), &t));
+    return new Topology(t);
+  }
+  std::vector<uint8_t> serialize() const {
+    return detail::read_array<uint8_t>(
+        [&](uint8_t* o, size_t c, size_t* n) { return tpu_topology_serialize(handle(), o, c, n); });
+  }
+  std::vector<int32_t> meshShape() const {
+    return detail::read_array<int32_t>(
+        [&](int32_t* o, size_t c, size_t* n) { return tpu_topology_mesh_shape(handle(), o, c, n); });
+  }
+  int meshRank() const { return get_int(tpu_topology_mesh_rank); }
+  int numTasks() const { return get_int(tpu_topology_num_tasks); }
+  int numDevicesPerTask() const { return get_int(tpu_topology_num_devices_per_task); }
+  std::vector<int32_t> deviceCoordinates(int task, int device) const {
+    return detail::read_array<int32_t>([&](int32_t* o, size_t c, size_t* n) {
+      return tpu_topology_device_coordinates(handle(), task, device, o, c, n);
+    });
+  }
+  int taskOrdinalAtCoordinates(const std::vector<int32_t>& coords) const {
+    int out = 0;
+    detail::check(tpu_topology_task_ordinal_at_coordinates(handle(), coords.data(), coords.size(), &out));
+    return out;
+  }
+  int deviceOrdinalAtCoordinates(const std::vector<int32_t>& coords) const {
+    int out = 0;
+    detail::check(tpu_topology_device_ordinal_at_coordinates(handle(), coords.data(), coords.size(), &out));
+    return out;
+  }
+  int numMissingDevices() const { return get_int(tpu_topology_num_missing_devices); }
+  std::vector<int32_t> missingDevice(int index) const {
+    return detail::read_array<int32_t>([&](int32_t* o, size_t c, size_t* n) {
+      return tpu_topology_missing_device(handle(), index, o, c, n);
+    });
+  }
+  // job "": no job part.
+  std::string tpuDeviceName(const std::vector<int32_t>& coords, const std::string& job) const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) {
+      return tpu_topology_tpu_device_name(handle(), coords.data(), coords.size(),
+                                          job.empty() ? nullptr : job.c_str(), o, c, n);
+    });
+  }
+  std::string cpuDeviceName(const std::vector<int32_t>& coords, const std::string& job) const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) {
+      return tpu_topology_cpu_device_name(handle(), coords.data(), coords.size(),
+                                          job.empty() ? nullptr : job.c_str(), o, c, n);
+    });
+  }
+  // {embedding feature, embedding devices per chip}
+  std::vector<int32_t> hardwareFeature() const {
+    int feature = 0, per_chip = 0;
+    detail::check(tpu_topology_hardware_feature(handle(), &feature, &per_chip));
+    return {feature, per_chip};
+  }
+  tpu_topology* handle() const {
+    detail::check_handle(t_, "the topology");
+    return t_;
+  }
+
+ private:
+  int get_int(tpu_status (*fn)(const tpu_topology*, int*)) const {
+    int out = 0;
+    detail::check(fn(handle(), &out));
+    return out;
+  }
+  tpu_topology* t_;
+};
+
+class DeviceAssignment {
+ public:
+  explicit DeviceAssignment(tpu_device_assignment* adopted) : a_(adopted) {}
+  DeviceAssignment(const DeviceAssignment&) = delete;
+  DeviceAssignment& operator=(const DeviceAssignment&) = delete;
+  ~DeviceAssignment() { close(); }
+  void close() {
+    if (a_) tpu_device_assignment_release(a_);
+    a_ = nullptr;
+  }
+  // TensorFlow's device_assignment(); empty shape/stride vectors mean the defaults.
+  static DeviceAssignment* build(const Topology& topology, const std::vector<int32_t>& computationShape,
+                                 const std::vector<int32_t>& computationStride, int numReplicas,
+                                 DeviceOrderMode deviceOrderMode) {
+    tpu_device_assignment* a = nullptr;
+    detail::check(tpu_device_assignment_build(
+        topology.handle(), computationShape.empty() ? nullptr : computationShape.data(),
+        detail::int_or_throw(computationShape.size(), "computationShape"),
+        computationStride.empty() ? nullptr : computationStride.data(),
+        detail::int_or_throw(computationStride.size(), "computationStride"), numReplicas,
+        static_cast<tpu_device_order_mode>(deviceOrderMode), &a));
+    return new DeviceAssignment(a);
+  }
+  // coreAssignment[numReplicas][numCoresPerReplica][4], flattened.
+  static DeviceAssignment* create(const Topology& topology, const std::vector<int32_t>& coreAssignment,
+                                  int numReplicas, int numCoresPerReplica) {
+    if (static_cast<int64_t>(numReplicas) * numCoresPerReplica * TPU_MESH_RANK !=
+        static_cast<int64_t>(coreAssignment.size()))
+      throw Error(TPU_INVALID_ARGUMENT,
+                  "coreAssignment has " + std::to_string(coreAssignment.size()) + " entries, not " +
+                      std::to_string(numReplicas) + " x " + std::to_string(numCoresPerReplica) + " x 4");
+    tpu_device_assignment* a = nullptr;
+    detail::check(tpu_device_assignment_create(topology.handle(), coreAssignment.data(), numReplicas,
+                                               numCoresPerReplica, &a));
+    return new DeviceAssignment(a);
+  }
+  Topology* topology() const {
+    tpu_topology* t = nullptr;
+    detail::check(tpu_device_assignment_topology(handle(), &t));
+    return new Topology(t);
+  }
+  int numReplicas() const {
+    int n = 0;
+    detail::check(tpu_device_assignment_num_replicas(handle(), &n));
+    return n;
+  }
+  int numCoresPerReplica() const {
+    int n = 0;
+    detail::check(tpu_device_assignment_num_cores_per_replica(handle(), &n));
+    return n;
+  }
+  std::vector<int32_t> coreAssignment() const {
+    return detail::read_array<int32_t>([&](int32_t* o, size_t c, size_t* n) {
+      return tpu_device_assignment_core_assignment(handle(), o, c, n);
+    });
+  }
+  std::vector<int32_t> coordinates(int replica, int logicalCore) const {
+    return detail::read_array<int32_t>([&](int32_t* o, size_t c, size_t* n) {
+      return tpu_device_assignment_coordinates(handle(), replica, logicalCore, o, c, n);
+    });
+  }
+  int task(int replica, int logicalCore) const {
+    int out = 0;
+    detail::check(tpu_device_assignment_task(handle(), replica, logicalCore, &out));
+    return out;
+  }
+  int tpuOrdinal(int replica, int logicalCore) const {
+    int out = 0;
+    detail::check(tpu_device_assignment_tpu_ordinal(handle(), replica, logicalCore, &out));
+    return out;
+  }
+  std::string tpuDevice(int replica, int logicalCore, const std::string& job) const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) {
+      return tpu_device_assignment_tpu_device(handle(), replica, logicalCore,
+                                              job.empty() ? nullptr : job.c_str(), o, c, n);
+    });
+  }
+  std::string hostDevice(int replica, int logicalCore, const std::string& job) const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) {
+      return tpu_device_assignment_host_device(handle(), replica, logicalCore,
+                                               job.empty() ? nullptr : job.c_str(), o, c, n);
+    });
+  }
+  std::vector<int32_t> lookupReplicas(int task, int logicalCore) const {
+    std::vector<int> v = detail::read_array<int>([&](int* o, size_t c, size_t* n) {
+      return tpu_device_assignment_lookup_replicas(handle(), task, logicalCore, o, c, n);
+    });
+    return std::vector<int32_t>(v.begin(), v.end());
+  }
+  tpu_device_assignment* handle() const {
+    detail::check_handle(a_, "the device assignment");
+    return a_;
+  }
+
+ private:
+  tpu_device_assignment* a_;
+};
+
+// ---- Options ---------------------------------------------------------------------
+
+class SystemOptions {
+ public:
+  SystemOptions() { detail::check(tpu_system_options_init(&o_, sizeof o_)); }
+  int numCores = 0;
+  std::vector<int32_t> meshShape;  // empty: [numCores, 1, 1, 1]
+  std::string jobName;             // empty: "localhost"
+  std::string deviceType;          // empty: "TPU"
+  ThreadPinning pinThreads = ThreadPinning::Auto;
+  int64_t collectiveTimeoutMs = 0;
+  bool closeOnFailure = false;
+  std::vector<uint8_t> embeddingConfig;
+  bool privateCollectiveResults = false;
+  // A C view valid while this object is unchanged.
+  const tpu_system_options* toC() const {
+    if (meshShape.size() > 4)
+      throw Error(TPU_INVALID_ARGUMENT, "meshShape has " + std::to_string(meshShape.size()) +
+                                            " entries; at most 4");
+    tpu_system_options& o = o_;
+    o.num_cores = numCores;
+    for (size_t i = 0; i < 4; ++i) o.mesh_shape[i] = i < meshShape.size() ? meshShape[i] : 0;
+    o.job_name = jobName.empty() ? nullptr : jobName.c_str();
+    o.device_type = deviceType.empty() ? nullptr : deviceType.c_str();
+    o.pin_threads = static_cast<int>(pinThreads);
+    o.collective_timeout_ms = collectiveTimeoutMs;
+    o.close_on_failure = closeOnFailure ? 1 : 0;
+    o.embedding_config = embeddingConfig.empty() ? nullptr : embeddingConfig.data();
+    o.embedding_config_len = embeddingConfig.size();
+    o.private_collective_results = privateCollectiveResults ? 1 : 0;
+    return &o;
+  }
+
+ private:
+  mutable tpu_system_options o_;
+};
+
+class InfeedQueue;
+
+class StepOptions {
+ public:
+  StepOptions() { detail::check(tpu_step_options_init(&o_, sizeof o_)); }
+  const DeviceAssignment* deviceAssignment = nullptr;  // not owned
+  std::vector<Shape> maximumShapes;                    // empty: no padding
+  PaddingSpec paddingSpec = PaddingSpec::Auto;
+  int64_t collectiveTimeoutMs = 0;
+  InfeedQueue* infeedQueue = nullptr;  // not owned
+  const tpu_step_options* toC(std::vector<tpu_shape>* shapes) const;
+
+ private:
+  mutable tpu_step_options o_;
+};
+
+class CollectiveOptions {
+ public:
+  CollectiveOptions() { detail::check(tpu_collective_options_init(&o_, sizeof o_)); }
+  int64_t timeoutMs = 0;  // 0: the step's deadline
+  const tpu_collective_options* toC() const {
+    o_.timeout_ms = timeoutMs;
+    return &o_;
+  }
+
+ private:
+  mutable tpu_collective_options o_;
+};
+
+// ---- Feeds -----------------------------------------------------------------------
+
+class TpuSystem;
+
+class InfeedQueue {
+ public:
+  InfeedQueue(const TpuSystem& system, int numReplicas, const std::vector<int32_t>& dtypes,
+              const std::vector<Shape>& shapes, int capacity);
+  InfeedQueue(const InfeedQueue&) = delete;
+  InfeedQueue& operator=(const InfeedQueue&) = delete;
+  ~InfeedQueue() { close(); }
+  void close() {
+    if (q_) tpu_infeed_queue_release(q_);
+    q_ = nullptr;
+  }
+  int numElements() const { return num_elements_; }
+  void enqueue(int replica, const std::vector<Tensor>& tuple) {
+    std::vector<tpu_tensor*> h = handles(tuple);
+    detail::check(tpu_infeed_enqueue(handle(), replica, h.data(), detail::int_or_throw(h.size(), "tuple")));
+  }
+  tpu_infeed_queue* handle() const {
+    detail::check_handle(q_, "the infeed queue");
+    return q_;
+  }
+  static std::vector<tpu_tensor*> handles(const std::vector<Tensor>& tensors) {
+    std::vector<tpu_tensor*> h;
+    h.reserve(tensors.size());
+    for (const Tensor& t : tensors) h.push_back(t.handleOrNull());
+    return h;
+  }
+
+ private:
+  tpu_infeed_queue* q_ = nullptr;
+  int num_elements_ = 0;
+};
+
+class OutfeedQueue {
+ public:
+  OutfeedQueue(const TpuSystem& system, int numReplicas, const std::vector<int32_t>& dtypes,
+               const std::vector<Shape>& shapes, int capacity);
+  OutfeedQueue(const OutfeedQueue&) = delete;
+  OutfeedQueue& operator=(const OutfeedQueue&) = delete;
+  ~OutfeedQueue() { close(); }
+  void close() {
+    if (q_) tpu_outfeed_queue_release(q_);
+    q_ = nullptr;
+  }
+  int numElements() const { return num_elements_; }
+  std::vector<Tensor> dequeue(int replica) {
+    std::vector<tpu_tensor*> h(static_cast<size_t>(num_elements_), nullptr);
+    detail::check(tpu_outfeed_dequeue(handle(), replica, h.data(), num_elements_));
+    return adopt(h);
+  }
+  tpu_outfeed_queue* handle() const {
+    detail::check_handle(q_, "the outfeed queue");
+    return q_;
+  }
+  static std::vector<Tensor> adopt(const std::vector<tpu_tensor*>& h) {
+    std::vector<Tensor> out;
+    out.reserve(h.size());
+    for (tpu_tensor* t : h) out.emplace_back(t);
+    return out;
+  }
+
+ private:
+  tpu_outfeed_queue* q_ = nullptr;
+  int num_elements_ = 0;
+};
+
+inline const tpu_step_options* StepOptions::toC(std::vector<tpu_shape>* shapes) const {
+  shapes->clear();
+  for (const Shape& s : maximumShapes) shapes->push_back(s.toC());
+  o_.device_assignment = deviceAssignment ? deviceAssignment->handle() : nullptr;
+  o_.maximum_shapes = shapes->empty() ? nullptr : shapes->data();
+  o_.num_maximum_shapes = shapes->size();
+  o_.padding_spec = static_cast<int>(paddingSpec);
+  o_.collective_timeout_ms = collectiveTimeoutMs;
+  o_.infeed_queue = infeedQueue ? infeedQueue->handle() : nullptr;
+  return &o_;
+}
+
+// ---- Computations ------------------------------------------------------------------
+
+class ReplicaContext;
+
+// A host function for outside compilation. Returns a tpu_status; to fail with a
+// message, return failHost(code, message).
+class HostComputation {
+ public:
+  virtual ~HostComputation() = default;
+  virtual Status run(int replicaId) = 0;
+  static Status failHost(Status code, const std::string& message) { return setLastError(code, message); }
+  static tpu_status trampoline(int replica, void* user_data) noexcept {
+    try {
+      return static_cast<tpu_status>(static_cast<HostComputation*>(user_data)->run(replica));
+    } catch (const Error& e) {
+      return tpu_set_last_error(static_cast<tpu_status>(e.code() ? e.code() : TPU_UNKNOWN), e.what());
+    } catch (const std::exception& e) {
+      return tpu_set_last_error(TPU_UNKNOWN, e.what());
+    } catch (...) {
+      return tpu_set_last_error(TPU_UNKNOWN, "the host function threw a non-standard exception");
+    }
+  }
+};
+
+// What a computation sees: its replica, its inputs and outputs, and the collectives.
+// Valid only during the call it was passed to.
+class ReplicaContext {
+ public:
+  ReplicaContext(tpu_replica_context* ctx, tpu_tensor* const* inputs, int numInputs,
+                 tpu_tensor** outputs, int numOutputs)
+      : ctx_(ctx), inputs_(inputs), num_inputs_(numInputs), outputs_(outputs), num_outputs_(numOutputs) {}
+
+  int replicaId() const { return get_int(tpu_replica_context_replica_id); }
+  int numReplicas() const { return get_int(tpu_replica_context_num_replicas); }
+  int core() const { return get_int(tpu_replica_context_core); }
+  int numCoresPerReplica() const { return get_int(tpu_replica_context_num_cores_per_replica); }
+  std::string deviceName() const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) {
+      return tpu_replica_context_device_name(ctx_, o, c, n);
+    });
+  }
+  int numInputs() const { return num_inputs_; }
+  int numOutputs() const { return num_outputs_; }
+  // A new reference to input i (empty if the caller passed none).
+  Tensor input(int i) const {
+    check_index(i, num_inputs_, "input");
+    tpu_tensor* t = inputs_[i];
+    if (t) detail::check(tpu_tensor_retain(t));
+    return Tensor(t);
+  }
+  void setOutput(int i, const Tensor& t) {
+    check_index(i, num_outputs_, "output");
+    tpu_tensor* h = t.handleOrNull();
+    if (h) detail::check(tpu_tensor_retain(h));
+    if (outputs_[i]) tpu_tensor_release(outputs_[i]);
+    outputs_[i] = h;
+  }
+  // Records why this replica fails; return the result from the computation.
+  Status fail(Status code, const std::string& message) {
+    return (Status)tpu_replica_context_fail(ctx_, static_cast<tpu_status>(code), message.c_str());
+  }
+
+  Tensor crossReplicaSum(const Tensor& x, const GroupAssignment& groups, const CollectiveOptions& options) {
+    tpu_group_assignment g;
+    tpu_tensor* out = nullptr;
+    detail::check(tpu_cross_replica_sum(ctx_, x.handle(), groups.get(&g), &out, options.toC()));
+    return Tensor(out);
+  }
+  Tensor allReduce(const Tensor& x, ReduceOp op, const GroupAssignment& groups, const CollectiveOptions& options) {
+    tpu_group_assignment g;
+    tpu_tensor* out = nullptr;
+    detail::check(tpu_all_reduce(ctx_, x.handle(), static_cast<tpu_reduce_op>(op), groups.get(&g), &out,
+                                 options.toC()));
+    return Tensor(out);
+  }
+  Tensor allGather(const Tensor& x, int axis, const GroupAssignment& groups, const CollectiveOptions& options) {
+    tpu_group_assignment g;
+    tpu_tensor* out = nullptr;
+    detail::check(tpu_all_gather(ctx_, x.handle(), axis, groups.get(&g), &out, options.toC()));
+    return Tensor(out);
+  }
+  Tensor reduceScatter(const Tensor& x, ReduceOp op, int scatterAxis, const GroupAssignment& groups,
+                       const CollectiveOptions& options) {
+    tpu_group_assignment g;
+    tpu_tensor* out = nullptr;
+    detail::check(tpu_reduce_scatter(ctx_, x.handle(), static_cast<tpu_reduce_op>(op), scatterAxis,
+                                     groups.get(&g), &out, options.toC()));
+    return Tensor(out);
+  }
+  Tensor allToAll(const Tensor& x, int concatDimension, int splitDimension, int splitCount,
+                  const GroupAssignment& groups, const CollectiveOptions& options) {
+    tpu_group_assignment g;
+    tpu_tensor* out = nullptr;
+    detail::check(tpu_all_to_all(ctx_, x.handle(), concatDimension, splitDimension, splitCount,
+                                 groups.get(&g), &out, options.toC()));
+    return Tensor(out);
+  }
+  // sourceTargetPairs[numPairs][2], flattened.
+  Tensor collectivePermute(const Tensor& x, const std::vector<int32_t>& sourceTargetPairs,
+                           const CollectiveOptions& options) {
+    if (sourceTargetPairs.size() % 2 != 0)
+      throw Error(TPU_INVALID_ARGUMENT, "sourceTargetPairs has an odd number (" +
+                                            std::to_string(sourceTargetPairs.size()) + ") of entries");
+    tpu_tensor* out = nullptr;
+    detail::check(tpu_collective_permute(ctx_, x.handle(), sourceTargetPairs.data(),
+                                         detail::int_or_throw(sourceTargetPairs.size() / 2, "pairs"),
+                                         &out, options.toC()));
+    return Tensor(out);
+  }
+  Tensor broadcast(const Tensor& x, int root, const GroupAssignment& groups, const CollectiveOptions& options) {
+    tpu_group_assignment g;
+    tpu_tensor* out = nullptr;
+    detail::check(tpu_broadcast(ctx_, x.handle(), root, groups.get(&g), &out, options.toC()));
+    return Tensor(out);
+  }
+  void barrier(const CollectiveOptions& options) { detail::check(tpu_barrier(ctx_, options.toC())); }
+  void bfloat16ScopeEnter() { detail::check(tpu_bfloat16_scope_enter(ctx_)); }
+  void bfloat16ScopeExit() { detail::check(tpu_bfloat16_scope_exit(ctx_)); }
+  void outsideCompilation(HostComputation& fn) {
+    detail::check(tpu_outside_compilation(ctx_, &HostComputation::trampoline, &fn));
+  }
+  std::vector<Tensor> infeedDequeue(InfeedQueue& queue) {
+    std::vector<tpu_tensor*> h(static_cast<size_t>(queue.numElements()), nullptr);
+    detail::check(tpu_infeed_dequeue(ctx_, queue.handle(), h.data(), queue.numElements()));
+    return OutfeedQueue::adopt(h);
+  }
+  void outfeedEnqueue(OutfeedQueue& queue, const std::vector<Tensor>& tuple) {
+    std::vector<tpu_tensor*> h = InfeedQueue::handles(tuple);
+    detail::check(tpu_outfeed_enqueue(ctx_, queue.handle(), h.data(), detail::int_or_throw(h.size(), "tuple")));
+  }
+
+ private:
+  static void check_index(int i, int n, const char* what) {
+    if (i < 0 || i >= n)
+      throw Error(TPU_INVALID_ARGUMENT, std::string(what) + " " + std::to_string(i) + " is outside [0, " +
+                                            std::to_string(n) + ")");
+  }
+  int get_int(tpu_status (*fn)(const tpu_replica_context*, int*)) const {
+    int out = 0;
+    detail::check(fn(ctx_, &out));
+    return out;
+  }
+  tpu_replica_context* ctx_;
+  tpu_tensor* const* inputs_;
+  int num_inputs_;
+  tpu_tensor** outputs_;
+  int num_outputs_;
+};
+
+// A replicated computation. run() returns a tpu_status: 0, or the result of
+// ctx.fail(code, message). A C++ exception escaping run() fails the replica too.
+class Computation {
+ public:
+  virtual ~Computation() = default;
+  virtual Status run(ReplicaContext& ctx) = 0;
+  static tpu_status trampoline(tpu_replica_context* c, tpu_tensor* const* inputs, int num_inputs,
+                               tpu_tensor** outputs, int num_outputs, void* user_data) noexcept {
+    ReplicaContext ctx(c, inputs, num_inputs, outputs, num_outputs);
+    try {
+      return static_cast<tpu_status>(static_cast<Computation*>(user_data)->run(ctx));
+    } catch (const Error& e) {
+      return tpu_replica_context_fail(c, static_cast<tpu_status>(e.code() ? e.code() : TPU_UNKNOWN), e.what());
+    } catch (const std::exception& e) {
+      return tpu_replica_context_fail(c, TPU_UNKNOWN, e.what());
+    } catch (...) {
+      return tpu_replica_context_fail(c, TPU_UNKNOWN, "the computation threw a non-standard exception");
+    }
+  }
+};
+
+// ---- System --------------------------------------------------------------------------
+
+class TpuSystem {
+ public:
+  explicit TpuSystem(const SystemOptions& options) {
+    detail::check(tpu_system_init(options.toC(), &s_));
+  }
+  // tf.tpu.initialize_system: starts a system and keeps the TopologyProto it returns.
+  static TpuSystem* initializeSystem(const SystemOptions& options) {
+    tpu_system* s = nullptr;
+    size_t count = 0;
+    detail::check(tpu_initialize_system(options.toC(), &s, nullptr, 0, &count));
+    return new TpuSystem(s);
+  }
+  TpuSystem(const TpuSystem&) = delete;
+  TpuSystem& operator=(const TpuSystem&) = delete;
+  ~TpuSystem() { close(); }
+  // Shuts down and releases the handle (idempotent).
+  void close() {
+    if (s_) tpu_system_release(s_);
+    s_ = nullptr;
+  }
+  void shutdown() { detail::check(tpu_system_shutdown(handle())); }
+  bool isClosed() const {
+    int closed = 0;
+    detail::check(tpu_system_is_closed(handle(), &closed));
+    return closed != 0;
+  }
+  int numCores() const {
+    int n = 0;
+    detail::check(tpu_system_num_cores(handle(), &n));
+    return n;
+  }
+  Topology* topology() const {
+    tpu_topology* t = nullptr;
+    detail::check(tpu_system_topology(handle(), &t));
+    return new Topology(t);
+  }
+  std::vector<uint8_t> serializedTopology() const {
+    return detail::read_array<uint8_t>([&](uint8_t* o, size_t c, size_t* n) {
+      return tpu_system_serialized_topology(handle(), o, c, n);
+    });
+  }
+  std::string jobName() const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) { return tpu_system_job_name(handle(), o, c, n); });
+  }
+  std::string deviceType() const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) { return tpu_system_device_type(handle(), o, c, n); });
+  }
+  std::vector<uint8_t> embeddingConfig() const {
+    return detail::read_array<uint8_t>([&](uint8_t* o, size_t c, size_t* n) {
+      return tpu_system_embedding_config(handle(), o, c, n);
+    });
+  }
+  DeviceAssignment* defaultDeviceAssignment(int numReplicas) const {
+    tpu_device_assignment* a = nullptr;
+    detail::check(tpu_system_default_device_assignment(handle(), numReplicas, &a));
+    return new DeviceAssignment(a);
+  }
+
+  // inputs[replica * numInputs + i]; returns outputs[replica * numOutputs + j].
+  std::vector<Tensor> replicate(Computation& computation, int numReplicas, int numInputs,
+                                const std::vector<Tensor>& inputs, int numOutputs,
+                                const StepOptions& options) {
+    if (numReplicas < 0 || numOutputs < 0 ||
+        static_cast<int64_t>(numReplicas) * numInputs != static_cast<int64_t>(inputs.size()))
+      throw Error(TPU_INVALID_ARGUMENT, std::to_string(inputs.size()) + " inputs are not " +
+                                            std::to_string(numReplicas) + " replicas x " +
+                                            std::to_string(numInputs));
+    std::vector<tpu_tensor*> in = InfeedQueue::handles(inputs);
+    std::vector<tpu_tensor*> out(static_cast<size_t>(numReplicas) * static_cast<size_t>(numOutputs), nullptr);
+    std::vector<tpu_shape> shapes;
+    detail::check(tpu_replicate(handle(), &Computation::trampoline, &computation, numReplicas, numInputs,
+                                in.data(), numOutputs, out.data(), options.toC(&shapes)));
+    return OutfeedQueue::adopt(out);
+  }
+  std::vector<Tensor> rewrite(Computation& computation, const std::vector<Tensor>& inputs, int numOutputs,
+                              const StepOptions& options) {
+    std::vector<tpu_tensor*> in = InfeedQueue::handles(inputs);
+    std::vector<tpu_tensor*> out(static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), nullptr);
+    std::vector<tpu_shape> shapes;
+    detail::check(tpu_rewrite(handle(), &Computation::trampoline, &computation,
+                              detail::int_or_throw(in.size(), "inputs"), in.data(), numOutputs, out.data(),
+                              options.toC(&shapes)));
+    return OutfeedQueue::adopt(out);
+  }
+  // Empty axis vectors mean TensorFlow's defaults (all 0, every output concatenated).
+  std::vector<Tensor> shard(Computation& computation, const std::vector<Tensor>& inputs, int numShards,
+                            const std::vector<int32_t>& inputShardAxes, const std::vector<int32_t>& outputsFromAllShards,
+                            const std::vector<int32_t>& outputShardAxes, int numOutputs,
+                            const StepOptions& options) {
+    std::vector<tpu_tensor*> in = InfeedQueue::handles(inputs);
+    check_len(inputShardAxes, in.size(), "inputShardAxes");
+    check_len(outputsFromAllShards, static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), "outputsFromAllShards");
+    check_len(outputShardAxes, static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), "outputShardAxes");
+    std::vector<tpu_tensor*> out(static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), nullptr);
+    std::vector<tpu_shape> shapes;
+    detail::check(tpu_shard(handle(), &Computation::trampoline, &computation,
+                            detail::int_or_throw(in.size(), "inputs"), in.data(), numShards,
+                            or_null(inputShardAxes), or_null(outputsFromAllShards), or_null(outputShardAxes),
+                            numOutputs, out.data(), options.toC(&shapes)));
+    return OutfeedQueue::adopt(out);
+  }
+  std::vector<Tensor> batchParallel(Computation& computation, const std::vector<Tensor>& inputs, int numShards,
+                                    int numOutputs, const StepOptions& options) {
+    std::vector<tpu_tensor*> in = InfeedQueue::handles(inputs);
+    std::vector<tpu_tensor*> out(static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), nullptr);
+    std::vector<tpu_shape> shapes;
+    detail::check(tpu_batch_parallel(handle(), &Computation::trampoline, &computation,
+                                     detail::int_or_throw(in.size(), "inputs"), in.data(), numShards, numOutputs,
+                                     out.data(), options.toC(&shapes)));
+    return OutfeedQueue::adopt(out);
+  }
+  tpu_system* handle() const {
+    detail::check_handle(s_, "the TPU system");
+    return s_;
+  }
+
+ private:
+  explicit TpuSystem(tpu_system* adopted) : s_(adopted) {}
+  static void check_len(const std::vector<int32_t>& v, size_t n, const char* what) {
+    if (!v.empty() && v.size() != n)
+      throw Error(TPU_INVALID_ARGUMENT, std::string(what) + " has " + std::to_string(v.size()) +
+                                            " entries, not " + std::to_string(n));
+  }
+  static const int* or_null(const std::vector<int32_t>& v) { return v.empty() ? nullptr : v.data(); }
+  tpu_system* s_ = nullptr;
+};
+
+#ifndef SWIG
+namespace detail {
+template <typename Create, typename Q>
+Q* make_queue(Create create, const TpuSystem& system, int numReplicas, const std::vector<int32_t>& dtypes,
+              const std::vector<Shape>& shapes, int capacity) {
+  if (dtypes.size() != shapes.size())
+    throw Error(TPU_INVALID_ARGUMENT, std::to_string(dtypes.size()) + " dtypes but " +
+                                          std::to_string(shapes.size()) + " shapes");
+  std::vector<tpu_dtype> d;
+  std::vector<tpu_shape> s;
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    d.push_back(static_cast<tpu_dtype>(dtypes[i]));
+    s.push_back(shapes[i].toC());
+  }
+  Q* q = nullptr;
+  check(create(system.handle(), numReplicas, int_or_throw(d.size(), "dtypes"), d.data(), s.data(), capacity, &q));
+  return q;
+}
+}  // namespace detail
+#endif
+
+inline InfeedQueue::InfeedQueue(const TpuSystem& system, int numReplicas, const std::vector<int32_t>& dtypes,
+                                const std::vector<Shape>& shapes, int capacity)
+    : q_(detail::make_queue<decltype(&tpu_infeed_queue_create), tpu_infeed_queue>(
+          &tpu_infeed_queue_create, system, numReplicas, dtypes, shapes, capacity)),
+      num_elements_(static_cast<int>(dtypes.size())) {}
+
+inline OutfeedQueue::OutfeedQueue(const TpuSystem& system, int numReplicas, const std::vector<int32_t>& dtypes,
+                                  const std::vector<Shape>& shapes, int capacity)
+    : q_(detail::make_queue<decltype(&tpu_outfeed_queue_create), tpu_outfeed_queue>(
+          &tpu_outfeed_queue_create, system, numReplicas, dtypes, shapes, capacity)),
+      num_elements_(static_cast<int>(dtypes.size())) {}
+
+}  // namespace tpurt
+
+#endif  // TPURT_BINDING_HPP
