@@ -3,6 +3,8 @@
 #   make test                every test (unit, ABI, header, pkg-config)
 #   make demo                the main job: `tpurt demo`
 #   make bench               `tpurt bench` sweep
+#   make bindings            the C#, Java and Go bindings (bindings/<lang>/<lang>.mk)
+#   make bench-bindings      one step from C, C#, Java and Go (bench/bindings.sh)
 #   make install PREFIX=/usr/local DESTDIR=   (also BINDIR, LIBDIR, INCLUDEDIR, MANDIR, DOCDIR)
 #   make SANITIZE=address|undefined|thread test   (builds into build/<sanitizer>)
 # CFLAGS, CXXFLAGS, CPPFLAGS and LDFLAGS given by the user come after the project's own.
@@ -78,7 +80,7 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
 
-.PHONY: all lib tool tests examples test demo bench deps install uninstall clean headertest
+.PHONY: all lib tool tests examples test demo bench deps install uninstall clean headertest bindings bench-bindings
 .DELETE_ON_ERROR:
 
 all: lib tool tests examples
@@ -219,4 +221,29 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
+# ---- Bindings: one SWIG interface (bindings/tpurt.i) over the support layer
+# (bindings/tpurt_binding.hpp); each language's fragment defines bindings-<lang>,
+# test-<lang> (prints "<lang>: N passed, N failed"), install-<lang>, bench-<lang>
+# and example-<lang>, and writes only under $(BUILD)/bindings/<lang>.
+BINDING_LANGS := csharp java go
+SWIG ?= swig
+BINDING_SUPPORT := bindings/tpurt.i bindings/tpurt_binding.hpp $(wildcard include/tpurt/*.h)
+-include $(foreach l,$(BINDING_LANGS),bindings/$(l)/$(l).mk)
+bindings: $(addprefix bindings-,$(BINDING_LANGS))
+bench-bindings: lib $(addprefix bindings-,$(BINDING_LANGS))
+	BUILD=$(BUILD) bash bench/bindings.sh
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null) $(wildcard $(BUILD)/tests/*.d)
+
+# tpurt.i is language-neutral: a Python module generated from it, built and imported.
+PY_DIR := $(BUILD)/bindings/python
+PY_EXT := $(shell python3-config --extension-suffix 2>/dev/null)
+$(PY_DIR)/tpurt_wrap.cxx: $(BINDING_SUPPORT)
+	@mkdir -p $(@D)
+	$(SWIG) -c++ -python -threads -Ibindings -outdir $(PY_DIR) -o $@ bindings/tpurt.i
+$(PY_DIR)/_tpurt$(PY_EXT): $(PY_DIR)/tpurt_wrap.cxx $(BUILD)/lib/libtpurt.so
+	$(CXX) -std=c++17 -O1 -shared -fPIC -w -Ibindings -Iinclude $$(python3-config --includes) $< -o $@ \
+	  -L$(BUILD)/lib -ltpurt -Wl,-rpath,$(abspath $(BUILD)/lib)
+.PHONY: test-python
+test-python: $(PY_DIR)/_tpurt$(PY_EXT)
+	PYTHONPATH=$(PY_DIR) python3 tests/python/test_generated_python.py

@@ -44,16 +44,24 @@ run_binary() {
   [ "$rc" -ne 0 ] && failures+=("$name (exit $rc)")
 }
 
+# A script counts as one test, or, if it prints "<lang>: N passed, N failed" lines (the
+# bindings' suites), as the sum of those.
 run_script() {
-  local s=$1 name
+  local s=$1 name rc p f
   name=$(basename "$s")
   echo "=== $name"
-  if BUILD="$BUILD" SANITIZE="${SANITIZE:-}" timeout --kill-after=10 "$LIMIT" bash "$s"; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    failures+=("$name")
+  BUILD="$BUILD" SANITIZE="${SANITIZE:-}" timeout --kill-after=10 "$LIMIT" bash "$s" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  p=$(sed -n 's/^[A-Za-z#]*: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+  f=$(sed -n 's/^[A-Za-z#]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$log" | awk '{s+=$1} END {print s+0}')
+  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+    if [ "$rc" -eq 0 ]; then p=1; else f=1; fi
+  elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    f=1
   fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+  [ "$rc" -ne 0 ] && failures+=("$name (exit $rc)")
 }
 
 for t in "$@"; do
