@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Every C ABI function is reachable from every language: bindings/api_map.txt names, for
+# each TPU_API function, the support-layer member that calls it; the member must exist in
+# bindings/tpurt_binding.hpp and each language's tests must call it (by its name in any
+# case: AllGather, allGather, all_gather is not enough, it must be the member's name).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+map=bindings/api_map.txt
+errors=()
+declare -A member_of
+while read -r fn member; do
+  [ -z "$fn" ] || [[ $fn == \#* ]] && continue
+  member_of[$fn]=$member
+done <"$map"
+
+while read -r fn; do
+  [ -n "${member_of[$fn]:-}" ] || errors+=("$fn is not in $map")
+done < <(bash tests/list_api_functions.sh)
+
+declare -A test_dirs=([csharp]=bindings/csharp/tests [java]=bindings/java/tests [go]=bindings/go)
+for fn in "${!member_of[@]}"; do
+  member=${member_of[$fn]}
+  name=${member##*.}
+  grep -qw -- "$fn" bindings/tpurt_binding.hpp || errors+=("$map: no support member calls $fn")
+  grep -qw -- "$name" bindings/tpurt_binding.hpp || errors+=("$map: $member is not in tpurt_binding.hpp")
+  for lang in "${!test_dirs[@]}"; do
+    dir=${test_dirs[$lang]}
+    files=$(find "$dir" -name '*_test.go' -o -name '*Test*.cs' -o -name '*Test*.java' -o -name '*Tests.cs' 2>/dev/null || true)
+    if [ -z "$files" ]; then
+      errors+=("$lang: no test sources under $dir")
+      continue
+    fi
+    # shellcheck disable=SC2086
+    grep -qiw -- "$name" $files || errors+=("$lang tests never call $member (for $fn)")
+  done
+done
+
+if [ ${#errors[@]} -gt 0 ]; then
+  printf 'check_bindings_coverage: %s\n' "${errors[@]}" | sort -u >&2
+  exit 1
+fi
+echo "check_bindings_coverage: ${#member_of[@]} C functions, each called from the C#, Java and Go tests"
