@@ -1,6 +1,7 @@
 package org.tpurt;
 
 import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertTrue;
 import static org.junit.Assert.fail;
 
@@ -12,11 +13,15 @@ import org.junit.Test;
 public class ErrorsTest {
   private static TpuSystem system;
 
-  @BeforeClass
-  public static void start() {
+  private static TpuSystem newSystem() {
     SystemOptions options = new SystemOptions();
     options.setNumCores(8);
-    system = new TpuSystem(options);
+    return new TpuSystem(options);
+  }
+
+  @BeforeClass
+  public static void start() {
+    system = newSystem();
   }
 
   @AfterClass
@@ -83,10 +88,9 @@ public class ErrorsTest {
 
   @Test
   public void failedPreconditionFromClosedSystem() {
-    SystemOptions options = new SystemOptions();
-    options.setNumCores(2);
-    TpuSystem s = new TpuSystem(options);
+    TpuSystem s = system;
     s.close();
+    system = newSystem();
     try {
       s.numCores();
       fail("numCores on a closed system");
@@ -103,7 +107,10 @@ public class ErrorsTest {
     StepOptions options = new StepOptions();
     options.setCollectiveTimeoutMs(2000);
     JavaComputation c = new JavaComputation((ctx, in) -> {
-      if (ctx.replicaId() == 0) return null;  // skips the collective
+      if (ctx.replicaId() == 0) {  // skips the collective, and returns within the step's deadline
+        Thread.sleep(500);
+        return null;
+      }
       ctx.crossReplicaSum(Tensor.fromFloat32(new long[] {1}, new float[] {1}), new GroupAssignment(), shortTimeout);
       return null;
     }, 8);
@@ -118,17 +125,14 @@ public class ErrorsTest {
 
   @Test
   public void notFoundFromWrongJob() {
-    SystemOptions options = new SystemOptions();
-    options.setNumCores(2);
-    TpuSystem s = tpu.initialize_system(options);
+    tpu.use_system(system);
     try {
       tpu.shutdown_system("no_such_job");
       fail("shutdown of a job that does not exist");
     } catch (NotFoundError e) {
       assertTrue(e.getMessage(), e.getMessage().contains("no_such_job"));
-    } finally {
-      s.close();
     }
+    assertFalse(system.isClosed());
     failedStep(Status.NotFound, NotFoundError.class);
   }
 
