@@ -472,7 +472,7 @@ public class TpurtTest {
     assertEquals("nothing here", tpurt.lastError());
     tpurt.clearLastError();
     assertFalse(tpurt.lastError().equals("nothing here"));
-    assertEquals("float", tpurt.dtypeName(DType.Float32));
+    assertEquals("float32", tpurt.dtypeName(DType.Float32));
     assertEquals(8, tpurt.dtypeSize(DType.Int64));
     assertTrue(tpurt.numEnvironmentVariables() > 0);
     assertFalse(tpurt.environmentVariable(0).getName().isEmpty());
