@@ -172,6 +172,45 @@ public class ErrorsTest {
   }
 
   @Test
+  public void exceptionEscapingRawDirectorFailsOnlyThatStep() {
+    Computation raw = new Computation() {
+      @Override
+      public Status run(ReplicaContext ctx) {
+        if (ctx.replicaId() == 4) throw new IllegalStateException("raw director threw");
+        return Status.Ok;
+      }
+    };
+    try {
+      system.replicate(raw, 8, 0, new TensorVector(), 0, new StepOptions());
+      fail("no error");
+    } catch (OpError e) {
+      assertTrue(e.getMessage(), e.getMessage().contains("replica 4") && e.getMessage().contains("raw director threw"));
+    }
+    okStep();
+  }
+
+  @Test
+  public void hostFunctionFailureViaFailHost() {
+    HostComputation host = new HostComputation() {
+      @Override
+      public Status run(int replicaId) {
+        return replicaId == 3 ? HostComputation.failHost(Status.DataLoss, "host lost rows") : Status.Ok;
+      }
+    };
+    JavaComputation c = new JavaComputation((ctx, in) -> {
+      ctx.outsideCompilation(host);
+      return null;
+    }, 8);
+    try {
+      system.replicate(c, 8, 0, new TensorVector(), 0, new StepOptions());
+      fail("no error");
+    } catch (DataLossError e) {
+      assertTrue(e.getMessage(), e.getMessage().contains("replica 3") && e.getMessage().contains("host lost rows"));
+    }
+    okStep();
+  }
+
+  @Test
   public void typedErrorFactory() {
     for (int code = 1; code <= 16; code++) {
       OpError e = OpError.of(code, "m");
