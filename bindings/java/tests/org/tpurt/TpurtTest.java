@@ -101,6 +101,30 @@ public class TpurtTest {
       named.put("b", vec(3f));
       Map<String, Tensor> sums = tpu.cross_replica_sum(named);
       check(problems, "map", sums.get("w").toFloat32Vector()[1] == 16f && sums.get("b").toFloat32Vector()[0] == 24f);
+      // Every collection form with a group assignment: halves of 4 replicas.
+      check(problems, "float[] groups", tpu.cross_replica_sum(new float[] {1f}, halves)[0] == 4f);
+      check(problems, "double[] groups", tpu.cross_replica_sum(new double[] {1.0}, halves)[0] == 4.0);
+      check(problems, "int[] groups", tpu.cross_replica_sum(new int[] {1}, halves)[0] == 4);
+      check(problems, "long[] groups", tpu.cross_replica_sum(new long[] {1}, halves)[0] == 4);
+      check(problems, "pair groups", tpu.cross_replica_sum(new AbstractMap.SimpleImmutableEntry<>(vec(1f), vec(2f)), halves).getValue().toFloat32Vector()[0] == 8f);
+      check(problems, "list groups", tpu.cross_replica_sum(Arrays.asList(vec(1f)), halves).get(0).toFloat32Vector()[0] == 4f);
+      check(problems, "map groups", tpu.cross_replica_sum(named, halves).get("b").toFloat32Vector()[0] == 12f);
+      // camelCase aliases.
+      check(problems, "alias Tensor groups", tpu.crossReplicaSum(vec(1f), halves).toFloat32Vector()[0] == 4f);
+      check(problems, "alias PerReplica", tpu.crossReplicaSum(pr).toFloat32Vector()[0] == 28f);
+      check(problems, "alias float[]", tpu.crossReplicaSum(new float[] {1f})[0] == 8f);
+      check(problems, "alias double[]", tpu.crossReplicaSum(new double[] {1.0})[0] == 8.0);
+      check(problems, "alias int[]", tpu.crossReplicaSum(new int[] {1})[0] == 8);
+      check(problems, "alias long[]", tpu.crossReplicaSum(new long[] {1})[0] == 8);
+      check(problems, "alias pair", tpu.crossReplicaSum(new AbstractMap.SimpleImmutableEntry<>(vec(1f), vec(1f))).getKey().toFloat32Vector()[0] == 8f);
+      check(problems, "alias list", tpu.crossReplicaSum(Arrays.asList(vec(1f))).get(0).toFloat32Vector()[0] == 8f);
+      check(problems, "alias map", tpu.crossReplicaSum(named).get("w").toFloat32Vector()[0] == 8f);
+      try {
+        tpu.cross_replica_sum(vec(1f), new int[][] {{0, 1}, {2}});
+        problems.add("a ragged group assignment was taken");
+      } catch (InvalidArgumentError e) {
+        check(problems, "ragged message", e.getMessage().contains("groupAssignment[1]"));
+      }
       // _dyn twins pick the same overloads at run time.
       check(problems, "dyn Tensor", ((Tensor) tpu.cross_replica_sum_dyn(vec(1f))).toFloat32Vector()[0] == 8f);
       check(problems, "dyn groups", ((Tensor) tpu.cross_replica_sum_dyn(vec(1f), halves)).toFloat32Vector()[0] == 4f);
@@ -329,6 +353,18 @@ public class TpurtTest {
     TpuSystem e = tpu.initializeSystem();
     tpu.shutdownSystem();
     e.close();
+    SystemOptions four = new SystemOptions();
+    four.setNumCores(4);
+    TpuSystem g = tpu.initializeSystem(four);
+    assertEquals(4, g.numCores());
+    try {
+      tpu.shutdown_system_dyn(5);
+      fail("job as an Integer");
+    } catch (IllegalArgumentException ex) {
+      assertTrue(ex.getMessage().contains("java.lang.Integer"));
+    }
+    tpu.shutdown_system_dyn("localhost");
+    g.close();
     try {
       tpu.initialize_system_dyn(7, null);
       fail("embedding config as an Integer");
