@@ -129,14 +129,17 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
 %javamethodmodifiers tpurt::TpuSystem::batchParallel "private";
 %javamethodmodifiers tpurt::TpuSystem::close "private";
 %typemap(javacode) tpurt::TpuSystem %{
-  private final java.util.List<Object> failedStepComputations =
-      java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+  // Keyed by the native object, not held in a field: a system collected without close()
+  // must not let its finalizer race the late replicas' directors, so those then stay.
+  private static final java.util.Map<Long, java.util.List<Object>> FAILED_STEP_COMPUTATIONS =
+      new java.util.concurrent.ConcurrentHashMap<>();
 
   private <T> T retainOnFailure(Computation computation, java.util.function.Supplier<T> step) {
     try {
       return step.get();
     } catch (RuntimeException e) {
-      failedStepComputations.add(computation);
+      FAILED_STEP_COMPUTATIONS.computeIfAbsent(swigCPtr,
+          k -> java.util.Collections.synchronizedList(new java.util.ArrayList<>())).add(computation);
       throw e;
     }
   }
@@ -165,8 +168,9 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
   /** Shuts the system down (joins its workers) and releases what failed steps kept alive. */
   @Override
   public void close() {
-    closeNative();
-    failedStepComputations.clear();
+    long key = swigCPtr;
+    closeNative();  // waits for late computations
+    FAILED_STEP_COMPUTATIONS.remove(key);
   }
 %}
 
