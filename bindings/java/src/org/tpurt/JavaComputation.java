@@ -1,0 +1,57 @@
+package org.tpurt;
+
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+/**
+ * The director behind tpu.replicate and friends: runs a TpuComputation on a worker
+ * thread with the replica's context in ReplicaScope, keeps each replica's outputs on the
+ * Java side, and turns any Throwable into ctx.fail(code, message) so nothing Java
+ * unwinds through the library's frames.
+ */
+public final class JavaComputation extends Computation {
+  private final TpuComputation body;
+  private final AtomicReferenceArray<Tensor[]> outputs;
+
+  public JavaComputation(TpuComputation body, int numReplicas) {
+    if (body == null) throw new IllegalArgumentException("computation is null");
+    if (numReplicas < 0) throw new IllegalArgumentException("numReplicas " + numReplicas + " is negative");
+    this.body = body;
+    this.outputs = new AtomicReferenceArray<>(numReplicas);
+  }
+
+  /** Replica r's outputs (empty if it returned null). */
+  public Tensor[] outputs(int replica) {
+    Tensor[] out = outputs.get(replica);
+    return out == null ? new Tensor[0] : out;
+  }
+
+  @Override
+  public Status run(ReplicaContext ctx) {
+    ReplicaContext previous = ReplicaScope.enter(ctx);
+    try {
+      Tensor[] inputs = new Tensor[ctx.numInputs()];
+      for (int i = 0; i < inputs.length; i++) inputs[i] = ctx.input(i);
+      Tensor[] result = body.apply(ctx, inputs);
+      if (result != null) {
+        // Outputs the C step expects (raw TpuSystem use) go through setOutput as well.
+        for (int j = 0; j < ctx.numOutputs() && j < result.length; j++) ctx.setOutput(j, result[j]);
+        int replica = ctx.replicaId();
+        if (replica < outputs.length()) outputs.set(replica, result);
+      }
+      return Status.Ok;
+    } catch (Throwable t) {
+      return ctx.fail(statusOf(t), messageOf(t));
+    } finally {
+      ReplicaScope.exit(previous);
+    }
+  }
+
+  static Status statusOf(Throwable t) {
+    return t instanceof OpError ? ((OpError) t).status() : Status.Unknown;
+  }
+
+  static String messageOf(Throwable t) {
+    if (t instanceof OpError) return t.getMessage();
+    return t.getClass().getName() + (t.getMessage() == null ? "" : ": " + t.getMessage());
+  }
+}

@@ -1,0 +1,31 @@
+package org.tpurt;
+
+import java.util.Map;
+
+/** The director behind tpu.outside_compilation: runs a HostFunction on the host thread and keeps its result. */
+final class JavaHostComputation extends HostComputation {
+  private final HostFunction body;
+  private final Object[] args;
+  private final Map<String, Object> kwargs;
+  private volatile Object result;
+
+  JavaHostComputation(HostFunction body, Object[] args, Map<String, Object> kwargs) {
+    this.body = body;
+    this.args = args;
+    this.kwargs = kwargs;
+  }
+
+  Object result() {
+    return result;
+  }
+
+  @Override
+  public Status run(int replicaId) {
+    try {
+      result = body.apply(args, kwargs);
+      return Status.Ok;
+    } catch (Throwable t) {
+      return HostComputation.failHost(JavaComputation.statusOf(t), JavaComputation.messageOf(t));
+    }
+  }
+}

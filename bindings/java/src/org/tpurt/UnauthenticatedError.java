@@ -1,0 +1,8 @@
+package org.tpurt;
+
+/** Status code 16 (TensorFlow's UnauthenticatedError). */
+public class UnauthenticatedError extends OpError {
+  public UnauthenticatedError(String message) {
+    super(16, message);
+  }
+}

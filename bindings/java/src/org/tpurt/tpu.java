@@ -1,0 +1,624 @@
+package org.tpurt;
+
+import java.util.AbstractMap;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.function.Function;
+
+/**
+ * tf.tpu for Java: static methods mirroring TensorFlow's tpu module (snake_case, with
+ * camelCase aliases), over the default system that initialize_system starts. Inside a
+ * computation, the collectives find the current replica by themselves.
+ */
+public final class tpu {
+  private static volatile TpuSystem defaultSystem;
+
+  private tpu() {}
+
+  // ---- system ------------------------------------------------------------------------------
+
+  /** Starts the default system with the library's defaults (TPURT_NUM_CORES or the machine's cores). */
+  public static TpuSystem initialize_system() {
+    return initialize_system(new SystemOptions());
+  }
+
+  /** tf.tpu.initialize_system(embedding_config, job): null means none / the default "localhost". */
+  public static TpuSystem initialize_system(byte[] embeddingConfig, String job) {
+    SystemOptions options = new SystemOptions();
+    if (embeddingConfig != null) options.setEmbeddingConfig(embeddingConfig);
+    if (job != null) options.setJobName(job);
+    return initialize_system(options);
+  }
+
+  /** Starts the default system with these options; the caller may close it (try-with-resources). */
+  public static synchronized TpuSystem initialize_system(SystemOptions options) {
+    if (options == null) throw new IllegalArgumentException("options is null");
+    TpuSystem system = TpuSystem.initializeSystem(options);
+    defaultSystem = system;
+    return system;
+  }
+
+  /** Makes an existing system the one tpu's methods use. */
+  public static void use_system(TpuSystem system) {
+    if (system == null) throw new IllegalArgumentException("system is null");
+    defaultSystem = system;
+  }
+
+  /** The system tpu's methods use. */
+  public static TpuSystem system() {
+    TpuSystem system = defaultSystem;
+    if (system == null) throw new FailedPreconditionError("no TPU system: call tpu.initialize_system() first");
+    return system;
+  }
+
+  /** Shuts down and closes the default system. */
+  public static void shutdown_system() {
+    shutdown_system(null);
+  }
+
+  /** tf.tpu.shutdown_system(job): job must be the system's (null: the default system's). */
+  public static synchronized void shutdown_system(String job) {
+    TpuSystem system = system();
+    if (job != null && !job.equals(system.jobName()))
+      throw new NotFoundError("job \"" + job + "\" is not the TPU system's job \"" + system.jobName() + "\"");
+    system.shutdown();
+    system.close();
+    defaultSystem = null;
+  }
+
+  /** tf.tpu.core(num): the device name of logical core num within a replica. */
+  public static String core(int num) {
+    return tpurt.core(num);
+  }
+
+  // ---- replicate -----------------------------------------------------------------------------
+
+  /** One step with no inputs on every core; returns outputs[replica]. */
+  public static List<Tensor[]> replicate(TpuComputation computation) {
+    return replicate(computation, null, null, null, (List<Shape>) null);
+  }
+
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs) {
+    return replicate(computation, inputs, null, null, (List<Shape>) null);
+  }
+
+  public static List<Tensor[]> replicate(Function<Tensor[], Tensor[]> computation, Iterable<? extends Iterable<Tensor>> inputs) {
+    return replicate(adapt(computation), inputs);
+  }
+
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
+    return replicate(computation, inputs, infeedQueue, deviceAssignment, (List<Shape>) null);
+  }
+
+  /** maximum_shapes as an int: every input padded to the rank-1 shape [maximumShapes]. */
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, int maximumShapes) {
+    return replicateEach(computation, inputs, infeedQueue, deviceAssignment, new TensorShape(maximumShapes));
+  }
+
+  /** maximum_shapes as one TensorShape for every input. */
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, TensorShape maximumShapes) {
+    if (maximumShapes == null) throw new IllegalArgumentException("maximumShapes is null");
+    return replicateEach(computation, inputs, infeedQueue, deviceAssignment, maximumShapes);
+  }
+
+  /** maximum_shapes as one Dimension: every input padded to the rank-1 shape [dimension]. */
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, Dimension maximumShapes) {
+    if (maximumShapes == null) throw new IllegalArgumentException("maximumShapes is null");
+    return replicateEach(computation, inputs, infeedQueue, deviceAssignment, new TensorShape(maximumShapes));
+  }
+
+  /** maximum_shapes per input, in input order. */
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment,
+                                         Iterable<TensorShape> maximumShapes) {
+    if (maximumShapes == null) throw new IllegalArgumentException("maximumShapes is null");
+    List<Shape> shapes = new ArrayList<>();
+    int i = 0;
+    for (TensorShape s : maximumShapes) {
+      if (s == null) throw new IllegalArgumentException("maximumShapes[" + i + "] is null");
+      shapes.add(s.toShape());
+      i++;
+    }
+    return replicate(computation, inputs, infeedQueue, deviceAssignment, shapes);
+  }
+
+  private static List<Tensor[]> replicateEach(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                              InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, TensorShape shape) {
+    List<List<Tensor>> rows = rows(inputs);
+    int numInputs = rows.isEmpty() ? 0 : rows.get(0).size();
+    return replicate(computation, rows, infeedQueue, deviceAssignment, Collections.nCopies(numInputs, shape.toShape()));
+  }
+
+  private static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, List<Shape> maximumShapes) {
+    requireComputation(computation);
+    TpuSystem system = system();
+    List<List<Tensor>> rows = rows(inputs);
+    int numReplicas = !rows.isEmpty() ? rows.size()
+        : deviceAssignment != null ? deviceAssignment.numReplicas() : system.numCores();
+    int numInputs = rows.isEmpty() ? 0 : rows.get(0).size();
+    TensorVector flat = new TensorVector();
+    for (int r = 0; r < rows.size(); r++) {
+      if (rows.get(r).size() != numInputs)
+        throw new InvalidArgumentError("replica " + r + " has " + rows.get(r).size() + " inputs, replica 0 has " + numInputs);
+      flat.addAll(rows.get(r));
+    }
+    StepOptions options = stepOptions(infeedQueue, deviceAssignment);
+    if (maximumShapes != null) {
+      ShapeVector shapes = new ShapeVector();
+      shapes.addAll(maximumShapes);
+      options.setMaximumShapes(shapes);
+    }
+    JavaComputation director = new JavaComputation(computation, numReplicas);
+    system.replicate(director, numReplicas, numInputs, flat, 0, options);
+    List<Tensor[]> out = new ArrayList<>(numReplicas);
+    for (int r = 0; r < numReplicas; r++) out.add(director.outputs(r));
+    director.delete();
+    return out;
+  }
+
+  public static Object replicate_dyn(Object computation, Object inputs, Object infeedQueue, Object deviceAssignment,
+                                     Object name, Object maximumShapes) {
+    TpuComputation c = asComputation(computation, "computation");
+    Iterable<? extends Iterable<Tensor>> rows = asRows(inputs);
+    InfeedQueue q = asOptional(infeedQueue, InfeedQueue.class, "infeedQueue");
+    DeviceAssignment a = asOptional(deviceAssignment, DeviceAssignment.class, "deviceAssignment");
+    asOptional(name, String.class, "name");
+    if (maximumShapes == null) return replicate(c, rows, q, a);
+    if (maximumShapes instanceof Integer) return replicate(c, rows, q, a, (int) (Integer) maximumShapes);
+    if (maximumShapes instanceof TensorShape) return replicate(c, rows, q, a, (TensorShape) maximumShapes);
+    if (maximumShapes instanceof Dimension) return replicate(c, rows, q, a, (Dimension) maximumShapes);
+    if (maximumShapes instanceof Iterable) {
+      List<TensorShape> shapes = new ArrayList<>();
+      for (Object s : (Iterable<?>) maximumShapes) shapes.add(asType(s, TensorShape.class, "maximumShapes element"));
+      return replicate(c, rows, q, a, shapes);
+    }
+    throw wrongType("maximumShapes", maximumShapes, "int, TensorShape, Dimension or Iterable<TensorShape>");
+  }
+
+  // ---- rewrite, shard, batch_parallel ----------------------------------------------------------
+
+  /** tf.tpu.rewrite: one replica on one core; returns its outputs. */
+  public static Tensor[] rewrite(TpuComputation computation, Iterable<Tensor> inputs) {
+    return rewrite(computation, inputs, null, null);
+  }
+
+  public static Tensor[] rewrite(Function<Tensor[], Tensor[]> computation, Iterable<Tensor> inputs) {
+    return rewrite(adapt(computation), inputs);
+  }
+
+  public static Tensor[] rewrite(TpuComputation computation, Iterable<Tensor> inputs, InfeedQueue infeedQueue,
+                                 DeviceAssignment deviceAssignment) {
+    requireComputation(computation);
+    JavaComputation director = new JavaComputation(computation, 1);
+    system().rewrite(director, tensors(inputs, "inputs"), 0, stepOptions(infeedQueue, deviceAssignment));
+    Tensor[] out = director.outputs(0);
+    director.delete();
+    return out;
+  }
+
+  public static Object rewrite_dyn(Object computation, Object inputs, Object infeedQueue, Object deviceAssignment, Object name) {
+    asOptional(name, String.class, "name");
+    return rewrite(asComputation(computation, "computation"), asTensors(inputs, "inputs"),
+        asOptional(infeedQueue, InfeedQueue.class, "infeedQueue"),
+        asOptional(deviceAssignment, DeviceAssignment.class, "deviceAssignment"));
+  }
+
+  /** tf.tpu.shard with every input split along axis 0 and every output concatenated along axis 0. */
+  public static Tensor[] shard(TpuComputation computation, Iterable<Tensor> inputs, int numShards) {
+    return shard(computation, inputs, numShards, null, null, null);
+  }
+
+  public static Tensor[] shard(Function<Tensor[], Tensor[]> computation, Iterable<Tensor> inputs, int numShards) {
+    return shard(adapt(computation), inputs, numShards);
+  }
+
+  /** inputShardAxes: the axis each input is split along (null: all 0); outputs are concatenated along axis 0. */
+  public static Tensor[] shard(TpuComputation computation, Iterable<Tensor> inputs, int numShards, int[] inputShardAxes,
+                               InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
+    requireComputation(computation);
+    if (numShards <= 0) throw new InvalidArgumentError("numShards " + numShards + " must be positive");
+    JavaComputation director = new JavaComputation(computation, numShards);
+    system().shard(director, tensors(inputs, "inputs"), numShards, inputShardAxes == null ? new int[0] : inputShardAxes,
+        new int[0], new int[0], 0, stepOptions(infeedQueue, deviceAssignment));
+    return concatenateShards(director, numShards);
+  }
+
+  public static Object shard_dyn(Object computation, Object inputs, Object numShards, Object inputShardAxes,
+                                 Object infeedQueue, Object deviceAssignment) {
+    return shard(asComputation(computation, "computation"), asTensors(inputs, "inputs"), asInt(numShards, "numShards"),
+        asOptional(inputShardAxes, int[].class, "inputShardAxes"), asOptional(infeedQueue, InfeedQueue.class, "infeedQueue"),
+        asOptional(deviceAssignment, DeviceAssignment.class, "deviceAssignment"));
+  }
+
+  /** tf.tpu.batch_parallel: shard along axis 0, outputs concatenated. */
+  public static Tensor[] batch_parallel(TpuComputation computation, Iterable<Tensor> inputs, int numShards) {
+    return batch_parallel(computation, inputs, numShards, null, null);
+  }
+
+  public static Tensor[] batch_parallel(Function<Tensor[], Tensor[]> computation, Iterable<Tensor> inputs, int numShards) {
+    return batch_parallel(adapt(computation), inputs, numShards);
+  }
+
+  public static Tensor[] batch_parallel(TpuComputation computation, Iterable<Tensor> inputs, int numShards,
+                                        InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
+    requireComputation(computation);
+    if (numShards <= 0) throw new InvalidArgumentError("numShards " + numShards + " must be positive");
+    JavaComputation director = new JavaComputation(computation, numShards);
+    system().batchParallel(director, tensors(inputs, "inputs"), numShards, 0, stepOptions(infeedQueue, deviceAssignment));
+    return concatenateShards(director, numShards);
+  }
+
+  public static Object batch_parallel_dyn(Object computation, Object inputs, Object numShards, Object infeedQueue,
+                                          Object deviceAssignment, Object name) {
+    asOptional(name, String.class, "name");
+    return batch_parallel(asComputation(computation, "computation"), asTensors(inputs, "inputs"),
+        asInt(numShards, "numShards"), asOptional(infeedQueue, InfeedQueue.class, "infeedQueue"),
+        asOptional(deviceAssignment, DeviceAssignment.class, "deviceAssignment"));
+  }
+
+  // ---- inside a computation ------------------------------------------------------------------
+
+  /** tf.tpu.bfloat16_scope: use with try-with-resources inside a computation. */
+  public static Bfloat16Scope bfloat16_scope() {
+    return new Bfloat16Scope(ReplicaScope.current("bfloat16_scope"));
+  }
+
+  public static Object bfloat16_scope_dyn() {
+    return bfloat16_scope();
+  }
+
+  /** Runs fn on the host (serialised across replicas) and returns its result. */
+  public static Object outside_compilation(HostFunction computation, Object... args) {
+    return outside_compilation(computation, Collections.emptyMap(), args);
+  }
+
+  public static Object outside_compilation(HostFunction computation, Map<String, Object> kwargs, Object... args) {
+    if (computation == null) throw new IllegalArgumentException("computation is null");
+    if (kwargs == null) throw new IllegalArgumentException("kwargs is null");
+    ReplicaContext ctx = ReplicaScope.current("outside_compilation");
+    JavaHostComputation host = new JavaHostComputation(computation,
+        args == null ? new Object[0] : args.clone(), Collections.unmodifiableMap(new LinkedHashMap<>(kwargs)));
+    try {
+      ctx.outsideCompilation(host);
+      return host.result();
+    } finally {
+      host.delete();
+    }
+  }
+
+  public static Object outside_compilation_dyn(Object computation, Object... args) {
+    return outside_compilation(asType(computation, HostFunction.class, "computation"), args);
+  }
+
+  @SuppressWarnings("unchecked")
+  public static Object outside_compilation_dyn(Object computation, Map<String, Object> kwargs, Object... args) {
+    return outside_compilation(asType(computation, HostFunction.class, "computation"), kwargs, args);
+  }
+
+  public static Tensor cross_replica_sum(Tensor x) {
+    return cross_replica_sum(x, null);
+  }
+
+  /** groupAssignment[group] = replica ids; null: all replicas in one group. */
+  public static Tensor cross_replica_sum(Tensor x, int[][] groupAssignment) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    return ReplicaScope.current("cross_replica_sum").crossReplicaSum(x, groups(groupAssignment), new CollectiveOptions());
+  }
+
+  public static Tensor cross_replica_sum(PerReplica x) {
+    return cross_replica_sum(x, null);
+  }
+
+  public static Tensor cross_replica_sum(PerReplica x, int[][] groupAssignment) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    return cross_replica_sum(x.get(ReplicaScope.current("cross_replica_sum").replicaId()), groupAssignment);
+  }
+
+  public static float[] cross_replica_sum(float[] x) {
+    return cross_replica_sum(x, null);
+  }
+
+  public static float[] cross_replica_sum(float[] x, int[][] groupAssignment) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    return cross_replica_sum(Tensor.fromFloat32(new long[] {x.length}, x), groupAssignment).toFloat32Vector();
+  }
+
+  public static double[] cross_replica_sum(double[] x) {
+    return cross_replica_sum(x, null);
+  }
+
+  public static double[] cross_replica_sum(double[] x, int[][] groupAssignment) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    return cross_replica_sum(Tensor.fromFloat64(new long[] {x.length}, x), groupAssignment).toFloat64Vector();
+  }
+
+  public static int[] cross_replica_sum(int[] x) {
+    return cross_replica_sum(x, null);
+  }
+
+  public static int[] cross_replica_sum(int[] x, int[][] groupAssignment) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    return cross_replica_sum(Tensor.fromInt32(new long[] {x.length}, x), groupAssignment).toInt32Vector();
+  }
+
+  public static long[] cross_replica_sum(long[] x) {
+    return cross_replica_sum(x, null);
+  }
+
+  public static long[] cross_replica_sum(long[] x, int[][] groupAssignment) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    return cross_replica_sum(Tensor.fromInt64(new long[] {x.length}, x), groupAssignment).toInt64Vector();
+  }
+
+  /** A pair, summed in one collective. */
+  public static Map.Entry<Tensor, Tensor> cross_replica_sum(Map.Entry<Tensor, Tensor> x) {
+    return cross_replica_sum(x, null);
+  }
+
+  public static Map.Entry<Tensor, Tensor> cross_replica_sum(Map.Entry<Tensor, Tensor> x, int[][] groupAssignment) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    List<Tensor> sums = fusedSum(Arrays.asList(x.getKey(), x.getValue()), groupAssignment);
+    return new AbstractMap.SimpleImmutableEntry<>(sums.get(0), sums.get(1));
+  }
+
+  /** Many tensors, summed in one collective per dtype. */
+  public static List<Tensor> cross_replica_sum(Iterable<Tensor> x) {
+    return cross_replica_sum(x, null);
+  }
+
+  public static List<Tensor> cross_replica_sum(Iterable<Tensor> x, int[][] groupAssignment) {
+    return fusedSum(tensors(x, "x"), groupAssignment);
+  }
+
+  /** Named tensors (keys sorted so every replica concatenates alike), one collective per dtype. */
+  public static Map<String, Tensor> cross_replica_sum(Map<String, Tensor> x) {
+    return cross_replica_sum(x, null);
+  }
+
+  public static Map<String, Tensor> cross_replica_sum(Map<String, Tensor> x, int[][] groupAssignment) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    TreeMap<String, Tensor> sorted = new TreeMap<>(x);
+    List<Tensor> sums = fusedSum(new ArrayList<>(sorted.values()), groupAssignment);
+    Map<String, Tensor> out = new LinkedHashMap<>();
+    int i = 0;
+    for (String key : sorted.keySet()) out.put(key, sums.get(i++));
+    return out;
+  }
+
+  public static Object cross_replica_sum_dyn(Object x) {
+    return cross_replica_sum_dyn(x, null);
+  }
+
+  @SuppressWarnings("unchecked")
+  public static Object cross_replica_sum_dyn(Object x, Object groupAssignment) {
+    int[][] g = asOptional(groupAssignment, int[][].class, "groupAssignment");
+    if (x instanceof Tensor) return cross_replica_sum((Tensor) x, g);
+    if (x instanceof PerReplica) return cross_replica_sum((PerReplica) x, g);
+    if (x instanceof float[]) return cross_replica_sum((float[]) x, g);
+    if (x instanceof double[]) return cross_replica_sum((double[]) x, g);
+    if (x instanceof int[]) return cross_replica_sum((int[]) x, g);
+    if (x instanceof long[]) return cross_replica_sum((long[]) x, g);
+    if (x instanceof Map.Entry) {
+      Map.Entry<?, ?> e = (Map.Entry<?, ?>) x;
+      return cross_replica_sum(new AbstractMap.SimpleImmutableEntry<>(asType(e.getKey(), Tensor.class, "x.key"),
+          asType(e.getValue(), Tensor.class, "x.value")), g);
+    }
+    if (x instanceof Map) {
+      Map<String, Tensor> m = new LinkedHashMap<>();
+      for (Map.Entry<?, ?> e : ((Map<?, ?>) x).entrySet())
+        m.put(asType(e.getKey(), String.class, "x key"), asType(e.getValue(), Tensor.class, "x[" + e.getKey() + "]"));
+      return cross_replica_sum(m, g);
+    }
+    if (x instanceof Iterable) return cross_replica_sum(asTensors(x, "x"), g);
+    throw wrongType("x", x, "Tensor, PerReplica, float[], double[], int[], long[], Map.Entry, Iterable<Tensor> or Map<String, Tensor>");
+  }
+
+  public static Object core_dyn(Object num) {
+    return core(asInt(num, "num"));
+  }
+
+  public static Object initialize_system_dyn(Object embeddingConfig, Object job) {
+    return initialize_system(asOptional(embeddingConfig, byte[].class, "embeddingConfig"), asOptional(job, String.class, "job"));
+  }
+
+  public static Object shutdown_system_dyn(Object job) {
+    shutdown_system(asOptional(job, String.class, "job"));
+    return null;
+  }
+
+  // ---- camelCase aliases --------------------------------------------------------------------
+
+  public static TpuSystem initializeSystem() { return initialize_system(); }
+  public static TpuSystem initializeSystem(SystemOptions options) { return initialize_system(options); }
+  public static void shutdownSystem() { shutdown_system(); }
+  public static Tensor crossReplicaSum(Tensor x) { return cross_replica_sum(x); }
+  public static Tensor crossReplicaSum(Tensor x, int[][] groupAssignment) { return cross_replica_sum(x, groupAssignment); }
+  public static Tensor crossReplicaSum(PerReplica x) { return cross_replica_sum(x); }
+  public static float[] crossReplicaSum(float[] x) { return cross_replica_sum(x); }
+  public static double[] crossReplicaSum(double[] x) { return cross_replica_sum(x); }
+  public static int[] crossReplicaSum(int[] x) { return cross_replica_sum(x); }
+  public static long[] crossReplicaSum(long[] x) { return cross_replica_sum(x); }
+  public static Map.Entry<Tensor, Tensor> crossReplicaSum(Map.Entry<Tensor, Tensor> x) { return cross_replica_sum(x); }
+  public static List<Tensor> crossReplicaSum(Iterable<Tensor> x) { return cross_replica_sum(x); }
+  public static Map<String, Tensor> crossReplicaSum(Map<String, Tensor> x) { return cross_replica_sum(x); }
+  public static Tensor[] batchParallel(TpuComputation computation, Iterable<Tensor> inputs, int numShards) {
+    return batch_parallel(computation, inputs, numShards);
+  }
+  public static Bfloat16Scope bfloat16Scope() { return bfloat16_scope(); }
+  public static Object outsideCompilation(HostFunction computation, Object... args) {
+    return outside_compilation(computation, args);
+  }
+
+  // ---- helpers ----------------------------------------------------------------------------
+
+  private static TpuComputation adapt(Function<Tensor[], Tensor[]> computation) {
+    if (computation == null) throw new IllegalArgumentException("computation is null");
+    return (ctx, inputs) -> computation.apply(inputs);
+  }
+
+  private static void requireComputation(TpuComputation computation) {
+    if (computation == null) throw new IllegalArgumentException("computation is null");
+  }
+
+  private static StepOptions stepOptions(InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
+    StepOptions options = new StepOptions();
+    if (infeedQueue != null) options.setInfeedQueue(infeedQueue);
+    if (deviceAssignment != null) options.setDeviceAssignment(deviceAssignment);
+    return options;
+  }
+
+  private static GroupAssignment groups(int[][] groupAssignment) {
+    if (groupAssignment == null) return new GroupAssignment();
+    int size = groupAssignment.length == 0 ? 0 : groupAssignment[0].length;
+    int[] ids = new int[groupAssignment.length * size];
+    for (int g = 0; g < groupAssignment.length; g++) {
+      if (groupAssignment[g] == null || groupAssignment[g].length != size)
+        throw new InvalidArgumentError("groupAssignment[" + g + "] does not have " + size + " replica ids like group 0");
+      System.arraycopy(groupAssignment[g], 0, ids, g * size, size);
+    }
+    return new GroupAssignment(ids, groupAssignment.length, size);
+  }
+
+  /** Flattens and concatenates the tensors of each dtype, sums each dtype once, splits back. */
+  private static List<Tensor> fusedSum(List<Tensor> xs, int[][] groupAssignment) {
+    for (int i = 0; i < xs.size(); i++)
+      if (xs.get(i) == null) throw new IllegalArgumentException("tensor " + i + " is null");
+    Map<DType, List<Integer>> byDtype = new LinkedHashMap<>();
+    for (int i = 0; i < xs.size(); i++) byDtype.computeIfAbsent(xs.get(i).dtype(), d -> new ArrayList<>()).add(i);
+    Tensor[] out = new Tensor[xs.size()];
+    for (Map.Entry<DType, List<Integer>> group : byDtype.entrySet()) {
+      DType dtype = group.getKey();
+      long elementSize = tpurt.dtypeSize(dtype);
+      long total = 0;
+      for (int i : group.getValue()) total += xs.get(i).byteSize();
+      byte[] joined = new byte[Math.toIntExact(total)];
+      int at = 0;
+      for (int i : group.getValue()) {
+        byte[] b = xs.get(i).toBytes();
+        System.arraycopy(b, 0, joined, at, b.length);
+        at += b.length;
+      }
+      byte[] summed = cross_replica_sum(Tensor.fromBytes(dtype, new long[] {total / elementSize}, joined), groupAssignment).toBytes();
+      at = 0;
+      for (int i : group.getValue()) {
+        int n = Math.toIntExact(xs.get(i).byteSize());
+        out[i] = Tensor.fromBytes(dtype, xs.get(i).dims(), Arrays.copyOfRange(summed, at, at + n));
+        at += n;
+      }
+    }
+    return Arrays.asList(out);
+  }
+
+  /** Each shard's outputs, concatenated along axis 0 (TensorFlow's default for shard). */
+  private static Tensor[] concatenateShards(JavaComputation director, int numShards) {
+    try {
+      int numOutputs = director.outputs(0).length;
+      Tensor[] out = new Tensor[numOutputs];
+      for (int j = 0; j < numOutputs; j++) {
+        long rows = 0;
+        long bytes = 0;
+        Tensor first = director.outputs(0)[j];
+        for (int s = 0; s < numShards; s++) {
+          Tensor t = director.outputs(s)[j];
+          if (t.rank() < 1) throw new InvalidArgumentError("shard " + s + "'s output " + j + " is a scalar; outputs need rank >= 1");
+          rows += t.dim(0);
+          bytes += t.byteSize();
+        }
+        byte[] joined = new byte[Math.toIntExact(bytes)];
+        int at = 0;
+        for (int s = 0; s < numShards; s++) {
+          byte[] b = director.outputs(s)[j].toBytes();
+          System.arraycopy(b, 0, joined, at, b.length);
+          at += b.length;
+        }
+        long[] dims = first.dims();
+        dims[0] = rows;
+        out[j] = Tensor.fromBytes(first.dtype(), dims, joined);
+      }
+      return out;
+    } finally {
+      director.delete();
+    }
+  }
+
+  private static List<List<Tensor>> rows(Iterable<? extends Iterable<Tensor>> inputs) {
+    List<List<Tensor>> rows = new ArrayList<>();
+    if (inputs == null) return rows;
+    int r = 0;
+    for (Iterable<Tensor> row : inputs) {
+      if (row == null) throw new IllegalArgumentException("inputs[" + r + "] is null");
+      rows.add(tensors(row, "inputs[" + r + "]"));
+      r++;
+    }
+    return rows;
+  }
+
+  private static TensorVector tensors(Iterable<Tensor> inputs, String what) {
+    TensorVector v = new TensorVector();
+    if (inputs == null) return v;
+    int i = 0;
+    for (Tensor t : inputs) {
+      if (t == null) throw new IllegalArgumentException(what + "[" + i + "] is null");
+      v.add(t);
+      i++;
+    }
+    return v;
+  }
+
+  private static IllegalArgumentException wrongType(String what, Object value, String expected) {
+    return new IllegalArgumentException(what + " cannot be a " + (value == null ? "null" : value.getClass().getName())
+        + "; expected " + expected);
+  }
+
+  private static <T> T asType(Object value, Class<T> type, String what) {
+    if (!type.isInstance(value)) throw wrongType(what, value, type.getSimpleName());
+    return type.cast(value);
+  }
+
+  private static <T> T asOptional(Object value, Class<T> type, String what) {
+    return value == null ? null : asType(value, type, what);
+  }
+
+  private static int asInt(Object value, String what) {
+    if (value instanceof Integer || value instanceof Short || value instanceof Byte) return ((Number) value).intValue();
+    if (value instanceof Long && (long) (Long) value == (int) (long) (Long) value) return (int) (long) (Long) value;
+    throw wrongType(what, value, "int");
+  }
+
+  @SuppressWarnings("unchecked")
+  private static TpuComputation asComputation(Object value, String what) {
+    if (value instanceof TpuComputation) return (TpuComputation) value;
+    if (value instanceof Function) return adapt((Function<Tensor[], Tensor[]>) value);
+    throw wrongType(what, value, "TpuComputation or Function<Tensor[], Tensor[]>");
+  }
+
+  private static List<Tensor> asTensors(Object value, String what) {
+    List<Tensor> out = new ArrayList<>();
+    if (value == null) return out;
+    if (value instanceof Tensor[]) return Arrays.asList((Tensor[]) value);
+    if (!(value instanceof Iterable)) throw wrongType(what, value, "Iterable<Tensor> or Tensor[]");
+    int i = 0;
+    for (Object t : (Iterable<?>) value) out.add(asType(t, Tensor.class, what + "[" + i++ + "]"));
+    return out;
+  }
+
+  private static List<List<Tensor>> asRows(Object value) {
+    List<List<Tensor>> rows = new ArrayList<>();
+    if (value == null) return rows;
+    if (!(value instanceof Iterable) && !(value instanceof Object[])) throw wrongType("inputs", value, "Iterable of Iterable<Tensor>");
+    Iterable<?> it = value instanceof Object[] ? Arrays.asList((Object[]) value) : (Iterable<?>) value;
+    int r = 0;
+    for (Object row : it) rows.add(asTensors(row, "inputs[" + r++ + "]"));
+    return rows;
+  }
+}

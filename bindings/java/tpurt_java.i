@@ -1,0 +1,185 @@
+/* Java specifics of the one interface (../tpurt.i): typed exceptions, bulk array
+ * typemaps, AutoCloseable handles and the native loader. Nothing here declares API. */
+%module(directors="1") tpurt
+#define TPURT_MODULE_DECLARED
+
+/* Every failing call throws the org.tpurt exception named after its status code. */
+%{
+#include <string>
+static void tpurt_java_throw(JNIEnv* jenv, int code, const char* message) {
+  static const char* const names[] = {
+      "org/tpurt/UnknownError", "org/tpurt/CancelledError", "org/tpurt/UnknownError",
+      "org/tpurt/InvalidArgumentError", "org/tpurt/DeadlineExceededError", "org/tpurt/NotFoundError",
+      "org/tpurt/AlreadyExistsError", "org/tpurt/PermissionDeniedError", "org/tpurt/ResourceExhaustedError",
+      "org/tpurt/FailedPreconditionError", "org/tpurt/AbortedError", "org/tpurt/OutOfRangeError",
+      "org/tpurt/UnimplementedError", "org/tpurt/InternalError", "org/tpurt/UnavailableError",
+      "org/tpurt/DataLossError", "org/tpurt/UnauthenticatedError"};
+  const char* name = code > 0 && code <= 16 ? names[code] : names[2];
+  jclass cls = jenv->FindClass(name);
+  if (cls == nullptr) return;  // NoClassDefFoundError is pending instead
+  jenv->ThrowNew(cls, message);
+  jenv->DeleteLocalRef(cls);
+}
+%}
+#define TPURT_RAISE_DEFINED
+#define TPURT_RAISE(code, message) { tpurt_java_throw(jenv, (code), std::string(message).c_str()); return $null; }
+
+/* Bulk copies with Get/Set<Type>ArrayRegion: one JNI call per array, no critical
+ * section held across the library's blocking calls. */
+%define TPURT_JAVA_ARRAY(CTYPE, JNITYPE, JTYPE, JARRAY, REGION)
+%typemap(jni) (const CTYPE* data, size_t count), (CTYPE* out, size_t count) "JARRAY"
+%typemap(jtype) (const CTYPE* data, size_t count), (CTYPE* out, size_t count) "JTYPE[]"
+%typemap(jstype) (const CTYPE* data, size_t count), (CTYPE* out, size_t count) "JTYPE[]"
+%typemap(javain) (const CTYPE* data, size_t count), (CTYPE* out, size_t count) "$javainput"
+%typemap(in) (const CTYPE* data, size_t count) (std::vector<CTYPE> copy) {
+  if (!$input) { SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "data is null"); return $null; }
+  copy.resize(static_cast<size_t>(jenv->GetArrayLength($input)));
+  if (!copy.empty()) jenv->Get##REGION##ArrayRegion($input, 0, (jsize)copy.size(), (JNITYPE*)copy.data());
+  $1 = copy.data();
+  $2 = copy.size();
+}
+%typemap(in) (CTYPE* out, size_t count) (std::vector<CTYPE> copy) {
+  if (!$input) { SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "out is null"); return $null; }
+  copy.resize(static_cast<size_t>(jenv->GetArrayLength($input)));
+  $1 = copy.data();
+  $2 = copy.size();
+}
+%typemap(argout) (CTYPE* out, size_t count) {
+  if (!copy$argnum.empty()) jenv->Set##REGION##ArrayRegion($input, 0, (jsize)copy$argnum.size(), (const JNITYPE*)copy$argnum.data());
+}
+/* std::vector by value or const reference <-> Java array. */
+%typemap(jni) const std::vector<CTYPE>&, std::vector<CTYPE> "JARRAY"
+%typemap(jtype) const std::vector<CTYPE>&, std::vector<CTYPE> "JTYPE[]"
+%typemap(jstype) const std::vector<CTYPE>&, std::vector<CTYPE> "JTYPE[]"
+%typemap(javain) const std::vector<CTYPE>& "$javainput"
+%typemap(javaout) const std::vector<CTYPE>&, std::vector<CTYPE> { return $jnicall; }
+%typemap(in) const std::vector<CTYPE>& (std::vector<CTYPE> copy) {
+  if (!$input) { SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "$1_name is null"); return $null; }
+  copy.resize(static_cast<size_t>(jenv->GetArrayLength($input)));
+  if (!copy.empty()) jenv->Get##REGION##ArrayRegion($input, 0, (jsize)copy.size(), (JNITYPE*)copy.data());
+  $1 = &copy;
+}
+%typemap(out) std::vector<CTYPE> {
+  $result = jenv->New##REGION##Array((jsize)$1.size());
+  if ($result && !$1.empty()) jenv->Set##REGION##ArrayRegion($result, 0, (jsize)$1.size(), (const JNITYPE*)$1.data());
+}
+%typemap(out) const std::vector<CTYPE>& {
+  $result = jenv->New##REGION##Array((jsize)$1->size());
+  if ($result && !$1->empty()) jenv->Set##REGION##ArrayRegion($result, 0, (jsize)$1->size(), (const JNITYPE*)$1->data());
+}
+/* The vector class's copy constructor would clash with its own array constructor. */
+%ignore std::vector<CTYPE>::vector(const vector&);
+%enddef
+
+TPURT_JAVA_ARRAY(float, jfloat, float, jfloatArray, Float)
+TPURT_JAVA_ARRAY(double, jdouble, double, jdoubleArray, Double)
+TPURT_JAVA_ARRAY(int32_t, jint, int, jintArray, Int)
+TPURT_JAVA_ARRAY(long long, jlong, long, jlongArray, Long)
+TPURT_JAVA_ARRAY(uint8_t, jbyte, byte, jbyteArray, Byte)
+TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
+
+/* wrapFloat32 borrows a direct FloatBuffer (zero copy); the Java Tensor keeps it referenced. */
+%typemap(jni) (float* data, size_t count) "jobject"
+%typemap(jtype) (float* data, size_t count) "java.nio.FloatBuffer"
+%typemap(jstype) (float* data, size_t count) "java.nio.FloatBuffer"
+%typemap(javain) (float* data, size_t count) "$javainput"
+%typemap(in) (float* data, size_t count) {
+  if (!$input) { SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "data is null"); return $null; }
+  $1 = static_cast<float*>(jenv->GetDirectBufferAddress($input));
+  if (!$1) { SWIG_JavaThrowException(jenv, SWIG_JavaIllegalArgumentException, "data is not a direct FloatBuffer"); return $null; }
+  $2 = static_cast<size_t>(jenv->GetDirectBufferCapacity($input));
+}
+%rename(wrapFloat32Native) tpurt::Tensor::wrapFloat32;
+%javamethodmodifiers tpurt::Tensor::wrapFloat32 "private";
+
+/* Struct members as values (arrays), not pointers to vectors. */
+%naturalvar;
+
+/* Handles are AutoCloseable for try-with-resources. */
+%typemap(javainterfaces) tpurt::TpuSystem, tpurt::Topology, tpurt::DeviceAssignment,
+    tpurt::InfeedQueue, tpurt::OutfeedQueue, tpurt::Tensor "AutoCloseable"
+
+%typemap(javacode) tpurt::Tensor %{
+  private java.nio.FloatBuffer borrowed;  // keeps wrapFloat32's memory reachable
+
+  /** A float32 tensor over a direct buffer, without copying; keep the buffer unchanged while tensors use it. */
+  public static Tensor wrapFloat32(long[] dims, java.nio.FloatBuffer data) {
+    Tensor t = wrapFloat32Native(dims, data);
+    t.borrowed = data;
+    return t;
+  }
+
+  /** Drops this reference (same as dispose()). */
+  @Override
+  public void close() {
+    dispose();
+  }
+%}
+
+/* Steps keep their computation referenced by the system when they fail: late replicas
+ * may still call it after the step returned, until the system is closed. */
+%rename(replicateNative) tpurt::TpuSystem::replicate;
+%rename(rewriteNative) tpurt::TpuSystem::rewrite;
+%rename(shardNative) tpurt::TpuSystem::shard;
+%rename(batchParallelNative) tpurt::TpuSystem::batchParallel;
+%rename(closeNative) tpurt::TpuSystem::close;
+%javamethodmodifiers tpurt::TpuSystem::replicate "private";
+%javamethodmodifiers tpurt::TpuSystem::rewrite "private";
+%javamethodmodifiers tpurt::TpuSystem::shard "private";
+%javamethodmodifiers tpurt::TpuSystem::batchParallel "private";
+%javamethodmodifiers tpurt::TpuSystem::close "private";
+%typemap(javacode) tpurt::TpuSystem %{
+  // Keyed by the native object, not held in a field: a system collected without close()
+  // must not let its finalizer race the late replicas' directors, so those then stay.
+  private static final java.util.Map<Long, java.util.List<Object>> FAILED_STEP_COMPUTATIONS =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
+  private <T> T retainOnFailure(Computation computation, java.util.function.Supplier<T> step) {
+    try {
+      return step.get();
+    } catch (RuntimeException e) {
+      FAILED_STEP_COMPUTATIONS.computeIfAbsent(swigCPtr,
+          k -> java.util.Collections.synchronizedList(new java.util.ArrayList<>())).add(computation);
+      throw e;
+    }
+  }
+
+  public TensorVector replicate(Computation computation, int numReplicas, int numInputs, TensorVector inputs,
+                                int numOutputs, StepOptions options) {
+    return retainOnFailure(computation,
+        () -> replicateNative(computation, numReplicas, numInputs, inputs, numOutputs, options));
+  }
+
+  public TensorVector rewrite(Computation computation, TensorVector inputs, int numOutputs, StepOptions options) {
+    return retainOnFailure(computation, () -> rewriteNative(computation, inputs, numOutputs, options));
+  }
+
+  public TensorVector shard(Computation computation, TensorVector inputs, int numShards, int[] inputShardAxes,
+                            int[] outputsFromAllShards, int[] outputShardAxes, int numOutputs, StepOptions options) {
+    return retainOnFailure(computation, () -> shardNative(computation, inputs, numShards, inputShardAxes,
+        outputsFromAllShards, outputShardAxes, numOutputs, options));
+  }
+
+  public TensorVector batchParallel(Computation computation, TensorVector inputs, int numShards, int numOutputs,
+                                    StepOptions options) {
+    return retainOnFailure(computation, () -> batchParallelNative(computation, inputs, numShards, numOutputs, options));
+  }
+
+  /** Shuts the system down (joins its workers) and releases what failed steps kept alive. */
+  @Override
+  public void close() {
+    long key = swigCPtr;
+    closeNative();  // waits for late computations
+    FAILED_STEP_COMPUTATIONS.remove(key);
+  }
+%}
+
+/* The library loads before any native method runs: java.library.path, else the
+ * copy packed in the jar (NativeLoader). */
+%pragma(java) jniclasscode=%{
+  static {
+    NativeLoader.load();
+  }
+%}
+
+%include "tpurt.i"
