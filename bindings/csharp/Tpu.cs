@@ -377,11 +377,11 @@ public static partial class tpu {
 
   // tf.tpu.bfloat16_scope: bfloat16 inside the using block of this replica.
   public static IDisposable bfloat16_scope() {
-    return new Bfloat16Scope(current_replica);
+    return new ReplicaBfloat16Scope(current_replica);
   }
-  sealed class Bfloat16Scope : IDisposable {
+  sealed class ReplicaBfloat16Scope : IDisposable {
     ReplicaContext ctx;
-    internal Bfloat16Scope(ReplicaContext ctx) {
+    internal ReplicaBfloat16Scope(ReplicaContext ctx) {
       ctx.Bfloat16ScopeEnter();
       this.ctx = ctx;
     }
