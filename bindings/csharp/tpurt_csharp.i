@@ -85,6 +85,14 @@ SWIGEXPORT void SWIGSTDCALL TpurtRegisterRaiseCallback(TpurtCSharpRaiseCallback 
 %typemap(csclassmodifiers) tpurt::TpuSystem "public partial class"
 %typemap(csclassmodifiers) tpurt::Shape "public partial class"
 
+/* TensorVector's indexer returns a new reference (a retained copy), not a view into
+ * the vector: the vector may be collected while the tensor is still used. */
+%typemap(out) const tpurt::Tensor& %{ $result = new tpurt::Tensor(*$1); %}
+%typemap(csout, excode=SWIGEXCODE) const tpurt::Tensor& {
+    Tensor ret = new Tensor($imcall, true);$excode
+    return ret;
+  }
+
 /* Live systems are tracked so ProcessExit can dispose the ones never disposed (Mono
  * otherwise hangs at exit waiting for their worker threads); Dispose also drops the
  * computations kept alive for late replicas of a failed step. */
