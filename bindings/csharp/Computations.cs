@@ -8,10 +8,9 @@ namespace Tpurt {
 public delegate Tensor[] ReplicaComputation(ReplicaContext ctx, Tensor[] inputs);
 
 internal sealed class DelegateComputation : NativeComputation {
-  readonly ReplicaComputation body;
+  // Set before each step; a director is reused (constructing one reflects over it).
+  internal ReplicaComputation body;
   [ThreadStatic] internal static ReplicaContext Current;
-
-  internal DelegateComputation(ReplicaComputation body) { this.body = body; }
 
   public override Status Run(ReplicaContext ctx) {
     ReplicaContext previous = Current;

@@ -3,7 +3,7 @@
 // run time. Steps run on the system from initialize_system unless `system` is given.
 // The C ABI needs each step's output count up front: num_outputs says it.
 using System;
-using System.Collections;
+using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Reflection;
 
@@ -51,13 +51,18 @@ public static partial class tpu {
     return (ctx, inputs) => computation(inputs);
   }
 
-  // Runs one step; a failed step's director stays alive until the system is disposed.
+  static readonly ConcurrentBag<DelegateComputation> idleDirectors = new ConcurrentBag<DelegateComputation>();
+
+  // Runs one step on a pooled director. A failed step's director may still run late
+  // replicas: it leaves the pool and stays alive until the system is disposed.
   static TensorVector Step(TpuSystem system, ReplicaComputation computation, Func<NativeComputation, TensorVector> run) {
     if (computation == null) throw new ArgumentNullException(nameof(computation));
-    var director = new DelegateComputation(computation);
+    if (!idleDirectors.TryTake(out DelegateComputation director)) director = new DelegateComputation();
+    director.body = computation;
     try {
       TensorVector outputs = run(director);
-      director.Dispose();
+      director.body = null;
+      idleDirectors.Add(director);
       return outputs;
     } catch {
       system.KeepUntilDispose(director);
