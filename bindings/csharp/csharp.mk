@@ -36,10 +36,18 @@ test-csharp: bindings-csharp $(CS_DIR)/Tpurt.Tests.dll $(CS_DIR)/ExitWithoutDisp
 	  status=$$?; tail -30 nunit.log; \
 	  bash $(abspath bindings/csharp/tests/summary.sh) TestResult.xml $$status
 
-install-csharp: bindings-csharp
+# Installed: the glue relinked with an rpath to $(LIBDIR) (not the build tree), and a
+# Mono dllmap so Tpurt.dll finds it there without LD_LIBRARY_PATH.
+$(CS_DIR)/install/libtpurt_csharp.so: $(CS_DIR)/tpurt_wrap.cxx $(BUILD)/lib/libtpurt.so
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -shared -fPIC -w -Ibindings -Iinclude $< -o $@ \
+	  -L$(BUILD)/lib -ltpurt -Wl,-rpath,$(LIBDIR)
+install-csharp: bindings-csharp $(CS_DIR)/install/libtpurt_csharp.so
 	install -d $(DESTDIR)$(PREFIX)/lib/cli/tpurt $(DESTDIR)$(LIBDIR)
 	install -m 644 $(CS_DLL) $(DESTDIR)$(PREFIX)/lib/cli/tpurt/Tpurt.dll
-	install -m 755 $(CS_GLUE) $(DESTDIR)$(LIBDIR)/libtpurt_csharp.so
+	printf '<configuration>\n  <dllmap dll="tpurt_csharp" target="%s/libtpurt_csharp.so"/>\n</configuration>\n' \
+	  '$(LIBDIR)' > $(DESTDIR)$(PREFIX)/lib/cli/tpurt/Tpurt.dll.config
+	install -m 755 $(CS_DIR)/install/libtpurt_csharp.so $(DESTDIR)$(LIBDIR)/libtpurt_csharp.so
 
 $(CS_DIR)/LinearRegression.exe: examples/csharp/LinearRegression.cs $(CS_DLL)
 	$(CS_MCS) -nologo -optimize+ -out:$@ -r:$(CS_DLL) $<
