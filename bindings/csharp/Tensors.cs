@@ -14,19 +14,19 @@ public partial class Tensor {
   // dims null: a vector of data.Length elements.
   public static Tensor Of(float[] data, params long[] dims) {
     if (data == null) throw new ArgumentNullException(nameof(data));
-    return FromFloat32(Dims(dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
+    return FromFloat32(Dims(dims == null || dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
   }
   public static Tensor Of(double[] data, params long[] dims) {
     if (data == null) throw new ArgumentNullException(nameof(data));
-    return FromFloat64(Dims(dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
+    return FromFloat64(Dims(dims == null || dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
   }
   public static Tensor Of(int[] data, params long[] dims) {
     if (data == null) throw new ArgumentNullException(nameof(data));
-    return FromInt32(Dims(dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
+    return FromInt32(Dims(dims == null || dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
   }
   public static Tensor Of(long[] data, params long[] dims) {
     if (data == null) throw new ArgumentNullException(nameof(data));
-    return FromInt64(Dims(dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
+    return FromInt64(Dims(dims == null || dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
   }
   public static Tensor Scalar(float value) {
     return FromFloat32(new Int64Vector(), new[] { value }, 1);

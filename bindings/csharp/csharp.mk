@@ -27,9 +27,11 @@ bindings-csharp: $(CS_GLUE) $(CS_DLL)
 $(CS_DIR)/Tpurt.Tests.dll: $(CS_DLL) $(CS_TESTS)
 	$(CS_MCS) -nologo -target:library -unsafe -debug -out:$@ -r:$(CS_DLL) \
 	  -r:$(CS_NUNIT_DIR)/nunit.framework.dll $(CS_TESTS)
-$(CS_DIR)/ExitWithoutDispose.exe: bindings/csharp/tests/programs/ExitWithoutDispose.cs $(CS_DLL)
+# Programs the tests run as subprocesses (exit and late-replica behaviour).
+CS_PROGRAMS := $(patsubst bindings/csharp/tests/programs/%.cs,$(CS_DIR)/%.exe,$(wildcard bindings/csharp/tests/programs/*.cs))
+$(CS_DIR)/%.exe: bindings/csharp/tests/programs/%.cs $(CS_DLL)
 	$(CS_MCS) -nologo -out:$@ -r:$(CS_DLL) $<
-test-csharp: bindings-csharp $(CS_DIR)/Tpurt.Tests.dll $(CS_DIR)/ExitWithoutDispose.exe
+test-csharp: bindings-csharp $(CS_DIR)/Tpurt.Tests.dll $(CS_PROGRAMS)
 	cd $(CS_DIR) && rm -f TestResult.xml && \
 	  LD_LIBRARY_PATH=$(abspath $(CS_DIR)):$(abspath $(BUILD)/lib) TPURT_CS_DIR=$(abspath $(CS_DIR)) \
 	  timeout 170 $(CS_NUNIT_CONSOLE) -nologo Tpurt.Tests.dll > nunit.log 2>&1; \

@@ -402,19 +402,30 @@ public class TpuTests {
     return long.Parse(fields[1]) * Environment.SystemPageSize;
   }
 
-  [Test]
-  public void NeverDisposedSystemDoesNotHangExit() {
+  static string RunProgram(string name) {
     string dir = Environment.GetEnvironmentVariable("TPURT_CS_DIR") ?? ".";
-    var info = new ProcessStartInfo("mono", Path.Combine(dir, "ExitWithoutDispose.exe")) {
+    var info = new ProcessStartInfo("mono", Path.Combine(dir, name)) {
       UseShellExecute = false, RedirectStandardOutput = true,
     };
     using (Process p = Process.Start(info)) {
       string output = p.StandardOutput.ReadToEnd();
       bool exited = p.WaitForExit(20000);
       if (!exited) p.Kill();
-      Assert.IsTrue(exited, "the program did not exit within 20 s");
-      Assert.AreEqual(0, p.ExitCode);
-      StringAssert.Contains("sum 3", output);
+      Assert.IsTrue(exited, name + " did not exit within 20 s");
+      Assert.AreEqual(0, p.ExitCode, output);
+      return output;
     }
+  }
+
+  [Test]
+  public void NeverDisposedSystemDoesNotHangExit() {
+    StringAssert.Contains("sum 3", RunProgram("ExitWithoutDispose.exe"));
+  }
+
+  [Test]
+  public void LateReplicaFindsItsComputationAliveAfterTheStepFailed() {
+    string output = RunProgram("LateReplica.exe");
+    StringAssert.Contains("late: replica 0", output);
+    StringAssert.Contains("returned 1, sum 3", output);
   }
 }
