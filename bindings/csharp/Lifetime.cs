@@ -32,8 +32,13 @@ public partial class TpuSystem {
   internal void KeepUntilDispose(object computation) {
     lock (keptComputations) keptComputations.Add(computation);
   }
-  void ReleaseKeptComputations() {
+  // Called by the generated Dispose: a disposed proxy has no native object, and a
+  // call through it would pass a null `this` to C++.
+  internal bool IsDisposed { get { return swigCPtr.Handle == IntPtr.Zero; } }
+  void OnDisposed() {
     lock (keptComputations) keptComputations.Clear();
+    SystemRegistry.Untrack(this);
+    tpu.ForgetDefault(this);
   }
 }
 

@@ -6,6 +6,7 @@ using System;
 using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Reflection;
+using System.Threading;
 
 namespace Tpurt {
 
@@ -41,7 +42,11 @@ public static partial class tpu {
   static TpuSystem SystemOrDefault(TpuSystem system) {
     TpuSystem s = system ?? defaultSystem;
     if (s == null) throw new FailedPreconditionError("no TPU system: call tpu.initialize_system first or pass system");
+    if (s.IsDisposed) throw new FailedPreconditionError("the TPU system is disposed");
     return s;
+  }
+  internal static void ForgetDefault(TpuSystem system) {
+    Interlocked.CompareExchange(ref defaultSystem, null, system);
   }
 
   // ---- steps -------------------------------------------------------------------

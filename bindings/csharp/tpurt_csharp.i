@@ -114,8 +114,7 @@ SWIGEXPORT void SWIGSTDCALL TpurtRegisterRaiseCallback(TpurtCSharpRaiseCallback 
         }
         swigCPtr = new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
       }
-      ReleaseKeptComputations();
-      SystemRegistry.Untrack(this);
+      OnDisposed();
     }
   }
 

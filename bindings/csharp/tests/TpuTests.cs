@@ -302,6 +302,9 @@ public class TpuTests {
     system.Close();
     Assert.Throws<FailedPreconditionError>(() => system.NumCores());
     system.Dispose();
+    e = Assert.Throws<FailedPreconditionError>(() => tpu.rewrite(x => x, new[] { F(1) }, num_outputs: 1, system: system));
+    StringAssert.Contains("disposed", e.Message);
+    StringAssert.Contains("no TPU system", Assert.Throws<FailedPreconditionError>(() => tpu.rewrite(x => x, num_outputs: 0)).Message);
     using (var options = new SystemOptions { NumCores = 2 })
     using (var s = new TpuSystem(options)) {
       Assert.AreEqual(2, s.NumCores());
