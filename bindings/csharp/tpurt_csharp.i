@@ -41,21 +41,27 @@ SWIGEXPORT void SWIGSTDCALL TpurtRegisterRaiseCallback(TpurtCSharpRaiseCallback 
   static readonly TpurtExceptionHelper tpurtExceptionHelper = new TpurtExceptionHelper();
 %}
 
-/* Every pending exception must be checked even after a void call. */
 %include <arrays_csharp.i>
 
 /* Bulk array copies pin the managed array in place (no marshalling copy); the
  * element count stays 64-bit. The hand layer passes array.Length. */
-%apply float FIXED[] { const float* data, float* out, float* data }
+%apply float FIXED[] { const float* data, float* out }
 %apply double FIXED[] { const double* data, double* out }
 %apply int FIXED[] { const int32_t* data, int32_t* out }
 %apply long long FIXED[] { const long long* data, long long* out }
 %apply long long { size_t count }
+/* wrapFloat32 borrows its memory beyond the call, and FIXED pins only during it (the
+ * GC may move the array afterwards): it takes memory the caller keeps alive and
+ * unmoved, e.g. Marshal.AllocHGlobal or a pinned GCHandle. */
+%typemap(ctype) float* data "float*"
+%typemap(imtype) float* data "global::System.IntPtr"
+%typemap(cstype) float* data "global::System.IntPtr"
+%typemap(csin) float* data "$csinput"
+%typemap(in) float* data "$1 = $input;"
 %csmethodmodifiers tpurt::Tensor::fromFloat32 "public unsafe";
 %csmethodmodifiers tpurt::Tensor::fromFloat64 "public unsafe";
 %csmethodmodifiers tpurt::Tensor::fromInt32 "public unsafe";
 %csmethodmodifiers tpurt::Tensor::fromInt64 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::wrapFloat32 "public unsafe";
 %csmethodmodifiers tpurt::Tensor::readFloat32 "public unsafe";
 %csmethodmodifiers tpurt::Tensor::readFloat64 "public unsafe";
 %csmethodmodifiers tpurt::Tensor::readInt32 "public unsafe";
@@ -65,9 +71,9 @@ SWIGEXPORT void SWIGSTDCALL TpurtRegisterRaiseCallback(TpurtCSharpRaiseCallback 
 %csmethodmodifiers tpurt::Tensor::writeInt32 "public unsafe";
 %csmethodmodifiers tpurt::Tensor::writeInt64 "public unsafe";
 
-/* C# names: PascalCase methods and properties. */
+/* C# names: PascalCase methods and properties of the tpurt classes only (the
+ * std::vector proxies' own code calls their lower-case members). */
 %rename("%(regex:/^tpurt::(.*::)?(\\w+)$/\\u\\2/)s", regextarget=1, fullname=1, %$isfunction) "^tpurt::";
-/* std::vector proxies have a Capacity property of their own. */
 %rename("%(regex:/^tpurt::(.*::)?(\\w+)$/\\u\\2/)s", regextarget=1, fullname=1, %$isvariable) "^tpurt::";
 /* SWIG proxies already have Dispose(): the C++ dispose/close become Release/Close. */
 %rename(Release) tpurt::Tensor::dispose;

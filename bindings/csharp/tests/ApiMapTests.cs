@@ -70,9 +70,16 @@ public class ApiMapTests {
       Assert.AreEqual(1f, r.ToFloatArray()[0], "copy-on-write keeps the reshaped view's values");
       Assert.Throws<InvalidArgumentError>(() => t.ReadFloat32(new float[5], 5));
       Assert.Throws<InvalidArgumentError>(() => t.ReadInt32(new int[6], 6));
+      // Borrowed memory the GC never moves.
       var wrapped = new float[] { 7, 8 };
-      using (Tensor w = Tensor.WrapFloat32(Dims(2), wrapped, wrapped.Length))
-        CollectionAssert.AreEqual(wrapped, w.ToFloatArray());
+      IntPtr memory = System.Runtime.InteropServices.Marshal.AllocHGlobal(wrapped.Length * sizeof(float));
+      try {
+        System.Runtime.InteropServices.Marshal.Copy(wrapped, 0, memory, wrapped.Length);
+        using (Tensor w = Tensor.WrapFloat32(Dims(2), memory, wrapped.Length))
+          CollectionAssert.AreEqual(wrapped, w.ToFloatArray());
+      } finally {
+        System.Runtime.InteropServices.Marshal.FreeHGlobal(memory);
+      }
       r.Release();
       Assert.IsTrue(r.IsNull());
       Assert.Throws<FailedPreconditionError>(() => r.Rank());
