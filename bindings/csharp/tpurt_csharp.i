@@ -91,6 +91,15 @@ SWIGEXPORT void SWIGSTDCALL TpurtRegisterRaiseCallback(TpurtCSharpRaiseCallback 
 %typemap(csclassmodifiers) tpurt::TpuSystem "public partial class"
 %typemap(csclassmodifiers) tpurt::Shape "public partial class"
 
+/* A call through a disposed proxy passes a null `this`: a FailedPreconditionError,
+ * not a crash. */
+%typemap(check, canthrow=1) SWIGTYPE* self %{
+  if (!$1) {
+    tpurt_csharp_raise_callback(9 /* FAILED_PRECONDITION */, "the $*1_ltype is disposed");
+    return $null;
+  }
+%}
+
 /* TensorVector's indexer returns a new reference (a retained copy), not a view into
  * the vector: the vector may be collected while the tensor is still used. */
 %typemap(out) const tpurt::Tensor& %{ $result = new tpurt::Tensor(*$1); %}
