@@ -7,6 +7,14 @@ namespace Tpurt {
 
 public static partial class tpu {
   public static Tensor CrossReplicaSum(Tensor x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(PerReplica x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(float[] x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(double[] x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(int[] x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(long[] x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static (Tensor, Tensor) CrossReplicaSum((Tensor, Tensor) x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor[] CrossReplicaSum(IEnumerable<Tensor> x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Dictionary<string, Tensor> CrossReplicaSum(IDictionary<string, Tensor> x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
   public static Tensor[][] Replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs = null,
                                      InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
                                      int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
@@ -28,6 +36,9 @@ public static partial class tpu {
   public static string Core(int num) { return core(num); }
   public static IDisposable Bfloat16Scope() { return bfloat16_scope(); }
   public static object OutsideCompilation(Delegate computation, params object[] args) { return outside_compilation(computation, args); }
+  public static object OutsideCompilation(Delegate computation, IDictionary<string, object> kwargs, params object[] args) {
+    return outside_compilation(computation, kwargs, args);
+  }
 
   // ---- _dyn ---------------------------------------------------------------------
 

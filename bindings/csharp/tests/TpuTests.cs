@@ -77,6 +77,36 @@ public class TpuTests {
   }
 
   [Test]
+  public void PascalCaseAliasesOfEveryForm() {
+    var values = new PerReplica(Enumerable.Range(0, Replicas).Select(r => F(r)));
+    Tensor[][] o = Run(x => {
+      ValueTuple<Tensor, Tensor> pair = tpu.CrossReplicaSum((F(1), F(2)));
+      return new[] {
+        tpu.CrossReplicaSum(values), tpu.CrossReplicaSum(new float[] { 1 }), tpu.CrossReplicaSum(new double[] { 1 }),
+        tpu.CrossReplicaSum(new[] { 1 }), tpu.CrossReplicaSum(new long[] { 1 }), pair.Item2,
+        tpu.CrossReplicaSum(new List<Tensor> { F(3) })[0],
+        tpu.CrossReplicaSum(new Dictionary<string, Tensor> { { "k", F(4) } })["k"],
+        F((float)tpu.OutsideCompilation((Func<float, float>)(v => v + 1), new Dictionary<string, object> { { "v", 1f } })),
+      };
+    }, 9);
+    CollectionAssert.AreEqual(new float[] { 28 }, o[1][0].ToFloatArray());
+    CollectionAssert.AreEqual(new float[] { 8 }, o[1][1].ToFloatArray());
+    CollectionAssert.AreEqual(new[] { 8.0 }, o[1][2].ToDoubleArray());
+    CollectionAssert.AreEqual(new[] { 8 }, o[1][3].ToIntArray());
+    CollectionAssert.AreEqual(new[] { 8L }, o[1][4].ToLongArray());
+    CollectionAssert.AreEqual(new float[] { 16 }, o[1][5].ToFloatArray());
+    CollectionAssert.AreEqual(new float[] { 24 }, o[1][6].ToFloatArray());
+    CollectionAssert.AreEqual(new float[] { 32 }, o[1][7].ToFloatArray());
+    CollectionAssert.AreEqual(new float[] { 2 }, o[1][8].ToFloatArray());
+  }
+
+  [Test]
+  public void AlreadyExistsFromASecondSystem() {
+    var e = Assert.Throws<AlreadyExistsError>(() => tpu.initialize_system(num_cores: 2));
+    Assert.AreEqual(Status.AlreadyExists, e.Code);
+  }
+
+  [Test]
   public void CrossReplicaSumOfCollectionsIsFused() {
     Tensor[][] o = Run(x => {
       ValueTuple<Tensor, Tensor> ab = tpu.cross_replica_sum((x[0], Tensor.Of(new[] { 1, 2 })));
