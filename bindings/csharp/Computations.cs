@@ -1,0 +1,75 @@
+// The directors behind tpu's delegates. Each catches every managed exception and
+// reports it as the replica's error: an exception escaping a director is fatal in Mono.
+using System;
+using System.Reflection;
+
+namespace Tpurt {
+
+public delegate Tensor[] ReplicaComputation(ReplicaContext ctx, Tensor[] inputs);
+
+internal sealed class DelegateComputation : NativeComputation {
+  // Set before each step; a director is reused (constructing one reflects over it).
+  internal ReplicaComputation body;
+  [ThreadStatic] internal static ReplicaContext Current;
+
+  public override Status Run(ReplicaContext ctx) {
+    ReplicaContext previous = Current;
+    Current = ctx;
+    try {
+      int numInputs = ctx.NumInputs();
+      var inputs = new Tensor[numInputs];
+      for (int i = 0; i < numInputs; ++i) inputs[i] = ctx.Input(i);
+      Tensor[] outputs = body(ctx, inputs) ?? new Tensor[0];
+      if (outputs.Length != ctx.NumOutputs())
+        return ctx.Fail(Status.InvalidArgument, "the computation returned " + outputs.Length +
+                        " outputs; the step expects " + ctx.NumOutputs());
+      for (int j = 0; j < outputs.Length; ++j) ctx.SetOutput(j, outputs[j]);
+      return Status.Ok;
+    } catch (Exception e) {
+      return Fail(ctx, e);
+    } finally {
+      Current = previous;
+    }
+  }
+
+  static Status Fail(ReplicaContext ctx, Exception e) {
+    try {
+      return ctx.Fail(CodeOf(e), MessageOf(e));
+    } catch (Exception) {
+      return Status.Unknown;
+    }
+  }
+  internal static Status CodeOf(Exception e) {
+    var op = Unwrap(e) as OpError;
+    return op != null && op.Code != Status.Ok ? op.Code : Status.Unknown;
+  }
+  internal static string MessageOf(Exception e) {
+    e = Unwrap(e);
+    return e is OpError ? e.Message : e.GetType().Name + ": " + e.Message;
+  }
+  static Exception Unwrap(Exception e) {
+    while (e is TargetInvocationException && e.InnerException != null) e = e.InnerException;
+    return e;
+  }
+}
+
+internal sealed class DelegateHostComputation : NativeHostComputation {
+  readonly Func<object> body;
+  internal object Result;
+  internal DelegateHostComputation(Func<object> body) { this.body = body; }
+
+  public override Status Run(int replicaId) {
+    try {
+      Result = body();
+      return Status.Ok;
+    } catch (Exception e) {
+      try {
+        return FailHost(DelegateComputation.CodeOf(e), DelegateComputation.MessageOf(e));
+      } catch (Exception) {
+        return Status.Unknown;
+      }
+    }
+  }
+}
+
+}

@@ -1,0 +1,103 @@
+// Array-friendly forms of Tensor (the generated methods take Int64Vector dims and an
+// explicit count) and the shape types replicate's maximum_shapes accepts.
+using System;
+using System.Collections.Generic;
+
+namespace Tpurt {
+
+public partial class Tensor {
+  internal static Int64Vector Dims(long[] dims) {
+    if (dims == null) throw new ArgumentNullException(nameof(dims));
+    return new Int64Vector(dims);
+  }
+
+  // dims null: a vector of data.Length elements.
+  public static Tensor Of(float[] data, params long[] dims) {
+    if (data == null) throw new ArgumentNullException(nameof(data));
+    return FromFloat32(Dims(dims == null || dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
+  }
+  public static Tensor Of(double[] data, params long[] dims) {
+    if (data == null) throw new ArgumentNullException(nameof(data));
+    return FromFloat64(Dims(dims == null || dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
+  }
+  public static Tensor Of(int[] data, params long[] dims) {
+    if (data == null) throw new ArgumentNullException(nameof(data));
+    return FromInt32(Dims(dims == null || dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
+  }
+  public static Tensor Of(long[] data, params long[] dims) {
+    if (data == null) throw new ArgumentNullException(nameof(data));
+    return FromInt64(Dims(dims == null || dims.Length == 0 ? new long[] { data.Length } : dims), data, data.Length);
+  }
+  public static Tensor Scalar(float value) {
+    return FromFloat32(new Int64Vector(), new[] { value }, 1);
+  }
+
+  public float[] ToFloatArray() {
+    var a = new float[NumElements()];
+    ReadFloat32(a, a.Length);
+    return a;
+  }
+  public double[] ToDoubleArray() {
+    var a = new double[NumElements()];
+    ReadFloat64(a, a.Length);
+    return a;
+  }
+  public int[] ToIntArray() {
+    var a = new int[NumElements()];
+    ReadInt32(a, a.Length);
+    return a;
+  }
+  public long[] ToLongArray() {
+    var a = new long[NumElements()];
+    ReadInt64(a, a.Length);
+    return a;
+  }
+  public long[] DimsArray {
+    get {
+      Int64Vector d = Dims();
+      var a = new long[d.Count];
+      d.CopyTo(a);
+      return a;
+    }
+  }
+}
+
+// TensorFlow's TensorShape: dims with -1 (or null) for an unknown size; null dims is
+// an unknown rank.
+public sealed class TensorShape {
+  public long?[] Dims { get; }
+  public TensorShape(params long?[] dims) { Dims = dims; }
+  public TensorShape(IEnumerable<long> dims) {
+    if (dims == null) throw new ArgumentNullException(nameof(dims));
+    var list = new List<long?>();
+    foreach (long d in dims) list.Add(d);
+    Dims = list.ToArray();
+  }
+  internal Shape ToShape() {
+    if (Dims == null) return Tpurt.Shape.Unknown();
+    var v = new Int64Vector();
+    foreach (long? d in Dims) v.Add(d ?? -1);
+    return Tpurt.Shape.Of(v);
+  }
+  public override string ToString() {
+    return Dims == null ? "<unknown>" : "(" + string.Join(", ", Array.ConvertAll(Dims, d => d?.ToString() ?? "?")) + ")";
+  }
+}
+
+// TensorFlow's Dimension: one size, null when unknown.
+public struct Dimension {
+  public long? Value { get; }
+  public Dimension(long? value) { Value = value; }
+}
+
+// One value per replica (TensorFlow's PerReplica); inside a computation the current
+// replica's value is used.
+public sealed class PerReplica {
+  public IReadOnlyList<Tensor> Values { get; }
+  public PerReplica(IEnumerable<Tensor> values) {
+    if (values == null) throw new ArgumentNullException(nameof(values));
+    Values = new List<Tensor>(values);
+  }
+}
+
+}

@@ -1,0 +1,406 @@
+// tf.tpu for C#: the seed's static methods (snake_case, TensorFlow's parameter names
+// and defaults), PascalCase aliases, and _dyn twins that take object and dispatch at
+// run time. Steps run on the system from initialize_system unless `system` is given.
+// The C ABI needs each step's output count up front: num_outputs says it.
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.Reflection;
+using System.Threading;
+
+namespace Tpurt {
+
+public static partial class tpu {
+  static TpuSystem defaultSystem;
+
+  // ---- system ------------------------------------------------------------------
+
+  // tf.tpu.initialize_system: starts a system (the default for the step functions);
+  // its SerializedTopology() is TensorFlow's TopologyProto.
+  public static TpuSystem initialize_system(byte[] embedding_config = null, string job = null,
+                                            int num_cores = 0) {
+    if (num_cores < 0) throw new ArgumentOutOfRangeException(nameof(num_cores), num_cores, "must not be negative");
+    using (var options = new SystemOptions()) {
+      options.NumCores = num_cores;
+      if (job != null) options.JobName = job;
+      if (embedding_config != null) options.EmbeddingConfig = new ByteVector(embedding_config);
+      TpuSystem system = TpuSystem.InitializeSystem(options);
+      defaultSystem = system;
+      return system;
+    }
+  }
+  // tf.tpu.shutdown_system: shuts the system down (a step on it then fails with
+  // FailedPreconditionError); Dispose still releases it.
+  public static void shutdown_system(string job = null, TpuSystem system = null) {
+    TpuSystem s = SystemOrDefault(system);
+    if (job != null && job != s.JobName())
+      throw new ArgumentException("the system's job is \"" + s.JobName() + "\", not \"" + job + "\"", nameof(job));
+    s.Shutdown();
+  }
+  public static string core(int num) { return TpurtNative.Core(num); }
+
+  static TpuSystem SystemOrDefault(TpuSystem system) {
+    TpuSystem s = system ?? defaultSystem;
+    if (s == null) throw new FailedPreconditionError("no TPU system: call tpu.initialize_system first or pass system");
+    if (s.IsDisposed) throw new FailedPreconditionError("the TPU system is disposed");
+    return s;
+  }
+  internal static void ForgetDefault(TpuSystem system) {
+    Interlocked.CompareExchange(ref defaultSystem, null, system);
+  }
+
+  // ---- steps -------------------------------------------------------------------
+
+  static ReplicaComputation Adapt(Func<Tensor[], Tensor[]> computation) {
+    if (computation == null) throw new ArgumentNullException(nameof(computation));
+    return (ctx, inputs) => computation(inputs);
+  }
+
+  static readonly ConcurrentBag<DelegateComputation> idleDirectors = new ConcurrentBag<DelegateComputation>();
+
+  // Runs one step on a pooled director. A failed step's director may still run late
+  // replicas: it leaves the pool and stays alive until the system is disposed.
+  static TensorVector Step(TpuSystem system, ReplicaComputation computation, Func<NativeComputation, TensorVector> run) {
+    if (computation == null) throw new ArgumentNullException(nameof(computation));
+    if (!idleDirectors.TryTake(out DelegateComputation director)) director = new DelegateComputation();
+    director.body = computation;
+    try {
+      TensorVector outputs = run(director);
+      director.body = null;
+      idleDirectors.Add(director);
+      return outputs;
+    } catch {
+      system.KeepUntilDispose(director);
+      throw;
+    }
+  }
+
+  static TensorVector Vector(IEnumerable<Tensor> tensors, string what) {
+    var v = new TensorVector();
+    if (tensors == null) return v;
+    int i = 0;
+    foreach (Tensor t in tensors) {
+      if (t == null) throw new ArgumentNullException(what, what + "[" + i + "] is null");
+      v.Add(t);
+      ++i;
+    }
+    return v;
+  }
+  static Tensor[] Array(TensorVector v) {
+    var a = new Tensor[v.Count];
+    v.CopyTo(a);
+    return a;
+  }
+
+  static StepOptions Options(InfeedQueue infeed_queue, DeviceAssignment device_assignment, IEnumerable<Shape> maximum_shapes) {
+    var o = new StepOptions();
+    o.InfeedQueue = infeed_queue;
+    o.DeviceAssignment = device_assignment;
+    if (maximum_shapes != null) {
+      var shapes = new ShapeVector();
+      foreach (Shape s in maximum_shapes) shapes.Add(s);
+      o.MaximumShapes = shapes;
+    }
+    return o;
+  }
+
+  // inputs[replica][i]; returns outputs[replica][j]. No inputs: num_replicas replicas.
+  static Tensor[][] Replicate(ReplicaComputation computation, IEnumerable<IEnumerable<Tensor>> inputs,
+                              InfeedQueue infeed_queue, DeviceAssignment device_assignment,
+                              IEnumerable<Shape> maximum_shapes, int num_outputs, int num_replicas, TpuSystem system) {
+    TpuSystem s = SystemOrDefault(system);
+    if (num_outputs < 0) throw new ArgumentOutOfRangeException(nameof(num_outputs), num_outputs, "must not be negative");
+    var flat = new TensorVector();
+    int replicas = 0, perReplica = -1;
+    if (inputs != null) {
+      foreach (IEnumerable<Tensor> replicaInputs in inputs) {
+        int before = flat.Count;
+        foreach (Tensor t in Vector(replicaInputs, "inputs")) flat.Add(t);
+        int n = flat.Count - before;
+        if (perReplica >= 0 && n != perReplica)
+          throw new ArgumentException("replica " + replicas + " has " + n + " inputs, replica 0 has " + perReplica, nameof(inputs));
+        perReplica = n;
+        ++replicas;
+      }
+    }
+    if (replicas == 0) replicas = num_replicas;
+    else if (num_replicas != 0 && num_replicas != replicas)
+      throw new ArgumentException(replicas + " replicas of inputs but num_replicas is " + num_replicas, nameof(num_replicas));
+    if (replicas <= 0) throw new ArgumentException("no inputs and no num_replicas: how many replicas?", nameof(num_replicas));
+    using (StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes)) {
+      TensorVector outputs = Step(s, computation, c => s.Replicate(c, replicas, Math.Max(perReplica, 0), flat, num_outputs, options));
+      var result = new Tensor[replicas][];
+      for (int r = 0; r < replicas; ++r) {
+        result[r] = new Tensor[num_outputs];
+        for (int j = 0; j < num_outputs; ++j) result[r][j] = outputs[r * num_outputs + j];
+      }
+      return result;
+    }
+  }
+
+  static IEnumerable<Shape> Shapes(IEnumerable<TensorShape> shapes) {
+    if (shapes == null) throw new ArgumentNullException(nameof(shapes));
+    var list = new List<Shape>();
+    foreach (TensorShape t in shapes) {
+      if (t == null) throw new ArgumentNullException(nameof(shapes), "maximum_shapes[" + list.Count + "] is null");
+      list.Add(t.ToShape());
+    }
+    return list;
+  }
+  static IEnumerable<Shape> Shapes(long size) {
+    if (size < -1) throw new ArgumentOutOfRangeException("maximum_shapes", size, "a size is -1 (unknown) or >= 0");
+    return new[] { Shape.Of(new Int64Vector(new[] { size })) };
+  }
+
+  // tf.tpu.replicate, without maximum_shapes.
+  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs = null,
+                                     InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
+                                     string name = null, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, null, num_outputs, num_replicas, system);
+  }
+  // The form whose computation receives its ReplicaContext.
+  public static Tensor[][] replicate(ReplicaComputation computation, IEnumerable<IEnumerable<Tensor>> inputs = null,
+                                     InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
+                                     string name = null, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, null, num_outputs, num_replicas, system);
+  }
+  // maximum_shapes as one size: the single input's rank-1 bound.
+  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs,
+                                     InfeedQueue infeed_queue, DeviceAssignment device_assignment, string name,
+                                     int maximum_shapes, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
+  }
+  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs,
+                                     InfeedQueue infeed_queue, DeviceAssignment device_assignment, string name,
+                                     TensorShape maximum_shapes, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    if (maximum_shapes == null) throw new ArgumentNullException(nameof(maximum_shapes));
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, new[] { maximum_shapes.ToShape() }, num_outputs, num_replicas, system);
+  }
+  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs,
+                                     InfeedQueue infeed_queue, DeviceAssignment device_assignment, string name,
+                                     Dimension maximum_shapes, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Value ?? -1), num_outputs, num_replicas, system);
+  }
+  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs,
+                                     InfeedQueue infeed_queue, DeviceAssignment device_assignment, string name,
+                                     IEnumerable<TensorShape> maximum_shapes, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
+  }
+
+  // tf.tpu.rewrite: one replica.
+  public static Tensor[] rewrite(Func<Tensor[], Tensor[]> computation, IEnumerable<Tensor> inputs = null,
+                                 InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
+                                 string name = null, int num_outputs = 0, TpuSystem system = null) {
+    return rewrite(Adapt(computation), inputs, infeed_queue, device_assignment, name, num_outputs, system);
+  }
+  public static Tensor[] rewrite(ReplicaComputation computation, IEnumerable<Tensor> inputs = null,
+                                 InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
+                                 string name = null, int num_outputs = 0, TpuSystem system = null) {
+    TpuSystem s = SystemOrDefault(system);
+    TensorVector flat = Vector(inputs, nameof(inputs));
+    using (StepOptions options = Options(infeed_queue, device_assignment, null))
+      return Array(Step(s, computation, c => s.Rewrite(c, flat, num_outputs, options)));
+  }
+
+  // tf.tpu.shard: null axes mean TensorFlow's defaults (0; every output concatenated).
+  public static Tensor[] shard(Func<Tensor[], Tensor[]> computation, IEnumerable<Tensor> inputs = null, int num_shards = 1,
+                               int[] input_shard_axes = null, bool[] outputs_from_all_shards = null,
+                               int[] output_shard_axes = null, InfeedQueue infeed_queue = null,
+                               DeviceAssignment device_assignment = null, string name = null,
+                               int num_outputs = 0, TpuSystem system = null) {
+    TpuSystem s = SystemOrDefault(system);
+    ReplicaComputation body = Adapt(computation);
+    TensorVector flat = Vector(inputs, nameof(inputs));
+    var fromAll = new Int32Vector();
+    if (outputs_from_all_shards != null) foreach (bool b in outputs_from_all_shards) fromAll.Add(b ? 1 : 0);
+    var inAxes = input_shard_axes == null ? new Int32Vector() : new Int32Vector(input_shard_axes);
+    var outAxes = output_shard_axes == null ? new Int32Vector() : new Int32Vector(output_shard_axes);
+    using (StepOptions options = Options(infeed_queue, device_assignment, null))
+      return Array(Step(s, body, c => s.Shard(c, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options)));
+  }
+
+  // tf.tpu.batch_parallel: inputs split along dimension 0, outputs concatenated.
+  public static Tensor[] batch_parallel(Func<Tensor[], Tensor[]> computation, IEnumerable<Tensor> inputs = null,
+                                        int num_shards = 1, InfeedQueue infeed_queue = null,
+                                        DeviceAssignment device_assignment = null, string name = null,
+                                        int num_outputs = 0, TpuSystem system = null) {
+    TpuSystem s = SystemOrDefault(system);
+    ReplicaComputation body = Adapt(computation);
+    TensorVector flat = Vector(inputs, nameof(inputs));
+    using (StepOptions options = Options(infeed_queue, device_assignment, null))
+      return Array(Step(s, body, c => s.BatchParallel(c, flat, num_shards, num_outputs, options)));
+  }
+
+  // ---- inside a computation -------------------------------------------------------
+
+  // The replica whose computation runs on this thread (TensorFlow's API has no ctx).
+  public static ReplicaContext current_replica {
+    get {
+      ReplicaContext ctx = DelegateComputation.Current;
+      if (ctx == null) throw new FailedPreconditionError("not inside a replicated computation");
+      return ctx;
+    }
+  }
+
+  static GroupAssignment Groups(int[][] group_assignment) {
+    if (group_assignment == null) return new GroupAssignment();
+    var ids = new Int32Vector();
+    int size = group_assignment.Length == 0 ? 0 : (group_assignment[0] ?? new int[0]).Length;
+    for (int g = 0; g < group_assignment.Length; ++g) {
+      if (group_assignment[g] == null || group_assignment[g].Length != size)
+        throw new ArgumentException("group " + g + " does not have " + size + " replicas", nameof(group_assignment));
+      foreach (int id in group_assignment[g]) ids.Add(id);
+    }
+    return new GroupAssignment(ids, group_assignment.Length, size);
+  }
+
+  public static Tensor cross_replica_sum(Tensor x, int[][] group_assignment = null, string name = null) {
+    if (x == null) throw new ArgumentNullException(nameof(x));
+    ReplicaContext ctx = current_replica;
+    using (GroupAssignment groups = Groups(group_assignment))
+    using (var options = new CollectiveOptions())
+      return ctx.CrossReplicaSum(x, groups, options);
+  }
+  public static Tensor cross_replica_sum(PerReplica x, int[][] group_assignment = null, string name = null) {
+    if (x == null) throw new ArgumentNullException(nameof(x));
+    int replica = current_replica.ReplicaId();
+    if (replica >= x.Values.Count)
+      throw new ArgumentException("PerReplica has " + x.Values.Count + " values; replica " + replica + " has none", nameof(x));
+    return cross_replica_sum(x.Values[replica], group_assignment, name);
+  }
+  public static Tensor cross_replica_sum(float[] x, int[][] group_assignment = null, string name = null) {
+    if (x == null) throw new ArgumentNullException(nameof(x));
+    return cross_replica_sum(Tensor.Of(x), group_assignment, name);
+  }
+  public static Tensor cross_replica_sum(double[] x, int[][] group_assignment = null, string name = null) {
+    if (x == null) throw new ArgumentNullException(nameof(x));
+    return cross_replica_sum(Tensor.Of(x), group_assignment, name);
+  }
+  public static Tensor cross_replica_sum(int[] x, int[][] group_assignment = null, string name = null) {
+    if (x == null) throw new ArgumentNullException(nameof(x));
+    return cross_replica_sum(Tensor.Of(x), group_assignment, name);
+  }
+  public static Tensor cross_replica_sum(long[] x, int[][] group_assignment = null, string name = null) {
+    if (x == null) throw new ArgumentNullException(nameof(x));
+    return cross_replica_sum(Tensor.Of(x), group_assignment, name);
+  }
+  public static (Tensor, Tensor) cross_replica_sum((Tensor, Tensor) x, int[][] group_assignment = null, string name = null) {
+    Tensor[] sums = Fused(new[] { x.Item1, x.Item2 }, group_assignment, "x");
+    return (sums[0], sums[1]);
+  }
+  public static Tensor[] cross_replica_sum(IEnumerable<Tensor> x, int[][] group_assignment = null, string name = null) {
+    if (x == null) throw new ArgumentNullException(nameof(x));
+    return Fused(new List<Tensor>(x).ToArray(), group_assignment, "x");
+  }
+  public static Dictionary<string, Tensor> cross_replica_sum(IDictionary<string, Tensor> x, int[][] group_assignment = null, string name = null) {
+    if (x == null) throw new ArgumentNullException(nameof(x));
+    var keys = new List<string>(x.Keys);
+    var values = new Tensor[keys.Count];
+    for (int i = 0; i < keys.Count; ++i) values[i] = x[keys[i]];
+    Tensor[] sums = Fused(values, group_assignment, "x");
+    var result = new Dictionary<string, Tensor>();
+    for (int i = 0; i < keys.Count; ++i) result[keys[i]] = sums[i];
+    return result;
+  }
+
+  // A collection is ONE collective per dtype: flatten and concatenate, sum, split back.
+  static Tensor[] Fused(Tensor[] xs, int[][] group_assignment, string what) {
+    for (int i = 0; i < xs.Length; ++i)
+      if (xs[i] == null) throw new ArgumentNullException(what, what + "[" + i + "] is null");
+    var result = new Tensor[xs.Length];
+    var byDtype = new Dictionary<DType, List<int>>();
+    for (int i = 0; i < xs.Length; ++i) {
+      DType d = xs[i].Dtype();
+      if (!byDtype.TryGetValue(d, out List<int> members)) byDtype[d] = members = new List<int>();
+      members.Add(i);
+    }
+    foreach (KeyValuePair<DType, List<int>> group in byDtype) {
+      var bytes = new List<byte>();
+      long elements = 0;
+      foreach (int i in group.Value) {
+        bytes.AddRange(xs[i].ToBytes());
+        elements += xs[i].NumElements();
+      }
+      using (var dims = new Int64Vector(new[] { elements }))
+      using (var packed = Tensor.FromBytes(group.Key, dims, new ByteVector(bytes)))
+      using (Tensor sum = cross_replica_sum(packed, group_assignment)) {
+        byte[] summed = new byte[sum.ByteSize()];
+        sum.ToBytes().CopyTo(summed);
+        int offset = 0;
+        foreach (int i in group.Value) {
+          int size = (int)xs[i].ByteSize();
+          var part = new byte[size];
+          System.Array.Copy(summed, offset, part, 0, size);
+          offset += size;
+          result[i] = Tensor.FromBytes(group.Key, xs[i].Dims(), new ByteVector(part));
+        }
+      }
+    }
+    return result;
+  }
+
+  // tf.tpu.outside_compilation: runs `computation(args)` on the host (one call per
+  // replica, in order) and returns its result.
+  public static object outside_compilation(Delegate computation, params object[] args) {
+    if (computation == null) throw new ArgumentNullException(nameof(computation));
+    object[] bound = args ?? new object[0];
+    return OnHost(() => computation.DynamicInvoke(bound));
+  }
+  // kwargs bind the computation's parameters by name after the positional args.
+  public static object outside_compilation(Delegate computation, IDictionary<string, object> kwargs, params object[] args) {
+    if (computation == null) throw new ArgumentNullException(nameof(computation));
+    if (kwargs == null) throw new ArgumentNullException(nameof(kwargs));
+    object[] bound = Bind(computation.Method, kwargs, args ?? new object[0]);
+    return OnHost(() => computation.DynamicInvoke(bound));
+  }
+  static object[] Bind(MethodInfo method, IDictionary<string, object> kwargs, object[] args) {
+    ParameterInfo[] parameters = method.GetParameters();
+    if (args.Length > parameters.Length)
+      throw new ArgumentException(args.Length + " positional arguments for " + parameters.Length + " parameters", nameof(args));
+    var bound = new object[parameters.Length];
+    var used = new HashSet<string>();
+    for (int i = 0; i < parameters.Length; ++i) {
+      string n = parameters[i].Name;
+      if (i < args.Length) {
+        if (kwargs.ContainsKey(n)) throw new ArgumentException("parameter \"" + n + "\" given twice", nameof(kwargs));
+        bound[i] = args[i];
+      } else if (kwargs.TryGetValue(n, out object v)) {
+        bound[i] = v;
+        used.Add(n);
+      } else if (parameters[i].HasDefaultValue) {
+        bound[i] = parameters[i].DefaultValue;
+      } else {
+        throw new ArgumentException("parameter \"" + n + "\" has no value", nameof(kwargs));
+      }
+    }
+    foreach (string k in kwargs.Keys)
+      if (!used.Contains(k)) throw new ArgumentException("the computation has no parameter \"" + k + "\"", nameof(kwargs));
+    return bound;
+  }
+  static object OnHost(Func<object> body) {
+    ReplicaContext ctx = current_replica;
+    using (var host = new DelegateHostComputation(body)) {
+      ctx.OutsideCompilation(host);
+      return host.Result;
+    }
+  }
+
+  // tf.tpu.bfloat16_scope: bfloat16 inside the using block of this replica.
+  public static IDisposable bfloat16_scope() {
+    return new ReplicaBfloat16Scope(current_replica);
+  }
+  sealed class ReplicaBfloat16Scope : IDisposable {
+    ReplicaContext ctx;
+    internal ReplicaBfloat16Scope(ReplicaContext ctx) {
+      ctx.Bfloat16ScopeEnter();
+      this.ctx = ctx;
+    }
+    public void Dispose() {
+      if (ctx == null) return;
+      ctx.Bfloat16ScopeExit();
+      ctx = null;
+    }
+  }
+}
+
+}

@@ -1,0 +1,136 @@
+/* C# binding of tpurt: typemaps and renames over the one interface (../tpurt.i).
+ * The idiomatic API (static class tpu, typed exceptions, delegates) is hand-written
+ * in the *.cs files beside this one. */
+%module(directors="1") TpurtNative
+#define TPURT_MODULE_DECLARED
+
+/* Typed errors: the wrapper hands (code, message) to a C# delegate registered at
+ * start-up (TpurtExceptionHelper), which sets SWIG's pending exception; the proxy
+ * throws it when the native call returns. */
+#define TPURT_RAISE_DEFINED
+%insert(runtime) %{
+typedef void (SWIGSTDCALL* TpurtCSharpRaiseCallback)(int code, const char* message);
+static TpurtCSharpRaiseCallback tpurt_csharp_raise_callback = 0;
+#ifdef __cplusplus
+extern "C"
+#endif
+SWIGEXPORT void SWIGSTDCALL TpurtRegisterRaiseCallback(TpurtCSharpRaiseCallback callback) {
+  tpurt_csharp_raise_callback = callback;
+}
+%}
+%{
+#define TPURT_RAISE(code, message) tpurt_csharp_raise_callback((code), std::string(message).c_str())
+%}
+%pragma(csharp) imclasscode=%{
+  internal class TpurtExceptionHelper {
+    [global::System.Runtime.InteropServices.UnmanagedFunctionPointer(global::System.Runtime.InteropServices.CallingConvention.Cdecl)]
+    public delegate void RaiseDelegate(int code, [global::System.Runtime.InteropServices.MarshalAs(global::System.Runtime.InteropServices.UnmanagedType.LPStr)] string message);
+    static readonly RaiseDelegate raise = Raise;
+
+    [global::System.Runtime.InteropServices.DllImport("$dllimport", EntryPoint="TpurtRegisterRaiseCallback")]
+    static extern void TpurtRegisterRaiseCallback(RaiseDelegate callback);
+
+    static void Raise(int code, string message) {
+      SWIGPendingException.Set(OpError.FromCode((Status)code, message));
+    }
+
+    static TpurtExceptionHelper() {
+      TpurtRegisterRaiseCallback(raise);
+    }
+  }
+  static readonly TpurtExceptionHelper tpurtExceptionHelper = new TpurtExceptionHelper();
+%}
+
+%include <arrays_csharp.i>
+
+/* Bulk array copies pin the managed array in place (no marshalling copy); the
+ * element count stays 64-bit. The hand layer passes array.Length. */
+%apply float FIXED[] { const float* data, float* out }
+%apply double FIXED[] { const double* data, double* out }
+%apply int FIXED[] { const int32_t* data, int32_t* out }
+%apply long long FIXED[] { const long long* data, long long* out }
+%apply long long { size_t count }
+/* wrapFloat32 borrows its memory beyond the call, and FIXED pins only during it (the
+ * GC may move the array afterwards): it takes memory the caller keeps alive and
+ * unmoved, e.g. Marshal.AllocHGlobal or a pinned GCHandle. */
+%typemap(ctype) float* data "float*"
+%typemap(imtype) float* data "global::System.IntPtr"
+%typemap(cstype) float* data "global::System.IntPtr"
+%typemap(csin) float* data "$csinput"
+%typemap(in) float* data "$1 = $input;"
+%csmethodmodifiers tpurt::Tensor::fromFloat32 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::fromFloat64 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::fromInt32 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::fromInt64 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::readFloat32 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::readFloat64 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::readInt32 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::readInt64 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::writeFloat32 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::writeFloat64 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::writeInt32 "public unsafe";
+%csmethodmodifiers tpurt::Tensor::writeInt64 "public unsafe";
+
+/* C# names: PascalCase methods and properties of the tpurt classes only (the
+ * std::vector proxies' own code calls their lower-case members). */
+%rename("%(regex:/^tpurt::(.*::)?(\\w+)$/\\u\\2/)s", regextarget=1, fullname=1, %$isfunction) "^tpurt::";
+%rename("%(regex:/^tpurt::(.*::)?(\\w+)$/\\u\\2/)s", regextarget=1, fullname=1, %$isvariable) "^tpurt::";
+/* SWIG proxies already have Dispose(): the C++ dispose/close become Release/Close. */
+%rename(Release) tpurt::Tensor::dispose;
+/* A method named Topology would hide the Topology type inside these classes. */
+%rename(GetTopology) tpurt::TpuSystem::topology;
+%rename(GetTopology) tpurt::DeviceAssignment::topology;
+/* The struct owns the name; the accessor by index reads "environment variable at". */
+%rename(EnvironmentVariableAt) tpurt::environmentVariable;
+/* The director the hand layer subclasses; its native name stays free for tpu's. */
+%rename(NativeComputation) tpurt::Computation;
+%rename(NativeHostComputation) tpurt::HostComputation;
+
+/* The proxies are partial so the hand layer can add IDisposable-friendly helpers. */
+%typemap(csclassmodifiers) tpurt::Tensor "public partial class"
+%typemap(csclassmodifiers) tpurt::TpuSystem "public partial class"
+%typemap(csclassmodifiers) tpurt::Shape "public partial class"
+
+/* A call through a disposed proxy passes a null `this`: a FailedPreconditionError,
+ * not a crash. */
+%typemap(check, canthrow=1) SWIGTYPE* self %{
+  if (!$1) {
+    tpurt_csharp_raise_callback(9 /* FAILED_PRECONDITION */, "the $*1_ltype is disposed");
+    return $null;
+  }
+%}
+
+/* TensorVector's indexer returns a new reference (a retained copy), not a view into
+ * the vector: the vector may be collected while the tensor is still used. */
+%typemap(out) const tpurt::Tensor& %{ $result = new tpurt::Tensor(*$1); %}
+%typemap(csout, excode=SWIGEXCODE) const tpurt::Tensor& {
+    Tensor ret = new Tensor($imcall, true);$excode
+    return ret;
+  }
+
+/* Live systems are tracked so ProcessExit can dispose the ones never disposed (Mono
+ * otherwise hangs at exit waiting for their worker threads); Dispose also drops the
+ * computations kept alive for late replicas of a failed step. */
+%typemap(csconstruct, excode=SWIGEXCODE) tpurt::TpuSystem %{: this($imcall, true) {$excode
+    SystemRegistry.Track(this);
+  }%}
+%typemap(csout, excode=SWIGEXCODE) tpurt::TpuSystem* initializeSystem {
+    global::System.IntPtr cPtr = $imcall;$excode
+    TpuSystem system = new TpuSystem(cPtr, true);
+    SystemRegistry.Track(system);
+    return system;
+  }
+%typemap(csdisposing, methodname="Dispose", methodmodifiers="protected", parameters="bool disposing") tpurt::TpuSystem {
+    lock(this) {
+      if (swigCPtr.Handle != global::System.IntPtr.Zero) {
+        if (swigCMemOwn) {
+          swigCMemOwn = false;
+          $imcall;
+        }
+        swigCPtr = new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
+      }
+      OnDisposed();
+    }
+  }
+
+%include "../tpurt.i"
