@@ -340,6 +340,8 @@ public class TpuTests {
       Assert.AreEqual(2, s.NumCores());
       tpu.ShutdownSystem(system: s);
       Assert.IsNull(tpu.shutdown_system_dyn(system: s));
+      s.Shutdown(); // idempotent, as tpu_system_shutdown
+      Assert.IsTrue(s.IsClosed());
     }
     system = (TpuSystem)tpu.initialize_system_dyn(num_cores: Replicas);
     AssertAll(Run(x => new[] { tpu.cross_replica_sum(x[0]) }), ExpectedSum);
