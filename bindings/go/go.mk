@@ -24,7 +24,7 @@ $(GO_MOD)/.stamp: bindings/go/tpurt_go.i $(BINDING_SUPPORT) $(GO_SRC) $(GO_TESTS
 
 .PHONY: bindings-go test-go install-go example-go bench-go
 bindings-go: $(GO_MOD)/.stamp $(BUILD)/lib/libtpurt.so
-	cd $(GO_MOD) && $(GO_ENV) $(GO) build ./... && $(GO_ENV) $(GO) vet .
+	cd $(GO_MOD) && $(GO_ENV) $(GO) build ./... && $(GO_ENV) $(GO) vet -unsafeptr=false .
 
 test-go: bindings-go
 	cd $(GO_MOD) && GODEBUG=cgocheck=2 $(GO_ENV) timeout 170 $(GO) test -count=1 -v . > ../test.log 2>&1; \
