@@ -8,7 +8,8 @@ import (
 // Context is one replica's view of a running step. It is valid only inside the
 // computation it was passed to.
 type Context struct {
-	raw RawReplicaContext
+	raw    RawReplicaContext
+	failed TpurtStatus // set by Fail: the status the director returns
 }
 
 // Computation is the body run once per replica on the library's worker threads.
@@ -30,9 +31,16 @@ func (c *Context) NumCoresPerReplica() int { return c.raw.NumCoresPerReplica() }
 // DeviceName is this replica's TensorFlow device name.
 func (c *Context) DeviceName() (string, error) { return try(c.raw.DeviceName) }
 
-// Fail fails the step with code and message; the other replicas are released.
-func (c *Context) Fail(code Code, message string) {
-	c.raw.Fail(TpurtStatus(code), message)
+// Fail fails the step with code and message (the other replicas are released) and
+// returns that error, for `return nil, ctx.Fail(...)`.
+func (c *Context) Fail(code Code, message string) error {
+	if code == 0 {
+		code = CodeUnknown
+	}
+	if c.failed == 0 {
+		c.failed = c.raw.Fail(TpurtStatus(code), message)
+	}
+	return &Error{Code: code, Message: message}
 }
 
 // Collective tunes one collective: replica groups (nil: all replicas in one group)
@@ -442,7 +450,8 @@ func (d *computation) Run(rc RawReplicaContext) (status TpurtStatus) {
 	ctx := &Context{raw: rc}
 	fail := func(err error) TpurtStatus {
 		code, msg := codeOf(err)
-		return rc.Fail(TpurtStatus(code), msg)
+		ctx.Fail(code, msg)
+		return ctx.failed
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -459,7 +468,10 @@ func (d *computation) Run(rc RawReplicaContext) (status TpurtStatus) {
 		}
 	}()
 	outputs, err := d.fn(ctx, inputs)
-	if err != nil {
+	if err != nil || ctx.failed != 0 {
+		if err == nil {
+			return ctx.failed
+		}
 		return fail(err)
 	}
 	if len(outputs) != rc.NumOutputs() {

@@ -143,7 +143,7 @@ func TestDynFormsNameWrongTypes(t *testing.T) {
 			t.Errorf("%s: got %v", name, err)
 		}
 	}
-	if _, err := ReplicateDyn(s, func(ctx *Context, in []*Tensor) ([]*Tensor, error) { return nil, nil }, [][]*Tensor{{}, {}}); err != nil {
+	if _, err := ReplicateDyn(s, func(ctx *Context, in []*Tensor) ([]*Tensor, error) { return nil, nil }, make([][]*Tensor, replicas)); err != nil {
 		t.Errorf("ReplicateDyn: %v", err)
 	}
 	if d, err := CoreDyn(int64(1)); err != nil || d == "" {
@@ -179,14 +179,15 @@ func TestRewriteShardBatchParallel(t *testing.T) {
 	if err != nil || !equal(must(out[0].Dims()), []int64{8, 2}) || must(Values[float32](out[0]))[15] != 30 {
 		t.Fatalf("BatchParallel: %v", err)
 	}
-	out, err = Shard(s, double, []*Tensor{x}, 2, ShardSpec{InputShardAxes: []int32{1}, OutputShardAxes: []int32{1}}, WithNumOutputs(1))
-	if err != nil || !equal(must(out[0].Dims()), []int64{8, 2}) || must(Values[float32](out[0]))[3] != 6 {
+	wide := must(x.Reshape([]int64{2, 8}))
+	out, err = Shard(s, double, []*Tensor{wide}, 8, ShardSpec{InputShardAxes: []int32{1}, OutputShardAxes: []int32{1}}, WithNumOutputs(1))
+	if err != nil || !equal(must(out[0].Dims()), []int64{2, 8}) || must(Values[float32](out[0]))[3] != 6 {
 		t.Fatalf("Shard: %v", err)
 	}
-	if _, err = ShardDyn(s, Computation(double), []*Tensor{x}, 4, WithNumOutputs(1)); err != nil {
+	if _, err = ShardDyn(s, Computation(double), []*Tensor{x}, 8, WithNumOutputs(1)); err != nil {
 		t.Fatalf("ShardDyn: %v", err)
 	}
-	if _, err = BatchParallelDyn(s, Computation(double), []*Tensor{x}, 4, WithNumOutputs(1)); err != nil {
+	if _, err = BatchParallelDyn(s, Computation(double), []*Tensor{x}, 8, WithNumOutputs(1)); err != nil {
 		t.Fatalf("BatchParallelDyn: %v", err)
 	}
 	if _, err = RewriteDyn(s, Computation(double), []*Tensor{x}, WithNumOutputs(1)); err != nil {
@@ -301,7 +302,10 @@ func TestDeviceAssignmentAndTopology(t *testing.T) {
 
 // One test per status code: real library errors where it raises them, ctx.Fail otherwise.
 func TestErrorSentinels(t *testing.T) {
-	s := newTestSystem(t)
+	closed := newTestSystem(t)
+	if _, err := NewSystem(SystemOptions{NumCores: 2}); !errors.Is(err, ErrAlreadyExists) {
+		t.Errorf("second system: %v", err)
+	}
 	if _, err := NewTensor([]int64{-3}, []float32{1}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("bad dims: %v", err)
 	}
@@ -309,7 +313,6 @@ func TestErrorSentinels(t *testing.T) {
 	if _, err := NewTensor([]int64{5}, []float32{1}); !errors.As(err, &tErr) || tErr.Code != CodeInvalidArgument || tErr.Message == "" {
 		t.Errorf("errors.As: %v", err)
 	}
-	closed := newTestSystem(t)
 	if err := ShutdownSystem(closed); err != nil {
 		t.Fatal(err)
 	}
@@ -323,6 +326,7 @@ func TestErrorSentinels(t *testing.T) {
 	if _, err := closed.NumCores(); !errors.Is(err, ErrFailedPrecondition) {
 		t.Errorf("released system: %v", err)
 	}
+	s := newTestSystem(t)
 	sentinels := map[Code]error{
 		CodeCancelled: ErrCancelled, CodeUnknown: ErrUnknown, CodeInvalidArgument: ErrInvalidArgument,
 		CodeDeadlineExceeded: ErrDeadlineExceeded, CodeNotFound: ErrNotFound, CodeAlreadyExists: ErrAlreadyExists,
@@ -340,7 +344,7 @@ func TestErrorSentinels(t *testing.T) {
 					return nil, nil
 				}
 				return nil, nil
-			}, 2)
+			}, replicas)
 			if !errors.Is(err, sentinel) || !strings.Contains(err.Error(), "failing with "+code.String()) {
 				t.Errorf("got %v", err)
 			}
