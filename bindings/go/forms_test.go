@@ -306,6 +306,11 @@ func TestErrorSentinels(t *testing.T) {
 	if _, err := NewSystem(SystemOptions{NumCores: 2}); !errors.Is(err, ErrAlreadyExists) {
 		t.Errorf("second system: %v", err)
 	}
+	rawOptions := SystemOptions{NumCores: 2}.raw()
+	if _, err := try(func() RawTpuSystem { return NewRawTpuSystem(rawOptions) }); !errors.Is(err, ErrAlreadyExists) {
+		t.Errorf("second TpuSystem: %v", err)
+	}
+	DeleteRawSystemOptions(rawOptions)
 	if _, err := NewTensor([]int64{-3}, []float32{1}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("bad dims: %v", err)
 	}
