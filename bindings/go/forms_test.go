@@ -138,6 +138,13 @@ func TestDynFormsNameWrongTypes(t *testing.T) {
 		"CoreDyn":               second(CoreDyn("zero")),
 		"NewTensorDyn":          second(NewTensorDyn([]int64{1}, []string{"x"})),
 		"OutsideCompilationDyn": OutsideCompilationDyn(&Context{}, 7, nil, nil),
+		"InitializeSystemDyn":   second(InitializeSystemDyn("8 cores")),
+		"ShutdownSystemDyn":     ShutdownSystemDyn(s.raw),
+		"Bfloat16ScopeDyn":      second(Bfloat16ScopeDyn(3)),
+		"nil system":            second(ReplicateN(nil, sumInput, replicas)),
+		"nil computation":       second(ReplicateN(s, nil, replicas)),
+		"nil option":            second(ReplicateN(s, sumInput, replicas, nil)),
+		"ragged inputs":         second(Replicate(s, sumInput, [][]*Tensor{{}, {nil}})),
 	} {
 		if !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: got %v", name, err)
@@ -145,6 +152,9 @@ func TestDynFormsNameWrongTypes(t *testing.T) {
 	}
 	if _, err := ReplicateDyn(s, func(ctx *Context, in []*Tensor) ([]*Tensor, error) { return nil, nil }, make([][]*Tensor, replicas)); err != nil {
 		t.Errorf("ReplicateDyn: %v", err)
+	}
+	if _, err := (&Topology{}).MeshShape(); !errors.Is(err, ErrFailedPrecondition) {
+		t.Errorf("closed topology: %v", err)
 	}
 	if d, err := CoreDyn(int64(1)); err != nil || d == "" {
 		t.Errorf("CoreDyn: %q %v", d, err)
@@ -204,6 +214,22 @@ func TestOutsideCompilationWithArgsAndKwargs(t *testing.T) {
 			return nil
 		}, []interface{}{1}, map[string]interface{}{"scale": 10})
 		if err != nil {
+			return nil, err
+		}
+		err = OutsideCompilationArgs(ctx, func(replica int, args []interface{}) error {
+			if len(args) != 2 || args[1] != "two" {
+				return fmt.Errorf("args %v", args)
+			}
+			return nil
+		}, 1, "two")
+		if err != nil {
+			return nil, err
+		}
+		leave, err := Bfloat16ScopeDyn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := leave(); err != nil {
 			return nil, err
 		}
 		return nil, OutsideCompilationDyn(ctx, func(replica int) error { return nil }, nil, nil)
@@ -318,7 +344,7 @@ func TestErrorSentinels(t *testing.T) {
 	if _, err := NewTensor([]int64{5}, []float32{1}); !errors.As(err, &tErr) || tErr.Code != CodeInvalidArgument || tErr.Message == "" {
 		t.Errorf("errors.As: %v", err)
 	}
-	if err := ShutdownSystem(closed); err != nil {
+	if err := ShutdownSystemDyn(closed); err != nil {
 		t.Fatal(err)
 	}
 	if c, err := closed.IsClosed(); err != nil || !c {

@@ -29,14 +29,29 @@ func ParseTopology(data []byte) (*Topology, error) {
 // them in Try.
 func (t *Topology) Raw() RawTopology { return t.raw }
 
+func (t *Topology) handle() (RawTopology, error) {
+	if t == nil || t.raw == nil {
+		return nil, newError(CodeFailedPrecondition, "the topology is nil or closed")
+	}
+	return t.raw, nil
+}
+
 // MeshShape is the size of each mesh axis.
 func (t *Topology) MeshShape() ([]int32, error) {
-	return try(func() []int32 { return int32Slice(t.raw.MeshShape()) })
+	raw, err := t.handle()
+	if err != nil {
+		return nil, err
+	}
+	return try(func() []int32 { return int32Slice(raw.MeshShape()) })
 }
 
 // Serialize is the TopologyProto.
 func (t *Topology) Serialize() ([]byte, error) {
-	return try(func() []byte { return byteSlice(t.raw.Serialize()) })
+	raw, err := t.handle()
+	if err != nil {
+		return nil, err
+	}
+	return try(func() []byte { return byteSlice(raw.Serialize()) })
 }
 
 // Close releases the topology.
@@ -79,7 +94,12 @@ func BuildDeviceAssignment(topology *Topology, computationShape, computationStri
 func (a *DeviceAssignment) Raw() RawDeviceAssignment { return a.raw }
 
 // NumReplicas is the number of replicas assigned.
-func (a *DeviceAssignment) NumReplicas() (int, error) { return try(a.raw.NumReplicas) }
+func (a *DeviceAssignment) NumReplicas() (int, error) {
+	if a == nil || a.raw == nil {
+		return 0, newError(CodeFailedPrecondition, "the device assignment is nil or closed")
+	}
+	return try(a.raw.NumReplicas)
+}
 
 // Close releases the assignment.
 func (a *DeviceAssignment) Close() {
