@@ -239,7 +239,6 @@ func CrossReplicaSumTensors(ctx *Context, xs []*Tensor, opt ...Collective) ([]*T
 		return nil, newError(CodeInvalidArgument, "tensor 0: %v", err)
 	}
 	dims := make([][]int64, len(xs))
-	var flat []byte
 	for i, x := range xs {
 		d, err := x.DType()
 		if err != nil {
@@ -251,24 +250,52 @@ func CrossReplicaSumTensors(ctx *Context, xs []*Tensor, opt ...Collective) ([]*T
 		if dims[i], err = x.Dims(); err != nil {
 			return nil, err
 		}
-		b, err := x.Bytes()
+	}
+	switch dtype {
+	case Float32:
+		return sumFused[float32](ctx, xs, dims, opt)
+	case Float64:
+		return sumFused[float64](ctx, xs, dims, opt)
+	case Int32:
+		return sumFused[int32](ctx, xs, dims, opt)
+	case Int64:
+		return sumFused[int64](ctx, xs, dims, opt)
+	}
+	return nil, newError(CodeInvalidArgument, "CrossReplicaSumTensors: %v tensors cannot be summed here (float32, float64, int32 or int64)", dtype)
+}
+
+// sumFused concatenates the tensors' elements, sums them in one collective and
+// splits the result back into tensors of the original dims.
+func sumFused[T Numeric](ctx *Context, xs []*Tensor, dims [][]int64, opt []Collective) ([]*Tensor, error) {
+	counts := make([]int, len(xs))
+	total := 0
+	for i, x := range xs {
+		n, err := x.NumElements()
 		if err != nil {
 			return nil, err
 		}
-		flat = append(flat, b...)
+		counts[i] = int(n)
+		total += int(n)
 	}
-	sum, err := sumBytes(ctx, dtype, flat, opt)
+	flat := make([]T, total)
+	offset := 0
+	for i, x := range xs {
+		if err := Read(x, flat[offset:offset+counts[i]]); err != nil {
+			return nil, err
+		}
+		offset += counts[i]
+	}
+	sum, err := CrossReplicaSum(ctx, flat, opt...)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*Tensor, len(xs))
-	offset := 0
+	offset = 0
 	for i := range xs {
-		n, _ := xs[i].ByteSize()
-		if out[i], err = tensorFromBytes(dtype, dims[i], sum[offset:offset+int(n)]); err != nil {
+		if out[i], err = NewTensor(dims[i], sum[offset:offset+counts[i]]); err != nil {
 			return nil, err
 		}
-		offset += int(n)
+		offset += counts[i]
 	}
 	return out, nil
 }
@@ -330,43 +357,6 @@ func CrossReplicaSumDyn(ctx *Context, x interface{}, opt ...Collective) (interfa
 		return CrossReplicaSumValue(ctx, v, opt...)
 	}
 	return nil, newError(CodeInvalidArgument, "CrossReplicaSumDyn: cannot sum a %T", x)
-}
-
-func sumBytes(ctx *Context, dtype DType, flat []byte, opt []Collective) ([]byte, error) {
-	t, err := tensorFromBytes(dtype, nil, flat)
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	sum, err := ctx.CrossReplicaSumTensor(t, opt...)
-	if err != nil {
-		return nil, err
-	}
-	defer sum.Close()
-	return sum.Bytes()
-}
-
-// tensorFromBytes builds a tensor from raw bytes; nil dims means a flat vector.
-func tensorFromBytes(dtype DType, dims []int64, data []byte) (*Tensor, error) {
-	if dims == nil {
-		size, err := try(func() int64 { return RawDtypeSize(TpurtDType(dtype)) })
-		if err != nil {
-			return nil, err
-		}
-		dims = []int64{int64(len(data)) / size}
-	}
-	d := int64Vector(dims)
-	defer DeleteInt64Vector(d)
-	b := NewByteVector()
-	defer DeleteByteVector(b)
-	for _, x := range data {
-		b.Add(x)
-	}
-	raw, err := try(func() RawTensor { return RawTensorFromBytes(TpurtDType(dtype), d, b) })
-	if err != nil {
-		return nil, err
-	}
-	return wrapTensor(raw), nil
 }
 
 // hostFunction is the director for OutsideCompilation.
