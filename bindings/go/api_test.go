@@ -3,6 +3,7 @@ package tpurt
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -153,6 +154,9 @@ func TestFreeFunctions(t *testing.T) {
 	if RawDtypeSize(RawDType_Float64) != 8 || RawDtypeName(RawDType_Int32) == "" || Float32.String() == "" {
 		t.Error("dtypeSize/dtypeName")
 	}
+	// The last error is per thread: keep this goroutine on one for the separate calls.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	RawSetLastError(RawStatus_NotFound, "set by the test")
 	if !strings.Contains(RawLastError(), "set by the test") {
 		t.Errorf("lastError %q", RawLastError())
