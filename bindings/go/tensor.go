@@ -146,8 +146,10 @@ func Zeros(dtype DType, dims []int64) (*Tensor, error) {
 	return wrapTensor(raw), nil
 }
 
-// WrapFloat32 makes a tensor over data without copying. The caller keeps data
-// alive and unmoved (e.g. C memory or a slice pinned for the tensor's life).
+// WrapFloat32 makes a tensor over data without copying. The library keeps the
+// pointer after this call, which cgo's rules do not cover: Go's heap does not move,
+// but the caller must keep data referenced (runtime.KeepAlive) for the tensor's life
+// and must not write it while a step reads it. NewTensor copies and is always safe.
 func WrapFloat32(dims []int64, data []float32) (*Tensor, error) {
 	d := int64Vector(dims)
 	defer DeleteInt64Vector(d)
