@@ -438,6 +438,7 @@ type computation struct {
 // Run is called on a worker thread; no panic may leave it (C frames are above).
 func (d *computation) Run(rc RawReplicaContext) (status TpurtStatus) {
 	ctx := &Context{raw: rc}
+	defer func() { ctx.raw = nil }() // rc dies with this call: a kept ctx must not reach it
 	fail := func(err error) TpurtStatus {
 		code, msg := codeOf(err)
 		ctx.Fail(code, msg)
