@@ -1,0 +1,3 @@
+module tpurt.dev/go/tpurt
+
+go 1.19

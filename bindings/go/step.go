@@ -1,0 +1,352 @@
+package tpurt
+
+import (
+	"time"
+)
+
+// TensorShape is a maximum shape for padding; -1 in a dim is an unknown size
+// (padded to the largest over the replicas).
+type TensorShape []int64
+
+// Dimension is one (maybe unknown) dimension, tf.compat.v1.Dimension.
+type Dimension struct {
+	Size  int64
+	Known bool
+}
+
+// UnknownDimension is Dimension(None).
+var UnknownDimension = Dimension{}
+
+// KnownDimension is Dimension(n).
+func KnownDimension(n int64) Dimension { return Dimension{Size: n, Known: true} }
+
+// StepOptions are what Replicate, Rewrite, Shard and BatchParallel accept.
+type StepOptions struct {
+	NumOutputs       int
+	DeviceAssignment *DeviceAssignment
+	InfeedQueue      *InfeedQueue
+	// One shape for every input, or one per input; nil: no padding.
+	MaximumShapes     []TensorShape
+	maximumShapesEach bool
+	PadToPowerOfTwo   bool
+	CollectiveTimeout time.Duration
+	err               error
+}
+
+// StepOption is a functional option for a step.
+type StepOption func(*StepOptions)
+
+// WithNumOutputs sets how many outputs each replica returns.
+func WithNumOutputs(n int) StepOption { return func(o *StepOptions) { o.NumOutputs = n } }
+
+// WithDeviceAssignment maps replicas onto cores.
+func WithDeviceAssignment(a *DeviceAssignment) StepOption {
+	return func(o *StepOptions) { o.DeviceAssignment = a }
+}
+
+// WithInfeedQueue is the queue the computation dequeues from.
+func WithInfeedQueue(q *InfeedQueue) StepOption { return func(o *StepOptions) { o.InfeedQueue = q } }
+
+// WithCollectiveTimeout bounds the step's collectives.
+func WithCollectiveTimeout(d time.Duration) StepOption {
+	return func(o *StepOptions) { o.CollectiveTimeout = d }
+}
+
+// WithPadToPowerOfTwo pads unknown dimensions to a power of two.
+func WithPadToPowerOfTwo() StepOption { return func(o *StepOptions) { o.PadToPowerOfTwo = true } }
+
+// WithMaximumShape pads every input (rank 1) to length n.
+func WithMaximumShape(n int) StepOption {
+	return func(o *StepOptions) { o.MaximumShapes = []TensorShape{{int64(n)}} }
+}
+
+// WithMaximumTensorShape pads every input to shape.
+func WithMaximumTensorShape(shape TensorShape) StepOption {
+	return func(o *StepOptions) { o.MaximumShapes = []TensorShape{shape} }
+}
+
+// WithMaximumDimension pads every (rank 1) input to d, or to the longest if d is unknown.
+func WithMaximumDimension(d Dimension) StepOption {
+	size := int64(-1)
+	if d.Known {
+		size = d.Size
+	}
+	return WithMaximumTensorShape(TensorShape{size})
+}
+
+// WithMaximumShapes gives input i the shape shapes[i].
+func WithMaximumShapes(shapes []TensorShape) StepOption {
+	return func(o *StepOptions) { o.MaximumShapes, o.maximumShapesEach = shapes, true }
+}
+
+// WithMaximumShapesDyn accepts any of the forms above in an interface{}.
+func WithMaximumShapesDyn(v interface{}) StepOption {
+	switch s := v.(type) {
+	case int:
+		return WithMaximumShape(s)
+	case TensorShape:
+		return WithMaximumTensorShape(s)
+	case Dimension:
+		return WithMaximumDimension(s)
+	case []TensorShape:
+		return WithMaximumShapes(s)
+	}
+	return func(o *StepOptions) {
+		o.err = newError(CodeInvalidArgument, "maximum shapes must be an int, TensorShape, Dimension or []TensorShape, not %T", v)
+	}
+}
+
+func stepOptions(opts []StepOption) (StepOptions, error) {
+	var o StepOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, newError(CodeInvalidArgument, "a step option is nil")
+		}
+		opt(&o)
+	}
+	if o.NumOutputs < 0 {
+		return o, newError(CodeInvalidArgument, "NumOutputs %d is negative", o.NumOutputs)
+	}
+	return o, o.err
+}
+
+// raw builds the library's options; numInputs expands a single maximum shape.
+func (o StepOptions) raw(numInputs int) (RawStepOptions, error) {
+	r := NewRawStepOptions()
+	if o.DeviceAssignment != nil {
+		if o.DeviceAssignment.raw == nil {
+			DeleteRawStepOptions(r)
+			return nil, newError(CodeFailedPrecondition, "the device assignment is closed")
+		}
+		r.SetDeviceAssignment(o.DeviceAssignment.raw)
+	}
+	if o.InfeedQueue != nil {
+		if o.InfeedQueue.raw == nil {
+			DeleteRawStepOptions(r)
+			return nil, newError(CodeFailedPrecondition, "the infeed queue is closed")
+		}
+		r.SetInfeedQueue(o.InfeedQueue.raw)
+	}
+	if len(o.MaximumShapes) > 0 {
+		shapes := o.MaximumShapes
+		if !o.maximumShapesEach {
+			shapes = make([]TensorShape, numInputs)
+			for i := range shapes {
+				shapes[i] = o.MaximumShapes[0]
+			}
+		}
+		v := NewShapeVector()
+		for _, s := range shapes {
+			d := int64Vector(s)
+			shape := RawShapeOf(d)
+			v.Add(shape)
+			DeleteRawShape(shape)
+			DeleteInt64Vector(d)
+		}
+		r.SetMaximumShapes(v)
+		DeleteShapeVector(v)
+	}
+	if o.PadToPowerOfTwo {
+		r.SetPaddingSpec(RawPaddingSpec_PowerOfTwo)
+	}
+	r.SetCollectiveTimeoutMs(o.CollectiveTimeout.Milliseconds())
+	return r, nil
+}
+
+// Replicate runs fn once per replica: inputs[r] are replica r's inputs (all the same
+// length); the result is indexed [replica][output].
+func Replicate(s *System, fn Computation, inputs [][]*Tensor, opts ...StepOption) ([][]*Tensor, error) {
+	o, err := stepOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	numReplicas := len(inputs)
+	if numReplicas == 0 {
+		return nil, newError(CodeInvalidArgument, "Replicate: inputs has no replica (pass one empty slice per replica)")
+	}
+	numInputs := len(inputs[0])
+	var flat []*Tensor
+	for r, in := range inputs {
+		if len(in) != numInputs {
+			return nil, newError(CodeInvalidArgument, "Replicate: replica %d has %d inputs, replica 0 has %d", r, len(in), numInputs)
+		}
+		flat = append(flat, in...)
+	}
+	v, err := tensorVector(flat, "inputs")
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteTensorVector(v)
+	ro, err := o.raw(numInputs)
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteRawStepOptions(ro)
+	out, err := s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector {
+		return sys.Replicate(c, numReplicas, numInputs, v, o.NumOutputs, ro)
+	})
+	if err != nil {
+		return nil, err
+	}
+	result := make([][]*Tensor, numReplicas)
+	for r := range result {
+		result[r] = out[r*o.NumOutputs : (r+1)*o.NumOutputs]
+	}
+	return result, nil
+}
+
+// ReplicateN runs fn on numReplicas replicas that have no inputs.
+func ReplicateN(s *System, fn Computation, numReplicas int, opts ...StepOption) ([][]*Tensor, error) {
+	if numReplicas <= 0 {
+		return nil, newError(CodeInvalidArgument, "ReplicateN: numReplicas %d must be positive", numReplicas)
+	}
+	return Replicate(s, fn, make([][]*Tensor, numReplicas), opts...)
+}
+
+// ReplicateDyn takes the computation and inputs as interface{}: fn must be a
+// Computation (or its func type), inputs a [][]*Tensor or nil.
+func ReplicateDyn(s *System, fn interface{}, inputs interface{}, opts ...StepOption) ([][]*Tensor, error) {
+	c, err := computationDyn(fn)
+	if err != nil {
+		return nil, err
+	}
+	switch in := inputs.(type) {
+	case [][]*Tensor:
+		return Replicate(s, c, in, opts...)
+	case nil:
+		return Replicate(s, c, [][]*Tensor{{}}, opts...)
+	}
+	return nil, newError(CodeInvalidArgument, "ReplicateDyn: inputs must be [][]*Tensor, not %T", inputs)
+}
+
+func computationDyn(fn interface{}) (Computation, error) {
+	switch f := fn.(type) {
+	case Computation:
+		return f, nil
+	case func(*Context, []*Tensor) ([]*Tensor, error):
+		return f, nil
+	}
+	return nil, newError(CodeInvalidArgument, "the computation must be a func(*Context, []*Tensor) ([]*Tensor, error), not %T", fn)
+}
+
+// Rewrite runs fn once, on one core.
+func Rewrite(s *System, fn Computation, inputs []*Tensor, opts ...StepOption) ([]*Tensor, error) {
+	o, err := stepOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	v, err := tensorVector(inputs, "inputs")
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteTensorVector(v)
+	ro, err := o.raw(len(inputs))
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteRawStepOptions(ro)
+	return s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector {
+		return sys.Rewrite(c, v, o.NumOutputs, ro)
+	})
+}
+
+// RewriteDyn is Rewrite with the computation and inputs as interface{}.
+func RewriteDyn(s *System, fn interface{}, inputs interface{}, opts ...StepOption) ([]*Tensor, error) {
+	c, err := computationDyn(fn)
+	if err != nil {
+		return nil, err
+	}
+	switch in := inputs.(type) {
+	case []*Tensor:
+		return Rewrite(s, c, in, opts...)
+	case nil:
+		return Rewrite(s, c, nil, opts...)
+	}
+	return nil, newError(CodeInvalidArgument, "RewriteDyn: inputs must be []*Tensor, not %T", inputs)
+}
+
+// ShardSpec says along which axes Shard splits inputs and joins outputs; nil
+// slices mean axis 0 and "concatenate from all shards".
+type ShardSpec struct {
+	InputShardAxes       []int32
+	OutputsFromAllShards []bool
+	OutputShardAxes      []int32
+}
+
+// Shard splits each input into numShards pieces, runs fn on each and joins the outputs.
+func Shard(s *System, fn Computation, inputs []*Tensor, numShards int, spec ShardSpec, opts ...StepOption) ([]*Tensor, error) {
+	o, err := stepOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	v, err := tensorVector(inputs, "inputs")
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteTensorVector(v)
+	ro, err := o.raw(len(inputs))
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteRawStepOptions(ro)
+	inAxes := int32Vector(spec.InputShardAxes)
+	defer DeleteInt32Vector(inAxes)
+	var fromAll []int32
+	for _, b := range spec.OutputsFromAllShards {
+		if b {
+			fromAll = append(fromAll, 1)
+		} else {
+			fromAll = append(fromAll, 0)
+		}
+	}
+	fromAllV := int32Vector(fromAll)
+	defer DeleteInt32Vector(fromAllV)
+	outAxes := int32Vector(spec.OutputShardAxes)
+	defer DeleteInt32Vector(outAxes)
+	return s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector {
+		return sys.Shard(c, v, numShards, inAxes, fromAllV, outAxes, o.NumOutputs, ro)
+	})
+}
+
+// ShardDyn is Shard with the computation as interface{}.
+func ShardDyn(s *System, fn interface{}, inputs []*Tensor, numShards int, opts ...StepOption) ([]*Tensor, error) {
+	c, err := computationDyn(fn)
+	if err != nil {
+		return nil, err
+	}
+	return Shard(s, c, inputs, numShards, ShardSpec{}, opts...)
+}
+
+// BatchParallel splits every input along axis 0 into numShards and concatenates the outputs.
+func BatchParallel(s *System, fn Computation, inputs []*Tensor, numShards int, opts ...StepOption) ([]*Tensor, error) {
+	o, err := stepOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	v, err := tensorVector(inputs, "inputs")
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteTensorVector(v)
+	ro, err := o.raw(len(inputs))
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteRawStepOptions(ro)
+	return s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector {
+		return sys.BatchParallel(c, v, numShards, o.NumOutputs, ro)
+	})
+}
+
+// BatchParallelDyn is BatchParallel with the computation and numShards as interface{}.
+func BatchParallelDyn(s *System, fn interface{}, inputs []*Tensor, numShards interface{}, opts ...StepOption) ([]*Tensor, error) {
+	c, err := computationDyn(fn)
+	if err != nil {
+		return nil, err
+	}
+	n, ok := numShards.(int)
+	if !ok {
+		return nil, newError(CodeInvalidArgument, "BatchParallelDyn: numShards must be an int, not %T", numShards)
+	}
+	return BatchParallel(s, c, inputs, n, opts...)
+}

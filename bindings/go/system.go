@@ -1,0 +1,266 @@
+package tpurt
+
+import (
+	"runtime"
+	"sync"
+	"time"
+)
+
+// SystemOptions configures a System; zero values take the library's defaults.
+type SystemOptions struct {
+	NumCores                 int
+	MeshShape                []int32
+	JobName                  string
+	DeviceType               string
+	CollectiveTimeout        time.Duration
+	CloseOnFailure           bool
+	EmbeddingConfig          []byte
+	PrivateCollectiveResults bool
+}
+
+func (o SystemOptions) raw() RawSystemOptions {
+	r := NewRawSystemOptions()
+	r.SetNumCores(o.NumCores)
+	mesh := int32Vector(o.MeshShape)
+	r.SetMeshShape(mesh)
+	DeleteInt32Vector(mesh)
+	r.SetJobName(o.JobName)
+	r.SetDeviceType(o.DeviceType)
+	r.SetCollectiveTimeoutMs(o.CollectiveTimeout.Milliseconds())
+	r.SetCloseOnFailure(o.CloseOnFailure)
+	emb := NewByteVector()
+	for _, b := range o.EmbeddingConfig {
+		emb.Add(b)
+	}
+	r.SetEmbeddingConfig(emb)
+	DeleteByteVector(emb)
+	r.SetPrivateCollectiveResults(o.PrivateCollectiveResults)
+	return r
+}
+
+// System is a running tpurt system (its worker threads). Close it; a finalizer
+// closes a dropped one.
+type System struct {
+	mu  sync.Mutex
+	raw RawTpuSystem
+	// Directors of failed steps: a late replica may still call them, so they live
+	// until Close.
+	pinned []RawComputation
+}
+
+func newSystem(raw RawTpuSystem) *System {
+	s := &System{raw: raw}
+	runtime.SetFinalizer(s, (*System).Close)
+	return s
+}
+
+// NewSystem starts a system.
+func NewSystem(opts SystemOptions) (*System, error) {
+	o := opts.raw()
+	defer DeleteRawSystemOptions(o)
+	raw, err := try(func() RawTpuSystem { return NewRawTpuSystem(o) })
+	if err != nil {
+		return nil, err
+	}
+	return newSystem(raw), nil
+}
+
+// InitializeSystem starts a system the tf.tpu way (tpu_initialize_system); its
+// SerializedTopology is the TopologyProto.
+func InitializeSystem(opts SystemOptions) (*System, error) {
+	o := opts.raw()
+	defer DeleteRawSystemOptions(o)
+	raw, err := try(func() RawTpuSystem { return RawTpuSystemInitializeSystem(o) })
+	if err != nil {
+		return nil, err
+	}
+	return newSystem(raw), nil
+}
+
+// ShutdownSystem stops s's workers; later steps fail with ErrFailedPrecondition.
+func ShutdownSystem(s *System) error {
+	if s == nil {
+		return newError(CodeInvalidArgument, "ShutdownSystem: the system is nil")
+	}
+	return s.Shutdown()
+}
+
+func (s *System) handle() (RawTpuSystem, error) {
+	if s == nil {
+		return nil, newError(CodeInvalidArgument, "the system is nil")
+	}
+	if s.raw == nil {
+		return nil, newError(CodeFailedPrecondition, "the system is closed")
+	}
+	return s.raw, nil
+}
+
+// Close releases the system and every director it kept alive.
+func (s *System) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.raw == nil {
+		return nil
+	}
+	runtime.SetFinalizer(s, nil)
+	err := try0(func() { DeleteRawTpuSystem(s.raw) })
+	s.raw = nil
+	for _, d := range s.pinned {
+		DeleteDirectorRawComputation(d)
+	}
+	s.pinned = nil
+	return err
+}
+
+// Shutdown stops the workers but keeps the handle (IsClosed reports true).
+func (s *System) Shutdown() error {
+	raw, err := s.handle()
+	if err != nil {
+		return err
+	}
+	return try0(raw.Shutdown)
+}
+
+// IsClosed tells whether the system was shut down or closed itself after a failure.
+func (s *System) IsClosed() (bool, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return false, err
+	}
+	return try(raw.IsClosed)
+}
+
+// NumCores is the number of cores (worker threads).
+func (s *System) NumCores() (int, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return 0, err
+	}
+	return try(raw.NumCores)
+}
+
+// JobName is the job in the device names.
+func (s *System) JobName() (string, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return "", err
+	}
+	return try(raw.JobName)
+}
+
+// DeviceType is the device type in the device names.
+func (s *System) DeviceType() (string, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return "", err
+	}
+	return try(raw.DeviceType)
+}
+
+func byteSlice(v ByteVector) []byte {
+	defer DeleteByteVector(v)
+	out := make([]byte, v.Size())
+	for i := range out {
+		out[i] = v.Get(i)
+	}
+	return out
+}
+
+func int32Slice(v Int32Vector) []int32 {
+	defer DeleteInt32Vector(v)
+	out := make([]int32, v.Size())
+	for i := range out {
+		out[i] = int32(v.Get(i))
+	}
+	return out
+}
+
+// SerializedTopology is the system's TopologyProto.
+func (s *System) SerializedTopology() ([]byte, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	return try(func() []byte { return byteSlice(raw.SerializedTopology()) })
+}
+
+// EmbeddingConfig is the embedding configuration the system was started with.
+func (s *System) EmbeddingConfig() ([]byte, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	return try(func() []byte { return byteSlice(raw.EmbeddingConfig()) })
+}
+
+// Topology is the system's topology.
+func (s *System) Topology() (*Topology, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	t, err := try(raw.Topology)
+	if err != nil {
+		return nil, err
+	}
+	return wrapTopology(t), nil
+}
+
+// DefaultDeviceAssignment maps numReplicas one-core replicas onto the cores.
+func (s *System) DefaultDeviceAssignment(numReplicas int) (*DeviceAssignment, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	a, err := try(func() RawDeviceAssignment { return raw.DefaultDeviceAssignment(numReplicas) })
+	if err != nil {
+		return nil, err
+	}
+	return wrapDeviceAssignment(a), nil
+}
+
+// Core is the device name of logical core num in a replicated computation.
+func Core(num int) (string, error) {
+	return try(func() string { return RawCore(num) })
+}
+
+// CoreDyn is Core with num given as any Go integer; another type is an error naming it.
+func CoreDyn(num interface{}) (string, error) {
+	switch n := num.(type) {
+	case int:
+		return Core(n)
+	case int32:
+		return Core(int(n))
+	case int64:
+		return Core(int(n))
+	}
+	return "", newError(CodeInvalidArgument, "CoreDyn: num must be an integer, not %T", num)
+}
+
+// Version is the library's version string.
+func Version() string { return RawVersion() }
+
+// runStep runs one step through a fresh director. After a failure a late replica
+// may still be inside it, so the system keeps it until Close.
+func (s *System) runStep(fn Computation, step func(RawTpuSystem, RawComputation) TensorVector) ([]*Tensor, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, newError(CodeInvalidArgument, "the computation is nil")
+	}
+	director := NewDirectorRawComputation(&computation{fn: fn})
+	out, err := try(func() TensorVector { return step(raw, director) })
+	if err != nil {
+		s.mu.Lock()
+		s.pinned = append(s.pinned, director)
+		s.mu.Unlock()
+		return nil, err
+	}
+	DeleteDirectorRawComputation(director)
+	return fromTensorVector(out), nil
+}
