@@ -2,7 +2,8 @@
 # Every C ABI function is reachable from every language: bindings/api_map.txt names, for
 # each TPU_API function, the support-layer member that calls it; the member must exist in
 # bindings/tpurt_binding.hpp and each language's tests must call it (by its name in any
-# case: AllGather, allGather, all_gather is not enough, it must be the member's name).
+# case, e.g. AllGather or allGather; Go's spellings RawX, RawClassX, XClass (ParseTopology)
+# and NewClass for constructors count too).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -22,6 +23,9 @@ declare -A test_dirs=([csharp]=bindings/csharp/tests [java]=bindings/java/tests 
 for fn in "${!member_of[@]}"; do
   member=${member_of[$fn]}
   name=${member##*.}
+  class=${member%.*}
+  [ "$class" = "$member" ] && class=
+  spellings="$name|raw$name|raw$class$name|$name$class|new$name"
   grep -qw -- "$fn" bindings/tpurt_binding.hpp || errors+=("$map: no support member calls $fn")
   grep -qw -- "$name" bindings/tpurt_binding.hpp || errors+=("$map: $member is not in tpurt_binding.hpp")
   for lang in "${!test_dirs[@]}"; do
@@ -32,7 +36,7 @@ for fn in "${!member_of[@]}"; do
       continue
     fi
     # shellcheck disable=SC2086
-    grep -qiw -- "$name" $files || errors+=("$lang tests never call $member (for $fn)")
+    grep -qiwE -- "$spellings" $files || errors+=("$lang tests never call $member (for $fn)")
   done
 done
 
