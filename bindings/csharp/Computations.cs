@@ -11,13 +11,25 @@ internal sealed class DelegateComputation : NativeComputation {
   // Set before each step; a director is reused (constructing one reflects over it).
   internal ReplicaComputation body;
   [ThreadStatic] internal static ReplicaContext Current;
+  // Collective results handed out during this replica's run: disposed when it returns,
+  // so their buffers go back to the library's cache at once, not at the next GC (an
+  // output keeps its own reference).
+  [ThreadStatic] static System.Collections.Generic.List<Tensor> owned;
+
+  internal static Tensor Own(Tensor t) {
+    if (owned != null && t != null) owned.Add(t);
+    return t;
+  }
 
   public override Status Run(ReplicaContext ctx) {
     ReplicaContext previous = Current;
     Current = ctx;
+    var previousOwned = owned;
+    owned = new System.Collections.Generic.List<Tensor>();
+    Tensor[] inputs = null;
     try {
       int numInputs = ctx.NumInputs();
-      var inputs = new Tensor[numInputs];
+      inputs = new Tensor[numInputs];
       for (int i = 0; i < numInputs; ++i) inputs[i] = ctx.Input(i);
       Tensor[] outputs = body(ctx, inputs) ?? new Tensor[0];
       if (outputs.Length != ctx.NumOutputs())
@@ -28,6 +40,10 @@ internal sealed class DelegateComputation : NativeComputation {
     } catch (Exception e) {
       return Fail(ctx, e);
     } finally {
+      foreach (Tensor t in owned) t.Dispose();
+      if (inputs != null)
+        foreach (Tensor t in inputs) t?.Dispose();
+      owned = previousOwned;
       Current = previous;
     }
   }

@@ -259,7 +259,7 @@ public static partial class tpu {
     ReplicaContext ctx = current_replica;
     using (GroupAssignment groups = Groups(group_assignment))
     using (var options = new CollectiveOptions())
-      return ctx.CrossReplicaSum(x, groups, options);
+      return DelegateComputation.Own(ctx.CrossReplicaSum(x, groups, options));
   }
   public static Tensor cross_replica_sum(PerReplica x, int[][] group_assignment = null, string name = null) {
     if (x == null) throw new ArgumentNullException(nameof(x));

@@ -10,6 +10,10 @@ import (
 type Context struct {
 	raw    RawReplicaContext
 	failed TpurtStatus // set by Fail: the status the director returns
+	// Tensors the context handed out (collective results); closed when the
+	// computation returns, so their buffers go back to the library's cache at once
+	// instead of at the next GC. An output keeps its own reference.
+	owned []*Tensor
 }
 
 // Computation is the body run once per replica on the library's worker threads.
@@ -96,7 +100,9 @@ func (c *Context) collective(x *Tensor, opt []Collective, call func(RawTensor, R
 	if err != nil {
 		return nil, err
 	}
-	return wrapTensor(out), nil
+	t := wrapTensor(out)
+	c.owned = append(c.owned, t)
+	return t, nil
 }
 
 // ReduceOp is how AllReduce and ReduceScatter combine values.
@@ -455,6 +461,9 @@ func (d *computation) Run(rc RawReplicaContext) (status TpurtStatus) {
 	}
 	defer func() {
 		for _, t := range inputs {
+			t.Close()
+		}
+		for _, t := range ctx.owned {
 			t.Close()
 		}
 	}()
