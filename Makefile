@@ -177,6 +177,12 @@ DOC_FILES := LICENSE $(wildcard CHANGELOG.md)
 INSTALL_DIRS = $(BINDIR) $(INCLUDEDIR)/tpurt $(LIBDIR) $(PKGCONFIGDIR) $(MANDIR)/man1 $(DOCDIR)
 # The directories install created, so that uninstall removes those and no others.
 DIRS_MANIFEST = $(DOCDIR)/installed-dirs
+INSTALL_BINDINGS ?= $(if $(SANITIZE),no,yes)
+ifeq ($(INSTALL_BINDINGS),yes)
+# What each binding's install-<lang> writes (files, whole trees, directories it makes).
+INSTALL_FILES += $(CS_INSTALL_FILES) $(JAVA_INSTALL_FILES)
+INSTALL_DIRS += $(BINDING_INSTALL_DIRS)
+endif
 
 # ldconfig refreshes the loader's cache when LIBDIR is a directory it searches
 # (/usr/local/lib, /usr/lib...): without it, programs fail to find libtpurt.so.1.
@@ -188,7 +194,9 @@ if [ -z "$(DESTDIR)" ] && $(LDCONFIG) -vNX 2>/dev/null | sed -n 's|^\(/[^:]*\):.
 endef
 
 # tpurt.pc is generated for this PREFIX: the build tree's copy has the PREFIX of the build.
-install: lib tool
+# The bindings install with the library (INSTALL_BINDINGS=no leaves them out; a
+# sanitizer build has none to install).
+install: lib tool $(if $(filter yes,$(INSTALL_BINDINGS)),bindings)
 	@made=(); for d in $(INSTALL_DIRS); do \
 	  new=(); while [ "$$d" != / ] && [ ! -d "$(DESTDIR)$$d" ]; do new=("$$d" "$${new[@]}"); d=$$(dirname "$$d"); done; \
 	  made+=("$${new[@]}"); done; \
@@ -208,11 +216,12 @@ install: lib tool
 	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
 	install -m 644 docs/tpurt.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
+	$(if $(filter yes,$(INSTALL_BINDINGS)),@$(MAKE) --no-print-directory $(addprefix install-,$(BINDING_LANGS)))
 	@$(run_ldconfig)
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALL_FILES))
-	rm -rf $(DESTDIR)$(INCLUDEDIR)/tpurt
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/tpurt $(if $(filter yes,$(INSTALL_BINDINGS)),$(addprefix $(DESTDIR),$(BINDING_INSTALL_TREES)))
 	@if [ -f "$(DESTDIR)$(DIRS_MANIFEST)" ]; then \
 	  dirs=$$(tac "$(DESTDIR)$(DIRS_MANIFEST)"); rm -f "$(DESTDIR)$(DIRS_MANIFEST)"; \
 	  for d in $$dirs; do rmdir "$(DESTDIR)$$d" 2>/dev/null || true; done; fi
@@ -229,6 +238,11 @@ BINDING_LANGS := csharp java go
 SWIG ?= swig
 BINDING_SUPPORT := bindings/tpurt.i bindings/tpurt_binding.hpp $(wildcard include/tpurt/*.h)
 -include $(foreach l,$(BINDING_LANGS),bindings/$(l)/$(l).mk)
+CS_INSTALL_FILES = $(PREFIX)/lib/cli/tpurt/Tpurt.dll $(PREFIX)/lib/cli/tpurt/Tpurt.dll.config \
+  $(LIBDIR)/libtpurt_csharp.so
+JAVA_INSTALL_FILES = $(PREFIX)/share/java/tpurt.jar $(JAVA_JNIDIR)/libtpurt_java.so
+BINDING_INSTALL_TREES = $(GO_INSTALL_DIR:$(DESTDIR)%=%)
+BINDING_INSTALL_DIRS = $(PREFIX)/lib/cli/tpurt $(PREFIX)/share/java $(JAVA_JNIDIR) $(GO_INSTALL_DIR:$(DESTDIR)%=%)
 bindings: $(addprefix bindings-,$(BINDING_LANGS))
 bench-bindings: lib $(addprefix bindings-,$(BINDING_LANGS))
 	BUILD=$(BUILD) bash bench/bindings.sh

@@ -30,8 +30,9 @@ chmod +x "$tmp/ldconfig"
 : >"$tmp/ldconfig.log"
 ldconfig_runs() { grep -cvx -- -vNX "$tmp/ldconfig.log" 2>/dev/null || true; }  # calls that rebuild
 
-# BUILD and SANITIZE are passed on so that install takes the library just built.
-mk() { make --no-print-directory -s BUILD="$BUILD" SANITIZE="$SANITIZE" LDCONFIG="$tmp/ldconfig" "$@" \
+# BUILD and SANITIZE are passed on so that install takes the library just built; the
+# bindings' install is checked by check_bindings_install.sh.
+mk() { make --no-print-directory -s BUILD="$BUILD" SANITIZE="$SANITIZE" LDCONFIG="$tmp/ldconfig" INSTALL_BINDINGS=no "$@" \
          >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log" >&2; fail "make $* failed"; }; }
 
 version_part() { sed -n "s/^#define TPU_VERSION_$1 \([0-9][0-9]*\).*/\1/p" include/tpurt/common.h; }
