@@ -153,6 +153,22 @@ func (o StepOptions) raw(numInputs int) (RawStepOptions, error) {
 	return r, nil
 }
 
+// runWithInputs converts the inputs and options for one step, runs it and frees them.
+func (s *System) runWithInputs(fn Computation, inputs []*Tensor, numInputs int, o StepOptions,
+	step func(RawTpuSystem, RawComputation, TensorVector, RawStepOptions) TensorVector) ([]*Tensor, error) {
+	v, err := tensorVector(inputs, "inputs")
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteTensorVector(v)
+	ro, err := o.raw(numInputs)
+	if err != nil {
+		return nil, err
+	}
+	defer DeleteRawStepOptions(ro)
+	return s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector { return step(sys, c, v, ro) })
+}
+
 // Replicate runs fn once per replica: inputs[r] are replica r's inputs (all the same
 // length); the result is indexed [replica][output].
 func Replicate(s *System, fn Computation, inputs [][]*Tensor, opts ...StepOption) ([][]*Tensor, error) {
@@ -172,17 +188,7 @@ func Replicate(s *System, fn Computation, inputs [][]*Tensor, opts ...StepOption
 		}
 		flat = append(flat, in...)
 	}
-	v, err := tensorVector(flat, "inputs")
-	if err != nil {
-		return nil, err
-	}
-	defer DeleteTensorVector(v)
-	ro, err := o.raw(numInputs)
-	if err != nil {
-		return nil, err
-	}
-	defer DeleteRawStepOptions(ro)
-	out, err := s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector {
+	out, err := s.runWithInputs(fn, flat, numInputs, o, func(sys RawTpuSystem, c RawComputation, v TensorVector, ro RawStepOptions) TensorVector {
 		return sys.Replicate(c, numReplicas, numInputs, v, o.NumOutputs, ro)
 	})
 	if err != nil {
@@ -235,17 +241,7 @@ func Rewrite(s *System, fn Computation, inputs []*Tensor, opts ...StepOption) ([
 	if err != nil {
 		return nil, err
 	}
-	v, err := tensorVector(inputs, "inputs")
-	if err != nil {
-		return nil, err
-	}
-	defer DeleteTensorVector(v)
-	ro, err := o.raw(len(inputs))
-	if err != nil {
-		return nil, err
-	}
-	defer DeleteRawStepOptions(ro)
-	return s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector {
+	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, v TensorVector, ro RawStepOptions) TensorVector {
 		return sys.Rewrite(c, v, o.NumOutputs, ro)
 	})
 }
@@ -279,16 +275,6 @@ func Shard(s *System, fn Computation, inputs []*Tensor, numShards int, spec Shar
 	if err != nil {
 		return nil, err
 	}
-	v, err := tensorVector(inputs, "inputs")
-	if err != nil {
-		return nil, err
-	}
-	defer DeleteTensorVector(v)
-	ro, err := o.raw(len(inputs))
-	if err != nil {
-		return nil, err
-	}
-	defer DeleteRawStepOptions(ro)
 	inAxes := int32Vector(spec.InputShardAxes)
 	defer DeleteInt32Vector(inAxes)
 	var fromAll []int32
@@ -303,7 +289,7 @@ func Shard(s *System, fn Computation, inputs []*Tensor, numShards int, spec Shar
 	defer DeleteInt32Vector(fromAllV)
 	outAxes := int32Vector(spec.OutputShardAxes)
 	defer DeleteInt32Vector(outAxes)
-	return s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector {
+	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, v TensorVector, ro RawStepOptions) TensorVector {
 		return sys.Shard(c, v, numShards, inAxes, fromAllV, outAxes, o.NumOutputs, ro)
 	})
 }
@@ -323,17 +309,7 @@ func BatchParallel(s *System, fn Computation, inputs []*Tensor, numShards int, o
 	if err != nil {
 		return nil, err
 	}
-	v, err := tensorVector(inputs, "inputs")
-	if err != nil {
-		return nil, err
-	}
-	defer DeleteTensorVector(v)
-	ro, err := o.raw(len(inputs))
-	if err != nil {
-		return nil, err
-	}
-	defer DeleteRawStepOptions(ro)
-	return s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector {
+	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, v TensorVector, ro RawStepOptions) TensorVector {
 		return sys.BatchParallel(c, v, numShards, o.NumOutputs, ro)
 	})
 }
