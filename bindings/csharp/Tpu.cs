@@ -86,10 +86,14 @@ public static partial class tpu {
     }
     return v;
   }
+  // The vector's elements as an array; disposes the vector, whose own references
+  // would otherwise hold the tensors' buffers until the GC finalizes it.
   static Tensor[] Array(TensorVector v) {
-    var a = new Tensor[v.Count];
-    v.CopyTo(a);
-    return a;
+    using (v) {
+      var a = new Tensor[v.Count];
+      v.CopyTo(a);
+      return a;
+    }
   }
 
   static StepOptions Options(InfeedQueue infeed_queue, DeviceAssignment device_assignment, IEnumerable<Shape> maximum_shapes) {
@@ -115,7 +119,8 @@ public static partial class tpu {
     if (inputs != null) {
       foreach (IEnumerable<Tensor> replicaInputs in inputs) {
         int before = flat.Count;
-        foreach (Tensor t in Vector(replicaInputs, "inputs")) flat.Add(t);
+        using (TensorVector v = Vector(replicaInputs, "inputs"))
+          foreach (Tensor t in v) flat.Add(t);
         int n = flat.Count - before;
         if (perReplica >= 0 && n != perReplica)
           throw new ArgumentException("replica " + replicas + " has " + n + " inputs, replica 0 has " + perReplica, nameof(inputs));
@@ -127,8 +132,9 @@ public static partial class tpu {
     else if (num_replicas != 0 && num_replicas != replicas)
       throw new ArgumentException(replicas + " replicas of inputs but num_replicas is " + num_replicas, nameof(num_replicas));
     if (replicas <= 0) throw new ArgumentException("no inputs and no num_replicas: how many replicas?", nameof(num_replicas));
-    using (StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes)) {
-      TensorVector outputs = Step(s, computation, c => s.Replicate(c, replicas, Math.Max(perReplica, 0), flat, num_outputs, options));
+    using (flat)
+    using (StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes))
+    using (TensorVector outputs = Step(s, computation, c => s.Replicate(c, replicas, Math.Max(perReplica, 0), flat, num_outputs, options))) {
       var result = new Tensor[replicas][];
       for (int r = 0; r < replicas; ++r) {
         result[r] = new Tensor[num_outputs];
@@ -198,6 +204,7 @@ public static partial class tpu {
                                  string name = null, int num_outputs = 0, TpuSystem system = null) {
     TpuSystem s = SystemOrDefault(system);
     TensorVector flat = Vector(inputs, nameof(inputs));
+    using (flat)
     using (StepOptions options = Options(infeed_queue, device_assignment, null))
       return Array(Step(s, computation, c => s.Rewrite(c, flat, num_outputs, options)));
   }
@@ -215,6 +222,7 @@ public static partial class tpu {
     if (outputs_from_all_shards != null) foreach (bool b in outputs_from_all_shards) fromAll.Add(b ? 1 : 0);
     var inAxes = input_shard_axes == null ? new Int32Vector() : new Int32Vector(input_shard_axes);
     var outAxes = output_shard_axes == null ? new Int32Vector() : new Int32Vector(output_shard_axes);
+    using (flat)
     using (StepOptions options = Options(infeed_queue, device_assignment, null))
       return Array(Step(s, body, c => s.Shard(c, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options)));
   }
@@ -227,6 +235,7 @@ public static partial class tpu {
     TpuSystem s = SystemOrDefault(system);
     ReplicaComputation body = Adapt(computation);
     TensorVector flat = Vector(inputs, nameof(inputs));
+    using (flat)
     using (StepOptions options = Options(infeed_queue, device_assignment, null))
       return Array(Step(s, body, c => s.BatchParallel(c, flat, num_shards, num_outputs, options)));
   }
