@@ -17,7 +17,7 @@ internal sealed class DelegateComputation : NativeComputation {
   [ThreadStatic] static System.Collections.Generic.List<Tensor> owned;
 
   internal static Tensor Own(Tensor t) {
-    if (owned != null && t != null) owned.Add(t);
+    if (Current != null && t != null) (owned ?? (owned = new System.Collections.Generic.List<Tensor>())).Add(t);
     return t;
   }
 
@@ -25,7 +25,7 @@ internal sealed class DelegateComputation : NativeComputation {
     ReplicaContext previous = Current;
     Current = ctx;
     var previousOwned = owned;
-    owned = new System.Collections.Generic.List<Tensor>();
+    owned = null; // made by the first Own, so an empty step allocates no list
     Tensor[] inputs = null;
     try {
       int numInputs = ctx.NumInputs();
@@ -40,7 +40,8 @@ internal sealed class DelegateComputation : NativeComputation {
     } catch (Exception e) {
       return Fail(ctx, e);
     } finally {
-      foreach (Tensor t in owned) t.Dispose();
+      if (owned != null)
+        foreach (Tensor t in owned) t.Dispose();
       if (inputs != null)
         foreach (Tensor t in inputs) t?.Dispose();
       owned = previousOwned;

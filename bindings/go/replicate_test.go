@@ -124,3 +124,29 @@ func TestDeadlineExceededFromSkippingReplica(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// A collective result is the step's: closed when the computation returns, while the
+// outputs the step returns keep their own reference.
+func TestCollectiveResultsEndWithTheStep(t *testing.T) {
+	s := newTestSystem(t)
+	kept := make([]*Tensor, replicas)
+	out, err := Replicate(s, func(ctx *Context, in []*Tensor) ([]*Tensor, error) {
+		sum, err := ctx.CrossReplicaSumTensor(in[0])
+		if err != nil {
+			return nil, err
+		}
+		kept[ctx.ReplicaID()], err = ctx.CrossReplicaSumTensor(in[0])
+		return []*Tensor{sum}, err
+	}, perReplica(t), WithNumOutputs(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range out {
+		if got := must(Values[float32](out[r][0])); got[0] != 28 || got[1] != 56 || got[2] != 8 {
+			t.Errorf("replica %d: output %v, want [28 56 8]", r, got)
+		}
+		if _, err := Values[float32](kept[r]); !errors.Is(err, ErrFailedPrecondition) {
+			t.Errorf("replica %d: a result kept past the step gave %v, want ErrFailedPrecondition", r, err)
+		}
+	}
+}

@@ -45,6 +45,19 @@ public class TpuTests {
   }
 
   [Test]
+  public void CollectiveResultsEndWithTheStepOutputsStay() {
+    var kept = new Tensor[Replicas];
+    Tensor[][] outputs = Run(x => {
+      Tensor sum = tpu.cross_replica_sum(x[0]);
+      kept[tpu.current_replica.ReplicaId()] = tpu.cross_replica_sum(x[0]);
+      return new[] { sum };
+    });
+    AssertAll(outputs, ExpectedSum); // an output keeps its own reference
+    foreach (Tensor t in kept)
+      Assert.Throws<FailedPreconditionError>(() => t.ToFloatArray()); // released with the step
+  }
+
+  [Test]
   public void CrossReplicaSumWithGroups() {
     int[][] groups = { new[] { 0, 1, 2, 3 }, new[] { 4, 5, 6, 7 } };
     Tensor[][] o = Run(x => new[] { tpu.cross_replica_sum(x[0], groups) });
