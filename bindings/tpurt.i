@@ -68,9 +68,7 @@
 %ignore tpurt::StepOptions::toC;
 %ignore tpurt::CollectiveOptions::toC;
 %ignore tpurt::InfeedQueue::handle;
-%ignore tpurt::InfeedQueue::handles;
 %ignore tpurt::OutfeedQueue::handle;
-%ignore tpurt::OutfeedQueue::adopt;
 %ignore tpurt::HostComputation::trampoline;
 %ignore tpurt::Computation::trampoline;
 %ignore tpurt::ReplicaContext::ReplicaContext;

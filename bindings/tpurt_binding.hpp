@@ -234,10 +234,11 @@ class Tensor {
   // Borrows `data` (tpu_tensor_wrap): the caller keeps it alive and unmoved while any
   // tensor uses it. For zero-copy from pinned or direct memory.
   static Tensor wrapFloat32(const std::vector<long long>& dims, float* data, size_t count) {
-    tpu_tensor* t = nullptr;
-    detail::check(tpu_tensor_wrap(TPU_FLOAT, detail::c_dims(dims), detail::int_or_throw(dims.size(), "dims"),
-                                  data, count * sizeof(float), nullptr, nullptr, &t));
-    return Tensor(t);
+    int rank = detail::int_or_throw(dims.size(), "dims");
+    return madeBy([&](tpu_tensor** t) {
+      return tpu_tensor_wrap(TPU_FLOAT, detail::c_dims(dims), rank, data, count * sizeof(float), nullptr,
+                             nullptr, t);
+    });
   }
   // Portable forms (std::vector) for SWIG languages without the array typemaps.
   static Tensor fromFloat32Vector(const std::vector<long long>& dims, const std::vector<float>& v) {
@@ -284,15 +285,11 @@ class Tensor {
     return static_cast<int64_t>(n);
   }
   Tensor reshape(const std::vector<long long>& dims) const {
-    tpu_tensor* t = nullptr;
-    detail::check(tpu_tensor_reshape(handle(), detail::c_dims(dims),
-                                     detail::int_or_throw(dims.size(), "dims"), &t));
-    return Tensor(t);
+    int rank = detail::int_or_throw(dims.size(), "dims");
+    return madeBy([&](tpu_tensor** t) { return tpu_tensor_reshape(handle(), detail::c_dims(dims), rank, t); });
   }
   Tensor cast(DType dtype) const {
-    tpu_tensor* t = nullptr;
-    detail::check(tpu_tensor_cast(handle(), static_cast<tpu_dtype>(dtype), &t));
-    return Tensor(t);
+    return madeBy([&](tpu_tensor** t) { return tpu_tensor_cast(handle(), static_cast<tpu_dtype>(dtype), t); });
   }
 
   // Bulk copies out: count must equal numElements() and the dtype must match.
@@ -323,15 +320,40 @@ class Tensor {
   }
   // The raw handle, or nullptr for an empty Tensor (inputs may be null).
   tpu_tensor* handleOrNull() const { return t_; }
+#ifndef SWIG
+  // The tensor a C call returns through its `tpu_tensor** out` (fn(out) -> status).
+  template <typename Fn>
+  static Tensor madeBy(Fn fn) {
+    tpu_tensor* t = nullptr;
+    detail::check(fn(&t));
+    return Tensor(t);
+  }
+  // Borrowed handles for a C call's `tpu_tensor *const *` array (empty ones as NULL).
+  static std::vector<tpu_tensor*> handles(const std::vector<Tensor>& tensors) {
+    std::vector<tpu_tensor*> h;
+    h.reserve(tensors.size());
+    for (const Tensor& t : tensors) h.push_back(t.handleOrNull());
+    return h;
+  }
+  // Takes over the new references a C call wrote into an array.
+  static std::vector<Tensor> adopt(const std::vector<tpu_tensor*>& h) {
+    std::vector<Tensor> out;
+    out.reserve(h.size());
+    for (tpu_tensor* t : h) out.emplace_back(t);
+    return out;
+  }
+#endif
 
  private:
   static Tensor create(DType dtype, const std::vector<long long>& dims, const void* data, size_t bytes) {
-    tpu_tensor* t = nullptr;
-    detail::check(tpu_tensor_create(static_cast<tpu_dtype>(dtype), detail::c_dims(dims),
-                                    detail::int_or_throw(dims.size(), "dims"), data, bytes, &t));
-    return Tensor(t);
+    int rank = detail::int_or_throw(dims.size(), "dims");
+    return madeBy([&](tpu_tensor** t) {
+      return tpu_tensor_create(static_cast<tpu_dtype>(dtype), detail::c_dims(dims), rank, data, bytes, t);
+    });
   }
-  void check_elements(DType dtype, size_t count) const {
+  void check_elements(DType dtype, const void* array, size_t count) const {
+    if (array == nullptr && count > 0)
+      throw Error(TPU_INVALID_ARGUMENT, "the array is null but its count is " + std::to_string(count));
     if (this->dtype() != dtype)
       throw Error(TPU_INVALID_ARGUMENT, "the tensor is " + dtypeName(this->dtype()) +
                                             ", not " + dtypeName(dtype));
@@ -340,13 +362,13 @@ class Tensor {
                                             " elements, the array " + std::to_string(count));
   }
   void read(DType dtype, void* out, size_t count, size_t size) const {
-    check_elements(dtype, count);
+    check_elements(dtype, out, count);
     const void* p = nullptr;
     detail::check(tpu_tensor_data(handle(), &p));
     if (count > 0) std::copy_n(static_cast<const uint8_t*>(p), count * size, static_cast<uint8_t*>(out));
   }
   void write(DType dtype, const void* data, size_t count, size_t size) {
-    check_elements(dtype, count);
+    check_elements(dtype, data, count);
     void* p = nullptr;
     detail::check(tpu_tensor_mutable_data(handle(), &p));
     if (count > 0) std::copy_n(static_cast<const uint8_t*>(data), count * size, static_cast<uint8_t*>(p));
@@ -698,18 +720,12 @@ class InfeedQueue {
   }
   int numElements() const { return num_elements_; }
   void enqueue(int replica, const std::vector<Tensor>& tuple) {
-    std::vector<tpu_tensor*> h = handles(tuple);
+    std::vector<tpu_tensor*> h = Tensor::handles(tuple);
     detail::check(tpu_infeed_enqueue(handle(), replica, h.data(), detail::int_or_throw(h.size(), "tuple")));
   }
   tpu_infeed_queue* handle() const {
     detail::check_handle(q_, "the infeed queue");
     return q_;
-  }
-  static std::vector<tpu_tensor*> handles(const std::vector<Tensor>& tensors) {
-    std::vector<tpu_tensor*> h;
-    h.reserve(tensors.size());
-    for (const Tensor& t : tensors) h.push_back(t.handleOrNull());
-    return h;
   }
 
  private:
@@ -732,17 +748,11 @@ class OutfeedQueue {
   std::vector<Tensor> dequeue(int replica) {
     std::vector<tpu_tensor*> h(static_cast<size_t>(num_elements_), nullptr);
     detail::check(tpu_outfeed_dequeue(handle(), replica, h.data(), num_elements_));
-    return adopt(h);
+    return Tensor::adopt(h);
   }
   tpu_outfeed_queue* handle() const {
     detail::check_handle(q_, "the outfeed queue");
     return q_;
-  }
-  static std::vector<Tensor> adopt(const std::vector<tpu_tensor*>& h) {
-    std::vector<Tensor> out;
-    out.reserve(h.size());
-    for (tpu_tensor* t : h) out.emplace_back(t);
-    return out;
   }
 
  private:
@@ -826,38 +836,35 @@ class ReplicaContext {
 
   Tensor crossReplicaSum(const Tensor& x, const GroupAssignment& groups, const CollectiveOptions& options) {
     tpu_group_assignment g;
-    tpu_tensor* out = nullptr;
-    detail::check(tpu_cross_replica_sum(ctx_, x.handle(), groups.get(&g), &out, options.toC()));
-    return Tensor(out);
+    return Tensor::madeBy([&](tpu_tensor** out) {
+      return tpu_cross_replica_sum(ctx_, x.handle(), groups.get(&g), out, options.toC());
+    });
   }
   Tensor allReduce(const Tensor& x, ReduceOp op, const GroupAssignment& groups, const CollectiveOptions& options) {
     tpu_group_assignment g;
-    tpu_tensor* out = nullptr;
-    detail::check(tpu_all_reduce(ctx_, x.handle(), static_cast<tpu_reduce_op>(op), groups.get(&g), &out,
-                                 options.toC()));
-    return Tensor(out);
+    return Tensor::madeBy([&](tpu_tensor** out) {
+      return tpu_all_reduce(ctx_, x.handle(), static_cast<tpu_reduce_op>(op), groups.get(&g), out, options.toC());
+    });
   }
   Tensor allGather(const Tensor& x, int axis, const GroupAssignment& groups, const CollectiveOptions& options) {
     tpu_group_assignment g;
-    tpu_tensor* out = nullptr;
-    detail::check(tpu_all_gather(ctx_, x.handle(), axis, groups.get(&g), &out, options.toC()));
-    return Tensor(out);
+    return Tensor::madeBy([&](tpu_tensor** out) {
+      return tpu_all_gather(ctx_, x.handle(), axis, groups.get(&g), out, options.toC());
+    });
   }
   Tensor reduceScatter(const Tensor& x, ReduceOp op, int scatterAxis, const GroupAssignment& groups,
                        const CollectiveOptions& options) {
     tpu_group_assignment g;
-    tpu_tensor* out = nullptr;
-    detail::check(tpu_reduce_scatter(ctx_, x.handle(), static_cast<tpu_reduce_op>(op), scatterAxis,
-                                     groups.get(&g), &out, options.toC()));
-    return Tensor(out);
+    return Tensor::madeBy([&](tpu_tensor** out) {
+      return tpu_reduce_scatter(ctx_, x.handle(), static_cast<tpu_reduce_op>(op), scatterAxis, groups.get(&g), out, options.toC());
+    });
   }
   Tensor allToAll(const Tensor& x, int concatDimension, int splitDimension, int splitCount,
                   const GroupAssignment& groups, const CollectiveOptions& options) {
     tpu_group_assignment g;
-    tpu_tensor* out = nullptr;
-    detail::check(tpu_all_to_all(ctx_, x.handle(), concatDimension, splitDimension, splitCount,
-                                 groups.get(&g), &out, options.toC()));
-    return Tensor(out);
+    return Tensor::madeBy([&](tpu_tensor** out) {
+      return tpu_all_to_all(ctx_, x.handle(), concatDimension, splitDimension, splitCount, groups.get(&g), out, options.toC());
+    });
   }
   // sourceTargetPairs[numPairs][2], flattened.
   Tensor collectivePermute(const Tensor& x, const std::vector<int32_t>& sourceTargetPairs,
@@ -865,17 +872,16 @@ class ReplicaContext {
     if (sourceTargetPairs.size() % 2 != 0)
       throw Error(TPU_INVALID_ARGUMENT, "sourceTargetPairs has an odd number (" +
                                             std::to_string(sourceTargetPairs.size()) + ") of entries");
-    tpu_tensor* out = nullptr;
-    detail::check(tpu_collective_permute(ctx_, x.handle(), sourceTargetPairs.data(),
-                                         detail::int_or_throw(sourceTargetPairs.size() / 2, "pairs"),
-                                         &out, options.toC()));
-    return Tensor(out);
+    int numPairs = detail::int_or_throw(sourceTargetPairs.size() / 2, "pairs");
+    return Tensor::madeBy([&](tpu_tensor** out) {
+      return tpu_collective_permute(ctx_, x.handle(), sourceTargetPairs.data(), numPairs, out, options.toC());
+    });
   }
   Tensor broadcast(const Tensor& x, int root, const GroupAssignment& groups, const CollectiveOptions& options) {
     tpu_group_assignment g;
-    tpu_tensor* out = nullptr;
-    detail::check(tpu_broadcast(ctx_, x.handle(), root, groups.get(&g), &out, options.toC()));
-    return Tensor(out);
+    return Tensor::madeBy([&](tpu_tensor** out) {
+      return tpu_broadcast(ctx_, x.handle(), root, groups.get(&g), out, options.toC());
+    });
   }
   void barrier(const CollectiveOptions& options) { detail::check(tpu_barrier(ctx_, options.toC())); }
   void bfloat16ScopeEnter() { detail::check(tpu_bfloat16_scope_enter(ctx_)); }
@@ -886,10 +892,10 @@ class ReplicaContext {
   std::vector<Tensor> infeedDequeue(InfeedQueue& queue) {
     std::vector<tpu_tensor*> h(static_cast<size_t>(queue.numElements()), nullptr);
     detail::check(tpu_infeed_dequeue(ctx_, queue.handle(), h.data(), queue.numElements()));
-    return OutfeedQueue::adopt(h);
+    return Tensor::adopt(h);
   }
   void outfeedEnqueue(OutfeedQueue& queue, const std::vector<Tensor>& tuple) {
-    std::vector<tpu_tensor*> h = InfeedQueue::handles(tuple);
+    std::vector<tpu_tensor*> h = Tensor::handles(tuple);
     detail::check(tpu_outfeed_enqueue(ctx_, queue.handle(), h.data(), detail::int_or_throw(h.size(), "tuple")));
   }
 
@@ -1001,29 +1007,29 @@ class TpuSystem {
       throw Error(TPU_INVALID_ARGUMENT, std::to_string(inputs.size()) + " inputs are not " +
                                             std::to_string(numReplicas) + " replicas x " +
                                             std::to_string(numInputs));
-    std::vector<tpu_tensor*> in = InfeedQueue::handles(inputs);
+    std::vector<tpu_tensor*> in = Tensor::handles(inputs);
     std::vector<tpu_tensor*> out(static_cast<size_t>(numReplicas) * static_cast<size_t>(numOutputs), nullptr);
     std::vector<tpu_shape> shapes;
     detail::check(tpu_replicate(handle(), &Computation::trampoline, &computation, numReplicas, numInputs,
                                 in.data(), numOutputs, out.data(), options.toC(&shapes)));
-    return OutfeedQueue::adopt(out);
+    return Tensor::adopt(out);
   }
   std::vector<Tensor> rewrite(Computation& computation, const std::vector<Tensor>& inputs, int numOutputs,
                               const StepOptions& options) {
-    std::vector<tpu_tensor*> in = InfeedQueue::handles(inputs);
+    std::vector<tpu_tensor*> in = Tensor::handles(inputs);
     std::vector<tpu_tensor*> out(static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), nullptr);
     std::vector<tpu_shape> shapes;
     detail::check(tpu_rewrite(handle(), &Computation::trampoline, &computation,
                               detail::int_or_throw(in.size(), "inputs"), in.data(), numOutputs, out.data(),
                               options.toC(&shapes)));
-    return OutfeedQueue::adopt(out);
+    return Tensor::adopt(out);
   }
   // Empty axis vectors mean TensorFlow's defaults (all 0, every output concatenated).
   std::vector<Tensor> shard(Computation& computation, const std::vector<Tensor>& inputs, int numShards,
                             const std::vector<int32_t>& inputShardAxes, const std::vector<int32_t>& outputsFromAllShards,
                             const std::vector<int32_t>& outputShardAxes, int numOutputs,
                             const StepOptions& options) {
-    std::vector<tpu_tensor*> in = InfeedQueue::handles(inputs);
+    std::vector<tpu_tensor*> in = Tensor::handles(inputs);
     check_len(inputShardAxes, in.size(), "inputShardAxes");
     check_len(outputsFromAllShards, static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), "outputsFromAllShards");
     check_len(outputShardAxes, static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), "outputShardAxes");
@@ -1033,17 +1039,17 @@ class TpuSystem {
                             detail::int_or_throw(in.size(), "inputs"), in.data(), numShards,
                             or_null(inputShardAxes), or_null(outputsFromAllShards), or_null(outputShardAxes),
                             numOutputs, out.data(), options.toC(&shapes)));
-    return OutfeedQueue::adopt(out);
+    return Tensor::adopt(out);
   }
   std::vector<Tensor> batchParallel(Computation& computation, const std::vector<Tensor>& inputs, int numShards,
                                     int numOutputs, const StepOptions& options) {
-    std::vector<tpu_tensor*> in = InfeedQueue::handles(inputs);
+    std::vector<tpu_tensor*> in = Tensor::handles(inputs);
     std::vector<tpu_tensor*> out(static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), nullptr);
     std::vector<tpu_shape> shapes;
     detail::check(tpu_batch_parallel(handle(), &Computation::trampoline, &computation,
                                      detail::int_or_throw(in.size(), "inputs"), in.data(), numShards, numOutputs,
                                      out.data(), options.toC(&shapes)));
-    return OutfeedQueue::adopt(out);
+    return Tensor::adopt(out);
   }
   tpu_system* handle() const {
     detail::check_handle(s_, "the TPU system");
