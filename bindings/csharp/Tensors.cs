@@ -6,6 +6,26 @@ using System.Collections.Generic;
 namespace Tpurt {
 
 public partial class Tensor {
+  // The bulk copies: count is checked against the array before the native copy, so a
+  // count beyond the array is an exception, not a write past its end.
+  static void CheckCount(Array array, long count, string name) {
+    if (array == null && count != 0) throw new ArgumentNullException(name, name + " is null but count is " + count);
+    if (count < 0 || (array != null && count > array.Length))
+      throw new ArgumentOutOfRangeException(nameof(count), count, name + " has " + (array?.Length ?? 0) + " elements");
+  }
+  public static Tensor FromFloat32(Int64Vector dims, float[] data, long count) { CheckCount(data, count, nameof(data)); return FromFloat32Unchecked(dims, data, count); }
+  public static Tensor FromFloat64(Int64Vector dims, double[] data, long count) { CheckCount(data, count, nameof(data)); return FromFloat64Unchecked(dims, data, count); }
+  public static Tensor FromInt32(Int64Vector dims, int[] data, long count) { CheckCount(data, count, nameof(data)); return FromInt32Unchecked(dims, data, count); }
+  public static Tensor FromInt64(Int64Vector dims, long[] data, long count) { CheckCount(data, count, nameof(data)); return FromInt64Unchecked(dims, data, count); }
+  public void ReadFloat32(float[] out_, long count) { CheckCount(out_, count, "out"); ReadFloat32Unchecked(out_, count); }
+  public void ReadFloat64(double[] out_, long count) { CheckCount(out_, count, "out"); ReadFloat64Unchecked(out_, count); }
+  public void ReadInt32(int[] out_, long count) { CheckCount(out_, count, "out"); ReadInt32Unchecked(out_, count); }
+  public void ReadInt64(long[] out_, long count) { CheckCount(out_, count, "out"); ReadInt64Unchecked(out_, count); }
+  public void WriteFloat32(float[] data, long count) { CheckCount(data, count, nameof(data)); WriteFloat32Unchecked(data, count); }
+  public void WriteFloat64(double[] data, long count) { CheckCount(data, count, nameof(data)); WriteFloat64Unchecked(data, count); }
+  public void WriteInt32(int[] data, long count) { CheckCount(data, count, nameof(data)); WriteInt32Unchecked(data, count); }
+  public void WriteInt64(long[] data, long count) { CheckCount(data, count, nameof(data)); WriteInt64Unchecked(data, count); }
+
   internal static Int64Vector Dims(long[] dims) {
     if (dims == null) throw new ArgumentNullException(nameof(dims));
     return new Int64Vector(dims);

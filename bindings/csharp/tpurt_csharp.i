@@ -58,18 +58,24 @@ SWIGEXPORT void SWIGSTDCALL TpurtRegisterRaiseCallback(TpurtCSharpRaiseCallback 
 %typemap(cstype) float* data "global::System.IntPtr"
 %typemap(csin) float* data "$csinput"
 %typemap(in) float* data "$1 = $input;"
-%csmethodmodifiers tpurt::Tensor::fromFloat32 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::fromFloat64 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::fromInt32 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::fromInt64 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::readFloat32 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::readFloat64 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::readInt32 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::readInt64 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::writeFloat32 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::writeFloat64 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::writeInt32 "public unsafe";
-%csmethodmodifiers tpurt::Tensor::writeInt64 "public unsafe";
+/* These take the count apart from the array, so they stay internal: the public
+ * methods of the same names (Tensors.cs) check the count against the array first. */
+%define TPURT_UNCHECKED(METHOD, CSNAME)
+%rename(CSNAME ## Unchecked) tpurt::Tensor::METHOD;
+%csmethodmodifiers tpurt::Tensor::METHOD "internal unsafe";
+%enddef
+TPURT_UNCHECKED(fromFloat32, FromFloat32)
+TPURT_UNCHECKED(fromFloat64, FromFloat64)
+TPURT_UNCHECKED(fromInt32, FromInt32)
+TPURT_UNCHECKED(fromInt64, FromInt64)
+TPURT_UNCHECKED(readFloat32, ReadFloat32)
+TPURT_UNCHECKED(readFloat64, ReadFloat64)
+TPURT_UNCHECKED(readInt32, ReadInt32)
+TPURT_UNCHECKED(readInt64, ReadInt64)
+TPURT_UNCHECKED(writeFloat32, WriteFloat32)
+TPURT_UNCHECKED(writeFloat64, WriteFloat64)
+TPURT_UNCHECKED(writeInt32, WriteInt32)
+TPURT_UNCHECKED(writeInt64, WriteInt64)
 
 /* C# names: PascalCase methods and properties of the tpurt classes only (the
  * std::vector proxies' own code calls their lower-case members). */

@@ -70,6 +70,11 @@ public class ApiMapTests {
       Assert.AreEqual(1f, r.ToFloatArray()[0], "copy-on-write keeps the reshaped view's values");
       Assert.Throws<InvalidArgumentError>(() => t.ReadFloat32(new float[5], 5));
       Assert.Throws<InvalidArgumentError>(() => t.ReadInt32(new int[6], 6));
+      // A count beyond the array is refused before any native copy.
+      Assert.Throws<ArgumentOutOfRangeException>(() => t.ReadFloat32(new float[2], 6));
+      Assert.Throws<ArgumentOutOfRangeException>(() => t.WriteFloat32(new float[2], 6));
+      Assert.Throws<ArgumentOutOfRangeException>(() => Tensor.FromFloat32(Dims(6), new float[2], 6));
+      Assert.Throws<ArgumentNullException>(() => t.ReadFloat32(null, 6));
       // Borrowed memory the GC never moves.
       var wrapped = new float[] { 7, 8 };
       IntPtr memory = System.Runtime.InteropServices.Marshal.AllocHGlobal(wrapped.Length * sizeof(float));
