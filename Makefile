@@ -58,7 +58,10 @@ PROTO_C := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
 PROTO_H := $(PROTO_C:.c=.h)
 LIB_CXX := $(shell find lib -name '*.cc' | sort)
 LIB_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_CXX)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
-LIB_DEPS_LIBS := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -pthread
+# protobuf-c: TopologyProto and the wire; libuv: the transport's event loop;
+# libcrypto: HMAC-SHA256 for cluster tokens; jansson: TF_CONFIG.
+LIB_PKGS := libprotobuf-c libuv libcrypto jansson
+LIB_DEPS_LIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lprotobuf-c -luv -lcrypto -ljansson) -pthread
 
 SONAME := libtpurt.so.$(VERSION_MAJOR)
 SHLIB := $(BUILD)/lib/libtpurt.so.$(VERSION)

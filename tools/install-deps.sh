@@ -25,8 +25,11 @@ PKGS=(
   binutils            "have ar && have nm && have readelf"      # static library, ABI checks
   protobuf-c-compiler "have protoc-c"                           # proto/*.proto
   libprotobuf-c-dev   "module libprotobuf-c"                    # the library links it
+  libuv1-dev          "module libuv"                            # the TCP transport's event loop
+  libssl-dev          "module libcrypto"                        # HMAC-SHA256 of cluster tokens
+  libjansson-dev      "module jansson"                          # TF_CONFIG; the tests' JSON vectors
   libcmocka-dev       "module cmocka"                           # tests
-  libjansson-dev      "module jansson"                          # device-assignment vectors
+  iproute2            "have ip"                                 # the tests' network namespaces
   # The bindings (make bindings; their tests run in make test)
   swig                "have swig"
   python3-dev         "have python3-config"                     # tpurt.i is language-neutral: proven on Python

@@ -1,0 +1,207 @@
+/* tpurt/cluster.h: many tasks as one TPU system. Cluster resolution (TensorFlow's
+ * TPUClusterResolver, TFConfigClusterResolver, SlurmClusterResolver, DTensor's
+ * DTENSOR_* variables, Open MPI launches), the entry points that join the tasks
+ * (initialize_tpu_system, DTensor's initialize_accelerator_system), and the
+ * coordination service's key-value store and barriers.
+ *
+ * The model is multi-client SPMD, as in DTensor and multi-process JAX: every task
+ * runs the same program, owns its local cores, and calls tpu_replicate with the
+ * inputs of its own replicas; collectives span every task. Task 0 hosts the
+ * coordination service; every task listens on its own address from the cluster spec.
+ */
+#ifndef TPURT_CLUSTER_H
+#define TPURT_CLUSTER_H
+
+#include "tpurt/common.h"
+#include "tpurt/system.h"
+#include "tpurt/topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Cluster resolution ------------------------------------------------------ */
+
+typedef struct tpu_cluster_resolver tpu_cluster_resolver;
+
+/* Where a resolver takes the cluster from. */
+typedef TPU_ENUM(tpu_resolver_source) {
+  /* DTENSOR_JOBS if set, else TF_CONFIG if it names a cluster, else a Slurm step
+   * (SLURM_JOB_ID), else an Open MPI launch (OMPI_COMM_WORLD_SIZE), else the TPU
+   * name (options->tpu, then KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS, TPU_NAME), else "local". */
+  TPU_RESOLVER_AUTO = 0,
+  TPU_RESOLVER_TPU = 1,       /* TPUClusterResolver: options->tpu or its environment */
+  TPU_RESOLVER_TF_CONFIG = 2, /* TFConfigClusterResolver */
+  TPU_RESOLVER_DTENSOR = 3,   /* DTENSOR_JOBS, DTENSOR_CLIENT_ID, DTENSOR_JOB_NAME */
+  TPU_RESOLVER_SLURM = 4,     /* SlurmClusterResolver */
+  TPU_RESOLVER_OPENMPI = 5    /* OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK */
+} tpu_resolver_source;
+
+/* Zero/NULL means default in every field. */
+typedef struct tpu_cluster_resolver_options {
+  size_t struct_size;              /* sizeof(tpu_cluster_resolver_options) */
+  int source;                      /* a tpu_resolver_source; 0 = AUTO */
+  const char *tpu;                 /* TPU source: NULL/"" environment, "local",
+                                      "grpc://host[:port][,grpc://...]" (port 8470) */
+  const char *job_name;            /* NULL: the source's default ("worker"; DTensor's rules) */
+  const char *coordinator_name;    /* an extra job in the cluster spec ... */
+  const char *coordinator_address; /* ... at this host:port (also the service's address) */
+  const char *task_type;           /* TF_CONFIG: overrides task.type */
+  int task_id;                     /* TF_CONFIG: overrides task.index when >= 0; -1 = none.
+                                      0 with task_type NULL also means none. */
+  const char *rpc_layer;           /* TF_CONFIG: overrides rpc_layer */
+  const char *environment;         /* the `environment` property; NULL = "" */
+  int port_base;                   /* Slurm and Open MPI: 0 = 8888 */
+} tpu_cluster_resolver_options;
+
+#define TPU_CLUSTER_RESOLVER_OPTIONS_INIT \
+  { sizeof(tpu_cluster_resolver_options), 0, NULL, NULL, NULL, NULL, NULL, -1, NULL, NULL, 0 }
+
+TPU_API tpu_status tpu_cluster_resolver_options_init(tpu_cluster_resolver_options *options,
+                                                     size_t struct_size);
+
+/* Resolves the cluster now (options NULL: all defaults). Errors as TensorFlow raises
+ * them: TPU_INVALID_ARGUMENT for malformed input (TF_CONFIG, host lists, a client id
+ * out of range, duplicate addresses) naming the value; TPU_NOT_FOUND for a Cloud TPU
+ * name, which needs a cloud API tpurt does not have, naming the sources tried. */
+TPU_API tpu_status tpu_cluster_resolver_create(const tpu_cluster_resolver_options *options,
+                                               tpu_cluster_resolver **out);
+TPU_API tpu_status tpu_cluster_resolver_release(tpu_cluster_resolver *resolver);
+
+/* The source that resolved it (never AUTO). */
+TPU_API tpu_status tpu_cluster_resolver_source(const tpu_cluster_resolver *resolver, int *out);
+/* The TPU name: "local", the grpc:// string, or the source's name for the others. */
+TPU_API tpu_status tpu_cluster_resolver_tpu_name(const tpu_cluster_resolver *resolver, char *out,
+                                                 size_t capacity, size_t *count);
+/* cluster_spec() as JSON: {"job": ["host:port", ...], ...}; "{}" when local. */
+TPU_API tpu_status tpu_cluster_resolver_cluster_spec(const tpu_cluster_resolver *resolver,
+                                                     char *out, size_t capacity, size_t *count);
+/* The number of tasks of `job` (NULL: the resolver's job); TPU_NOT_FOUND for an
+ * unknown job. */
+TPU_API tpu_status tpu_cluster_resolver_num_tasks(const tpu_cluster_resolver *resolver,
+                                                  const char *job, int *out);
+/* host:port of task `task_id` of `job` (NULL: the resolver's job); TPU_NOT_FOUND for
+ * an unknown job or index. */
+TPU_API tpu_status tpu_cluster_resolver_task_address(const tpu_cluster_resolver *resolver,
+                                                     const char *job, int task_id, char *out,
+                                                     size_t capacity, size_t *count);
+/* master(task_type, task_id, rpc_layer): NULL/-1 mean the resolver's own. "" when
+ * local. */
+TPU_API tpu_status tpu_cluster_resolver_master(const tpu_cluster_resolver *resolver,
+                                               const char *task_type, int task_id,
+                                               const char *rpc_layer, char *out,
+                                               size_t capacity, size_t *count);
+/* get_job_name() (= task_type), task_id, rpc_layer and environment. */
+TPU_API tpu_status tpu_cluster_resolver_job_name(const tpu_cluster_resolver *resolver, char *out,
+                                                 size_t capacity, size_t *count);
+TPU_API tpu_status tpu_cluster_resolver_task_id(const tpu_cluster_resolver *resolver, int *out);
+TPU_API tpu_status tpu_cluster_resolver_rpc_layer(const tpu_cluster_resolver *resolver, char *out,
+                                                  size_t capacity, size_t *count);
+TPU_API tpu_status tpu_cluster_resolver_environment(const tpu_cluster_resolver *resolver,
+                                                    char *out, size_t capacity, size_t *count);
+/* The coordination service's host:port: coordinator_address when given, else task 0's
+ * address; "" when local. */
+TPU_API tpu_status tpu_cluster_resolver_coordinator_address(const tpu_cluster_resolver *resolver,
+                                                            char *out, size_t capacity,
+                                                            size_t *count);
+/* num_accelerators(): the logical cores of each task (TPURT_NUM_CORES, else the usable
+ * CPUs; the topology's count once the system is initialized). */
+TPU_API tpu_status tpu_cluster_resolver_num_accelerators(const tpu_cluster_resolver *resolver,
+                                                         int *out);
+/* The context manager: enter and exit nest; exit without enter is
+ * TPU_FAILED_PRECONDITION. */
+TPU_API tpu_status tpu_cluster_resolver_enter(tpu_cluster_resolver *resolver);
+TPU_API tpu_status tpu_cluster_resolver_exit(tpu_cluster_resolver *resolver);
+
+/* ---- Joining the tasks ------------------------------------------------------- */
+
+/* How the tasks join. Zero means default in every field; the defaults can also be
+ * set by the environment (TPURT_INIT_TIMEOUT_MS, TPURT_HEARTBEAT_INTERVAL_MS,
+ * TPURT_HEARTBEAT_TIMEOUT_MS, TPURT_CLUSTER_TOKEN). */
+typedef struct tpu_cluster_options {
+  size_t struct_size;                  /* sizeof(tpu_cluster_options) */
+  int64_t init_timeout_ms;             /* 0: 300000. Connecting and registering */
+  int64_t heartbeat_interval_ms;       /* 0: 1000 */
+  int64_t heartbeat_timeout_ms;        /* 0: 10000, as XLA's coordination service */
+  int64_t shutdown_barrier_timeout_ms; /* 0: 60000; every task waits for the others */
+  const char *token;                   /* NULL: TPURT_CLUSTER_TOKEN; "" no authentication */
+} tpu_cluster_options;
+
+#define TPU_CLUSTER_OPTIONS_INIT { sizeof(tpu_cluster_options), 0, 0, 0, 0, NULL }
+
+TPU_API tpu_status tpu_cluster_options_init(tpu_cluster_options *options, size_t struct_size);
+
+/* tf.tpu.experimental.initialize_tpu_system(cluster_resolver): joins this task to
+ * the resolver's cluster (NULL: a resolver with default options) and starts its
+ * part of the system; returns when every task has registered and the global
+ * topology is known. A local resolver gives a one-task system, as tpu_system_init.
+ * system_options: this task's cores and step behaviour (NULL: defaults); every task
+ * must have the same number of cores. *topology (may be NULL) gets the global
+ * topology, byte-identical on every task. Errors: TPU_DEADLINE_EXCEEDED naming the
+ * tasks that did not register; TPU_UNAUTHENTICATED for a token mismatch;
+ * TPU_INVALID_ARGUMENT for a cluster this task is not part of. */
+TPU_API tpu_status tpu_initialize_tpu_system(const tpu_cluster_resolver *resolver,
+                                             const tpu_system_options *system_options,
+                                             const tpu_cluster_options *cluster_options,
+                                             tpu_system **system, tpu_topology **topology);
+
+/* DTensor's initialize_accelerator_system: resolves from DTENSOR_* (local mode
+ * when DTENSOR_JOBS is unset). device_type: NULL for the preferred ("TPU"), else
+ * "CPU", "GPU" or "TPU" (case-insensitive; GPU is TPU_INVALID_ARGUMENT: there are
+ * none). enable_coordination_service: nonzero as DTensor's default; zero is only
+ * allowed in local mode. num_logical_cpu_devices: 0 for the default, else this
+ * task's logical cores. experimental_reset_context: shuts down a live system of
+ * this process first. The device type chosen ("CPU" or "TPU") is copied to
+ * device_type_out (may be NULL with capacity 0). */
+TPU_API tpu_status tpu_initialize_accelerator_system(const char *device_type,
+                                                     int enable_coordination_service,
+                                                     int num_logical_cpu_devices,
+                                                     int experimental_reset_context,
+                                                     tpu_system **system, char *device_type_out,
+                                                     size_t capacity, size_t *count);
+/* DTensor's alias initialize_multi_client (its other alias, initialize_tpu_system,
+ * would clash with tf.tpu's, above). */
+TPU_API tpu_status tpu_initialize_multi_client(const char *device_type,
+                                               int enable_coordination_service,
+                                               int num_logical_cpu_devices,
+                                               int experimental_reset_context,
+                                               tpu_system **system, char *device_type_out,
+                                               size_t capacity, size_t *count);
+/* DTensor's shutdown_accelerator_system: shuts down and releases a system started by
+ * tpu_initialize_accelerator_system. In multi-client mode it is
+ * TPU_FAILED_PRECONDITION, as in DTensor: use tpu_system_shutdown, which every task
+ * calls and which waits at the shutdown barrier. */
+TPU_API tpu_status tpu_shutdown_accelerator_system(tpu_system *system);
+
+/* This task's id and the number of tasks (1 and 0 for a one-task system). */
+TPU_API tpu_status tpu_system_num_tasks(const tpu_system *system, int *out);
+TPU_API tpu_status tpu_system_task_id(const tpu_system *system, int *out);
+
+/* ---- Key-value store and barriers (the coordination service) ------------------ */
+
+/* Keys are normalized as XLA's are ("///a//b/" is "a/b"); an empty key is invalid.
+ * A one-task system keeps the store in process. */
+/* Sets key to value (value_len bytes); TPU_ALREADY_EXISTS if the key is set. */
+TPU_API tpu_status tpu_kv_set(tpu_system *system, const char *key, const void *value,
+                              size_t value_len);
+/* Waits up to timeout_ms (> 0) for key: TPU_DEADLINE_EXCEEDED naming it. The value
+ * follows the out-array rule (bytes). */
+TPU_API tpu_status tpu_kv_get(tpu_system *system, const char *key, int64_t timeout_ms, void *out,
+                              size_t capacity, size_t *count);
+/* Does not wait: TPU_NOT_FOUND when the key is not set. */
+TPU_API tpu_status tpu_kv_try_get(tpu_system *system, const char *key, void *out,
+                                  size_t capacity, size_t *count);
+/* Removes key and every key under key/. Removing nothing is not an error. */
+TPU_API tpu_status tpu_kv_delete(tpu_system *system, const char *key);
+/* Waits until every listed task (tasks NULL with num_tasks 0: all) has reached the
+ * barrier `id`, up to timeout_ms (> 0): TPU_DEADLINE_EXCEEDED names the tasks that
+ * did not arrive; TPU_UNAVAILABLE names a lost one. Tasks that disagree on the list
+ * get TPU_INVALID_ARGUMENT. An id may be reused once every participant has passed it. */
+TPU_API tpu_status tpu_wait_at_barrier(tpu_system *system, const char *id, int64_t timeout_ms,
+                                       const int32_t *tasks, int num_tasks);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TPURT_CLUSTER_H */

@@ -1,0 +1,45 @@
+// Opening a connection between two tasks of a cluster: a HELLO (wire version,
+// cluster id, task, incarnation, what the connection is for), then, when the
+// cluster has a token, a challenge-response with HMAC-SHA256 (OpenSSL libcrypto)
+// in both directions; the token itself never crosses the wire. Both sides of the
+// handshake are bounded in time and in every length they read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tpurt {
+namespace net {
+
+enum class ConnectionKind : int32_t {
+  kCoordination = 1,  // a task's agent to the coordination service in task 0
+  kData = 2,          // the data plane between two tasks (collectives)
+};
+
+struct Hello {
+  std::string cluster_id;   // the same on every task of one cluster (job and addresses)
+  int32_t task_id = -1;     // the dialling task
+  uint64_t incarnation = 0; // random per process start: a restarted task is recognised
+  ConnectionKind kind = ConnectionKind::kData;
+};
+
+// Connects to host:port and completes the client side of the handshake. Retries a
+// refused or unreachable address with jittered exponential backoff until
+// deadline_ms (CLOCK_MONOTONIC, ms). Returns a connected blocking socket the caller
+// owns (TCP_NODELAY set). Throws TPU_UNAUTHENTICATED (token mismatch, or the server
+// wants one and we have none, or the reverse), TPU_INVALID_ARGUMENT (another
+// cluster, a malformed address), TPU_DEADLINE_EXCEEDED naming the address.
+int dial(const std::string& address, const Hello& me, const std::string& token,
+         int64_t deadline_ms);
+
+// The server side, on a freshly accepted blocking socket: reads the HELLO, checks
+// the cluster id and the token's proof, answers. Returns the peer's Hello. Throws
+// (the caller closes the socket) with the same codes as dial.
+Hello accept_handshake(int fd, const std::string& cluster_id, const std::string& token,
+                       int64_t deadline_ms);
+
+// Milliseconds on CLOCK_MONOTONIC.
+int64_t now_ms();
+
+}  // namespace net
+}  // namespace tpurt
