@@ -140,8 +140,13 @@ $(TOOL): $(TOOL_SRCS) $(wildcard tools/tpurt/*.h) $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
 	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $(TOOL_SRCS) -ltpurt -lm $(RPATH)
 
-tests: $(TEST_BINS)
+tests: $(TEST_BINS) $(BUILD)/tests/cluster_worker
 # The tests find their data (tests/data) from any working directory.
+# One task of the multi-process tests (tests/check_cluster.sh).
+$(BUILD)/tests/cluster_worker: tests/cluster/worker.c $(BUILD)/lib/libtpurt.so
+	@mkdir -p $(@D)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt -lm -pthread $(RPATH)
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
 	$(CC) -Iinclude $(TPURT_CFLAGS) -DTPURT_TEST_DATA_DIR='"$(CURDIR)/tests/data"' -MMD -MP -MF $@.d \

@@ -9,5 +9,6 @@
 #include "tpurt/replicate.h"
 #include "tpurt/collectives.h"
 #include "tpurt/feed.h"
+#include "tpurt/cluster.h"
 
 #endif /* TPURT_H */

@@ -1127,14 +1127,17 @@ static void test_tensor__cache_env_rejected_at_init(void **state) {
   CHECK_OK(tpu_system_release(system));
 
   /* Every variable by index, with its effective value; the cache's is the default. */
-  const char *names[] = {"TPURT_NUM_CORES", "TPURT_YIELD_NS", "TPURT_TENSOR_CACHE_MB"};
-  for (int i = 0; i < 3; i++) {
+  const char *names[] = {"TPURT_NUM_CORES", "TPURT_YIELD_NS", "TPURT_TENSOR_CACHE_MB",
+                         "TPURT_INIT_TIMEOUT_MS", "TPURT_HEARTBEAT_INTERVAL_MS",
+                         "TPURT_HEARTBEAT_TIMEOUT_MS", "TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS"};
+  const int64_t defaults[] = {-1, -1, 256, 300000, 1000, 10000, 60000};
+  for (int i = 0; i < 7; i++) {
     CHECK_OK(tpu_environment_variable(i, &name, &value));
     assert_string_equal(name, names[i]);
     assert_true(value >= 1 || (i == 1 && value == 0));
+    if (defaults[i] > 0 && !getenv(names[i])) assert_int_equal(value, defaults[i]);
   }
-  assert_int_equal(value, 256);
-  CHECK_ERROR(tpu_environment_variable(3, &name, &value), TPU_OUT_OF_RANGE, "index 3");
+  CHECK_ERROR(tpu_environment_variable(7, &name, &value), TPU_OUT_OF_RANGE, "index 7");
   CHECK_ERROR(tpu_environment_variable(-1, &name, &value), TPU_OUT_OF_RANGE, "index -1");
 }
 

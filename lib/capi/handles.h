@@ -10,6 +10,7 @@
 
 #include <memory>
 
+#include "cluster/resolver.h"
 #include "core/status.h"
 #include "runtime/feed.h"
 #include "runtime/system.h"
@@ -24,6 +25,9 @@ struct tpu_topology {
 };
 struct tpu_device_assignment {
   std::shared_ptr<const tpurt::DeviceAssignment> impl;
+};
+struct tpu_cluster_resolver {
+  std::unique_ptr<tpurt::ClusterResolver> impl;
 };
 struct tpu_infeed_queue : tpurt::FeedQueue {
   using FeedQueue::FeedQueue;

@@ -37,14 +37,6 @@ constexpr int64_t kPiecesPerChunk = 4;
 // Total output bytes of one all-reduce above which its writes bypass the cache.
 constexpr size_t kStreamBytes = 16u << 20;
 
-uint64_t hash_ids(const int32_t* ids, int64_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t i = 0; i < n; ++i) {
-    h ^= static_cast<uint32_t>(ids[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // Bytes a member claims at a time when the members split the work of one result.
 constexpr int64_t kChunkBytes = kPieceBytes * kPiecesPerChunk;
@@ -79,6 +71,15 @@ Tensor* through_bfloat16(const Tensor* x, Reduce&& reduce) {
 }
 
 }  // namespace
+
+uint64_t hash_ids(const int32_t* ids, int64_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0; i < n; ++i) {
+    h ^= static_cast<uint32_t>(ids[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 Communicator::Communicator(int size, int64_t timeout_ms, int num_cpus, bool private_results)
     : rv_(new Rendezvous(size, timeout_ms, num_cpus)), identity_(size), private_results_(private_results) {

@@ -18,6 +18,9 @@ struct Descriptor;
 struct Record;
 enum class CollectiveKind : int32_t;
 
+// FNV-1a of replica ids: what a group assignment contributes to a descriptor.
+uint64_t hash_ids(const int32_t* ids, int64_t n);
+
 class Communicator {
  public:
   // size: participants (replicas); timeout_ms: how long a participant waits for the
@@ -25,50 +28,53 @@ class Communicator {
   // private_results: every member gets its own copy of a result the group shares
   // (all-reduce, all-gather, broadcast) instead of one shared buffer.
   Communicator(int size, int64_t timeout_ms, int num_cpus, bool private_results = false);
-  ~Communicator();
+  virtual ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int size() const;
+  virtual int size() const;
 
   // Prepares a new step: sequence numbers, departures and abort state start afresh.
   // No participant may be inside a collective. cpu_of_rank: the CPU each replica's
   // thread is pinned to, or NULL if the OS places them.
-  void reset(const int* cpu_of_rank = nullptr);
+  virtual void reset(const int* cpu_of_rank = nullptr);
   // The step's collective deadline (from reset on), and one replica's for the calls
   // it makes next (0: the step's); the latter only from that replica's thread.
-  void set_step_timeout(int64_t timeout_ms);
-  void set_call_timeout(int rank, int64_t timeout_ms);
-  int64_t step_timeout_ms() const;
+  virtual void set_step_timeout(int64_t timeout_ms);
+  virtual void set_call_timeout(int rank, int64_t timeout_ms);
+  virtual int64_t step_timeout_ms() const;
 
   // Fails the step on behalf of `replica` (-1: not a replica). Every participant
   // blocked in a collective, or entering one later in the step, throws TPU_ABORTED
   // "replica R failed: <message>". Thread-safe; the first call wins.
-  void abort(int replica, tpu_status code, const std::string& message);
-  bool aborted() const;
+  virtual void abort(int replica, tpu_status code, const std::string& message);
+  virtual bool aborted() const;
   // The step's failure as participants get it, and the replica whose own error it
   // is (-1: an error of a collective itself, or none); false if the step has not
   // failed.
-  bool failure(int* origin, tpu_status* code, std::string* message) const;
+  virtual bool failure(int* origin, tpu_status* code, std::string* message) const;
 
   // Replica `rank` finished its computation. A participant waiting for it in a
   // collective fails at once (TPU_FAILED_PRECONDITION naming it) instead of waiting
   // for the deadline.
-  void depart(int rank);
+  virtual void depart(int rank);
 
   // The collectives. Each throws tpurt::Error; outputs are new handles. The members
   // of a group get handles on one shared buffer for all-reduce, all-gather and
   // broadcast inputs above kInlineBytes, unless private_results.
-  Tensor* all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
+  virtual Tensor* all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
                      const tpu_group_assignment* groups, bool bf16_wire);
-  Tensor* all_gather(int rank, const Tensor* x, int axis, const tpu_group_assignment* groups);
-  Tensor* reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
+  virtual Tensor* all_gather(int rank, const Tensor* x, int axis, const tpu_group_assignment* groups);
+  virtual Tensor* reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
                          const tpu_group_assignment* groups, bool bf16_wire);
-  Tensor* all_to_all(int rank, const Tensor* x, int concat_dim, int split_dim, int split_count,
+  virtual Tensor* all_to_all(int rank, const Tensor* x, int concat_dim, int split_dim, int split_count,
                      const tpu_group_assignment* groups);
-  Tensor* collective_permute(int rank, const Tensor* x, const int32_t* pairs, int num_pairs);
-  Tensor* broadcast(int rank, const Tensor* x, int root, const tpu_group_assignment* groups);
-  void barrier(int rank);
+  virtual Tensor* collective_permute(int rank, const Tensor* x, const int32_t* pairs, int num_pairs);
+  virtual Tensor* broadcast(int rank, const Tensor* x, int root, const tpu_group_assignment* groups);
+  virtual void barrier(int rank);
+
+ protected:
+  Rendezvous& rendezvous() { return *rv_; }
 
  private:
   // The group a replica belongs to in one collective call.

@@ -17,11 +17,23 @@ int64_t default_yield_ns() { return 20000; }
 // keeping them makes its calls fault-free. A block larger or rarer than that is
 // worth one mmap and its page faults next to the work done with it.
 int64_t default_tensor_cache_mb() { return 256; }
+// Joining a cluster waits for the slowest task to start: 5 minutes.
+int64_t default_init_timeout_ms() { return 300000; }
+// A closed connection is a lost task at once; heartbeats only catch a task that is
+// stopped or whose host vanished. XLA's 10 s timeout, but a beat every second (not
+// every 5 s): ten beats must go missing, not two, and a beat costs a few bytes.
+int64_t default_heartbeat_interval_ms() { return 1000; }
+int64_t default_heartbeat_timeout_ms() { return 10000; }
+int64_t default_shutdown_barrier_timeout_ms() { return 60000; }
 
 const EnvVarInfo kVars[] = {
     {"TPURT_NUM_CORES", 1, kMaxCores, online_cores, false},
     {"TPURT_YIELD_NS", 0, 1000000000, default_yield_ns, true},
     {"TPURT_TENSOR_CACHE_MB", 0, int64_t(1) << 20, default_tensor_cache_mb, true},
+    {"TPURT_INIT_TIMEOUT_MS", 1, int64_t(1) << 40, default_init_timeout_ms, false},
+    {"TPURT_HEARTBEAT_INTERVAL_MS", 1, int64_t(1) << 40, default_heartbeat_interval_ms, false},
+    {"TPURT_HEARTBEAT_TIMEOUT_MS", 1, int64_t(1) << 40, default_heartbeat_timeout_ms, false},
+    {"TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS", 1, int64_t(1) << 40, default_shutdown_barrier_timeout_ms, false},
 };
 static_assert(sizeof kVars / sizeof kVars[0] == static_cast<size_t>(EnvVar::kCount),
               "one entry per EnvVar");

@@ -11,7 +11,16 @@ namespace tpurt {
 // Largest core count a system accepts (TPURT_NUM_CORES and options->num_cores).
 constexpr int64_t kMaxCores = 4096;
 
-enum class EnvVar { kNumCores, kYieldNs, kTensorCacheMb, kCount };
+enum class EnvVar {
+  kNumCores,
+  kYieldNs,
+  kTensorCacheMb,
+  kInitTimeoutMs,
+  kHeartbeatIntervalMs,
+  kHeartbeatTimeoutMs,
+  kShutdownBarrierTimeoutMs,
+  kCount
+};
 
 struct EnvVarInfo {
   const char* name;

@@ -50,6 +50,7 @@ struct alignas(64) Executor::Core {
 struct Executor::Step {
   StepSpec spec;
   Communicator* comm = nullptr;
+  std::vector<int> replicas;  // the step's replicas that run in this process
   alignas(64) std::atomic<uint32_t> pending{0};
   std::atomic<int> first_failure{-1};  // replica that failed first on its own
   std::atomic<int> first_abort{-1};    // replica that first failed after the step had
@@ -211,11 +212,18 @@ void Executor::record_failure(Core& core, tpu_status status) {
 
 StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_replica,
                          const std::shared_ptr<Communicator>& shared_comm,
-                         tpu_tensor** outputs) {
+                         tpu_tensor** outputs, const std::vector<int>* replicas) {
   Step& step = *step_;
   const int n = spec.num_replicas;
+  step.replicas.clear();
+  if (replicas) step.replicas = *replicas;
+  else
+    for (int r = 0; r < n; ++r) step.replicas.push_back(r);
+  const int m = static_cast<int>(step.replicas.size());
   const int64_t step_timeout_ms = spec.timeout_ms > 0 ? spec.timeout_ms : timeout_ms_;
-  const std::string busy = wait_for_late(n, cores, step_timeout_ms);
+  std::vector<int> local_cores(m);
+  for (int i = 0; i < m; ++i) local_cores[i] = cores[step.replicas[i]];
+  const std::string busy = wait_for_late(m, local_cores.data(), step_timeout_ms);
   if (!busy.empty())
     fail(TPU_UNAVAILABLE, "the step needs ", busy, ", which did not return within ", step_timeout_ms,
          " ms more; a core serves steps again when its computation returns");
@@ -224,13 +232,13 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   step.comm = comm;
   step.first_failure.store(-1, std::memory_order_relaxed);
   step.first_abort.store(-1, std::memory_order_relaxed);
-  step.pending.store(static_cast<uint32_t>(n), std::memory_order_relaxed);
+  step.pending.store(static_cast<uint32_t>(m), std::memory_order_relaxed);
   if (!placement_.empty())
-    for (int r = 0; r < n; ++r) cpu_of_rank_[r] = placement_[cores[r]];
+    for (int i = 0; i < m; ++i) cpu_of_rank_[i] = placement_[cores[step.replicas[i]]];
   comm->reset(placement_.empty() ? nullptr : cpu_of_rank_.data());
   step_timeout_ms_ = step_timeout_ms;
   comm->set_step_timeout(step_timeout_ms_);
-  for (int r = 0; r < n; ++r) {
+  for (int r : step.replicas) {
     Core& core = cores_[cores[r]];
     tpu_replica_context& ctx = core.ctx;
     ctx.comm = comm;
@@ -256,7 +264,7 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   // deadline to return.
   Deadline never = Deadline::never();
   WaitResult w = wait_until(step.done, policy_, never, done, [&] {
-    return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(n) ||
+    return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) ||
            comm->aborted();
   });
   if (w != WaitResult::kReady) {
@@ -287,7 +295,8 @@ StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** ou
   Step& step = *step_;
   const int num_outputs = step.spec.num_outputs;
   StepResult result = first_error(cores);
-  for (int r = 0; r < num_replicas; ++r) {
+  (void)num_replicas;
+  for (int r : step.replicas) {
     Core& core = cores_[cores[r]];
     for (int o = 0; o < num_outputs; ++o) {
       tpu_tensor* t = std::exchange(core.outputs[o], nullptr);
@@ -303,7 +312,7 @@ StepResult Executor::give_up(int num_replicas, const int* cores,
   Step& step = *step_;
   std::string late;
   int num_late = 0;
-  for (int r = 0; r < num_replicas; ++r) {
+  for (int r : step.replicas) {
     Core& core = cores_[cores[r]];
     // Handed over before the replica can see kLate: it may read its inputs after the
     // caller's references are gone, and call collectives on its communicator.
@@ -322,7 +331,7 @@ StepResult Executor::give_up(int num_replicas, const int* cores,
   while (step.pending.load(std::memory_order_seq_cst) != static_cast<uint32_t>(num_late))
     sched_yield();
   if (num_late == 0) return collect(num_replicas, cores, outputs);
-  for (int r = 0; r < num_replicas; ++r) {
+  for (int r : step.replicas) {
     Core& core = cores_[cores[r]];
     if (core.state.load(std::memory_order_acquire) != kDone) continue;
     for (tpu_tensor*& t : core.outputs) release(std::exchange(t, nullptr));

@@ -82,8 +82,11 @@ class Executor {
   // returns (the runtime holds its inputs meanwhile; what it outputs is released).
   // Throws TPU_UNAVAILABLE when a core of the step is still running a late
   // computation after waiting the deadline for it. The caller holds the step lock.
+  // replicas: the replicas that run in this process (cores indexed by replica id);
+  // NULL: all of them.
   StepResult run(const StepSpec& spec, const int* cores, int cores_per_replica,
-                 const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs);
+                 const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs,
+                 const std::vector<int>* replicas = nullptr);
 
  private:
   struct Core;

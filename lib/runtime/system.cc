@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectives/cluster_communicator.h"
 #include "collectives/communicator.h"
+#include "net/handshake.h"
+#include "net/tcp_transport.h"
 #include "core/status.h"
 #include "core/cpus.h"
 #include "core/env.h"
@@ -20,6 +23,7 @@ namespace {
 
 std::mutex g_live_mu;
 const System* g_live = nullptr;  // guarded by g_live_mu
+std::weak_ptr<System> g_live_ref;  // the same, to reach it (guarded by g_live_mu)
 
 bool valid_job_name(const std::string& job) {
   if (job.empty()) return false;
@@ -103,7 +107,7 @@ namespace {
 std::vector<std::string> device_names(const SystemConfig& c) {
   std::vector<std::string> names(c.num_cores);
   for (int core = 0; core < c.num_cores; ++core)
-    names[core] = full_device_name(c.job_name.c_str(), 0, c.device_type.c_str(), core);
+    names[core] = full_device_name(c.job_name.c_str(), c.task_id, c.device_type.c_str(), core);
   return names;
 }
 
@@ -120,8 +124,28 @@ System::System(SystemConfig config)
 
 System::~System() = default;
 
+// Tasks stack along x: each task's cores are a contiguous block of the mesh, in task
+// order, laid out inside the block as a one-task system's are.
 void System::build_topology() {
-  topology_ = Topology::local(config_.mesh_shape, config_.num_cores);
+  const int T = config_.num_tasks;
+  if (T == 1) {
+    topology_ = Topology::local(config_.mesh_shape, config_.num_cores);
+  } else {
+    const int32_t* m = config_.mesh_shape;
+    std::shared_ptr<const Topology> block = Topology::local(m, config_.num_cores);
+    const int32_t mesh[TPU_MESH_RANK] = {m[0] * T, m[1], m[2], m[3]};
+    std::vector<int32_t> coords;
+    coords.reserve(static_cast<size_t>(T) * config_.num_cores * TPU_MESH_RANK);
+    for (int t = 0; t < T; ++t)
+      for (int d = 0; d < config_.num_cores; ++d) {
+        Coords c = block->device_coordinates(0, d);
+        coords.push_back(c[0] + t * m[0]);
+        coords.push_back(c[1]);
+        coords.push_back(c[2]);
+        coords.push_back(c[3]);
+      }
+    topology_ = Topology::create(mesh, TPU_MESH_RANK, coords.data(), T, config_.num_cores);
+  }
   serialized_topology_ = topology_->serialize();
 }
 
@@ -142,7 +166,70 @@ std::shared_ptr<System> System::start(const tpu_system_options* options) {
     throw;
   }
   g_live = system.get();
+  g_live_ref = system;
   return system;
+}
+
+std::shared_ptr<System> System::start_cluster(const tpu_system_options* options,
+                                              const ClusterSetup& setup) {
+  SystemConfig config = resolve_system_options(options);
+  const CoordinationConfig& cc = setup.coordination;
+  config.num_tasks = static_cast<int>(cc.addresses.size());
+  config.task_id = cc.task_id;
+  if (options == nullptr || options->job_name == nullptr) config.job_name = cc.job;
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  if (g_live != nullptr)
+    fail(TPU_ALREADY_EXISTS,
+         "a TPU system is already initialized in this process; shut it down first "
+         "(tpu_system_shutdown)");
+  std::shared_ptr<System> system(new System(std::move(config)));
+  system->join_cluster(setup);
+  try {
+    system->executor_.start(system);
+    system->host_.start(system);
+  } catch (...) {
+    system->executor_.stop();
+    system->host_.stop();
+    throw;
+  }
+  g_live = system.get();
+  g_live_ref = system;
+  return system;
+}
+
+void System::shutdown_live() {
+  std::shared_ptr<System> live;
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    if (g_live == nullptr) return;
+    live = g_live_ref.lock();
+  }
+  if (live) live->shutdown();
+}
+
+void System::join_cluster(const ClusterSetup& setup) {
+  CoordinationConfig cc = setup.coordination;
+  cc.num_cores = config_.num_cores;
+  const int T = config_.num_tasks, me = config_.task_id;
+  transport_.reset(new net::TcpTransport(T, me));
+  net::TcpTransport* transport = transport_.get();
+  coordination_ = Coordination::start(cc, [transport](int peer, int fd) { transport->attach(peer, fd); });
+  for (const TaskInfo& t : coordination_->tasks())
+    if (t.num_cores != config_.num_cores)
+      invalid_argument("task ", t.task_id, " (", t.address, ") has ", t.num_cores,
+                       " cores but task ", me, " has ", config_.num_cores,
+                       "; every task of a TPU system needs the same number (TPURT_NUM_CORES)");
+  coordination_->on_task_failure([transport](const TaskFailure& f) { transport->fail(f.message); });
+  // The higher task dials: every pair gets exactly one connection.
+  const int64_t deadline = net::now_ms() + cc.init_timeout_ms;
+  net::Hello hello;
+  hello.cluster_id = coordination_->cluster_id();
+  hello.task_id = me;
+  hello.incarnation = coordination_->incarnation();
+  hello.kind = net::ConnectionKind::kData;
+  for (int peer = 0; peer < me; ++peer)
+    transport_->attach(peer, net::dial(cc.addresses[peer], hello, cc.token, deadline));
+  transport_->wait_connected(std::max<int64_t>(1, deadline - net::now_ms()));
 }
 
 void System::check_live() const {
@@ -179,13 +266,24 @@ void System::shutdown() {
   std::lock_guard<FifoMutex> lock(step_mu_);
   // Bounded: a computation that never returns must not hang the shutdown.
   const std::string late = executor_.wait_for_late(0, nullptr, config_.collective_timeout_ms);
+  std::string barrier_error;
   if (!is_shut_down()) {
     state_.store(kShutDown, std::memory_order_release);
     executor_.stop();
     host_.stop();
+    if (coordination_) {
+      try {
+        coordination_->shutdown();
+      } catch (const Error& e) {
+        barrier_error = e.message();
+      }
+    }
     std::lock_guard<std::mutex> live(g_live_mu);
     if (g_live == this) g_live = nullptr;
   }
+  if (!barrier_error.empty())
+    fail(TPU_DEADLINE_EXCEEDED, "the system is shut down, but the shutdown barrier failed: ",
+         barrier_error);
   if (!late.empty())
     fail(TPU_DEADLINE_EXCEEDED, "the system is shut down, but ", late, " did not return within ",
          config_.collective_timeout_ms,
@@ -194,9 +292,10 @@ void System::shutdown() {
 
 void System::check_num_replicas(int num_replicas, const DeviceAssignment* da) const {
   if (da == nullptr) {
-    if (num_replicas != 1 && num_replicas != num_cores())
+    if (num_replicas != 1 && num_replicas != num_global_cores())
       invalid_argument("without a device assignment 'num_replicas' must be equal to 1 or ",
-                       num_cores(), " (the number of cores), got ", num_replicas);
+                       num_global_cores(), " (the number of cores", num_tasks() > 1 ? " of all tasks" : "",
+                       "), got ", num_replicas);
     return;
   }
   // Spec §1.3: the runtime rejects an assignment whose topology is not the live one.
@@ -209,9 +308,9 @@ void System::check_num_replicas(int num_replicas, const DeviceAssignment* da) co
   if (da_replicas != num_replicas)
     invalid_argument("the device assignment has ", da_replicas, " replicas but num_replicas is ",
                      num_replicas);
-  if (num_replicas > num_cores())
+  if (num_replicas > num_global_cores())
     invalid_argument("the device assignment has ", num_replicas, " replicas but the system has ",
-                     num_cores(), " cores; each replica needs a core of its own");
+                     num_global_cores(), " cores; each replica needs a core of its own");
 }
 
 std::shared_ptr<const DeviceAssignment> System::default_device_assignment(int num_replicas) const {
@@ -222,8 +321,17 @@ std::shared_ptr<const DeviceAssignment> System::default_device_assignment(int nu
 const int* System::resolve_cores(int num_replicas, const DeviceAssignment* da,
                                  int* cores_per_replica) {
   check_num_replicas(num_replicas, da);
+  replica_core_.assign(num_replicas, -1);
+  replica_task_.assign(num_replicas, 0);
+  local_replicas_.clear();
   if (da == nullptr) {
-    for (int r = 0; r < num_replicas; ++r) replica_core_[r] = r;
+    // Replica r on global core r: task r / num_cores, its core r % num_cores.
+    for (int r = 0; r < num_replicas; ++r) {
+      replica_task_[r] = r / num_cores();
+      if (replica_task_[r] != task_id()) continue;
+      replica_core_[r] = r % num_cores();
+      local_replicas_.push_back(r);
+    }
     *cores_per_replica = 1;
     return replica_core_.data();
   }
@@ -231,9 +339,13 @@ const int* System::resolve_cores(int num_replicas, const DeviceAssignment* da,
   std::fill(core_owner_.begin(), core_owner_.end(), -1);
   for (int r = 0; r < num_replicas; ++r) {
     const int task = da->task(r, 0);
-    if (task != 0)
+    if (task < 0 || task >= num_tasks())
       invalid_argument("the device assignment puts replica ", r, " on task ", task,
-                       ", but this system has only task 0");
+                       ", but this system has ", num_tasks() == 1 ? "only task 0" : "tasks 0 to ",
+                       num_tasks() == 1 ? "" : std::to_string(num_tasks() - 1));
+    replica_task_[r] = task;
+    if (task != task_id()) continue;
+    local_replicas_.push_back(r);
     const int core = da->tpu_ordinal(r, 0);
     if (core < 0 || core >= num_cores())
       invalid_argument("the device assignment puts replica ", r, " on device ", core,
@@ -263,6 +375,7 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
   check_open();
   int cores_per_replica = 1;
   const int* cores = resolve_cores(spec.num_replicas, device_assignment, &cores_per_replica);
+  if (num_tasks() > 1) return run_cluster_step(spec, cores, cores_per_replica, outputs);
   StepResult result = executor_.run(spec, cores, cores_per_replica,
                                     communicator(spec.num_replicas), outputs);
   if (result.code == TPU_OK) return;
@@ -271,5 +384,90 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
   throw Error(result.code, result.message);
 }
 
+
+// Every task runs its replicas of the step, then ends the step with every other task
+// (net::Transport::end_step), so that a step fails as one: a task whose replicas
+// succeeded still reports another task's failure.
+void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_per_replica,
+                              tpu_tensor** outputs) {
+  transport_->begin_step(++step_number_);
+  if (!cluster_comm_ || cluster_comm_->num_replicas() != spec.num_replicas ||
+      cluster_comm_->task_of_replica() != replica_task_)
+    cluster_comm_ = std::make_shared<ClusterCommunicator>(
+        replica_task_, task_id(), transport_.get(), config_.collective_timeout_ms,
+        num_usable_cpus(), nullptr);
+  std::shared_ptr<Communicator> comm = cluster_comm_;
+  StepResult result = executor_.run(spec, cores, cores_per_replica, comm, outputs, &local_replicas_);
+  net::StepOutcome mine{result.code, -1, result.message}, remote;
+  const int64_t timeout = spec.timeout_ms > 0 ? spec.timeout_ms : config_.collective_timeout_ms;
+  ClusterCommunicator* cc = cluster_comm_.get();
+  const bool remote_failed =
+      transport_->end_step(mine, timeout, &remote, [cc](int task) { return cc->describe_task(task); });
+  if (result.late) cluster_comm_.reset();  // the late replicas hold it
+  // A step fails as one: another task's failure fails this task's step too, and its
+  // own error wins over the abort it caused here.
+  if (remote_failed && (result.code == TPU_OK ||
+                        (result.code == TPU_ABORTED && remote.code != TPU_ABORTED))) {
+    if (result.code == TPU_OK)
+      for (int r : local_replicas_)
+        for (int o = 0; o < spec.num_outputs; ++o)
+          release(std::exchange(outputs[static_cast<int64_t>(r) * spec.num_outputs + o], nullptr));
+    result.code = remote.code;
+    result.message = remote.message;
+  }
+  if (result.code == TPU_OK) return;
+  if (config_.close_on_failure) close(result.message);
+  throw Error(result.code, result.message);
+}
+
+void System::kv_set(const std::string& key, const std::string& value) {
+  check_live();
+  if (coordination_) return coordination_->kv_set(key, value);
+  const std::string k = normalize_key(key);
+  std::lock_guard<std::mutex> lock(kv_mu_);
+  if (!kv_.emplace(k, value).second) fail(TPU_ALREADY_EXISTS, "key '", k, "' is already set");
+  kv_changed_.notify_all();
+}
+
+std::string System::kv_get(const std::string& key, int64_t timeout_ms) {
+  check_live();
+  if (timeout_ms <= 0) invalid_argument("timeout_ms is ", timeout_ms, "; it must be > 0");
+  if (coordination_) return coordination_->kv_get(key, timeout_ms);
+  const std::string k = normalize_key(key);
+  std::unique_lock<std::mutex> lock(kv_mu_);
+  if (!kv_changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return kv_.count(k) > 0; }))
+    fail(TPU_DEADLINE_EXCEEDED, "key '", k, "' was not set within ", timeout_ms, " ms");
+  return kv_[k];
+}
+
+bool System::kv_try_get(const std::string& key, std::string* value) {
+  check_live();
+  if (coordination_) return coordination_->kv_try_get(key, value);
+  const std::string k = normalize_key(key);
+  std::lock_guard<std::mutex> lock(kv_mu_);
+  auto it = kv_.find(k);
+  if (it == kv_.end()) return false;
+  *value = it->second;
+  return true;
+}
+
+void System::kv_delete(const std::string& key) {
+  check_live();
+  if (coordination_) return coordination_->kv_delete(key);
+  const std::string k = normalize_key(key);
+  std::lock_guard<std::mutex> lock(kv_mu_);
+  kv_.erase(k);
+  for (auto it = kv_.lower_bound(k + "/"); it != kv_.end() && it->first.compare(0, k.size() + 1, k + "/") == 0;)
+    it = kv_.erase(it);
+}
+
+void System::barrier(const std::string& id, int64_t timeout_ms, const std::vector<int32_t>& tasks) {
+  check_live();
+  if (id.empty()) invalid_argument("the barrier id is empty");
+  if (timeout_ms <= 0) invalid_argument("timeout_ms is ", timeout_ms, "; it must be > 0");
+  if (coordination_) return coordination_->barrier(id, timeout_ms, tasks);
+  for (int32_t t : tasks)
+    if (t != 0) invalid_argument("barrier '", id, "' lists task ", t, ", but this system has only task 0");
+}
 
 }  // namespace tpurt

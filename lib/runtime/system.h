@@ -6,6 +6,8 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <map>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/coordination.h"
 #include "core/status.h"
 #include "runtime/executor.h"
 #include "runtime/fifo_mutex.h"
@@ -23,6 +26,10 @@
 namespace tpurt {
 
 class Communicator;
+class ClusterCommunicator;
+namespace net {
+class TcpTransport;
+}
 
 // The options after defaults and validation.
 struct SystemConfig {
@@ -35,6 +42,13 @@ struct SystemConfig {
   bool close_on_failure = false;
   std::string embedding_config;
   bool private_collective_results = false;
+  int num_tasks = 1;  // tasks of the cluster; each has num_cores cores
+  int task_id = 0;
+};
+
+// How this task joins a cluster (from a resolver and tpu_cluster_options).
+struct ClusterSetup {
+  CoordinationConfig coordination;  // job, task_id, addresses, service address, token, timeouts
 };
 
 // The 1.0 struct size: callers must pass at least this much.
@@ -49,12 +63,28 @@ class System {
  public:
   // Starts a system. TPU_ALREADY_EXISTS while another is live in the process.
   static std::shared_ptr<System> start(const tpu_system_options* options);
+  // Joins the cluster and starts this task's part of a multi-task system.
+  // Shuts down the process's live system, if any (DTensor's reset_context).
+  static void shutdown_live();
+  static std::shared_ptr<System> start_cluster(const tpu_system_options* options,
+                                               const ClusterSetup& setup);
   ~System();
   System(const System&) = delete;
   System& operator=(const System&) = delete;
 
   const SystemConfig& config() const { return config_; }
-  int num_cores() const { return config_.num_cores; }
+  int num_cores() const { return config_.num_cores; }  // this task's
+  int num_tasks() const { return config_.num_tasks; }
+  int task_id() const { return config_.task_id; }
+  int num_global_cores() const { return config_.num_cores * config_.num_tasks; }
+
+  // The key-value store and barriers: the coordination service's, or in process for
+  // a one-task system.
+  void kv_set(const std::string& key, const std::string& value);
+  std::string kv_get(const std::string& key, int64_t timeout_ms);
+  bool kv_try_get(const std::string& key, std::string* value);
+  void kv_delete(const std::string& key);
+  void barrier(const std::string& id, int64_t timeout_ms, const std::vector<int32_t>& tasks);
   const std::string& serialized_topology() const { return serialized_topology_; }
 
   // TPU_FAILED_PRECONDITION once shut down.
@@ -95,6 +125,9 @@ class System {
   const int* resolve_cores(int num_replicas, const DeviceAssignment* da,
                            int* cores_per_replica);
   const std::shared_ptr<Communicator>& communicator(int num_replicas);
+  void join_cluster(const ClusterSetup& setup);
+  void run_cluster_step(const StepSpec& spec, const int* cores, int cores_per_replica,
+                        tpu_tensor** outputs);
   void close(const std::string& why);
 
   const SystemConfig config_;
@@ -111,6 +144,21 @@ class System {
   std::vector<std::shared_ptr<Communicator>> comms_;
   std::vector<int> replica_core_;
   std::vector<int> core_owner_;
+
+  // Guarded by step_mu_: which replicas run here (multi-task steps).
+  std::vector<int> replica_task_;
+  std::vector<int> local_replicas_;
+
+  // A multi-task system's: the data plane, the coordination agent, the step count.
+  std::unique_ptr<net::TcpTransport> transport_;
+  std::unique_ptr<Coordination> coordination_;
+  std::shared_ptr<ClusterCommunicator> cluster_comm_;  // guarded by step_mu_
+  uint64_t step_number_ = 0;
+
+  // A one-task system's key-value store and barrier counts.
+  std::mutex kv_mu_;
+  std::condition_variable kv_changed_;
+  std::map<std::string, std::string> kv_;
 
   Executor executor_;
   HostExecutor host_;

@@ -124,7 +124,9 @@ tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning) 
   options.num_cores = num_cores;
   options.pin_threads = pinning;
   if (mesh_shape) memcpy(options.mesh_shape, mesh_shape, sizeof options.mesh_shape);
-  CHECK(tpu_system_init(&options, &system));
+  /* Resolves the cluster from the environment (tpurt launch, Slurm, mpirun, TF_CONFIG,
+   * DTENSOR_JOBS); with none of them set it starts a one-process system. */
+  CHECK(tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL));
   return system;
 }
 

@@ -186,8 +186,13 @@ static int cmd_demo(int argc, char **argv) {
   solve_normal_equations(x, y, exact);
 
   tpu_system *system = start_system(replicas, NULL, TPU_PIN_AUTO);
-  int n;
-  CHECK(tpu_system_num_cores(system, &n));
+  /* Under tpurt launch every task runs this program: the replicas are the cores of all
+   * tasks, and each task runs (and reports) its own. */
+  int local, tasks, task;
+  CHECK(tpu_system_num_cores(system, &local));
+  CHECK(tpu_system_num_tasks(system, &tasks));
+  CHECK(tpu_system_task_id(system, &task));
+  const int n = local * tasks, first = task * local;
   demo_run run = {steps, xcalloc((size_t)n, sizeof *run.params),
                   xcalloc((size_t)steps, sizeof *run.losses)};
   tpu_tensor **inputs = xcalloc((size_t)n * 2, sizeof *inputs);
@@ -206,8 +211,10 @@ static int cmd_demo(int argc, char **argv) {
   else
     snprintf(shard, sizeof shard, "%d", SAMPLES / n);
   printf("tpurt demo: linear regression, %d samples x %d features, sharded over %d replicas\n"
-         "(%s rows each); %d SGD steps, learning rate %g, one cross_replica_sum per step\n\n",
+         "(%s rows each); %d SGD steps, learning rate %g, one cross_replica_sum per step\n",
          SAMPLES, FEATURES, n, shard, steps, LEARNING_RATE);
+  if (tasks > 1) printf("task %d of %d runs replicas %d to %d\n", task, tasks, first, first + local - 1);
+  printf("\n");
 
   double t0 = now_seconds();
   /* Uneven shards are padded with zero rows, as tf.tpu.replicate's maximum_shapes does;
@@ -220,22 +227,24 @@ static int cmd_demo(int argc, char **argv) {
   double elapsed = now_seconds() - t0;
 
   int every = steps >= 10 ? steps / 10 : 1;
-  printf("%6s  %14s\n", "step", "loss (MSE)");
-  for (int s = 0; s < steps; s++)
-    if (s % every == 0 || s == steps - 1) printf("%6d  %14.8f\n", s, run.losses[s]);
+  if (task == 0) { /* replica 0, which records the loss, is task 0's */
+    printf("%6s  %14s\n", "step", "loss (MSE)");
+    for (int s = 0; s < steps; s++)
+      if (s % every == 0 || s == steps - 1) printf("%6d  %14.8f\n", s, run.losses[s]);
+  }
   printf("\ntrained in %.1f ms (one tpu_replicate step of %d replicas)\n\n", elapsed * 1e3, n);
 
   int agree = 1;
-  for (int r = 1; r < n; r++)
-    agree &= !memcmp(run.params[r], run.params[0], sizeof run.params[0]);
+  for (int r = first + 1; r < first + local; r++)
+    agree &= !memcmp(run.params[r], run.params[first], sizeof run.params[0]);
   double max_diff = 0;
   printf("%-8s  %12s  %12s  %10s\n", "param", "trained", "closed form", "|diff|");
   for (int j = 0; j < PARAMS; j++) {
     char name[16] = "b";
     if (j < FEATURES) snprintf(name, sizeof name, "w[%d]", j);
-    double diff = fabs(run.params[0][j] - exact[j]);
+    double diff = fabs(run.params[first][j] - exact[j]);
     if (!(diff <= max_diff)) max_diff = diff;  /* NaN sticks */
-    printf("%-8s  %12.6f  %12.6f  %10.2e\n", name, run.params[0][j], exact[j], diff);
+    printf("%-8s  %12.6f  %12.6f  %10.2e\n", name, run.params[first][j], exact[j], diff);
   }
   int converged = max_diff <= tolerance;
   printf("\nreplicas hold identical weights: %s\n", agree ? "yes" : "NO");

@@ -1,0 +1,666 @@
+#include "collectives/cluster_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/reduce.h"
+#include "collectives/rendezvous.h"
+#include "core/box_copy.h"
+#include "core/checked.h"
+#include "core/dtype.h"
+#include "core/float16.h"
+#include "core/tensor_ops.h"
+#include "core/tensor_ref.h"
+#include "topology/group_assignment.h"
+
+namespace tpurt {
+namespace {
+
+// Whether reducing per task first gives the same bits as reducing in member order:
+// wrapping integer arithmetic and min/max are associative and commutative, floating
+// point sums and products are not, and MEAN divides once by the member count.
+bool partials_exact(tpu_dtype dtype, tpu_reduce_op op) {
+  if (op == TPU_REDUCE_MIN || op == TPU_REDUCE_MAX) return dtype != TPU_COMPLEX64;
+  if (op == TPU_REDUCE_MEAN) return false;
+  switch (dtype) {
+    case TPU_INT8: case TPU_INT16: case TPU_INT32: case TPU_INT64:
+    case TPU_UINT8: case TPU_UINT32: case TPU_UINT64: case TPU_BOOL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Element range [lo, lo + len) of slice s of n elements split np ways.
+void slice_of(int64_t n, int np, int s, int64_t* lo, int64_t* len) {
+  const int64_t base = n / np, extra = n % np;
+  *lo = base * s + std::min<int64_t>(s, extra);
+  *len = base + (s < extra ? 1 : 0);
+}
+
+// An output the leader writes into: if the collective throws, the leader may still
+// be writing, so the rendezvous keeps it until the step's reset.
+struct Published {
+  Rendezvous& rv;
+  int rank;
+  Tensor* t = nullptr;
+  ~Published() {
+    if (t) rv.park(rank, t);
+  }
+  Tensor* take() { return std::exchange(t, nullptr); }
+};
+
+}  // namespace
+
+struct ClusterCommunicator::Call {
+  uint64_t seq = 0;
+  uint64_t digest = 0;
+  std::vector<const void*> input;  // by local rank
+  std::vector<void*> output;       // by local rank
+  net::Transport::Clock::time_point deadline;
+};
+
+ClusterCommunicator::ClusterCommunicator(
+    std::vector<int> task_of_replica, int task_id, net::Transport* transport, int64_t timeout_ms,
+    int num_cpus, std::function<void(int, tpu_status, const std::string&)> on_local_failure)
+    : Communicator(static_cast<int>(std::count(task_of_replica.begin(), task_of_replica.end(), task_id)),
+                   timeout_ms, num_cpus, /*private_results=*/true),
+      task_of_replica_(std::move(task_of_replica)),
+      task_id_(task_id),
+      transport_(transport),
+      local_rank_(task_of_replica_.size(), -1),
+      all_replicas_(task_of_replica_.size()),
+      on_local_failure_(std::move(on_local_failure)) {
+  for (size_t r = 0; r < task_of_replica_.size(); ++r) {
+    all_replicas_[r] = static_cast<int32_t>(r);
+    if (task_of_replica_[r] != task_id_) continue;
+    local_rank_[r] = static_cast<int>(local_replicas_.size());
+    local_replicas_.push_back(static_cast<int>(r));
+  }
+  call_timeout_ms_.assign(local_replicas_.size(), 0);
+}
+
+ClusterCommunicator::~ClusterCommunicator() = default;
+
+int ClusterCommunicator::local_rank(int replica) const {
+  if (replica < 0 || replica >= num_replicas() || local_rank_[replica] < 0)
+    fail(TPU_INTERNAL, "replica ", replica, " is not one of task ", task_id_, "'s");
+  return local_rank_[replica];
+}
+
+std::string ClusterCommunicator::describe_task(int task) const {
+  std::string replicas;
+  int count = 0;
+  for (int r = 0; r < num_replicas(); ++r)
+    if (task_of_replica_[r] == task) replicas += str_cat(count++ ? ", " : "", r);
+  if (count == 0) return str_cat("task ", task, " (no replicas in this step)");
+  return str_cat("task ", task, " (replica", count > 1 ? "s " : " ", replicas, ")");
+}
+
+void ClusterCommunicator::set_call_timeout(int rank, int64_t timeout_ms) {
+  const int lr = local_rank(rank);
+  call_timeout_ms_[lr] = timeout_ms;
+  Communicator::set_call_timeout(lr, timeout_ms);
+}
+
+void ClusterCommunicator::abort(int replica, tpu_status code, const std::string& message) {
+  const bool first = !aborted();
+  Communicator::abort(replica, code, message);
+  transport_->interrupt();
+  if (first && replica >= 0 && on_local_failure_) on_local_failure_(replica, code, message);
+}
+
+void ClusterCommunicator::abort_from_remote(tpu_status code, const std::string& message) {
+  rendezvous().poison(code, message);
+  transport_->interrupt();
+}
+
+void ClusterCommunicator::depart(int rank) { Communicator::depart(local_rank(rank)); }
+
+ClusterCommunicator::Groups ClusterCommunicator::groups_of(const tpu_group_assignment* groups,
+                                                           Descriptor* desc) const {
+  if (groups == nullptr) {
+    desc->num_groups = 1;
+    desc->group_size = num_replicas();
+    desc->groups_hash = hash_ids(all_replicas_.data(), num_replicas());
+    return {all_replicas_.data(), 1, num_replicas()};
+  }
+  validate_group_assignment(groups, num_replicas());
+  desc->num_groups = groups->num_groups;
+  desc->group_size = groups->group_size;
+  desc->groups_hash = hash_ids(groups->replica_ids, int64_t(groups->num_groups) * groups->group_size);
+  return {groups->replica_ids, groups->num_groups, groups->group_size};
+}
+
+void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x, Tensor* out,
+                              const std::function<void()>& validate,
+                              const std::function<void(Call&)>& leader) {
+  Rendezvous& rv = rendezvous();
+  const int lr = local_rank(rank);
+  (void)validate;
+  uint64_t seq;
+  Record& rec = rv.begin(lr, &seq);
+  rec.desc = desc;
+  rec.input = x ? x->data : nullptr;
+  rec.output = out ? out->data : nullptr;
+  rec.result = out;
+  rv.arrive_and_check(lr, seq);
+  if (lr == 0) {
+    Call call;
+    call.seq = seq;
+    call.digest = desc.digest();
+    const int n = static_cast<int>(local_replicas_.size());
+    call.input.resize(n);
+    call.output.resize(n);
+    for (int j = 0; j < n; ++j) {
+      call.input[j] = rv.record(j, seq).input;
+      call.output[j] = rv.record(j, seq).output;
+    }
+    const int64_t timeout = call_timeout_ms_[0] > 0 ? call_timeout_ms_[0] : rv.step_timeout();
+    call.deadline = net::Transport::Clock::now() + std::chrono::milliseconds(timeout);
+    try {
+      leader(call);
+    } catch (const Error& e) {
+      rv.poison(e.code(), e.message());
+      throw;
+    }
+  }
+  rv.finish(lr, seq);
+}
+
+void ClusterCommunicator::exchange(Call& call, std::vector<net::Send>& sends,
+                                   std::vector<net::Recv>& recvs) {
+  if (sends.empty() && recvs.empty()) return;
+  Rendezvous& rv = rendezvous();
+  transport_->exchange(
+      call.seq, call.digest, sends.data(), sends.size(), recvs.data(), recvs.size(), call.deadline,
+      [&] {
+        int origin;
+        tpu_status code;
+        std::string message;
+        if (rv.failure(&origin, &code, &message)) throw Error(code, message);
+      },
+      [this](int task) { return describe_task(task); });
+}
+
+namespace {
+
+// Validates on this replica; a failure fails the whole step, so peers blocked in the
+// same collective learn of it at once.
+template <typename Fn>
+void guard(Rendezvous& rv, int lr, int replica, Fn&& checks) {
+  if (rv.aborted()) {
+    uint64_t seq;
+    rv.begin(lr, &seq);
+    rv.arrive_and_check(lr, seq);  // throws the step's failure
+  }
+  try {
+    checks();
+  } catch (const Error& e) {
+    rv.poison(e.code(), e.message(), replica);
+    throw;
+  }
+}
+
+void fill_desc(Descriptor* d, CollectiveKind kind, const Tensor* x) {
+  *d = Descriptor{};
+  d->kind = kind;
+  if (x == nullptr) return;
+  d->dtype = x->dtype;
+  d->rank = x->rank;
+  for (int i = 0; i < x->rank; ++i) d->dims[i] = x->dims[i];
+}
+
+}  // namespace
+
+// The tasks of a group row, sorted, and each task's members in member order.
+struct TaskSplit {
+  std::vector<int> tasks;
+  std::vector<std::vector<int>> members;  // by position in tasks: positions in the row
+  int mine = -1;                          // this task's position in tasks, or -1
+};
+
+static TaskSplit split_row(const int32_t* row, int size, const std::vector<int>& task_of, int me) {
+  TaskSplit s;
+  for (int k = 0; k < size; ++k) s.tasks.push_back(task_of[row[k]]);
+  std::sort(s.tasks.begin(), s.tasks.end());
+  s.tasks.erase(std::unique(s.tasks.begin(), s.tasks.end()), s.tasks.end());
+  s.members.resize(s.tasks.size());
+  for (int k = 0; k < size; ++k) {
+    const int t = task_of[row[k]];
+    const int pos = static_cast<int>(std::lower_bound(s.tasks.begin(), s.tasks.end(), t) - s.tasks.begin());
+    s.members[pos].push_back(k);
+  }
+  for (size_t i = 0; i < s.tasks.size(); ++i)
+    if (s.tasks[i] == me) s.mine = static_cast<int>(i);
+  return s;
+}
+
+void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tensor* x,
+                                        tpu_reduce_op op,
+                                        const std::function<void(int, const char*)>& deliver) {
+  const tpu_dtype dtype = x->dtype;
+  const size_t esize = dtype_size(dtype);
+  const int64_t n = x->num_elements;
+  const bool exact = partials_exact(dtype, op);
+  std::vector<char> result(x->byte_size);
+  for (int gi = 0; gi < g.num_groups; ++gi) {
+    const int32_t* row = g.ids + int64_t(gi) * g.group_size;
+    TaskSplit split = split_row(row, g.group_size, task_of_replica_, task_id_);
+    if (split.mine < 0) continue;
+    const int np = static_cast<int>(split.tasks.size());
+    const std::vector<int>& mine = split.members[split.mine];
+    auto local_input = [&](int k) {
+      return static_cast<const char*>(call.input[local_rank_[row[k]]]);
+    };
+    // This task's partial (exact ops): its members reduced, all elements.
+    std::vector<char> partial;
+    if (exact) {
+      partial.resize(x->byte_size);
+      SourceList srcs(static_cast<int>(mine.size()));
+      for (size_t j = 0; j < mine.size(); ++j) srcs.data()[j] = local_input(mine[j]);
+      reduce(dtype, op, srcs.data(), static_cast<int>(mine.size()), 0, n, partial.data());
+    }
+    int64_t my_lo, my_len;
+    slice_of(n, np, split.mine, &my_lo, &my_len);
+    const size_t my_bytes = static_cast<size_t>(my_len) * esize;
+    // Phase 1: every task sends each owner its contributions to the owner's slice.
+    std::vector<net::Send> sends;
+    std::vector<net::Recv> recvs;
+    std::vector<size_t> slot_of_task(np, 0);  // first receive slot of each task
+    size_t slots = 0;
+    for (int s = 0; s < np; ++s) {
+      if (s == split.mine) continue;
+      slot_of_task[s] = slots;
+      slots += exact ? 1 : split.members[s].size();
+    }
+    scratch_.resize(std::max<size_t>(scratch_.size(), slots * my_bytes));
+    const uint32_t tag = static_cast<uint32_t>(gi) * 2;
+    for (int s = 0; s < np; ++s) {
+      if (s == split.mine) continue;
+      int64_t lo, len;
+      slice_of(n, np, s, &lo, &len);
+      const size_t off = static_cast<size_t>(lo) * esize, bytes = static_cast<size_t>(len) * esize;
+      if (exact) sends.push_back({split.tasks[s], tag, partial.data() + off, bytes});
+      else
+        for (int k : mine) sends.push_back({split.tasks[s], tag, local_input(k) + off, bytes});
+      const size_t count = exact ? 1 : split.members[s].size();
+      for (size_t c = 0; c < count; ++c)
+        recvs.push_back({split.tasks[s], tag, scratch_.data() + (slot_of_task[s] + c) * my_bytes, my_bytes});
+    }
+    exchange(call, sends, recvs);
+    // Reduce this task's slice.
+    const size_t my_off = static_cast<size_t>(my_lo) * esize;
+    if (exact) {
+      SourceList srcs(np);
+      int k = 0;
+      srcs.data()[k++] = partial.data() + my_off;
+      for (int s = 0; s < np; ++s)
+        if (s != split.mine) srcs.data()[k++] = scratch_.data() + slot_of_task[s] * my_bytes;
+      reduce(dtype, op, srcs.data(), np, 0, my_len, result.data() + my_off);
+    } else {
+      SourceList srcs(g.group_size);
+      for (int s = 0; s < np; ++s)
+        for (size_t c = 0; c < split.members[s].size(); ++c) {
+          const int k = split.members[s][c];
+          srcs.data()[k] = s == split.mine ? local_input(k) + my_off
+                                           : scratch_.data() + (slot_of_task[s] + c) * my_bytes;
+        }
+      reduce(dtype, op, srcs.data(), g.group_size, 0, my_len, result.data() + my_off);
+    }
+    // Phase 2: every owner sends its reduced slice to the others.
+    sends.clear();
+    recvs.clear();
+    for (int s = 0; s < np; ++s) {
+      if (s == split.mine) continue;
+      int64_t lo, len;
+      slice_of(n, np, s, &lo, &len);
+      sends.push_back({split.tasks[s], tag + 1, result.data() + my_off, my_bytes});
+      recvs.push_back({split.tasks[s], tag + 1, result.data() + static_cast<size_t>(lo) * esize,
+                       static_cast<size_t>(len) * esize});
+    }
+    exchange(call, sends, recvs);
+    for (int k : mine) deliver(row[k], result.data());
+  }
+}
+
+void ClusterCommunicator::gather_groups(
+    Call& call, const Groups& g, size_t bytes,
+    const std::function<void(const int32_t*, int, const void* const*)>& use) {
+  std::vector<const void*> inputs(g.group_size);
+  for (int gi = 0; gi < g.num_groups; ++gi) {
+    const int32_t* row = g.ids + int64_t(gi) * g.group_size;
+    TaskSplit split = split_row(row, g.group_size, task_of_replica_, task_id_);
+    if (split.mine < 0) continue;
+    const int np = static_cast<int>(split.tasks.size());
+    const size_t remote = static_cast<size_t>(g.group_size) - split.members[split.mine].size();
+    std::vector<char> received(remote * bytes);
+    std::vector<net::Send> sends;
+    std::vector<net::Recv> recvs;
+    const uint32_t tag = static_cast<uint32_t>(gi);
+    size_t slot = 0;
+    for (int s = 0; s < np; ++s) {
+      if (s == split.mine) {
+        for (int k : split.members[s]) inputs[k] = call.input[local_rank_[row[k]]];
+        continue;
+      }
+      for (int k : split.members[split.mine])
+        sends.push_back({split.tasks[s], tag, call.input[local_rank_[row[k]]], bytes});
+      for (int k : split.members[s]) {
+        char* at = received.data() + slot++ * bytes;
+        recvs.push_back({split.tasks[s], tag, at, bytes});
+        inputs[k] = at;
+      }
+    }
+    exchange(call, sends, recvs);
+    use(row, g.group_size, inputs.data());
+  }
+}
+
+Tensor* ClusterCommunicator::all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
+                                        const tpu_group_assignment* groups, bool bf16_wire) {
+  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT) {
+    TensorRef wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
+    float_to_bf16(static_cast<const float*>(x->data), static_cast<uint16_t*>(wire->data),
+                  static_cast<size_t>(x->num_elements));
+    TensorRef reduced{reduce_impl(rank, wire.get(), op, groups, true)};
+    TensorRef out{new_tensor_uninitialized(TPU_FLOAT, reduced->dims, reduced->rank)};
+    bf16_to_float(static_cast<const uint16_t*>(reduced->data), static_cast<float*>(out->data),
+                  static_cast<size_t>(reduced->num_elements));
+    return out.take();
+  }
+  return reduce_impl(rank, x, op, groups, false);
+}
+
+Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
+                                         const tpu_group_assignment* groups, bool bf16_wire) {
+  Rendezvous& rv = rendezvous();
+  const int lr = local_rank(rank);
+  Descriptor desc;
+  Groups g{};
+  Published out{rv, lr};
+  guard(rv, lr, rank, [&] {
+    require_not_null(x, "x");
+    check_reduction(x->dtype, op);
+    fill_desc(&desc, CollectiveKind::kAllReduce, x);
+    g = groups_of(groups, &desc);
+    out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
+  });
+  desc.op = op;
+  desc.bf16_wire = bf16_wire;
+  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+    reduce_groups(call, g, x, op, [&](int member, const char* result) {
+      if (x->byte_size) std::memcpy(call.output[local_rank_[member]], result, x->byte_size);
+    });
+  });
+  return out.take();
+}
+
+Tensor* ClusterCommunicator::reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
+                                            const tpu_group_assignment* groups, bool bf16_wire) {
+  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT) {
+    TensorRef wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
+    float_to_bf16(static_cast<const float*>(x->data), static_cast<uint16_t*>(wire->data),
+                  static_cast<size_t>(x->num_elements));
+    TensorRef reduced{scatter_impl(rank, wire.get(), op, axis, groups, true)};
+    TensorRef out{new_tensor_uninitialized(TPU_FLOAT, reduced->dims, reduced->rank)};
+    bf16_to_float(static_cast<const uint16_t*>(reduced->data), static_cast<float*>(out->data),
+                  static_cast<size_t>(reduced->num_elements));
+    return out.take();
+  }
+  return scatter_impl(rank, x, op, axis, groups, false);
+}
+
+Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,
+                                          const tpu_group_assignment* groups, bool bf16_wire) {
+  Rendezvous& rv = rendezvous();
+  const int lr = local_rank(rank);
+  Descriptor desc;
+  Groups g{};
+  int a = 0;
+  int64_t dims[TPU_MAX_RANK];
+  Published out{rv, lr};
+  guard(rv, lr, rank, [&] {
+    require_not_null(x, "x");
+    check_reduction(x->dtype, op);
+    if (x->rank == 0) invalid_argument("reduce_scatter needs a tensor of rank >= 1, got a scalar");
+    a = normalize_axis(axis, x->rank, "scatter_axis");
+    fill_desc(&desc, CollectiveKind::kReduceScatter, x);
+    g = groups_of(groups, &desc);
+    if (x->dims[a] % g.group_size != 0)
+      invalid_argument("dimension ", a, " of ", describe(x), " (", x->dims[a],
+                       ") is not divisible by the group size ", g.group_size);
+    std::copy(x->dims, x->dims + x->rank, dims);
+    dims[a] /= g.group_size;
+    out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
+  });
+  desc.op = op;
+  desc.params[0] = a;
+  desc.bf16_wire = bf16_wire;
+  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+    reduce_groups(call, g, x, op, [&](int member, const char* result) {
+      if (x->num_elements == 0) return;
+      int pos = 0;
+      for (int gi = 0; gi < g.num_groups; ++gi)
+        for (int k = 0; k < g.group_size; ++k)
+          if (g.ids[int64_t(gi) * g.group_size + k] == member) pos = k;
+      int64_t extent[TPU_MAX_RANK], from[TPU_MAX_RANK] = {0}, to[TPU_MAX_RANK] = {0};
+      std::copy(dims, dims + x->rank, extent);
+      from[a] = pos * dims[a];
+      copy_box(dtype_size(x->dtype), x->rank, extent, result, x->dims, from,
+               call.output[local_rank_[member]], dims, to);
+    });
+  });
+  return out.take();
+}
+
+Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
+                                        const tpu_group_assignment* groups) {
+  Rendezvous& rv = rendezvous();
+  const int lr = local_rank(rank);
+  Descriptor desc;
+  Groups g{};
+  int a = 0;
+  int64_t dims[TPU_MAX_RANK];
+  Published out{rv, lr};
+  guard(rv, lr, rank, [&] {
+    require_not_null(x, "x");
+    if (x->rank == 0) invalid_argument("all_gather needs a tensor of rank >= 1, got a scalar");
+    a = normalize_axis(axis, x->rank, "axis");
+    fill_desc(&desc, CollectiveKind::kAllGather, x);
+    g = groups_of(groups, &desc);
+    std::copy(x->dims, x->dims + x->rank, dims);
+    dims[a] = checked_mul(dims[a], int64_t{g.group_size}, "dimension ", a,
+                          " of all_gather's output (", g.group_size, " x ", dtype_name(x->dtype),
+                          ShapeText{x->dims, x->rank}, ")");
+    out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
+  });
+  desc.params[0] = a;
+  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+    gather_groups(call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
+      for (int k = 0; k < size; ++k) {
+        if (task_of_replica_[row[k]] != task_id_) continue;
+        void* dst = call.output[local_rank_[row[k]]];
+        int64_t from[TPU_MAX_RANK] = {0}, to[TPU_MAX_RANK] = {0};
+        for (int j = 0; j < size; ++j) {
+          to[a] = j * x->dims[a];
+          copy_box(dtype_size(x->dtype), x->rank, x->dims, in[j], x->dims, from, dst, dims, to);
+        }
+      }
+    });
+  });
+  return out.take();
+}
+
+Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_dim, int split_dim,
+                                        int split_count, const tpu_group_assignment* groups) {
+  Rendezvous& rv = rendezvous();
+  const int lr = local_rank(rank);
+  Descriptor desc;
+  Groups g{};
+  int c = 0, s = 0;
+  int64_t box[TPU_MAX_RANK], dims[TPU_MAX_RANK];
+  Published out{rv, lr};
+  guard(rv, lr, rank, [&] {
+    require_not_null(x, "x");
+    if (x->rank == 0) invalid_argument("all_to_all needs a tensor of rank >= 1, got a scalar");
+    if (split_count < 1) invalid_argument("split_count must be >= 1, got ", split_count);
+    c = normalize_axis(concat_dim, x->rank, "concat_dimension");
+    s = normalize_axis(split_dim, x->rank, "split_dimension");
+    fill_desc(&desc, CollectiveKind::kAllToAll, x);
+    g = groups_of(groups, &desc);
+    if (split_count != g.group_size)
+      invalid_argument("split_count ", split_count, " must equal the group size ", g.group_size);
+    if (x->dims[s] % split_count != 0)
+      invalid_argument("dimension ", s, " of ", describe(x), " (", x->dims[s],
+                       ") is not divisible by split_count ", split_count);
+    std::copy(x->dims, x->dims + x->rank, box);
+    box[s] /= split_count;
+    std::copy(box, box + x->rank, dims);
+    dims[c] = checked_mul(dims[c], int64_t{split_count}, "dimension ", c,
+                          " of all_to_all's output (", dtype_name(x->dtype),
+                          ShapeText{x->dims, x->rank}, " split ", split_count, " ways along ", s,
+                          " and concatenated along ", c, ")");
+    out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
+  });
+  desc.params[0] = s;
+  desc.params[1] = c;
+  desc.params[2] = split_count;
+  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+    gather_groups(call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
+      for (int pos = 0; pos < size; ++pos) {
+        if (task_of_replica_[row[pos]] != task_id_) continue;
+        int64_t src_start[TPU_MAX_RANK] = {0}, dst_start[TPU_MAX_RANK] = {0};
+        src_start[s] = pos * box[s];
+        for (int j = 0; j < size; ++j) {
+          dst_start[c] = j * box[c];
+          copy_box(dtype_size(x->dtype), x->rank, box, in[j], x->dims, src_start,
+                   call.output[local_rank_[row[pos]]], dims, dst_start);
+        }
+      }
+    });
+  });
+  return out.take();
+}
+
+Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const int32_t* pairs,
+                                                int num_pairs) {
+  Rendezvous& rv = rendezvous();
+  const int lr = local_rank(rank);
+  Descriptor desc;
+  Published out{rv, lr};
+  guard(rv, lr, rank, [&] {
+    require_not_null(x, "x");
+    if (num_pairs < 0) invalid_argument("num_pairs must be >= 0, got ", num_pairs);
+    if (num_pairs > 0) require_not_null(pairs, "source_target_pairs");
+    fill_desc(&desc, CollectiveKind::kCollectivePermute, x);
+    const int n = num_replicas();
+    std::vector<int> as_source(n, -1), as_target(n, -1);
+    for (int i = 0; i < num_pairs; ++i) {
+      int a = pairs[2 * i], b = pairs[2 * i + 1];
+      if (a < 0 || a >= n || b < 0 || b >= n)
+        invalid_argument("source_target_pairs[", i, "] = (", a, ", ", b, ") names a replica outside [0, ", n, ")");
+      if (as_source[a] >= 0) invalid_argument("Source ", a, " appears more than once (pairs ", as_source[a], " and ", i, ")");
+      if (as_target[b] >= 0) invalid_argument("Target ", b, " appears more than once (pairs ", as_target[b], " and ", i, ")");
+      as_source[a] = i;
+      as_target[b] = i;
+    }
+    out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
+  });
+  desc.num_groups = num_pairs;
+  desc.group_size = 2;
+  desc.groups_hash = hash_ids(pairs, int64_t(num_pairs) * 2);
+  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+    const size_t bytes = x->byte_size;
+    std::vector<bool> targeted(local_replicas_.size(), false);
+    std::vector<net::Send> sends;
+    std::vector<net::Recv> recvs;
+    for (int i = 0; i < num_pairs; ++i) {
+      const int a = pairs[2 * i], b = pairs[2 * i + 1];
+      const int ta = task_of_replica_[a], tb = task_of_replica_[b];
+      if (tb == task_id_) targeted[local_rank_[b]] = true;
+      if (ta == task_id_ && tb == task_id_) {
+        if (bytes) std::memcpy(call.output[local_rank_[b]], call.input[local_rank_[a]], bytes);
+      } else if (ta == task_id_) {
+        sends.push_back({tb, static_cast<uint32_t>(i), call.input[local_rank_[a]], bytes});
+      } else if (tb == task_id_) {
+        recvs.push_back({ta, static_cast<uint32_t>(i), call.output[local_rank_[b]], bytes});
+      }
+    }
+    for (size_t j = 0; j < targeted.size(); ++j)
+      if (!targeted[j] && bytes) std::memset(call.output[j], 0, bytes);
+    exchange(call, sends, recvs);
+  });
+  return out.take();
+}
+
+Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
+                                       const tpu_group_assignment* groups) {
+  Rendezvous& rv = rendezvous();
+  const int lr = local_rank(rank);
+  Descriptor desc;
+  Groups g{};
+  Published out{rv, lr};
+  guard(rv, lr, rank, [&] {
+    require_not_null(x, "x");
+    fill_desc(&desc, CollectiveKind::kBroadcast, x);
+    g = groups_of(groups, &desc);
+    if (root < 0 || root >= g.group_size)
+      invalid_argument("root ", root, " is outside the group of ", g.group_size);
+    out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
+  });
+  desc.params[0] = root;
+  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+    const size_t bytes = x->byte_size;
+    for (int gi = 0; gi < g.num_groups; ++gi) {
+      const int32_t* row = g.ids + int64_t(gi) * g.group_size;
+      TaskSplit split = split_row(row, g.group_size, task_of_replica_, task_id_);
+      if (split.mine < 0) continue;
+      const int root_task = task_of_replica_[row[root]];
+      std::vector<net::Send> sends;
+      std::vector<net::Recv> recvs;
+      const std::vector<int>& mine = split.members[split.mine];
+      const void* src;
+      if (root_task == task_id_) {
+        src = call.input[local_rank_[row[root]]];
+        for (int t : split.tasks)
+          if (t != task_id_) sends.push_back({t, static_cast<uint32_t>(gi), src, bytes});
+      } else {
+        void* first = call.output[local_rank_[row[mine[0]]]];
+        recvs.push_back({root_task, static_cast<uint32_t>(gi), first, bytes});
+        src = first;
+      }
+      exchange(call, sends, recvs);
+      for (int k : mine) {
+        void* dst = call.output[local_rank_[row[k]]];
+        if (dst != src && bytes) std::memcpy(dst, src, bytes);
+      }
+    }
+  });
+  return out.take();
+}
+
+void ClusterCommunicator::barrier(int rank) {
+  Rendezvous& rv = rendezvous();
+  const int lr = local_rank(rank);
+  Descriptor desc;
+  guard(rv, lr, rank, [&] {
+    fill_desc(&desc, CollectiveKind::kBarrier, nullptr);
+    Groups g = groups_of(nullptr, &desc);
+    (void)g;
+  });
+  run(rank, desc, nullptr, nullptr, nullptr, [&](Call& call) {
+    std::vector<net::Send> sends;
+    std::vector<net::Recv> recvs;
+    std::vector<bool> has(transport_->num_tasks(), false);
+    for (int t : task_of_replica_) has[t] = true;
+    for (int t = 0; t < transport_->num_tasks(); ++t) {
+      if (t == task_id_ || !has[t]) continue;
+      sends.push_back({t, 0, nullptr, 0});
+      recvs.push_back({t, 0, nullptr, 0});
+    }
+    exchange(call, sends, recvs);
+  });
+}
+
+}  // namespace tpurt

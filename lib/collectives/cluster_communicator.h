@@ -1,0 +1,96 @@
+// The collectives of one step whose replicas live on several tasks. The replicas of
+// this task meet in the in-process rendezvous (over local ranks); the first of them,
+// the leader, then runs the exchange with the other tasks through the transport and
+// writes every local member's result, while the others wait for it.
+//
+// Results are bit-identical to a single process: a reduction reads every member's
+// input in member order, except where the order cannot change the bits (integer
+// and bool sums and products, which wrap; min and max), where each task first
+// reduces its own members in memory and sends one partial. Reductions split the
+// elements among the tasks of a group (each reduces its slice and sends it to the
+// others: reduce-scatter, then all-gather, pairwise); the other collectives send
+// each task the inputs it needs.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "net/transport.h"
+
+namespace tpurt {
+
+struct Descriptor;
+
+class ClusterCommunicator : public Communicator {
+ public:
+  // task_of_replica: every replica's task; this task's replicas are the local ranks
+  // in increasing replica order. on_local_failure: called when one of this task's
+  // replicas fails the step (to tell the other tasks at once).
+  ClusterCommunicator(std::vector<int> task_of_replica, int task_id, net::Transport* transport,
+                      int64_t timeout_ms, int num_cpus,
+                      std::function<void(int replica, tpu_status, const std::string&)> on_local_failure);
+  ~ClusterCommunicator() override;
+
+  int num_replicas() const { return static_cast<int>(task_of_replica_.size()); }
+  const std::vector<int>& task_of_replica() const { return task_of_replica_; }
+  const std::vector<int>& local_replicas() const { return local_replicas_; }
+  // "task 1 (replicas 2, 3)" for messages.
+  std::string describe_task(int task) const;
+
+  void set_call_timeout(int rank, int64_t timeout_ms) override;
+  void abort(int replica, tpu_status code, const std::string& message) override;
+  // A failure another task reported for this step (no callback).
+  void abort_from_remote(tpu_status code, const std::string& message);
+  void depart(int rank) override;
+
+  Tensor* all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
+                     const tpu_group_assignment* groups, bool bf16_wire) override;
+  Tensor* all_gather(int rank, const Tensor* x, int axis, const tpu_group_assignment* groups) override;
+  Tensor* reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
+                         const tpu_group_assignment* groups, bool bf16_wire) override;
+  Tensor* all_to_all(int rank, const Tensor* x, int concat_dim, int split_dim, int split_count,
+                     const tpu_group_assignment* groups) override;
+  Tensor* collective_permute(int rank, const Tensor* x, const int32_t* pairs, int num_pairs) override;
+  Tensor* broadcast(int rank, const Tensor* x, int root, const tpu_group_assignment* groups) override;
+  void barrier(int rank) override;
+
+ private:
+  struct Call;
+  // The rows of a group assignment (NULL: every replica in one group).
+  struct Groups {
+    const int32_t* ids;
+    int num_groups;
+    int group_size;
+  };
+
+  int local_rank(int replica) const;
+  Groups groups_of(const tpu_group_assignment* groups, Descriptor* desc) const;
+  // Validates on this replica (a failure fails the step), meets the local replicas,
+  // lets the leader run `leader` and waits for it. out: this replica's result.
+  void run(int rank, const Descriptor& desc, const Tensor* x, Tensor* out,
+           const std::function<void()>& validate,
+           const std::function<void(Call&)>& leader);
+  void exchange(Call& call, std::vector<net::Send>& sends, std::vector<net::Recv>& recvs);
+  void reduce_groups(Call& call, const Groups& g, const Tensor* x, tpu_reduce_op op,
+                     const std::function<void(int member, const char* result)>& deliver);
+  void gather_groups(Call& call, const Groups& g, size_t bytes,
+                     const std::function<void(const int32_t* row, int size, const void* const* inputs)>& use);
+  Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op, const tpu_group_assignment* groups,
+                      bool bf16_wire);
+  Tensor* scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,
+                       const tpu_group_assignment* groups, bool bf16_wire);
+
+  const std::vector<int> task_of_replica_;
+  const int task_id_;
+  net::Transport* const transport_;
+  std::vector<int> local_replicas_;
+  std::vector<int> local_rank_;  // by replica; -1 elsewhere
+  std::vector<int32_t> all_replicas_;
+  std::function<void(int, tpu_status, const std::string&)> on_local_failure_;
+  std::vector<int64_t> call_timeout_ms_;  // by local rank
+  std::vector<char> scratch_;             // the leader's, grown as needed
+};
+
+}  // namespace tpurt

@@ -1,0 +1,84 @@
+// The data plane between the tasks of a cluster, as the collectives see it: a
+// collective is one exchange of sends and receives with peer tasks, and a step ends
+// with every peer agreeing that it ended (and how). TCP implements it
+// (tcp_transport.h); shared memory between processes on one host and MPI are meant
+// to implement the same interface.
+//
+// One thread at a time drives a transport: the leader replica of a collective, or
+// the thread ending the step. interrupt() is the only call allowed from elsewhere.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tpurt/common.h"
+
+namespace tpurt {
+namespace net {
+
+// One transfer to or from a peer task. Transfers between two tasks are matched in
+// the order each side lists them; tag tells them apart in messages and checks.
+struct Send {
+  int peer;
+  uint32_t tag;
+  const void* data;
+  uint64_t bytes;
+};
+struct Recv {
+  int peer;
+  uint32_t tag;
+  void* data;
+  uint64_t bytes;
+};
+
+// How a step ended on one task.
+struct StepOutcome {
+  tpu_status code = TPU_OK;
+  int origin_replica = -1;  // the replica whose error it is, or -1
+  std::string message;      // as tpu_replicate reports it
+};
+
+class Transport {
+ public:
+  using Clock = std::chrono::steady_clock;
+  virtual ~Transport() = default;
+
+  virtual int num_tasks() const = 0;
+  virtual int task_id() const = 0;
+
+  // Starts step `step` (every task numbers its steps alike). Throws TPU_UNAVAILABLE
+  // when a peer's connection is already lost.
+  virtual void begin_step(uint64_t step) = 0;
+
+  // Runs the sends and receives of collective `seq` (digest: its descriptor, which
+  // peers must share) concurrently until all are done. check() is called whenever
+  // the wait is interrupted and must throw if the step is to end. Throws
+  // TPU_DEADLINE_EXCEEDED naming the peers still owing data at `deadline`,
+  // TPU_INVALID_ARGUMENT when a peer is in another collective, TPU_FAILED_PRECONDITION
+  // when a peer ended the step without it, TPU_ABORTED with a peer's step failure,
+  // TPU_UNAVAILABLE for a lost connection. name(task) words a task for messages.
+  virtual void exchange(uint64_t seq, uint64_t digest, const Send* sends, size_t num_sends,
+                        const Recv* recvs, size_t num_recvs, Clock::time_point deadline,
+                        const std::function<void()>& check,
+                        const std::function<std::string(int)>& name) = 0;
+
+  // Wakes a thread inside exchange() so that it calls check(). Any thread.
+  virtual void interrupt() = 0;
+
+  // Ends the step with every peer: completes or pads any frame a failed collective
+  // left half-sent, discards what peers sent for this step that nobody read, tells
+  // each peer `mine` and learns theirs. Returns the first failure a peer reports
+  // (false: every peer succeeded). Bounded by timeout_ms; a peer that does not end
+  // the step in time is disconnected (its later collectives fail TPU_UNAVAILABLE).
+  virtual bool end_step(const StepOutcome& mine, int64_t timeout_ms, StepOutcome* remote,
+                        const std::function<std::string(int)>& name) = 0;
+
+  // Marks the cluster failed: later calls throw TPU_UNAVAILABLE with this message.
+  virtual void fail(const std::string& message) = 0;
+};
+
+}  // namespace net
+}  // namespace tpurt

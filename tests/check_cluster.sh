@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Multi-process tests on loopback: tasks started by tpurt launch (and, for the fault
+# that a launcher cannot help with, by hand with DTensor's environment) join one TPU
+# system; every collective across them, the key-value store and barriers, and the
+# faults: a task killed, stopped, skipping a collective, failing; wrong tokens;
+# garbage on the ports. Every run is bounded by `timeout`.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+BUILD=${BUILD:-build}
+tpurt=$BUILD/bin/tpurt
+worker=$BUILD/tests/cluster_worker
+[ -x "$tpurt" ] && [ -x "$worker" ] || { echo "check_cluster: build $tpurt and $worker first" >&2; exit 1; }
+passed=0
+failed=0
+ok() { echo "ok: $1"; passed=$((passed + 1)); }
+bad() {
+  echo "FAILED: $1" >&2
+  [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -n 40 >&2
+  failed=$((failed + 1))
+}
+# Faults end within seconds, not the defaults' minutes.
+export TPURT_HEARTBEAT_INTERVAL_MS=200 TPURT_HEARTBEAT_TIMEOUT_MS=3000
+export TPURT_INIT_TIMEOUT_MS=30000 TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS=5000
+unset TF_CONFIG SLURM_JOB_ID OMPI_COMM_WORLD_SIZE DTENSOR_JOBS TPURT_CLUSTER_TOKEN
+
+# every_task_says N TEXT OUTPUT: each of tasks 0..N-1 printed "[i] task i: TEXT".
+every_task_says() {
+  local n=$1 text=$2 out=$3 i
+  for ((i = 0; i < n; i++)); do
+    grep -qF "[$i] task $i: $text" <<<"$out" || return 1
+  done
+}
+
+for shape in "2 2" "3 2" "4 2"; do
+  set -- $shape
+  out=$(timeout 180 "$tpurt" launch -n "$1" --cores-per-task "$2" -- "$worker" collectives 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] && every_task_says "$1" "collectives ok" "$out"; then
+    ok "every collective across $1 tasks of $2 cores, same topology bytes everywhere"
+  else
+    bad "collectives across $1 tasks of $2 cores (exit $rc)" "$out"
+  fi
+done
+
+out=$(timeout 120 "$tpurt" launch -n 3 --cores-per-task 1 -- "$worker" kv 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && every_task_says 3 "kv ok" "$out"; then ok "key-value store and barriers across 3 tasks"
+else bad "key-value store and barriers (exit $rc)" "$out"; fi
+
+out=$(timeout 120 "$tpurt" launch -n 3 --cores-per-task 2 -- "$worker" fail 1 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && every_task_says 3 "fail ok" "$out"; then
+  ok "a replica's failure on task 1 fails the step on every task with its error; the next step runs"
+else bad "a failing replica (exit $rc)" "$out"; fi
+
+out=$(timeout 120 "$tpurt" launch -n 2 --cores-per-task 2 -- "$worker" skip 1 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && every_task_says 2 "skip ok" "$out" && grep -q 'FAILED_PRECONDITION.*task 1' <<<"$out"; then
+  ok "task 1 skipping a collective is named at once (TPU_FAILED_PRECONDITION)"
+else bad "a skipped collective (exit $rc)" "$out"; fi
+
+out=$(timeout 120 "$tpurt" launch --keep-going -n 3 --cores-per-task 1 -- "$worker" kill 2 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && every_task_says 2 "kill ok" "$out" && grep -q 'task 2.*SIGKILL' <<<"$out"; then
+  ok "kill -9 of task 2 in a step: tasks 0 and 1 get TPU_UNAVAILABLE naming it and shut down"
+else bad "kill -9 of a task (exit $rc)" "$out"; fi
+
+out=$(TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 \
+      timeout 120 "$tpurt" launch --keep-going --timeout 25 -n 3 --cores-per-task 1 -- "$worker" stop 2 2>&1)
+rc=$?
+if every_task_says 2 "stop ok" "$out" && grep -q 'DEADLINE_EXCEEDED.*task 2' <<<"$out"; then
+  ok "SIGSTOP of task 2: tasks 0 and 1 get TPU_DEADLINE_EXCEEDED naming it"
+else bad "SIGSTOP of a task (exit $rc)" "$out"; fi
+
+# Tokens: one task with a wrong token, one without; then all with the right one.
+for case in wrong missing; do
+  if [ $case = wrong ]; then set_token='export TPURT_CLUSTER_TOKEN=wrong'; else set_token='unset TPURT_CLUSTER_TOKEN'; fi
+  out=$(TPURT_CLUSTER_TOKEN=secret timeout 60 "$tpurt" launch -n 3 --cores-per-task 1 -- \
+        sh -c "if [ \"\$DTENSOR_CLIENT_ID\" = 1 ]; then $set_token; fi; exec $worker init" 2>&1)
+  rc=$?
+  if [ $rc -ne 0 ] && grep -q '\[1\] init: UNAUTHENTICATED' <<<"$out"; then
+    ok "a task with a $case token gets TPU_UNAUTHENTICATED"
+  else bad "a task with a $case token (exit $rc)" "$out"; fi
+done
+out=$(TPURT_CLUSTER_TOKEN=secret timeout 60 "$tpurt" launch -n 3 --cores-per-task 1 -- "$worker" init 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && every_task_says 3 "init ok" "$out"; then ok "three tasks with the same token join"
+else bad "three tasks with one token (exit $rc)" "$out"; fi
+
+# Garbage on every port while the cluster works: random bytes, a truncated frame, an
+# oversized length. Each connection is dropped; the steps go on.
+base=$((20000 + RANDOM % 20000))
+timeout 120 "$tpurt" launch -n 2 --cores-per-task 1 --port-base $base -- "$worker" soak 150 >"$BUILD/garbage.log" 2>&1 &
+launcher=$!
+sleep 1
+python3 - "$base" <<'PY'
+import os, socket, struct, sys, time
+base = int(sys.argv[1])
+def header(type_, length):
+    return struct.pack('<IHHIIQQQQQ', 0x54505554, 1, type_, 0, 0, 0, 0, 0, 0, length)
+payloads = [os.urandom(4096), header(1, 100)[:30], header(1, 1 << 40), header(2, 1 << 62),
+            header(1, 64) + os.urandom(64), b'GET / HTTP/1.0\r\n\r\n']
+for port in (base, base + 1):
+    for p in payloads:
+        try:
+            s = socket.create_connection(('127.0.0.1', port), timeout=2)
+            s.sendall(p)
+            s.settimeout(3)
+            try:
+                s.recv(100)
+            except OSError:
+                pass
+            s.close()
+        except OSError:
+            pass
+PY
+wait $launcher
+rc=$?
+out=$(cat "$BUILD/garbage.log")
+if [ $rc -eq 0 ] && every_task_says 2 "soak ok" "$out"; then
+  ok "random bytes, a truncated frame and oversized lengths on every port: dropped, the steps go on"
+else bad "garbage on the ports (exit $rc)" "$out"; fi
+
+# Started by hand with DTensor's environment (as Slurm, Kubernetes or a shell would):
+# nothing ends the others when one dies; they must notice by themselves.
+base=$((20000 + RANDOM % 20000))
+jobs="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
+pids=()
+for i in 0 1 2; do
+  DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=1 \
+    timeout 60 "$worker" soak 100000 >"$BUILD/byhand.$i.log" 2>&1 &
+  pids+=($!)
+done
+sleep 2
+kill -9 "${pids[2]}"
+rcs=()
+for i in 0 1; do wait "${pids[$i]}"; rcs+=($?); done
+wait "${pids[2]}" 2>/dev/null
+out=$(cat "$BUILD"/byhand.*.log)
+if [ "${rcs[0]}" = 1 ] && [ "${rcs[1]}" = 1 ] &&
+   [ "$(grep -c 'UNAVAILABLE.*task 2' <<<"$out")" -ge 2 ]; then
+  ok "tasks started by hand notice task 2's kill -9 by themselves (TPU_UNAVAILABLE naming it)"
+else bad "tasks started by hand, one killed (exits ${rcs[*]})" "$out"; fi
+rm -f "$BUILD"/byhand.*.log "$BUILD/garbage.log"
+
+# The demo across 4 tasks converges to the closed form, as in one process.
+out=$(timeout 180 "$tpurt" launch -n 4 --cores-per-task 2 -- "$tpurt" demo --check 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c 'demo: OK' <<<"$out")" = 4 ] &&
+   [ "$(grep 'max |diff|' <<<"$out" | sed 's/^\[[0-9]*\] //' | sort -u | wc -l)" = 1 ]; then
+  ok "tpurt launch -n 4 -- tpurt demo --check: every task reaches the same answer"
+else bad "the demo across 4 tasks (exit $rc)" "$out"; fi
+
+echo "cluster: $passed passed, $failed failed"
+[ $failed -eq 0 ]

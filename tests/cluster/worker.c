@@ -1,0 +1,394 @@
+/* One task of the multi-process tests (tests/check_cluster.sh starts several, under
+ * tpurt launch or by hand with DTensor's environment). Every task runs the same
+ * scenario; each prints "task T: SCENARIO ok" or what went wrong, and exits 0 only if
+ * its checks held.
+ *
+ *   cluster_worker collectives     every collective, several dtypes and group
+ *                                  assignments that span tasks, against references;
+ *                                  the same topology bytes on every task
+ *   cluster_worker kv              the key-value store and barriers across tasks
+ *   cluster_worker kill V          task V kills itself (SIGKILL) inside a step; the
+ *                                  others must get TPU_UNAVAILABLE naming task V
+ *   cluster_worker stop V          task V stops itself (SIGSTOP): TPU_DEADLINE_EXCEEDED
+ *   cluster_worker skip V          task V's replicas skip a collective:
+ *                                  TPU_FAILED_PRECONDITION naming task V
+ *   cluster_worker fail V          a replica of task V fails: every task gets its error,
+ *                                  and the next step works
+ *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
+ *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tpurt.h"
+
+static int g_task, g_tasks, g_local, g_n;
+static int g_failures;
+
+#define EXPECT(cond, ...)                                        \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      fprintf(stderr, "task %d: %s:%d: ", g_task, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                              \
+      fprintf(stderr, "\n");                                     \
+      __sync_fetch_and_add(&g_failures, 1);                      \
+    }                                                            \
+  } while (0)
+
+#define OK(call)                                                                     \
+  do {                                                                               \
+    tpu_status s_ = (call);                                                          \
+    if (s_ != TPU_OK) {                                                              \
+      fprintf(stderr, "task %d: %s:%d: %s: %s: %s\n", g_task, __FILE__, __LINE__, #call, \
+              tpu_status_name(s_), tpu_last_error());                                \
+      __sync_fetch_and_add(&g_failures, 1);                                          \
+      return s_;                                                                     \
+    }                                                                                \
+  } while (0)
+
+/* Replica r's input element i: small integers, so every sum is exact in float. */
+static double value(int r, int64_t i) { return (double)((r + 1) * ((i % 13) + 1) % 97); }
+
+static tpu_tensor *make(tpu_dtype dtype, int r, const int64_t *dims, int rank) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++) n *= dims[d];
+  tpu_tensor *t = NULL, *f = NULL;
+  float *data = malloc((size_t)(n ? n : 1) * sizeof *data);
+  for (int64_t i = 0; i < n; i++) data[i] = (float)value(r, i);
+  if (tpu_tensor_create(TPU_FLOAT, dims, rank, data, (size_t)n * sizeof *data, &f) != TPU_OK) abort();
+  free(data);
+  if (dtype == TPU_FLOAT) return f;
+  if (tpu_tensor_cast(f, dtype, &t) != TPU_OK) abort();
+  tpu_tensor_release(f);
+  return t;
+}
+
+static const char *dname(tpu_dtype dtype) {
+  const char *name = "?";
+  tpu_dtype_name(dtype, &name);
+  return name;
+}
+
+static double element(const tpu_tensor *t, int64_t i) {
+  tpu_tensor *f = NULL;
+  const void *p;
+  if (tpu_tensor_cast(t, TPU_FLOAT, &f) != TPU_OK || tpu_tensor_data(f, &p) != TPU_OK) abort();
+  double v = ((const float *)p)[i];
+  tpu_tensor_release(f);
+  return v;
+}
+
+/* Group assignments: every replica, and pairs {r, r + n/2} that span tasks. */
+static tpu_group_assignment pairs_groups(int32_t *ids) {
+  tpu_group_assignment g = {ids, g_n / 2, 2};
+  for (int k = 0; k < g_n / 2; k++) {
+    ids[2 * k] = k;
+    ids[2 * k + 1] = k + g_n / 2;
+  }
+  return g;
+}
+
+static tpu_status check_all_reduce(tpu_replica_context *ctx, int r, tpu_dtype dtype,
+                                   tpu_reduce_op op, int64_t count, int paired) {
+  if (g_n % 2) paired = 0;
+  int32_t ids[4096];
+  tpu_group_assignment g = pairs_groups(ids);
+  tpu_tensor *x = make(dtype, r, &count, 1), *y = NULL;
+  OK(tpu_all_reduce(ctx, x, op, paired ? &g : NULL, &y, NULL));
+  int members[2] = {r % (g_n / 2), r % (g_n / 2) + g_n / 2};
+  int size = paired ? 2 : g_n;
+  for (int64_t i = 0; i < count; i += (count > 100 ? count / 37 + 1 : 1)) {
+    double want = op == TPU_REDUCE_PROD ? 1 : op == TPU_REDUCE_MIN ? 1e300 : op == TPU_REDUCE_MAX ? -1e300 : 0;
+    for (int k = 0; k < size; k++) {
+      double v = value(paired ? members[k] : k, i);
+      if (op == TPU_REDUCE_SUM || op == TPU_REDUCE_MEAN) want += v;
+      if (op == TPU_REDUCE_PROD) want *= v;
+      if (op == TPU_REDUCE_MIN && v < want) want = v;
+      if (op == TPU_REDUCE_MAX && v > want) want = v;
+    }
+    if (op == TPU_REDUCE_MEAN) want = dtype == TPU_INT32 ? (double)(int64_t)(want / size) : want / size;
+    double got = element(y, i);
+    EXPECT(got == want, "all_reduce %s op %d count %lld%s: replica %d element %lld is %g, want %g",
+           dname(dtype), op, (long long)count, paired ? " paired" : "", r, (long long)i,
+           got, want);
+    if (got != want) break;
+  }
+  tpu_tensor_release(x);
+  tpu_tensor_release(y);
+  return TPU_OK;
+}
+
+static tpu_status check_others(tpu_replica_context *ctx, int r) {
+  const int n = g_n;
+  int64_t d2[2] = {3, 4};
+  /* all_gather along axis 0: [n * 3, 4], member k's rows at k * 3. */
+  tpu_tensor *x = make(TPU_INT32, r, d2, 2), *y = NULL;
+  OK(tpu_all_gather(ctx, x, 0, NULL, &y, NULL));
+  for (int k = 0; k < n; k++)
+    for (int64_t i = 0; i < 12; i++)
+      EXPECT(element(y, k * 12 + i) == value(k, i), "all_gather: replica %d row block %d", r, k);
+  tpu_tensor_release(y);
+  /* broadcast from the group's last member (another task's, for most replicas). */
+  OK(tpu_broadcast(ctx, x, n - 1, NULL, &y, NULL));
+  for (int64_t i = 0; i < 12; i++)
+    EXPECT(element(y, i) == value(n - 1, i), "broadcast: replica %d element %lld", r, (long long)i);
+  tpu_tensor_release(y);
+  tpu_tensor_release(x);
+  /* collective_permute: the ring r -> r + 1, across tasks. */
+  int32_t pairs[2 * 4096];
+  for (int k = 0; k < n; k++) {
+    pairs[2 * k] = k;
+    pairs[2 * k + 1] = (k + 1) % n;
+  }
+  int64_t len = 5;
+  x = make(TPU_FLOAT, r, &len, 1);
+  OK(tpu_collective_permute(ctx, x, pairs, n, &y, NULL));
+  for (int64_t i = 0; i < len; i++)
+    EXPECT(element(y, i) == value((r + n - 1) % n, i), "collective_permute: replica %d", r);
+  tpu_tensor_release(y);
+  /* Only r = 0 -> 1: everyone else gets zeros. */
+  int32_t one[2] = {0, 1};
+  OK(tpu_collective_permute(ctx, x, one, 1, &y, NULL));
+  EXPECT(element(y, 0) == (r == 1 ? value(0, 0) : 0), "collective_permute one pair: replica %d", r);
+  tpu_tensor_release(y);
+  tpu_tensor_release(x);
+  /* reduce_scatter of [n * 2] elements: replica r keeps elements [2r, 2r + 2) of the sum. */
+  int64_t rs = 2 * n;
+  x = make(TPU_FLOAT, r, &rs, 1);
+  OK(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &y, NULL));
+  for (int64_t i = 0; i < 2; i++) {
+    double want = 0;
+    for (int k = 0; k < n; k++) want += value(k, 2 * r + i);
+    EXPECT(element(y, i) == want, "reduce_scatter: replica %d element %lld: %g, want %g", r,
+           (long long)i, element(y, i), want);
+  }
+  tpu_tensor_release(y);
+  tpu_tensor_release(x);
+  /* all_to_all of [n, 3], split along 0 and concatenated along 0: replica r gets row r
+   * of every member, in member order. */
+  int64_t a2a[2] = {n, 3};
+  x = make(TPU_INT32, r, a2a, 2);
+  OK(tpu_all_to_all(ctx, x, 0, 0, n, NULL, &y, NULL));
+  for (int k = 0; k < n; k++)
+    for (int64_t j = 0; j < 3; j++)
+      EXPECT(element(y, k * 3 + j) == value(k, r * 3 + j), "all_to_all: replica %d from %d", r, k);
+  tpu_tensor_release(y);
+  tpu_tensor_release(x);
+  OK(tpu_barrier(ctx, NULL));
+  return TPU_OK;
+}
+
+static tpu_status collectives_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin,
+                                 tpu_tensor **out, int nout, void *user) {
+  (void)in, (void)nin, (void)out, (void)nout, (void)user;
+  int r;
+  OK(tpu_replica_context_replica_id(ctx, &r));
+  const int64_t sizes[] = {1, 1000, 3 << 20}; /* one element; several frames of 1 MiB */
+  for (int i = 0; i < 3; i++) {
+    OK(check_all_reduce(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, sizes[i], 0));
+    OK(check_all_reduce(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, sizes[i], 1));
+  }
+  OK(check_all_reduce(ctx, r, TPU_INT32, TPU_REDUCE_SUM, 1000, 0));
+  OK(check_all_reduce(ctx, r, TPU_INT32, TPU_REDUCE_MAX, 1000, 1));
+  OK(check_all_reduce(ctx, r, TPU_INT32, TPU_REDUCE_MIN, 1000, 0));
+  OK(check_all_reduce(ctx, r, TPU_INT32, TPU_REDUCE_MEAN, 1000, 0));
+  OK(check_all_reduce(ctx, r, TPU_FLOAT, TPU_REDUCE_MEAN, 1000, 1));
+  OK(check_all_reduce(ctx, r, TPU_BFLOAT16, TPU_REDUCE_SUM, 1000, 0));
+  OK(check_all_reduce(ctx, r, TPU_DOUBLE, TPU_REDUCE_PROD, 10, 1));
+  OK(check_others(ctx, r));
+  return TPU_OK;
+}
+
+static int scenario_collectives(tpu_system *system) {
+  /* The same topology bytes on every task: task 0 compares everyone's. */
+  char key[64];
+  unsigned char mine[4096], theirs[4096];
+  size_t len = 0, len2 = 0;
+  if (tpu_system_serialized_topology(system, mine, sizeof mine, &len) != TPU_OK) return 1;
+  snprintf(key, sizeof key, "test/topology/%d", g_task);
+  if (tpu_kv_set(system, key, mine, len) != TPU_OK) return 1;
+  if (g_task == 0)
+    for (int t = 0; t < g_tasks; t++) {
+      snprintf(key, sizeof key, "test/topology/%d", t);
+      tpu_status s = tpu_kv_get(system, key, 30000, theirs, sizeof theirs, &len2);
+      EXPECT(s == TPU_OK && len2 == len && !memcmp(mine, theirs, len),
+             "task %d's topology differs from task 0's", t);
+    }
+  tpu_topology *topology = NULL;
+  int tasks = 0, per = 0;
+  tpu_system_topology(system, &topology);
+  tpu_topology_num_tasks(topology, &tasks);
+  tpu_topology_num_devices_per_task(topology, &per);
+  tpu_topology_release(topology);
+  EXPECT(tasks == g_tasks && per == g_local, "topology has %d tasks of %d devices", tasks, per);
+  tpu_status s = tpu_replicate(system, collectives_fn, NULL, g_n, 0, NULL, 0, NULL, NULL);
+  EXPECT(s == TPU_OK, "the step failed: %s: %s", tpu_status_name(s), tpu_last_error());
+  /* Twice: the second step reuses the connections. */
+  s = tpu_replicate(system, collectives_fn, NULL, g_n, 0, NULL, 0, NULL, NULL);
+  EXPECT(s == TPU_OK, "the second step failed: %s: %s", tpu_status_name(s), tpu_last_error());
+  return 0;
+}
+
+static int scenario_kv(tpu_system *system) {
+  char key[64], buf[64];
+  size_t len = 0;
+  snprintf(key, sizeof key, "kv/task%d", g_task);
+  EXPECT(tpu_kv_set(system, key, "v", 1) == TPU_OK, "set %s", key);
+  EXPECT(tpu_kv_set(system, key, "w", 1) == TPU_ALREADY_EXISTS, "second set of %s", key);
+  for (int t = 0; t < g_tasks; t++) {
+    snprintf(key, sizeof key, "//kv///task%d/", t); /* normalized to kv/task<t> */
+    tpu_status s = tpu_kv_get(system, key, 30000, buf, sizeof buf, &len);
+    EXPECT(s == TPU_OK && len == 1 && buf[0] == 'v', "get %s: %s", key, tpu_last_error());
+  }
+  EXPECT(tpu_kv_try_get(system, "kv/none", buf, sizeof buf, &len) == TPU_NOT_FOUND, "try_get");
+  tpu_status s = tpu_kv_get(system, "kv/none", 200, buf, sizeof buf, &len);
+  EXPECT(s == TPU_DEADLINE_EXCEEDED && strstr(tpu_last_error(), "kv/none"), "blocking get: %s",
+         tpu_status_name(s));
+  EXPECT(tpu_wait_at_barrier(system, "kv-done", 30000, NULL, 0) == TPU_OK, "barrier: %s",
+         tpu_last_error());
+  /* The last task arrives 1 s late at a 200 ms barrier of all: the others are told who is missing. */
+  if (g_task == g_tasks - 1) {
+    usleep(1000 * 1000);
+    tpu_wait_at_barrier(system, "late", 200, NULL, 0);
+  } else {
+    s = tpu_wait_at_barrier(system, "late", 200, NULL, 0);
+    snprintf(key, sizeof key, "task %d", g_tasks - 1);
+    EXPECT(s == TPU_DEADLINE_EXCEEDED && strstr(tpu_last_error(), key),
+           "late barrier: %s: %s", tpu_status_name(s), tpu_last_error());
+  }
+  /* A barrier of tasks 0 and 1 only; the reuse of an id. */
+  int32_t two[2] = {0, 1};
+  if (g_task < 2)
+    for (int i = 0; i < 2; i++)
+      EXPECT(tpu_wait_at_barrier(system, "pair", 30000, two, 2) == TPU_OK, "pair barrier: %s",
+             tpu_last_error());
+  EXPECT(tpu_wait_at_barrier(system, "end", 30000, NULL, 0) == TPU_OK, "end barrier: %s",
+         tpu_last_error());
+  return 0;
+}
+
+typedef struct fault {
+  const char *kind;
+  int victim;
+} fault;
+
+static tpu_status fault_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin,
+                           tpu_tensor **out, int nout, void *user) {
+  (void)in, (void)nin, (void)out, (void)nout;
+  const fault *f = user;
+  int r;
+  OK(tpu_replica_context_replica_id(ctx, &r));
+  int64_t len = 1000;
+  tpu_tensor *x = make(TPU_FLOAT, r, &len, 1), *y = NULL;
+  tpu_status s = tpu_cross_replica_sum(ctx, x, NULL, &y, NULL); /* one that works */
+  tpu_tensor_release(y);
+  if (s == TPU_OK && g_task == f->victim && r == g_task * g_local) {
+    if (!strcmp(f->kind, "kill")) raise(SIGKILL);
+    if (!strcmp(f->kind, "stop")) raise(SIGSTOP);
+    if (!strcmp(f->kind, "fail")) {
+      tpu_tensor_release(x);
+      return tpu_replica_context_fail(ctx, TPU_DATA_LOSS, "injected failure");
+    }
+  }
+  if (s == TPU_OK && g_task == f->victim && !strcmp(f->kind, "skip")) {
+    tpu_tensor_release(x);
+    return TPU_OK;
+  }
+  if (s == TPU_OK) s = tpu_cross_replica_sum(ctx, x, NULL, &y, NULL);
+  tpu_tensor_release(y);
+  tpu_tensor_release(x);
+  return s;
+}
+
+static int scenario_fault(tpu_system *system, const char *kind, int victim) {
+  fault f = {kind, victim};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  tpu_status s = tpu_replicate(system, fault_fn, &f, g_n, 0, NULL, 0, NULL, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double seconds = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  const char *msg = tpu_last_error();
+  char who[32];
+  snprintf(who, sizeof who, "task %d", victim);
+  printf("task %d: %s of task %d: %s after %.1f s: %s\n", g_task, kind, victim, tpu_status_name(s),
+         seconds, msg);
+  if (!strcmp(kind, "kill"))
+    EXPECT(s == TPU_UNAVAILABLE && strstr(msg, who), "want TPU_UNAVAILABLE naming %s", who);
+  else if (!strcmp(kind, "stop"))
+    EXPECT(s == TPU_DEADLINE_EXCEEDED && strstr(msg, who), "want TPU_DEADLINE_EXCEEDED naming %s", who);
+  else if (!strcmp(kind, "skip"))
+    EXPECT((s == TPU_FAILED_PRECONDITION && strstr(msg, who)) ||
+               (g_task == victim && s != TPU_OK),
+           "want TPU_FAILED_PRECONDITION naming %s", who);
+  else if (!strcmp(kind, "fail")) {
+    EXPECT(s == TPU_DATA_LOSS && strstr(msg, "injected failure"), "want the injected TPU_DATA_LOSS");
+    fault none = {"none", -1};
+    s = tpu_replicate(system, fault_fn, &none, g_n, 0, NULL, 0, NULL, NULL);
+    EXPECT(s == TPU_OK, "the step after the failure: %s: %s", tpu_status_name(s), tpu_last_error());
+  }
+  return 0;
+}
+
+static tpu_status soak_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin,
+                          tpu_tensor **out, int nout, void *user) {
+  (void)in, (void)nin, (void)out, (void)nout, (void)user;
+  int r;
+  OK(tpu_replica_context_replica_id(ctx, &r));
+  return check_all_reduce(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, 4096, 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: cluster_worker collectives|kv|kill V|stop V|skip V|fail V|init|soak N\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *scenario = argv[1];
+  tpu_system *system = NULL;
+  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
+  const char *timeout = getenv("TEST_COLLECTIVE_TIMEOUT_MS"); /* the fault tests' bound */
+  if (timeout) options.collective_timeout_ms = atoll(timeout);
+  tpu_status s = tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL);
+  if (s != TPU_OK) {
+    printf("init: %s: %s\n", tpu_status_name(s), tpu_last_error());
+    return 3;
+  }
+  tpu_system_task_id(system, &g_task);
+  tpu_system_num_tasks(system, &g_tasks);
+  tpu_system_num_cores(system, &g_local);
+  g_n = g_local * g_tasks;
+  const char *launched = getenv("TPURT_LAUNCH_TASKS");
+  if (launched) EXPECT(atoi(launched) == g_tasks, "%d tasks, launched %s", g_tasks, launched);
+  int rc = 0;
+  if (!strcmp(scenario, "collectives")) rc = scenario_collectives(system);
+  else if (!strcmp(scenario, "kv")) rc = scenario_kv(system);
+  else if (!strcmp(scenario, "init")) rc = 0;
+  else if (!strcmp(scenario, "soak")) {
+    int steps = argc > 2 ? atoi(argv[2]) : 100;
+    for (int i = 0; i < steps && !g_failures; i++) {
+      s = tpu_replicate(system, soak_fn, NULL, g_n, 0, NULL, 0, NULL, NULL);
+      EXPECT(s == TPU_OK, "soak step %d: %s: %s", i, tpu_status_name(s), tpu_last_error());
+      usleep(20000);
+    }
+  } else if (argc > 2) {
+    rc = scenario_fault(system, scenario, atoi(argv[2]));
+  } else {
+    fprintf(stderr, "cluster_worker: unknown scenario '%s'\n", scenario);
+    return 2;
+  }
+  s = tpu_system_shutdown(system);
+  if (s != TPU_OK && strcmp(scenario, "stop") != 0)
+    EXPECT(0, "shutdown: %s: %s", tpu_status_name(s), tpu_last_error());
+  tpu_system_release(system);
+  if (rc || g_failures) {
+    printf("task %d: %s FAILED (%d checks)\n", g_task, scenario, g_failures);
+    return 1;
+  }
+  printf("task %d: %s ok\n", g_task, scenario);
+  return 0;
+}
