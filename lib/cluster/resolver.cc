@@ -81,11 +81,14 @@ bool split_address(const std::string& a, std::string* host, std::string* port) {
   if (!a.empty() && a[0] == '[') {
     size_t close = a.find(']');
     if (close == std::string::npos || close == 1) return false;
+    bool zone = false;  // after '%': an interface name ("fe80::1%eth0")
     for (size_t i = 1; i < close; ++i) {
       char c = a[i];
-      bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
-                c == ':' || c == '.' || c == '%';
+      bool ok = zone ? is_host_char(c)
+                     : (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+                           (c >= 'A' && c <= 'F') || c == ':' || c == '.' || c == '%';
       if (!ok) return false;
+      zone = zone || c == '%';
     }
     *host = a.substr(0, close + 1);
     if (close + 1 == a.size()) {
