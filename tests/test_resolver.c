@@ -456,6 +456,9 @@ static void test_resolver__tf_config_without_cluster(void **state) {
   assert_string_equal(spec(), "{}");
   assert_string_equal(master(NULL, -1, NULL), "");
   assert_string_equal(get(tpu_cluster_resolver_coordinator_address), "");
+  setenv("TF_CONFIG", "{\"session_master\": \"grpc://m:1\"}", 1); /* read even so */
+  create(&o);
+  assert_string_equal(master(NULL, -1, NULL), "grpc://m:1");
   unsetenv("TF_CONFIG");
   create(&o);
   assert_string_equal(spec(), "{}");

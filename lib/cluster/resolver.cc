@@ -751,6 +751,8 @@ const std::string& ClusterResolver::address_of(const std::string& job, int task)
 std::string ClusterResolver::master(const char* task_type, int task_id,
                                     const char* rpc_layer) const {
   if (task_id < -1) invalid_argument("task_id is ", task_id, "; expected >= 0, or -1 for the resolver's own");
+  // TensorFlow looks at session_master first, even without a cluster.
+  if (source_ == TPU_RESOLVER_TF_CONFIG && has_session_master_) return session_master_;
   if (local_) return "";
   std::string type = task_type ? task_type : job_name_;
   int id = task_id >= 0 ? task_id : task_id_;
@@ -758,7 +760,6 @@ std::string ClusterResolver::master(const char* task_type, int task_id,
     case TPU_RESOLVER_TPU:  // rpc_layer is ignored: always grpc
       return kGrpcPrefix + address_of(type, id);
     case TPU_RESOLVER_TF_CONFIG:
-      if (has_session_master_) return session_master_;
       if (spec_.size() == 1 && count_tasks(spec_.begin()->second) == 1) return "";
       break;
     default:
