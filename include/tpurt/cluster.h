@@ -132,10 +132,10 @@ TPU_API tpu_status tpu_cluster_resolver_task_address(const tpu_cluster_resolver 
                                                      size_t capacity, size_t *count);
 /* master(task_type, task_id, rpc_layer): NULL/-1 mean the resolver's own. TF_CONFIG's
  * session_master verbatim if given; else "" when local. TPU source: "grpc://" + the
- * task's address (rpc_layer ignored). TF_CONFIG: "" for a cluster of one job with one task; else
- * rpc_layer + "://" + address, or the bare address when the rpc layer is "". The
- * others: as TF_CONFIG without session_master. TPU_NOT_FOUND for a task not in the
- * spec. */
+ * task's address (rpc_layer ignored). TF_CONFIG: "" for a cluster of one job with one
+ * task; else rpc_layer + "://" + address, or the bare address when the rpc layer is
+ * "". The others: as TF_CONFIG without session_master. TPU_NOT_FOUND for a task not
+ * in the spec. */
 TPU_API tpu_status tpu_cluster_resolver_master(const tpu_cluster_resolver *resolver,
                                                const char *task_type, int task_id,
                                                const char *rpc_layer, char *out,
