@@ -22,19 +22,56 @@ extern "C" {
 
 /* ---- Cluster resolution ------------------------------------------------------ */
 
+/* A resolver is a snapshot: the environment is read once, by tpu_cluster_resolver_create
+ * (TensorFlow's TFConfigClusterResolver re-reads TF_CONFIG on every access; create a
+ * new resolver to re-read). Addresses are host:port with a port in [1, 65535], IPv6
+ * as [addr]:port; a malformed one is TPU_INVALID_ARGUMENT naming it and the variable
+ * or field it came from, and so is an address listed twice in one job. Launcher
+ * variables set but empty count as unset, except DTENSOR_JOBS and DTENSOR_CLIENT_ID,
+ * which DTensor reads as given. */
 typedef struct tpu_cluster_resolver tpu_cluster_resolver;
 
 /* Where a resolver takes the cluster from. */
 typedef TPU_ENUM(tpu_resolver_source) {
-  /* DTENSOR_JOBS if set, else TF_CONFIG if it names a cluster, else a Slurm step
-   * (SLURM_JOB_ID), else an Open MPI launch (OMPI_COMM_WORLD_SIZE), else the TPU
-   * name (options->tpu, then KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS, TPU_NAME), else "local". */
+  /* DTENSOR_JOBS if set, else TF_CONFIG if it names a cluster (a malformed TF_CONFIG
+   * is an error, not skipped), else a Slurm step (SLURM_JOB_ID), else an Open MPI
+   * launch (OMPI_COMM_WORLD_SIZE), else the TPU name (options->tpu, then
+   * KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS, TPU_NAME), else "local". */
   TPU_RESOLVER_AUTO = 0,
-  TPU_RESOLVER_TPU = 1,       /* TPUClusterResolver: options->tpu or its environment */
-  TPU_RESOLVER_TF_CONFIG = 2, /* TFConfigClusterResolver */
-  TPU_RESOLVER_DTENSOR = 3,   /* DTENSOR_JOBS, DTENSOR_CLIENT_ID, DTENSOR_JOB_NAME */
-  TPU_RESOLVER_SLURM = 4,     /* SlurmClusterResolver */
-  TPU_RESOLVER_OPENMPI = 5    /* OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK */
+  /* TPUClusterResolver: options->tpu, else KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS, else
+   * TPU_NAME. "local": this process alone. "grpc://h[:p][,grpc://h2[:p]...]": job
+   * job_name (default "worker") of those endpoints, port 8470 by default, task 0.
+   * Any other name is a Cloud TPU node: TPU_NOT_FOUND (tpurt has no Cloud TPU API).
+   * Nothing set: TPU_INVALID_ARGUMENT "Please provide a TPU Name to connect to." */
+  TPU_RESOLVER_TPU = 1,
+  /* TFConfigClusterResolver: TF_CONFIG's cluster (jobs as lists of host:port, or as
+   * objects index -> host:port for sparse jobs), task.type, task.index (absent: 0),
+   * rpc_layer, session_master. Malformed JSON or a field of the wrong type is
+   * TPU_INVALID_ARGUMENT naming it; so is a task that is not in the cluster. No
+   * cluster (or TF_CONFIG unset) gives a local resolver. */
+  TPU_RESOLVER_TF_CONFIG = 2,
+  /* DTENSOR_JOBS (host:port per client, index = client id), DTENSOR_CLIENT_ID (default
+   * 0; 0 <= id < clients), DTENSOR_JOB_NAME (default "localhost" for one client, else
+   * "worker"; options->job_name wins). DTENSOR_NUM_CLIENTS is ignored, as DTensor
+   * removed it. /bns/ entries and DTENSOR_USE_PARALLEL_EXECUTOR=pw (Pathways) are
+   * TPU_UNIMPLEMENTED. One client is a one-task cluster, not local. */
+  TPU_RESOLVER_DTENSOR = 3,
+  /* SlurmClusterResolver: SLURM_PROCID, SLURM_STEP_NUM_TASKS (or SLURM_NTASKS),
+   * SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST), SLURM_STEP_TASKS_PER_NODE (or
+   * SLURM_TASKS_PER_NODE), SLURM_LOCALID (optional, checked). One job (job_name,
+   * default "worker"); hosts in Slurm's order (its rank order, where TensorFlow
+   * sorts them) with zero padding kept (n[01-02] is n01, n02); task i of a host
+   * listens on port_base + i; task_id = SLURM_PROCID. The coordinator is the first
+   * host at port 61440 + SLURM_JOB_ID % 4096, as JAX picks it. A host list expands
+   * to at most 65536 hosts. */
+  TPU_RESOLVER_SLURM = 4,
+  /* OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK (required), _LOCAL_SIZE. Open MPI does
+   * not tell a rank where the others run: TPURT_TASK_ADDRESSES (host:port, comma-
+   * separated, in rank order) lists them; without it every rank must be on this host
+   * (_LOCAL_SIZE == _SIZE) and rank i is 127.0.0.1:port_base + i. The coordinator:
+   * options->coordinator_address, else TPURT_COORDINATOR_ADDRESS, else JAX's pick
+   * from OMPI_MCA_orte_hnp_uri, else task 0. */
+  TPU_RESOLVER_OPENMPI = 5
 } tpu_resolver_source;
 
 /* Zero/NULL means default in every field. */
@@ -43,13 +80,17 @@ typedef struct tpu_cluster_resolver_options {
   int source;                      /* a tpu_resolver_source; 0 = AUTO */
   const char *tpu;                 /* TPU source: NULL/"" environment, "local",
                                       "grpc://host[:port][,grpc://...]" (port 8470) */
-  const char *job_name;            /* NULL: the source's default ("worker"; DTensor's rules) */
+  const char *job_name;            /* NULL: the source's default ("worker"; DTensor's
+                                      rules). TF_CONFIG takes task_type instead */
   const char *coordinator_name;    /* an extra job in the cluster spec ... */
-  const char *coordinator_address; /* ... at this host:port (also the service's address) */
+  const char *coordinator_address; /* ... at this host:port (also the service's address).
+                                      A name needs an address (tpurt starts no server
+                                      for it); a local resolver ignores both */
   const char *task_type;           /* TF_CONFIG: overrides task.type */
   int task_id;                     /* TF_CONFIG: overrides task.index when >= 0; -1 = none.
                                       0 with task_type NULL also means none. */
-  const char *rpc_layer;           /* TF_CONFIG: overrides rpc_layer */
+  const char *rpc_layer;           /* overrides TF_CONFIG's rpc_layer, and the other
+                                      sources' "grpc" (the TPU source always says grpc) */
   const char *environment;         /* the `environment` property; NULL = "" */
   int port_base;                   /* Slurm and Open MPI: 0 = 8888 */
 } tpu_cluster_resolver_options;
@@ -57,27 +98,31 @@ typedef struct tpu_cluster_resolver_options {
 #define TPU_CLUSTER_RESOLVER_OPTIONS_INIT \
   { sizeof(tpu_cluster_resolver_options), 0, NULL, NULL, NULL, NULL, NULL, -1, NULL, NULL, 0 }
 
+/* Like TPU_CLUSTER_RESOLVER_OPTIONS_INIT: zeros, struct_size, task_id -1. */
 TPU_API tpu_status tpu_cluster_resolver_options_init(tpu_cluster_resolver_options *options,
                                                      size_t struct_size);
 
 /* Resolves the cluster now (options NULL: all defaults). Errors as TensorFlow raises
  * them: TPU_INVALID_ARGUMENT for malformed input (TF_CONFIG, host lists, a client id
- * out of range, duplicate addresses) naming the value; TPU_NOT_FOUND for a Cloud TPU
- * name, which needs a cloud API tpurt does not have, naming the sources tried. */
+ * out of range, duplicate addresses, missing launcher variables) naming the value;
+ * TPU_NOT_FOUND for a Cloud TPU name, which needs a cloud API tpurt does not have,
+ * naming the sources tried; TPU_UNIMPLEMENTED for Pathways and /bns/ addresses. */
 TPU_API tpu_status tpu_cluster_resolver_create(const tpu_cluster_resolver_options *options,
                                                tpu_cluster_resolver **out);
 TPU_API tpu_status tpu_cluster_resolver_release(tpu_cluster_resolver *resolver);
 
-/* The source that resolved it (never AUTO). */
+/* The source that resolved it (never AUTO; AUTO's "local" is TPU_RESOLVER_TPU). */
 TPU_API tpu_status tpu_cluster_resolver_source(const tpu_cluster_resolver *resolver, int *out);
-/* The TPU name: "local", the grpc:// string, or the source's name for the others. */
+/* The TPU name: "local", the grpc:// string, DTENSOR_JOBS for DTensor, and "TF_CONFIG",
+ * "slurm" or "openmpi" for the others. */
 TPU_API tpu_status tpu_cluster_resolver_tpu_name(const tpu_cluster_resolver *resolver, char *out,
                                                  size_t capacity, size_t *count);
-/* cluster_spec() as JSON: {"job": ["host:port", ...], ...}; "{}" when local. */
+/* cluster_spec() as JSON, compact with sorted keys: {"job": ["host:port", ...], ...}, a
+ * sparse TF_CONFIG job as {"index": "host:port", ...}; "{}" when local. */
 TPU_API tpu_status tpu_cluster_resolver_cluster_spec(const tpu_cluster_resolver *resolver,
                                                      char *out, size_t capacity, size_t *count);
 /* The number of tasks of `job` (NULL: the resolver's job); TPU_NOT_FOUND for an
- * unknown job. */
+ * unknown job (every job when local). */
 TPU_API tpu_status tpu_cluster_resolver_num_tasks(const tpu_cluster_resolver *resolver,
                                                   const char *job, int *out);
 /* host:port of task `task_id` of `job` (NULL: the resolver's job); TPU_NOT_FOUND for
@@ -85,8 +130,12 @@ TPU_API tpu_status tpu_cluster_resolver_num_tasks(const tpu_cluster_resolver *re
 TPU_API tpu_status tpu_cluster_resolver_task_address(const tpu_cluster_resolver *resolver,
                                                      const char *job, int task_id, char *out,
                                                      size_t capacity, size_t *count);
-/* master(task_type, task_id, rpc_layer): NULL/-1 mean the resolver's own. "" when
- * local. */
+/* master(task_type, task_id, rpc_layer): NULL/-1 mean the resolver's own. TF_CONFIG's
+ * session_master verbatim if given; else "" when local. TPU source: "grpc://" + the
+ * task's address (rpc_layer ignored). TF_CONFIG: "" for a cluster of one job with one
+ * task; else rpc_layer + "://" + address, or the bare address when the rpc layer is
+ * "". The others: as TF_CONFIG without session_master. TPU_NOT_FOUND for a task not
+ * in the spec. */
 TPU_API tpu_status tpu_cluster_resolver_master(const tpu_cluster_resolver *resolver,
                                                const char *task_type, int task_id,
                                                const char *rpc_layer, char *out,
@@ -99,13 +148,16 @@ TPU_API tpu_status tpu_cluster_resolver_rpc_layer(const tpu_cluster_resolver *re
                                                   size_t capacity, size_t *count);
 TPU_API tpu_status tpu_cluster_resolver_environment(const tpu_cluster_resolver *resolver,
                                                     char *out, size_t capacity, size_t *count);
-/* The coordination service's host:port: coordinator_address when given, else task 0's
- * address; "" when local. */
+/* The coordination service's host:port: coordinator_address when given, else the
+ * source's choice (Slurm and Open MPI above), else task 0's address of the resolver's
+ * job (TF_CONFIG: of "chief", else "worker", else the first job by name); "" when
+ * local. */
 TPU_API tpu_status tpu_cluster_resolver_coordinator_address(const tpu_cluster_resolver *resolver,
                                                             char *out, size_t capacity,
                                                             size_t *count);
-/* num_accelerators(): the logical cores of each task (TPURT_NUM_CORES, else the usable
- * CPUs; the topology's count once the system is initialized). */
+/* num_accelerators(): the logical cores of each task, as tpu_system_init would give
+ * them: TPURT_NUM_CORES (read at each call; a bad value is TPU_INVALID_ARGUMENT),
+ * else its default. */
 TPU_API tpu_status tpu_cluster_resolver_num_accelerators(const tpu_cluster_resolver *resolver,
                                                          int *out);
 /* The context manager: enter and exit nest; exit without enter is
