@@ -4,14 +4,11 @@
 #include <memory>
 
 #include "capi/api.h"
+#include "capi/handles.h"
 #include "core/options.h"
 
 using namespace tpurt;
 
-// The handle is the resolver's C face: created and freed here only.
-struct tpu_cluster_resolver {
-  std::unique_ptr<ClusterResolver> impl;
-};
 
 namespace {
 
