@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/status.h"
@@ -143,6 +145,7 @@ void TcpTransport::drain_interrupts() {
 }
 
 void TcpTransport::lose(Peer& p, const std::string& why) {
+  if (getenv("TPURT_LOG")) fprintf(stderr, "task %d loses %d: %s\n", task_id_, p.id, why.c_str());
   std::lock_guard<std::mutex> lock(mu_);
   if (p.lost.empty()) p.lost = why;
   if (p.fd >= 0) ::shutdown(p.fd, SHUT_RDWR);
@@ -477,11 +480,13 @@ bool TcpTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, StepOut
       if (p.out_header_left > 0 || p.out_left > 0) {
         advanced |= pump_send(p) == Progress::kAdvanced;
         if (!p.lost.empty()) continue;
-        if (p.out_header_left > 0 || p.out_left > 0) writers.push_back(i);
       }
+      // Until the END frame is out: a padded frame finishing first starts it next round.
+      if (p.out_header_left > 0 || p.out_left > 0 || !p.end_sent) writers.push_back(i);
       try {
         advanced |= pump_recv(p, name, true) == Progress::kAdvanced;
-      } catch (const Error&) {
+      } catch (const Error& e) {
+        if (getenv("TPURT_LOG")) fprintf(stderr, "end_step: %s\n", e.message().c_str());
         continue;  // the peer is lost; its failure reaches us through coordination
       }
       if (!(p.ended && !p.in_payload && p.in_header_got == 0)) readers.push_back(i);
