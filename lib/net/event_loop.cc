@@ -79,7 +79,12 @@ void EventLoop::stop() {
     uv_async_send(&async_);
     if (thread_.joinable()) thread_.join();
   } else {
+    // Never ran: the posts (their owners' closes) run here, then whatever is left.
+    run_posts();
     uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    uv_walk(&loop_, [](uv_handle_t* h, void*) { if (!uv_is_closing(h)) uv_close(h, nullptr); },
+            nullptr);
     uv_run(&loop_, UV_RUN_DEFAULT);
   }
   posts_.clear();
