@@ -128,6 +128,7 @@ struct Coordination::Impl {
   std::function<void(const StepAbort&)> abort_callback;
 
   std::atomic<bool> shut_down{false};
+  bool registered = false;  // start() completed: the service knows this task
   bool stopped = false;
 
   std::string service_name() const {
@@ -543,11 +544,12 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
     fail(TPU_INTERNAL, "the coordination service described ", p->tasks.size(), " tasks, not ",
          m->num_tasks);
   m->tasks = p->tasks;
+  m->registered = true;
   return self;
 }
 
 Coordination::~Coordination() {
-  if (!impl_->shut_down.exchange(true) && impl_->loop) {
+  if (!impl_->shut_down.exchange(true) && impl_->registered) {
     // Left without shutdown(): the others hear of it as this task's failure.
     impl_->set_quiet();
     impl_->disconnect(/*graceful=*/false, 1000);
