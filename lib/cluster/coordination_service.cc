@@ -229,12 +229,24 @@ void CoordinationService::on_message(uint64_t conn, const net::FrameHeader& h,
     }
     case TPURT__WIRE__ENVELOPE__MSG_STEP_ABORT: {
       // At once to every other task: peers blocked in a collective wait on this.
+      // Rebuilt from the known fields: re-packing what arrived would forward
+      // unknown fields protobuf-c may not read back.
+      const Tpurt__Wire__StepAbort& in = *e->step_abort;
+      Tpurt__Wire__StepAbort a = TPURT__WIRE__STEP_ABORT__INIT;
+      a.step = in.step;
+      a.origin_task = in.origin_task;
+      a.origin_replica = in.origin_replica;
+      a.code = in.code;
+      a.message = in.message;
+      wire::Envelope out = TPURT__WIRE__ENVELOPE__INIT;
+      out.msg_case = TPURT__WIRE__ENVELOPE__MSG_STEP_ABORT;
+      out.step_abort = &a;
       std::vector<uint64_t> targets;
       for (auto& p : peers_)
         if (p.first != conn && p.second.conn && p.second.task >= 0 && p.second.task != task &&
             !p.second.disconnected)
           targets.push_back(p.first);
-      for (uint64_t c : targets) send_to(c, *e, 0);
+      for (uint64_t c : targets) send_to(c, out, 0);
       return;
     }
     case TPURT__WIRE__ENVELOPE__MSG_KV_SET: on_kv_set(conn, seq, *e->kv_set); return;
