@@ -37,6 +37,10 @@ constexpr int kMaxHandshakes = 32;
 constexpr int64_t kHandshakeTimeoutMs = 10000;
 constexpr size_t kMaxValueBytes = 8u << 20;
 constexpr size_t kMaxKeyBytes = 64u << 10;
+// Longer timeouts are this long (no overflow in deadlines and clocks).
+constexpr int64_t kMaxWaitMs = int64_t(100) * 24 * 3600 * 1000;
+
+int64_t capped(int64_t ms) { return ms > kMaxWaitMs ? kMaxWaitMs : ms; }
 
 // Handshakes in flight on their threads; teardown wakes and waits for them.
 struct HandshakeGate {
@@ -366,6 +370,7 @@ struct Coordination::Impl {
     if (!posted) fail(TPU_FAILED_PRECONDITION, what, ": the coordination of task ",
                       config.task_id, " is shut down");
     std::unique_lock<std::mutex> lock(p->mu);
+    wait_ms = capped(wait_ms);
     bool done = p->cv.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return p->done; });
     if (!done) {
       lock.unlock();
@@ -406,18 +411,21 @@ struct Coordination::Impl {
   }
 
   void set_quiet() {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    if (!loop->post([&] {
+    struct Flag {
+      std::mutex m;
+      std::condition_variable cv;
+      bool done = false;
+    };
+    auto flag = std::make_shared<Flag>();
+    if (!loop->post([this, flag] {
           quiet = true;
-          std::lock_guard<std::mutex> lock(m);
-          done = true;
-          cv.notify_all();
+          std::lock_guard<std::mutex> lock(flag->m);
+          flag->done = true;
+          flag->cv.notify_all();
         }))
       return;
-    std::unique_lock<std::mutex> lock(m);
-    cv.wait_for(lock, std::chrono::seconds(10), [&] { return done; });
+    std::unique_lock<std::mutex> lock(flag->m);
+    flag->cv.wait_for(lock, std::chrono::seconds(10), [&] { return flag->done; });
   }
 
   // Stops the handshakes, closes the loop's handles, joins the loop thread.
@@ -477,6 +485,10 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
   if (config.service_address.empty() && !config.addresses.empty())
     config.service_address = config.addresses[0];
   check_config(config);
+  config.init_timeout_ms = capped(config.init_timeout_ms);
+  config.heartbeat_interval_ms = capped(config.heartbeat_interval_ms);
+  config.heartbeat_timeout_ms = capped(config.heartbeat_timeout_ms);
+  config.shutdown_barrier_timeout_ms = capped(config.shutdown_barrier_timeout_ms);
   int64_t deadline = net::now_ms() + config.init_timeout_ms;
 
   auto impl = std::make_unique<Impl>();
@@ -635,11 +647,11 @@ std::string Coordination::kv_get(const std::string& key_in, int64_t timeout_ms) 
   if (timeout_ms < 0) invalid_argument("kv_get '", key, "': timeout_ms ", timeout_ms, " is negative");
   Tpurt__Wire__KvGet g = TPURT__WIRE__KV_GET__INIT;
   g.key = const_cast<char*>(key.c_str());
-  g.timeout_ms = timeout_ms;
+  g.timeout_ms = capped(timeout_ms);
   wire::Envelope e = TPURT__WIRE__ENVELOPE__INIT;
   e.msg_case = TPURT__WIRE__ENVELOPE__MSG_KV_GET;
   e.kv_get = &g;
-  return impl_->request(e, timeout_ms + impl_->slack(), str_cat("kv_get '", key, "'"))->value;
+  return impl_->request(e, capped(timeout_ms) + impl_->slack(), str_cat("kv_get '", key, "'"))->value;
 }
 
 bool Coordination::kv_try_get(const std::string& key_in, std::string* value) {
@@ -680,19 +692,19 @@ void Coordination::barrier(const std::string& id, int64_t timeout_ms,
   if (tasks.size() > 1024) invalid_argument("barrier '", id, "' lists ", tasks.size(), " tasks");
   Tpurt__Wire__Barrier b = TPURT__WIRE__BARRIER__INIT;
   b.id = const_cast<char*>(id.c_str());
-  b.timeout_ms = timeout_ms;
+  b.timeout_ms = capped(timeout_ms);
   b.n_tasks = tasks.size();
   b.tasks = const_cast<int32_t*>(tasks.data());
   wire::Envelope e = TPURT__WIRE__ENVELOPE__INIT;
   e.msg_case = TPURT__WIRE__ENVELOPE__MSG_BARRIER;
   e.barrier = &b;
-  impl_->request(e, timeout_ms + impl_->slack(), str_cat("barrier '", id, "'"));
+  impl_->request(e, capped(timeout_ms) + impl_->slack(), str_cat("barrier '", id, "'"));
 }
 
 void Coordination::shutdown() {
   Impl* m = impl_.get();
   if (m->shut_down.exchange(true)) return;
-  const int64_t timeout = m->config.shutdown_barrier_timeout_ms;
+  const int64_t timeout = capped(m->config.shutdown_barrier_timeout_ms);
   std::unique_ptr<Error> error;
   Tpurt__Wire__Barrier b = TPURT__WIRE__BARRIER__INIT;
   b.id = const_cast<char*>("shutdown");

@@ -10,6 +10,10 @@ namespace tpurt {
 namespace {
 
 constexpr int64_t kTickMs = 20;
+// A timeout from the wire is at most this (deadlines cannot overflow).
+constexpr int64_t kMaxTimeoutMs = int64_t(100) * 24 * 3600 * 1000;
+
+int64_t bounded(int64_t ms) { return ms > kMaxTimeoutMs ? kMaxTimeoutMs : ms; }
 
 std::string status_text(tpu_status code) { return status_name(code); }
 
@@ -322,7 +326,7 @@ void CoordinationService::on_register(uint64_t conn, uint64_t seq, const Tpurt__
     respond(conn, seq, formed_code_, formed_message_, nullptr, false, formed_code_ == TPU_OK);
     return;
   }
-  int64_t timeout = r.timeout_ms > 0 ? r.timeout_ms : 1;
+  int64_t timeout = r.timeout_ms > 0 ? bounded(r.timeout_ms) : 1;
   registrations_.push_back(Waiter{conn, seq, net::now_ms() + timeout, "", timeout});
   try_form();
 }
@@ -388,7 +392,7 @@ void CoordinationService::on_kv_get(uint64_t conn, uint64_t seq, const Tpurt__Wi
     respond(conn, seq, TPU_OK, "", nullptr, false);
     return;
   }
-  int64_t timeout = m.timeout_ms < 0 ? 0 : m.timeout_ms;
+  int64_t timeout = m.timeout_ms < 0 ? 0 : bounded(m.timeout_ms);
   if (timeout == 0) {
     respond(conn, seq, TPU_DEADLINE_EXCEEDED, str_cat("key '", key, "' was not set within 0 ms"));
     return;
@@ -460,8 +464,8 @@ void CoordinationService::on_barrier(uint64_t conn, uint64_t seq, int task,
     b.id = id;
     b.shutdown = m.shutdown;
     b.participants = participants;
-    b.deadline = now + m.timeout_ms;
-    b.timeout_ms = m.timeout_ms;
+    b.deadline = now + bounded(m.timeout_ms);
+    b.timeout_ms = bounded(m.timeout_ms);
     it = barriers_.emplace(key, std::move(b)).first;
   }
   Barrier& b = it->second;
