@@ -41,5 +41,11 @@ Hello accept_handshake(int fd, const std::string& cluster_id, const std::string&
 // Milliseconds on CLOCK_MONOTONIC.
 int64_t now_ms();
 
+// "host:port" or "[v6]:port" split in two; TPU_INVALID_ARGUMENT naming the address
+// when either part is missing or the port is not a number in 1..65535 (0 is
+// allowed when allow_zero_port, for a listener that takes any port).
+void split_host_port(const std::string& address, std::string* host, std::string* port,
+                     bool allow_zero_port = false);
+
 }  // namespace net
 }  // namespace tpurt
