@@ -500,9 +500,11 @@ bool TcpTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, StepOut
     }
     wait_ready(readers, writers, deadline);
   }
+  // The failure to report: a task's own error before the aborts it caused elsewhere.
   for (int i = 0; i < num_tasks_; ++i) {
     Peer& p = peers_[i];
-    if (i == task_id_ || !p.ended || p.outcome.code == TPU_OK || failed) continue;
+    if (i == task_id_ || !p.ended || p.outcome.code == TPU_OK) continue;
+    if (failed && !(remote->code == TPU_ABORTED && p.outcome.code != TPU_ABORTED)) continue;
     *remote = p.outcome;
     failed = true;
   }

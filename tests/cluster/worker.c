@@ -17,6 +17,7 @@
  *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
  *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
  */
+#define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +29,11 @@
 #include "tpurt.h"
 
 static int g_task, g_tasks, g_local, g_n;
+
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
 static int g_failures;
 
 #define EXPECT(cond, ...)                                        \
@@ -112,6 +118,13 @@ static tpu_status check_all_reduce(tpu_replica_context *ctx, int r, tpu_dtype dt
       if (op == TPU_REDUCE_MAX && v > want) want = v;
     }
     if (op == TPU_REDUCE_MEAN) want = dtype == TPU_INT32 ? (double)(int64_t)(want / size) : want / size;
+    if (dtype == TPU_BFLOAT16) { /* the sum rounded once, as the runtime does */
+      float f = (float)want, back;
+      uint16_t b;
+      tpu_float_to_bfloat16(&f, &b, 1);
+      tpu_bfloat16_to_float(&b, &back, 1);
+      want = back;
+    }
     double got = element(y, i);
     EXPECT(got == want, "all_reduce %s op %d count %lld%s: replica %d element %lld is %g, want %g",
            dname(dtype), op, (long long)count, paired ? " paired" : "", r, (long long)i,
@@ -253,7 +266,7 @@ static int scenario_kv(tpu_system *system) {
          tpu_last_error());
   /* The last task arrives 1 s late at a 200 ms barrier of all: the others are told who is missing. */
   if (g_task == g_tasks - 1) {
-    usleep(1000 * 1000);
+    sleep_ms(1000);
     tpu_wait_at_barrier(system, "late", 200, NULL, 0);
   } else {
     s = tpu_wait_at_barrier(system, "late", 200, NULL, 0);
@@ -373,7 +386,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < steps && !g_failures; i++) {
       s = tpu_replicate(system, soak_fn, NULL, g_n, 0, NULL, 0, NULL, NULL);
       EXPECT(s == TPU_OK, "soak step %d: %s: %s", i, tpu_status_name(s), tpu_last_error());
-      usleep(20000);
+      sleep_ms(20);
     }
   } else if (argc > 2) {
     rc = scenario_fault(system, scenario, atoi(argv[2]));
