@@ -4,7 +4,8 @@
 
 #include "common.h"
 
-static const tool_command *const commands[] = {&info_command, &bench_command, &demo_command};
+static const tool_command *const commands[] = {&info_command, &bench_command, &demo_command,
+                                               &launch_command};
 #define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void print_overview(FILE *out) {

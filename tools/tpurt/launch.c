@@ -1,0 +1,720 @@
+/* tpurt launch: starts N local tasks of one cluster with the environment DTensor's
+ * multi-client resolver reads, prefixes every line they print with the task's index,
+ * and takes them all down when one fails.
+ *
+ * The tasks share one new process group (led by task 0) so that a kill(-pgid) also
+ * reaches whatever they started. Task 0 is observed with WNOWAIT and reaped last:
+ * while its zombie exists the group's id cannot be reused, so kill(-pgid) never
+ * reaches a stranger. On Linux the launcher is also a child subreaper: what a task
+ * leaves behind is reparented to the launcher, which reaps it before exiting. */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+
+#include "common.h"
+
+#define MAX_TASKS 1024
+/* A line longer than this is printed in pieces of this size, each with its prefix. */
+#define LINE_CAP (64 * 1024)
+/* Between SIGTERM and SIGKILL. */
+#define GRACE_SECONDS 5.0
+/* After SIGKILL: how long the pipes may stay open, and how long a task may take to die
+ * before the launcher gives up on it (only a task stuck in the kernel takes that long). */
+#define DRAIN_SECONDS 1.0
+#define GIVE_UP_SECONDS 10.0
+
+static const char launch_usage[] =
+    "usage: tpurt launch -n N [options] -- program [args...]\n"
+    "Starts N local tasks of one cluster, each running `program args...`, and supervises\n"
+    "them. Task i gets the environment DTensor's multi-client resolver reads:\n"
+    "  DTENSOR_JOBS=H:p0,...,H:p(N-1)  DTENSOR_CLIENT_ID=i  DTENSOR_JOB_NAME=worker\n"
+    "  TPURT_LAUNCH_TASKS=N  (and TPURT_NUM_CORES=C with --cores-per-task)\n"
+    "TF_CONFIG, SLURM_JOB_ID and OMPI_COMM_WORLD_SIZE are removed from it. Every line a\n"
+    "task prints is printed with the prefix \"[i] \", stdout to stdout, stderr to stderr;\n"
+    "the tasks' stdin is /dev/null.\n"
+    "\n"
+    "  -n, --tasks N          number of tasks, 1 to 1024 (required)\n"
+    "  --cores-per-task C     logical cores of each task (sets TPURT_NUM_CORES)\n"
+    "  --port-base P          task i listens on P+i (default: N free ports picked by\n"
+    "                         binding to port 0)\n"
+    "  --host H               the tasks' host in DTENSOR_JOBS (default 127.0.0.1)\n"
+    "  --timeout SECONDS      kill every task and fail when they run longer\n"
+    "  --keep-going           a failing task does not stop the others\n"
+    "  -h, --help             this text\n"
+    "As soon as a task exits non-zero or is killed by a signal, the others get SIGTERM,\n"
+    "then SIGKILL 5 s later, and the launcher exits 1 naming that task. SIGINT, SIGTERM\n"
+    "and SIGHUP are forwarded to the tasks; the launcher then exits 128 + the signal.\n"
+    "Exit status: 0 every task exited 0, 1 a task failed or the timeout passed, 2 bad\n"
+    "usage.\n";
+
+typedef struct launch_options {
+  int tasks;
+  int cores_per_task;  /* 0: TPURT_NUM_CORES is left alone */
+  int port_base;       /* 0: free ports are picked */
+  const char *host;
+  double timeout;      /* seconds; 0: none */
+  int keep_going;
+  char **program;      /* NULL-terminated argv */
+} launch_options;
+
+/* One of a task's output pipes and the line it has not finished yet. */
+typedef struct out_stream {
+  int fd;       /* the read end; -1 after EOF */
+  int dest;     /* STDOUT_FILENO or STDERR_FILENO */
+  char *line;   /* LINE_CAP + 1 bytes, allocated at the first read */
+  size_t len;
+} out_stream;
+
+typedef struct task {
+  pid_t pid;
+  int running;
+  siginfo_t end;  /* how it ended, once !running */
+  out_stream out, err;
+} task;
+
+/* ---- Signals: the handlers only record and wake poll() through a pipe ---------- */
+
+static volatile sig_atomic_t pending_signal;  /* the last SIGINT/SIGTERM/SIGHUP */
+static volatile sig_atomic_t signal_count;
+static int wake_pipe[2] = {-1, -1};
+
+static void wake(void) {
+  int saved = errno;
+  ssize_t ignored = write(wake_pipe[1], "x", 1);  /* full pipe: already awake */
+  (void)ignored;
+  errno = saved;
+}
+
+static void on_stop_signal(int sig) {
+  pending_signal = sig;
+  signal_count++;
+  wake();
+}
+
+static void on_child(int sig) { wake(); }
+
+static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define NUM_FORWARDED (sizeof forwarded_signals / sizeof forwarded_signals[0])
+
+static void install_handlers(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sa.sa_handler = on_stop_signal;
+  for (size_t i = 0; i < NUM_FORWARDED; i++) sigaction(forwarded_signals[i], &sa, NULL);
+  sa.sa_handler = on_child;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, NULL);
+  /* A closed stdout must not kill the launcher while its tasks run. */
+  sa.sa_handler = SIG_IGN;
+  sa.sa_flags = 0;
+  sigaction(SIGPIPE, &sa, NULL);
+}
+
+static const char *signal_name(int sig) {
+  static const struct { int sig; const char *name; } names[] = {
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
+      {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGTTIN, "SIGTTIN"},
+      {SIGTTOU, "SIGTTOU"}, {SIGURG, "SIGURG"},   {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"},
+      {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"}, {SIGSYS, "SIGSYS"}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (names[i].sig == sig) return names[i].name;
+  return "signal";
+}
+
+/* ---- Options ------------------------------------------------------------------- */
+
+enum { OPT_CORES_PER_TASK = 256, OPT_PORT_BASE, OPT_HOST, OPT_TIMEOUT, OPT_KEEP_GOING };
+
+/* Returns 1 after printing the help. Everything after the first "--" is the program;
+ * getopt sees only what comes before it, so the program's own options stay its own. */
+static int parse_options(int argc, char **argv, launch_options *o) {
+  static const struct option longopts[] = {
+      {"tasks", required_argument, NULL, 'n'},
+      {"cores-per-task", required_argument, NULL, OPT_CORES_PER_TASK},
+      {"port-base", required_argument, NULL, OPT_PORT_BASE},
+      {"host", required_argument, NULL, OPT_HOST},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  int dashes = 1;
+  while (dashes < argc && strcmp(argv[dashes], "--")) dashes++;
+  memset(o, 0, sizeof *o);
+  o->host = "127.0.0.1";
+  opterr = 0;
+  /* '+': stop at the first operand instead of permuting it behind the options; ':':
+   * our messages for a missing value. */
+  for (int c; (c = getopt_long(dashes, argv, "+:n:h", longopts, NULL)) != -1;) {
+    switch (c) {
+      case 'n': o->tasks = (int)parse_long("launch", "-n", optarg, 1, MAX_TASKS); break;
+      case OPT_CORES_PER_TASK:
+        o->cores_per_task = (int)parse_long("launch", "--cores-per-task", optarg, 1, 4096);
+        break;
+      case OPT_PORT_BASE:
+        o->port_base = (int)parse_long("launch", "--port-base", optarg, 1, 65535);
+        break;
+      case OPT_HOST: o->host = optarg; break;
+      case OPT_TIMEOUT: o->timeout = parse_double("launch", "--timeout", optarg); break;
+      case OPT_KEEP_GOING: o->keep_going = 1; break;
+      case 'h': return 1;
+      case ':': usage_error("launch", "option '%s' needs a value", argv[optind - 1]);
+      default:
+        if (optopt) usage_error("launch", "unknown option '-%c'", optopt);
+        usage_error("launch", "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind < dashes) {
+    if (dashes == argc)
+      usage_error("launch", "missing '--' before the program '%s'", argv[optind]);
+    usage_error("launch", "unexpected argument '%s' before '--'", argv[optind]);
+  }
+  if (!o->tasks) usage_error("launch", "missing -n (the number of tasks)");
+  if (dashes == argc) usage_error("launch", "missing '--' and the program to run");
+  if (dashes + 1 == argc) usage_error("launch", "missing the program after '--'");
+  if (!o->host[0] || strpbrk(o->host, ", \t\n"))
+    usage_error("launch", "--host: '%s' is not a host name or address", o->host);
+  if (o->port_base && o->port_base + o->tasks - 1 > 65535)
+    usage_error("launch", "--port-base: %d + %d tasks passes port 65535", o->port_base,
+                o->tasks);
+  if (o->timeout > 1e9) usage_error("launch", "--timeout: '%g' is too long", o->timeout);
+  o->program = argv + dashes + 1;
+  return 0;
+}
+
+/* ---- Ports and the environment ----------------------------------------------------- */
+
+/* N distinct free ports on `host`: N sockets bound to port 0 at once (so the kernel
+ * hands out N different ports), read back with getsockname. The sockets stay open in
+ * `sockets` until just before the tasks start; between that close and a task's own
+ * bind another process could take the port, a small race --port-base avoids. */
+static void pick_ports(const char *host, int n, int *ports, int *sockets) {
+  struct addrinfo hints, *ai = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int rc = getaddrinfo(host, "0", &hints, &ai);
+  if (rc) {
+    fprintf(stderr, "tpurt launch: --host '%s': %s\n", host, gai_strerror(rc));
+    exit(EXIT_USAGE);
+  }
+  for (int i = 0; i < n; i++) {
+    struct sockaddr_storage addr;
+    socklen_t len = sizeof addr;
+    sockets[i] = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (sockets[i] < 0 || bind(sockets[i], ai->ai_addr, ai->ai_addrlen) ||
+        getsockname(sockets[i], (struct sockaddr *)&addr, &len)) {
+      fprintf(stderr, "tpurt launch: cannot pick a free port on '%s' (%d of %d): %s%s\n", host,
+              i + 1, n, strerror(errno), errno == EADDRNOTAVAIL ? "; use --port-base" : "");
+      exit(1);
+    }
+    ports[i] = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&addr)->sin6_port
+                                                : ((struct sockaddr_in *)&addr)->sin_port);
+  }
+  freeaddrinfo(ai);
+}
+
+static char *jobs_list(const char *host, int n, const int *ports) {
+  /* An IPv6 literal is bracketed so that its colons do not read as the port's. */
+  int bracket = strchr(host, ':') != NULL;
+  size_t cap = (size_t)n * (strlen(host) + 10) + 1;
+  char *jobs = xcalloc(cap, 1), *p = jobs;
+  for (int i = 0; i < n; i++)
+    p += snprintf(p, cap - (size_t)(p - jobs), "%s%s%s%s:%d", i ? "," : "", bracket ? "[" : "",
+                  host, bracket ? "]" : "", ports[i]);
+  return jobs;
+}
+
+static void set_env(const char *name, const char *value) {
+  if (setenv(name, value, 1)) {
+    fprintf(stderr, "tpurt launch: cannot set %s: %s\n", name, strerror(errno));
+    exit(1);
+  }
+}
+
+/* The launcher's own environment becomes the tasks' (the launcher itself reads none of
+ * it), so a child only execs; DTENSOR_CLIENT_ID is set before each fork. */
+static void prepare_environment(const launch_options *o, const char *jobs) {
+  char number[32];
+  set_env("DTENSOR_JOBS", jobs);
+  set_env("DTENSOR_JOB_NAME", "worker");
+  snprintf(number, sizeof number, "%d", o->tasks);
+  set_env("TPURT_LAUNCH_TASKS", number);
+  if (o->cores_per_task) {
+    snprintf(number, sizeof number, "%d", o->cores_per_task);
+    set_env("TPURT_NUM_CORES", number);
+  }
+  /* AUTO resolution takes DTENSOR_JOBS before these anyway; they are removed so that a
+   * program asking for a source by name, or a tool that looks at them (a Slurm or MPI
+   * launch inside this one), does not see another cluster. */
+  unsetenv("TF_CONFIG");
+  unsetenv("SLURM_JOB_ID");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+}
+
+/* ---- Output ---------------------------------------------------------------------- */
+
+static int dest_broken[3];  /* a write to this fd failed: its output is dropped */
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n && !dest_broken[fd]) {
+    ssize_t w = write(fd, p, n);
+    if (w >= 0) {
+      p += w;
+      n -= (size_t)w;
+    } else if (errno == EAGAIN) {  /* a non-blocking stdout we inherited */
+      struct pollfd pfd = {fd, POLLOUT, 0};
+      if (poll(&pfd, 1, 1000) <= 0) dest_broken[fd] = 1;
+    } else if (errno != EINTR) {
+      dest_broken[fd] = 1;
+    }
+  }
+}
+
+static void emit_line(int index, int dest, const char *text, size_t len) {
+  static char buf[32 + LINE_CAP + 1];
+  int prefix = snprintf(buf, 32, "[%d] ", index);
+  memcpy(buf + prefix, text, len);
+  buf[(size_t)prefix + len] = '\n';
+  write_all(dest, buf, (size_t)prefix + len + 1);
+}
+
+/* Prints the complete lines in s->line; at EOF also the unfinished one. */
+static void emit_lines(int index, out_stream *s, int eof) {
+  size_t start = 0;
+  for (;;) {
+    char *nl = memchr(s->line + start, '\n', s->len - start);
+    if (!nl) break;
+    size_t end = (size_t)(nl - s->line);
+    emit_line(index, s->dest, s->line + start, end - start);
+    start = end + 1;
+  }
+  size_t rest = s->len - start;
+  /* The buffer holds LINE_CAP + 1 bytes, so a line of exactly LINE_CAP bytes and its
+   * newline still come out whole; only a longer one is split. */
+  if (rest > LINE_CAP || (eof && rest)) {
+    size_t piece = rest > LINE_CAP ? LINE_CAP : rest;
+    emit_line(index, s->dest, s->line + start, piece);
+    start += piece;
+    rest -= piece;
+    if (eof && rest) {
+      emit_line(index, s->dest, s->line + start, rest);
+      start += rest;
+      rest = 0;
+    }
+  }
+  memmove(s->line, s->line + start, rest);
+  s->len = rest;
+}
+
+static void close_stream(int index, out_stream *s) {
+  if (s->fd < 0) return;
+  if (s->line) emit_lines(index, s, 1);
+  close(s->fd);
+  s->fd = -1;
+  free(s->line);
+  s->line = NULL;
+}
+
+/* One read; EOF or an error closes the stream. */
+static void read_stream(int index, out_stream *s) {
+  if (!s->line) s->line = xcalloc(LINE_CAP + 1, 1);
+  ssize_t n = read(s->fd, s->line + s->len, LINE_CAP + 1 - s->len);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    close_stream(index, s);
+    return;
+  }
+  s->len += (size_t)n;
+  emit_lines(index, s, 0);
+}
+
+/* ---- Starting the tasks -------------------------------------------------------------- */
+
+typedef struct launcher {
+  const launch_options *options;
+  task *tasks;
+  int started;
+  pid_t pgid;             /* task 0's pid once started */
+  int failures;
+  char first_failure[256]; /* "" until a task fails */
+  struct rlimit nofile;   /* the limit the launcher was started with, for the tasks */
+  int devnull;
+} launcher;
+
+static void record_failure(launcher *l, const char *message) {
+  if (l->failures++ == 0) snprintf(l->first_failure, sizeof l->first_failure, "%s", message);
+  if (l->failures == 1 || l->options->keep_going) fprintf(stderr, "tpurt launch: %s\n", message);
+}
+
+/* In the child, between fork and exec: only async-signal-safe calls. */
+static void exec_task(const launcher *l, int out_w, int err_w, int exec_w,
+                      const sigset_t *mask) {
+  setpgid(0, l->pgid);  /* 0 for task 0: a new group with its own pid */
+  if (dup2(l->devnull, STDIN_FILENO) < 0 || dup2(out_w, STDOUT_FILENO) < 0 ||
+      dup2(err_w, STDERR_FILENO) < 0) {
+    int e = errno;
+    ssize_t ignored = write(exec_w, &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  }
+  /* Caught signals revert to the default at exec, ignored ones do not. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_DFL;
+  for (size_t i = 0; i < NUM_FORWARDED; i++) sigaction(forwarded_signals[i], &sa, NULL);
+  sigaction(SIGCHLD, &sa, NULL);
+  sigaction(SIGPIPE, &sa, NULL);
+  sigprocmask(SIG_SETMASK, mask, NULL);
+  setrlimit(RLIMIT_NOFILE, &l->nofile);
+  execvp(l->options->program[0], l->options->program);
+  int e = errno;
+  ssize_t ignored = write(exec_w, &e, sizeof e);
+  (void)ignored;
+  _exit(127);
+}
+
+static int make_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+/* Starts task i; 0 on success. A failure to start is recorded (the caller stops). */
+static int start_task(launcher *l, int i) {
+  task *t = &l->tasks[i];
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, exec_pipe[2] = {-1, -1};
+  char id[16], message[256];
+  snprintf(id, sizeof id, "%d", i);
+  set_env("DTENSOR_CLIENT_ID", id);
+  if (make_pipe(out) || make_pipe(err) || make_pipe(exec_pipe)) {
+    snprintf(message, sizeof message, "task %d: cannot make its pipes: %s", i, strerror(errno));
+    goto fail;
+  }
+  /* Blocked across fork so that a child never runs the launcher's handlers. */
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &old);
+  pid_t pid = fork();
+  if (pid == 0) exec_task(l, out[1], err[1], exec_pipe[1], &old);
+  int fork_errno = errno;
+  if (pid > 0) {
+    /* Also from here: whichever of the two setpgid calls comes first makes it so. */
+    if (i == 0) l->pgid = pid;
+    setpgid(pid, l->pgid);
+  }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (pid < 0) {
+    snprintf(message, sizeof message, "task %d: cannot fork: %s", i, strerror(fork_errno));
+    goto fail;
+  }
+  t->pid = pid;
+  t->running = 1;
+  l->started++;
+  close(out[1]);
+  close(err[1]);
+  close(exec_pipe[1]);
+  t->out = (out_stream){out[0], STDOUT_FILENO, NULL, 0};
+  t->err = (out_stream){err[0], STDERR_FILENO, NULL, 0};
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  /* The exec pipe closes at a successful exec, or carries execvp's errno. */
+  int exec_errno = 0;
+  ssize_t n;
+  do n = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+  while (n < 0 && errno == EINTR);
+  close(exec_pipe[0]);
+  if (n == (ssize_t)sizeof exec_errno) {
+    /* Said here, on the launcher's stderr; its exit 127 is then the failure. */
+    fprintf(stderr, "tpurt launch: task %d: cannot run '%s': %s\n", i, l->options->program[0],
+            strerror(exec_errno));
+    return -1;
+  }
+  return 0;
+
+fail:
+  for (int k = 0; k < 2; k++) {
+    if (out[k] >= 0) close(out[k]);
+    if (err[k] >= 0) close(err[k]);
+    if (exec_pipe[k] >= 0) close(exec_pipe[k]);
+  }
+  record_failure(l, message);
+  return -1;
+}
+
+/* ---- Supervision ----------------------------------------------------------------- */
+
+static void describe_end(const task *t, int index, char *buf, size_t cap) {
+  if (t->end.si_code == CLD_EXITED)
+    snprintf(buf, cap, "task %d (pid %d) exited with status %d", index, (int)t->pid,
+             t->end.si_status);
+  else
+    snprintf(buf, cap, "task %d (pid %d) was killed by signal %s (%d)", index, (int)t->pid,
+             signal_name(t->end.si_status), t->end.si_status);
+}
+
+/* Notes the tasks that ended; returns how many are still running. Task 0 stays a zombie
+ * (WNOWAIT) until the end: see the top of the file. */
+static int reap(launcher *l, int stopping) {
+  int running = 0;
+  for (int i = 0; i < l->started; i++) {
+    task *t = &l->tasks[i];
+    if (!t->running) continue;
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    int flags = WEXITED | WNOHANG | (i == 0 ? WNOWAIT : 0);
+    if (waitid(P_PID, (id_t)t->pid, &info, flags) == 0 && info.si_pid == 0) {
+      running++;
+      continue;
+    }
+    t->running = 0;
+    t->end = info;
+    /* Ends the launcher caused by stopping the tasks are not failures of their own. */
+    if (!stopping && !(info.si_code == CLD_EXITED && info.si_status == 0)) {
+      char message[256];
+      describe_end(t, i, message, sizeof message);
+      record_failure(l, message);
+    }
+  }
+  return running;
+}
+
+static void signal_group(const launcher *l, int sig) {
+  if (l->pgid > 0) kill(-l->pgid, sig);
+}
+
+static int open_streams(const launcher *l) {
+  int open = 0;
+  for (int i = 0; i < l->started; i++)
+    open += (l->tasks[i].out.fd >= 0) + (l->tasks[i].err.fd >= 0);
+  return open;
+}
+
+static void print_still_running(const launcher *l) {
+  char list[4096];
+  size_t used = 0;
+  int count = 0;
+  list[0] = '\0';
+  for (int i = 0; i < l->started; i++) {
+    if (!l->tasks[i].running) continue;
+    count++;
+    if (used < sizeof list - 16)
+      used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", count > 1 ? ", " : "", i);
+    else if (used < sizeof list - 1)
+      used += (size_t)snprintf(list + used, sizeof list - used, ", ...");
+  }
+  fprintf(stderr, "tpurt launch: timeout after %g s; still running: task%s %s\n",
+          l->options->timeout, count == 1 ? "" : "s", list);
+}
+
+/* Reaps every child left: task 0, and (as subreaper) what the tasks left behind, which
+ * got SIGTERM with the group; the group gets SIGKILL once the grace is over. Bounded:
+ * a leftover that left the group is given up after DRAIN_SECONDS past the SIGKILL (it
+ * is then init's). */
+static void reap_leftovers(const launcher *l, double term_at, double killed_at) {
+  for (;;) {
+    pid_t r = waitpid(-1, NULL, WNOHANG);
+    if (r > 0 || (r < 0 && errno == EINTR)) continue;
+    if (r < 0) return;  /* ECHILD: nothing left */
+    double now = now_seconds();
+    if (!killed_at && now >= term_at + GRACE_SECONDS) {
+      signal_group(l, SIGKILL);
+      killed_at = now;
+    }
+    if (killed_at && now >= killed_at + DRAIN_SECONDS) return;
+    /* SIGCHLD wakes this; 50 ms bounds a missed one. */
+    struct pollfd pfd = {wake_pipe[0], POLLIN, 0};
+    if (poll(&pfd, 1, 50) > 0) {
+      char drain[64];
+      while (read(wake_pipe[0], drain, sizeof drain) > 0) {}
+    }
+  }
+}
+
+/* Runs until every task has ended and its pipes are closed (or the bounds below
+ * pass); returns the launcher's exit status. */
+static int supervise(launcher *l) {
+  const launch_options *o = l->options;
+  int n = l->started;
+  struct pollfd *fds = xcalloc((size_t)(2 * n + 1), sizeof *fds);
+  out_stream **streams = xcalloc((size_t)(2 * n + 1), sizeof *streams);
+  int *owner = xcalloc((size_t)(2 * n + 1), sizeof *owner);
+  double start = now_seconds();
+  double deadline = o->timeout > 0 ? start + o->timeout : 0;
+  double term_at = 0, kill_at = 0, killed_at = 0;
+  int stopping = l->failures > 0 && !o->keep_going;  /* a task failed to start */
+  int forwarded = 0, signals_seen = 0, timed_out = 0, cleanup = 0, status = 0;
+  if (stopping) {
+    signal_group(l, SIGTERM);
+    term_at = now_seconds();
+  }
+  for (;;) {
+    int failures_before = l->failures;
+    int running = reap(l, stopping);
+    double now = now_seconds();
+    if (l->failures > failures_before && !o->keep_going && !stopping) {
+      stopping = 1;
+      signal_group(l, SIGTERM);
+      term_at = now;
+    }
+    if (signal_count != signals_seen) {
+      signals_seen = signal_count;
+      if (!forwarded) {
+        forwarded = pending_signal;
+        signal_group(l, forwarded);
+        if (!stopping) term_at = now;
+        stopping = 1;
+      } else if (!killed_at) {
+        kill_at = now;  /* a second signal: no more grace */
+      }
+    }
+    if (deadline && now >= deadline && running && !stopping) {
+      print_still_running(l);
+      timed_out = 1;
+      stopping = 1;
+      signal_group(l, SIGTERM);
+      term_at = now;
+    }
+    if (!running && !cleanup) {
+      /* Whatever the tasks left behind in their group (their pipes' other holders,
+       * or background children) goes too: nothing outlives the launch. */
+      cleanup = 1;
+      signal_group(l, SIGTERM);
+      if (!term_at) term_at = now;
+    }
+    if (term_at && !kill_at) kill_at = term_at + GRACE_SECONDS;
+    if (kill_at && now >= kill_at && !killed_at) {
+      signal_group(l, SIGKILL);
+      killed_at = now;
+    }
+    int open = open_streams(l);
+    if (!running && !open) break;
+    if (killed_at && !running && now >= killed_at + DRAIN_SECONDS) break;
+    if (killed_at && now >= killed_at + GIVE_UP_SECONDS) {
+      for (int i = 0; i < n; i++)
+        if (l->tasks[i].running)
+          fprintf(stderr, "tpurt launch: task %d (pid %d) survived SIGKILL for %g s; leaving it\n",
+                  i, (int)l->tasks[i].pid, GIVE_UP_SECONDS);
+      status = 1;
+      break;
+    }
+
+    /* Sleep until output, a signal, or the next deadline (at most 1 s). */
+    double next = now + 1.0;
+    if (deadline && !stopping && deadline < next) next = deadline;
+    if (kill_at && !killed_at && kill_at < next) next = kill_at;
+    int nfds = 0;
+    fds[nfds++] = (struct pollfd){wake_pipe[0], POLLIN, 0};
+    for (int i = 0; i < n; i++) {
+      out_stream *pair[2] = {&l->tasks[i].out, &l->tasks[i].err};
+      for (int k = 0; k < 2; k++) {
+        if (pair[k]->fd < 0) continue;
+        streams[nfds] = pair[k];
+        owner[nfds] = i;
+        fds[nfds++] = (struct pollfd){pair[k]->fd, POLLIN, 0};
+      }
+    }
+    int ms = (int)ceil((next - now) * 1000);
+    if (poll(fds, (nfds_t)nfds, ms < 0 ? 0 : ms) <= 0) continue;
+    if (fds[0].revents) {
+      char drain[64];
+      while (read(wake_pipe[0], drain, sizeof drain) > 0) {}
+    }
+    for (int k = 1; k < nfds; k++)
+      if (fds[k].revents) read_stream(owner[k], streams[k]);
+  }
+  for (int i = 0; i < n; i++) {
+    close_stream(i, &l->tasks[i].out);
+    close_stream(i, &l->tasks[i].err);
+  }
+  reap_leftovers(l, term_at ? term_at : now_seconds(), killed_at);
+  free(fds);
+  free(streams);
+  free(owner);
+
+  if (forwarded) return 128 + forwarded;
+  if (l->failures) {
+    if (o->keep_going && l->failures > 1)
+      fprintf(stderr, "tpurt launch: %d of %d tasks failed; the first: %s\n", l->failures,
+              o->tasks, l->first_failure);
+    return 1;
+  }
+  if (timed_out) return 1;
+  return status;
+}
+
+/* fds 0-2 open (so no pipe lands there), and room for 2 pipes per task. */
+static void prepare_descriptors(launcher *l, int tasks) {
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) < 0) exit(1);
+  getrlimit(RLIMIT_NOFILE, &l->nofile);
+  struct rlimit raised = l->nofile;
+  rlim_t need = (rlim_t)(2 * tasks + 64);
+  if (raised.rlim_cur != RLIM_INFINITY && raised.rlim_cur < need) {
+    raised.rlim_cur = raised.rlim_max == RLIM_INFINITY || raised.rlim_max > need ? need
+                                                                                 : raised.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &raised);
+  }
+  l->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (l->devnull < 0 || pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK)) {
+    fprintf(stderr, "tpurt launch: %s\n", strerror(errno));
+    exit(1);
+  }
+}
+
+static int cmd_launch(int argc, char **argv) {
+  launch_options o;
+  if (parse_options(argc, argv, &o)) return print_usage(launch_usage);
+  launcher l;
+  memset(&l, 0, sizeof l);
+  l.options = &o;
+  l.tasks = xcalloc((size_t)o.tasks, sizeof *l.tasks);
+  prepare_descriptors(&l, o.tasks);
+
+  int *ports = xcalloc((size_t)o.tasks, sizeof *ports);
+  int *sockets = xcalloc((size_t)o.tasks, sizeof *sockets);
+  if (o.port_base)
+    for (int i = 0; i < o.tasks; i++) ports[i] = o.port_base + i;
+  else
+    pick_ports(o.host, o.tasks, ports, sockets);
+  char *jobs = jobs_list(o.host, o.tasks, ports);
+  prepare_environment(&o, jobs);
+  install_handlers();
+#ifdef PR_SET_CHILD_SUBREAPER
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
+
+  if (!o.port_base)
+    for (int i = 0; i < o.tasks; i++) close(sockets[i]);  /* just before the tasks start */
+  for (int i = 0; i < o.tasks; i++) {
+    if (start_task(&l, i) && !o.keep_going) break;
+    if (signal_count) break;  /* interrupted while starting: supervise takes them down */
+  }
+  int status = supervise(&l);
+  free(ports);
+  free(sockets);
+  free(jobs);
+  free(l.tasks);
+  return status;
+}
+
+const tool_command launch_command = {
+    "launch", "start N local tasks of one cluster (DTensor environment) and supervise them",
+    launch_usage, cmd_launch};
