@@ -128,15 +128,19 @@ base=$((20000 + RANDOM % 20000))
 jobs="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
 pids=()
 for i in 0 1 2; do
-  DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=1 \
-    timeout 60 "$worker" soak 100000 >"$BUILD/byhand.$i.log" 2>&1 &
+  # exec: $! is the task itself, which kill -9 must reach.
+  (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=1 exec "$worker" soak 100000 \
+     >"$BUILD/byhand.$i.log" 2>&1) &
   pids+=($!)
 done
+(sleep 60; kill -9 "${pids[@]}" 2>/dev/null) &  # the bound, should they not notice
+watchdog=$!
 sleep 2
 kill -9 "${pids[2]}"
 rcs=()
 for i in 0 1; do wait "${pids[$i]}"; rcs+=($?); done
 wait "${pids[2]}" 2>/dev/null
+kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
 out=$(cat "$BUILD"/byhand.*.log)
 if [ "${rcs[0]}" = 1 ] && [ "${rcs[1]}" = 1 ] &&
    [ "$(grep -c 'UNAVAILABLE.*task 2' <<<"$out")" -ge 2 ]; then
