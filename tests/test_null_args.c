@@ -759,6 +759,83 @@ static void test_null_args__environment_and_cache(void **state) {
   CHECK_NO_WORKER_FAILURES();
 }
 
+
+static void test_null_args__cluster_resolver(void **state) {
+  (void)state;
+  tpu_cluster_resolver_options ro = TPU_CLUSTER_RESOLVER_OPTIONS_INIT;
+  tpu_cluster_options co;
+  tpu_cluster_resolver *r = NULL;
+  int v = 0;
+  NULL_ARG(tpu_cluster_resolver_options_init(NULL, sizeof ro), "'options'");
+  NULL_ARG(tpu_cluster_options_init(NULL, sizeof co), "'options'");
+  CHECK_OK(tpu_cluster_options_init(&co, sizeof co));
+  ro.tpu = "grpc://10.0.0.1:8470,10.0.0.2";
+  OUT_ARG(tpu_cluster_resolver_create, &ro);
+  CHECK_OK(tpu_cluster_resolver_create(&ro, &r));
+  NULL_ARG(tpu_cluster_resolver_source(NULL, &v), "'resolver'");
+  OUT_ARG(tpu_cluster_resolver_source, r);
+  NULL_ARG(tpu_cluster_resolver_task_id(NULL, &v), "'resolver'");
+  OUT_ARG(tpu_cluster_resolver_task_id, r);
+  NULL_ARG(tpu_cluster_resolver_num_accelerators(NULL, &v), "'resolver'");
+  OUT_ARG(tpu_cluster_resolver_num_accelerators, r);
+  NULL_ARG(tpu_cluster_resolver_num_tasks(NULL, NULL, &v), "'resolver'");
+  OUT_ARG(tpu_cluster_resolver_num_tasks, r, NULL);
+  ARRAY_ARGS(tpu_cluster_resolver_tpu_name, r);
+  ARRAY_ARGS(tpu_cluster_resolver_cluster_spec, r);
+  ARRAY_ARGS(tpu_cluster_resolver_task_address, r, NULL, 1);
+  ARRAY_ARGS(tpu_cluster_resolver_master, r, NULL, -1, NULL);
+  ARRAY_ARGS(tpu_cluster_resolver_job_name, r);
+  ARRAY_ARGS(tpu_cluster_resolver_rpc_layer, r);
+  ARRAY_ARGS(tpu_cluster_resolver_environment, r);
+  ARRAY_ARGS(tpu_cluster_resolver_coordinator_address, r);
+  NULL_ARG(tpu_cluster_resolver_enter(NULL), "'resolver'");
+  NULL_ARG(tpu_cluster_resolver_exit(NULL), "'resolver'");
+  CHECK_OK(tpu_cluster_resolver_release(r));
+  CHECK_OK(tpu_cluster_resolver_release(NULL));
+
+  /* The entry points: a NULL system out starts nothing. */
+  size_t len = 0;
+  char type[8];
+  NULL_ARG(tpu_initialize_tpu_system(NULL, NULL, NULL, NULL, NULL), "'system'");
+  NULL_ARG(tpu_initialize_accelerator_system(NULL, 1, 0, 0, NULL, type, sizeof type, &len), "'system'");
+  NULL_ARG(tpu_initialize_multi_client(NULL, 1, 0, 0, NULL, type, sizeof type, &len), "'system'");
+  tpu_system *s = NULL;
+  NULL_ARG(tpu_initialize_accelerator_system(NULL, 1, 0, 0, &s, type, sizeof type, NULL), "'count'");
+  NULL_ARG(tpu_shutdown_accelerator_system(NULL), "'system'");
+  assert_null(s);
+  assert_no_live_system();
+  CHECK_NO_WORKER_FAILURES();
+}
+
+static void test_null_args__cluster_system(void **state) {
+  fixture *f = *state;
+  tpu_system *s = f->system;
+  int v = 0;
+  char buf[16];
+  size_t len = 0;
+  NULL_ARG(tpu_system_num_tasks(NULL, &v), "'system'");
+  OUT_ARG(tpu_system_num_tasks, s);
+  NULL_ARG(tpu_system_task_id(NULL, &v), "'system'");
+  OUT_ARG(tpu_system_task_id, s);
+  NULL_ARG(tpu_kv_set(NULL, "k", "v", 1), "'system'");
+  NULL_ARG(tpu_kv_set(s, NULL, "v", 1), "'key'");
+  NULL_ARG(tpu_kv_set(s, "k", NULL, 1), "'value'");
+  CHECK_OK(tpu_kv_set(s, "null-args/k", "v", 1));
+  NULL_ARG(tpu_kv_get(NULL, "k", 10, buf, sizeof buf, &len), "'system'");
+  NULL_ARG(tpu_kv_get(s, NULL, 10, buf, sizeof buf, &len), "'key'");
+  ARRAY_ARGS(tpu_kv_get, s, "null-args/k", 1000);
+  NULL_ARG(tpu_kv_try_get(NULL, "k", buf, sizeof buf, &len), "'system'");
+  NULL_ARG(tpu_kv_try_get(s, NULL, buf, sizeof buf, &len), "'key'");
+  ARRAY_ARGS(tpu_kv_try_get, s, "null-args/k");
+  NULL_ARG(tpu_kv_delete(NULL, "k"), "'system'");
+  NULL_ARG(tpu_kv_delete(s, NULL), "'key'");
+  CHECK_OK(tpu_kv_delete(s, "null-args"));
+  NULL_ARG(tpu_wait_at_barrier(NULL, "b", 10, NULL, 0), "'system'");
+  NULL_ARG(tpu_wait_at_barrier(s, NULL, 10, NULL, 0), "'id'");
+  NULL_ARG(tpu_wait_at_barrier(s, "b", 10, NULL, 1), "'tasks'");
+  CHECK_NO_WORKER_FAILURES();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest no_system[] = {
       cmocka_unit_test(test_null_args__common),
@@ -767,6 +844,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_null_args__device_assignment),
       cmocka_unit_test(test_null_args__system_init),
       cmocka_unit_test(test_null_args__environment_and_cache),
+      cmocka_unit_test(test_null_args__cluster_resolver),
   };
   const struct CMUnitTest with_system[] = {
       cmocka_unit_test(test_null_args__system_queries),
@@ -774,6 +852,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_null_args__replicate),
       cmocka_unit_test(test_null_args__feed),
       cmocka_unit_test(test_null_args__fail_null_message),
+      cmocka_unit_test(test_null_args__cluster_system),
   };
   int failed = RUN_TESTS(argc, argv, no_system, NULL, NULL);
   failed += RUN_TESTS(argc, argv, with_system, setup_system, teardown_system);
