@@ -237,13 +237,12 @@ static TaskSplit split_row(const int32_t* row, int size, const std::vector<int>&
 }
 
 void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tensor* x,
-                                        tpu_reduce_op op,
+                                        tpu_reduce_op op, bool into_output,
                                         const std::function<void(int, const char*)>& deliver) {
   const tpu_dtype dtype = x->dtype;
   const size_t esize = dtype_size(dtype);
   const int64_t n = x->num_elements;
   const bool exact = partials_exact(dtype, op);
-  std::vector<char> result(x->byte_size);
   for (int gi = 0; gi < g.num_groups; ++gi) {
     const int32_t* row = g.ids + int64_t(gi) * g.group_size;
     TaskSplit split = split_row(row, g.group_size, task_of_replica_, task_id_);
@@ -253,13 +252,22 @@ void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tenso
     auto local_input = [&](int k) {
       return static_cast<const char*>(call.input[local_rank_[row[k]]]);
     };
+    // The whole result: the first local member's output, or a buffer of ours.
+    char* result;
+    if (into_output) {
+      result = static_cast<char*>(call.output[local_rank_[row[mine[0]]]]);
+    } else {
+      grow(&result_buffer_, x->byte_size);
+      result = result_buffer_.data.get();
+    }
     // This task's partial (exact ops): its members reduced, all elements.
-    std::vector<char> partial;
+    char* partial = nullptr;
     if (exact) {
-      partial.resize(x->byte_size);
+      grow(&partial_buffer_, x->byte_size);
+      partial = partial_buffer_.data.get();
       SourceList srcs(static_cast<int>(mine.size()));
       for (size_t j = 0; j < mine.size(); ++j) srcs.data()[j] = local_input(mine[j]);
-      reduce(dtype, op, srcs.data(), static_cast<int>(mine.size()), 0, n, partial.data());
+      reduce(dtype, op, srcs.data(), static_cast<int>(mine.size()), 0, n, partial);
     }
     int64_t my_lo, my_len;
     slice_of(n, np, split.mine, &my_lo, &my_len);
@@ -274,19 +282,20 @@ void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tenso
       slot_of_task[s] = slots;
       slots += exact ? 1 : split.members[s].size();
     }
-    scratch_.resize(std::max<size_t>(scratch_.size(), slots * my_bytes));
+    grow(&received_buffer_, slots * my_bytes);
+    char* received = received_buffer_.data.get();
     const uint32_t tag = static_cast<uint32_t>(gi) * 2;
     for (int s = 0; s < np; ++s) {
       if (s == split.mine) continue;
       int64_t lo, len;
       slice_of(n, np, s, &lo, &len);
       const size_t off = static_cast<size_t>(lo) * esize, bytes = static_cast<size_t>(len) * esize;
-      if (exact) sends.push_back({split.tasks[s], tag, partial.data() + off, bytes});
+      if (exact) sends.push_back({split.tasks[s], tag, partial + off, bytes});
       else
         for (int k : mine) sends.push_back({split.tasks[s], tag, local_input(k) + off, bytes});
       const size_t count = exact ? 1 : split.members[s].size();
       for (size_t c = 0; c < count; ++c)
-        recvs.push_back({split.tasks[s], tag, scratch_.data() + (slot_of_task[s] + c) * my_bytes, my_bytes});
+        recvs.push_back({split.tasks[s], tag, received + (slot_of_task[s] + c) * my_bytes, my_bytes});
     }
     exchange(call, sends, recvs);
     // Reduce this task's slice.
@@ -294,19 +303,19 @@ void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tenso
     if (exact) {
       SourceList srcs(np);
       int k = 0;
-      srcs.data()[k++] = partial.data() + my_off;
+      srcs.data()[k++] = partial + my_off;
       for (int s = 0; s < np; ++s)
-        if (s != split.mine) srcs.data()[k++] = scratch_.data() + slot_of_task[s] * my_bytes;
-      reduce(dtype, op, srcs.data(), np, 0, my_len, result.data() + my_off);
+        if (s != split.mine) srcs.data()[k++] = received + slot_of_task[s] * my_bytes;
+      reduce(dtype, op, srcs.data(), np, 0, my_len, result + my_off);
     } else {
       SourceList srcs(g.group_size);
       for (int s = 0; s < np; ++s)
         for (size_t c = 0; c < split.members[s].size(); ++c) {
           const int k = split.members[s][c];
           srcs.data()[k] = s == split.mine ? local_input(k) + my_off
-                                           : scratch_.data() + (slot_of_task[s] + c) * my_bytes;
+                                           : received + (slot_of_task[s] + c) * my_bytes;
         }
-      reduce(dtype, op, srcs.data(), g.group_size, 0, my_len, result.data() + my_off);
+      reduce(dtype, op, srcs.data(), g.group_size, 0, my_len, result + my_off);
     }
     // Phase 2: every owner sends its reduced slice to the others.
     sends.clear();
@@ -315,13 +324,19 @@ void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tenso
       if (s == split.mine) continue;
       int64_t lo, len;
       slice_of(n, np, s, &lo, &len);
-      sends.push_back({split.tasks[s], tag + 1, result.data() + my_off, my_bytes});
-      recvs.push_back({split.tasks[s], tag + 1, result.data() + static_cast<size_t>(lo) * esize,
+      sends.push_back({split.tasks[s], tag + 1, result + my_off, my_bytes});
+      recvs.push_back({split.tasks[s], tag + 1, result + static_cast<size_t>(lo) * esize,
                        static_cast<size_t>(len) * esize});
     }
     exchange(call, sends, recvs);
-    for (int k : mine) deliver(row[k], result.data());
+    for (int k : mine) deliver(row[k], result);
   }
+}
+
+void ClusterCommunicator::grow(Buffer* buffer, size_t bytes) {
+  if (buffer->capacity >= bytes) return;
+  buffer->data.reset(new char[bytes]);
+  buffer->capacity = bytes;
 }
 
 void ClusterCommunicator::gather_groups(
@@ -389,8 +404,9 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
   desc.op = op;
   desc.bf16_wire = bf16_wire;
   run(rank, desc, x, out.t, nullptr, [&](Call& call) {
-    reduce_groups(call, g, x, op, [&](int member, const char* result) {
-      if (x->byte_size) std::memcpy(call.output[local_rank_[member]], result, x->byte_size);
+    reduce_groups(call, g, x, op, /*into_output=*/true, [&](int member, const char* result) {
+      void* dst = call.output[local_rank_[member]];
+      if (x->byte_size && dst != result) std::memcpy(dst, result, x->byte_size);
     });
   });
   return out.take();
@@ -438,7 +454,7 @@ Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_
   desc.params[0] = a;
   desc.bf16_wire = bf16_wire;
   run(rank, desc, x, out.t, nullptr, [&](Call& call) {
-    reduce_groups(call, g, x, op, [&](int member, const char* result) {
+    reduce_groups(call, g, x, op, /*into_output=*/false, [&](int member, const char* result) {
       if (x->num_elements == 0) return;
       int pos = 0;
       for (int gi = 0; gi < g.num_groups; ++gi)

@@ -73,7 +73,11 @@ class ClusterCommunicator : public Communicator {
            const std::function<void()>& validate,
            const std::function<void(Call&)>& leader);
   void exchange(Call& call, std::vector<net::Send>& sends, std::vector<net::Recv>& recvs);
+  // Reduces every group with members here. into_output: the result goes into the
+  // group's first local member's output (else into a buffer of ours); deliver then
+  // gives it to each local member.
   void reduce_groups(Call& call, const Groups& g, const Tensor* x, tpu_reduce_op op,
+                     bool into_output,
                      const std::function<void(int member, const char* result)>& deliver);
   void gather_groups(Call& call, const Groups& g, size_t bytes,
                      const std::function<void(const int32_t* row, int size, const void* const* inputs)>& use);
@@ -90,7 +94,14 @@ class ClusterCommunicator : public Communicator {
   std::vector<int32_t> all_replicas_;
   std::function<void(int, tpu_status, const std::string&)> on_local_failure_;
   std::vector<int64_t> call_timeout_ms_;  // by local rank
-  std::vector<char> scratch_;             // the leader's, grown as needed
+  // The leader's buffers, grown as needed and never cleared: a collective of the
+  // same size again allocates and faults nothing.
+  struct Buffer {
+    std::unique_ptr<char[]> data;
+    size_t capacity = 0;
+  };
+  static void grow(Buffer* buffer, size_t bytes);
+  Buffer received_buffer_, partial_buffer_, result_buffer_;
 };
 
 }  // namespace tpurt

@@ -214,7 +214,32 @@ static void note_rounding(const bench_config *cfg, size_t requested, size_t meas
           repeated ? "; measured already" : "");
 }
 
-static int run_sweep(const bench_config *cfg) {
+/* One task of `tpurt bench --tasks N` (under tpurt launch): the system spans every
+ * task, the replicas are all their cores, and task 0 alone prints. */
+static tpu_system *start_task(bench_config *cfg) {
+  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
+  tpu_system *system = NULL;
+  options.pin_threads = cfg->pinning;
+  options.private_collective_results = cfg->private_results;
+  CHECK(tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL));
+  int local, tasks, task;
+  CHECK(tpu_system_num_cores(system, &local));
+  CHECK(tpu_system_num_tasks(system, &tasks));
+  CHECK(tpu_system_task_id(system, &task));
+  cfg->replicas = local * tasks;
+  for (int r = 0; r < cfg->replicas; r++) {
+    cfg->permute_pairs[2 * r] = r;
+    cfg->permute_pairs[2 * r + 1] = (r + 1) % cfg->replicas;
+  }
+  if (task != 0 && !freopen("/dev/null", "w", stdout)) exit(1);
+  printf("# %d tasks of %d core(s), joined over TCP on loopback (tpurt launch)\n", tasks, local);
+  return system;
+}
+
+static int run_sweep(const bench_config *cfg_in) {
+  bench_config copy = *cfg_in, *cfg = &copy;
+  const int tasks = getenv("TPURT_BENCH_TASKS") != NULL;
+  tpu_system *system = tasks ? start_task(cfg) : NULL;
   int n = cfg->replicas;
   const bench_collective *coll = cfg->coll;
   size_t sizes[MAX_SIZES];
@@ -223,13 +248,15 @@ static int run_sweep(const bench_config *cfg) {
   bench_data data;
   bench_data_init(&data, cfg);
   bench_result *results = xcalloc((size_t)n, sizeof *results);
-  print_header(cfg, bench_memcpy_bandwidth(), bench_meeting_floor_us(n));
-  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
-  tpu_system *system = NULL;
-  options.num_cores = n;
-  options.pin_threads = cfg->pinning;
-  options.private_collective_results = cfg->private_results;
-  CHECK(tpu_system_init(&options, &system));
+  /* The meeting floor is of threads in one process: no floor for tasks. */
+  print_header(cfg, bench_memcpy_bandwidth(), tasks ? -1 : bench_meeting_floor_us(n));
+  if (!tasks) {
+    tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
+    options.num_cores = n;
+    options.pin_threads = cfg->pinning;
+    options.private_collective_results = cfg->private_results;
+    CHECK(tpu_system_init(&options, &system));
+  }
 
   int64_t total_wrong = 0;
   size_t previous = 0;
@@ -294,12 +321,55 @@ static const char bench_usage[] =
     "  --csv                comma-separated rows instead of the table\n"
     "  --check, --no-check  verify the last call's output, exit 1 if wrong (default on)\n"
     "  --step               median time of an empty replicated step instead\n"
+    "  --tasks N            run the sweep across N local tasks (processes) joined over\n"
+    "                       TCP on loopback, started by tpurt launch; -r is ignored\n"
+    "  --cores-per-task C   cores of each task with --tasks (default 1)\n"
     "  -h, --help           this text\n"
     "A size that is not a whole number of elements (or, for reduce_scatter and\n"
     "all_to_all, of R elements) is rounded up, with a note on stderr; rows show the\n"
     "size measured.\n";
 
-enum { OPT_PIN = 256, OPT_CSV, OPT_CHECK, OPT_NO_CHECK, OPT_STEP, OPT_PRIVATE };
+enum { OPT_PIN = 256, OPT_CSV, OPT_CHECK, OPT_NO_CHECK, OPT_STEP, OPT_PRIVATE, OPT_TASKS,
+       OPT_CORES_PER_TASK };
+
+/* --tasks: runs `tpurt launch -n N --cores-per-task C -- tpurt bench ARGS` with the
+ * other arguments, each task marked by TPURT_BENCH_TASKS. Returns only on failure. */
+static int relaunch_as_tasks(int argc, char **argv, long tasks, long cores) {
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    perror("tpurt bench: /proc/self/exe");
+    return 1;
+  }
+  self[len] = '\0';
+  char n[32], c[32];
+  snprintf(n, sizeof n, "%ld", tasks);
+  snprintf(c, sizeof c, "%ld", cores);
+  char **args = xcalloc((size_t)argc + 10, sizeof *args);
+  int k = 0;
+  args[k++] = self;
+  args[k++] = "launch";
+  args[k++] = "-n";
+  args[k++] = n;
+  args[k++] = "--cores-per-task";
+  args[k++] = c;
+  args[k++] = "--";
+  args[k++] = self;
+  args[k++] = "bench";
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--tasks") || !strcmp(argv[i], "--cores-per-task")) {
+      i++;
+      continue;
+    }
+    if (!strncmp(argv[i], "--tasks=", 8) || !strncmp(argv[i], "--cores-per-task=", 17)) continue;
+    args[k++] = argv[i];
+  }
+  args[k] = NULL;
+  setenv("TPURT_BENCH_TASKS", n, 1);
+  execv(self, args);
+  perror("tpurt bench: cannot run tpurt launch");
+  return 1;
+}
 
 static int cmd_bench(int argc, char **argv) {
   static const struct option longopts[] = {
@@ -311,7 +381,10 @@ static int cmd_bench(int argc, char **argv) {
       {"check", no_argument, NULL, OPT_CHECK},      {"no-check", no_argument, NULL, OPT_NO_CHECK},
       {"step", no_argument, NULL, OPT_STEP},        {"help", no_argument, NULL, 'h'},
       {"private", no_argument, NULL, OPT_PRIVATE},
+      {"tasks", required_argument, NULL, OPT_TASKS},
+      {"cores-per-task", required_argument, NULL, OPT_CORES_PER_TASK},
       {NULL, 0, NULL, 0}};
+  long tasks = 0, cores_per_task = 1;
   bench_config cfg = {.coll = bench_find_collective("all_reduce"),
                       .dtype = TPU_FLOAT,
                       .op = TPU_REDUCE_SUM,
@@ -359,8 +432,16 @@ static int cmd_bench(int argc, char **argv) {
       case OPT_NO_CHECK: cfg.check = 0; break;
       case OPT_STEP: step = 1; break;
       case OPT_PRIVATE: cfg.private_results = 1; break;
+      case OPT_TASKS: tasks = parse_long("bench", "--tasks", v, 1, 1024); break;
+      case OPT_CORES_PER_TASK:
+        cores_per_task = parse_long("bench", "--cores-per-task", v, 1, 4096);
+        break;
       case 'h': return print_usage(bench_usage);
     }
+  }
+  if (tasks > 0 && !getenv("TPURT_BENCH_TASKS")) {
+    if (step) usage_error("bench", "--tasks: --step measures one process");
+    return relaunch_as_tasks(argc, argv, tasks, cores_per_task);
   }
   if (step) return bench_empty_step(&cfg);
 
@@ -375,7 +456,7 @@ static int cmd_bench(int argc, char **argv) {
   CHECK(tpu_dtype_size(cfg.dtype, &cfg.elem_size));
   CHECK(tpu_dtype_name(cfg.dtype, &cfg.dtype_name));
 
-  int32_t *pairs = xcalloc((size_t)cfg.replicas * 2, sizeof *pairs);
+  int32_t *pairs = xcalloc((size_t)(cfg.replicas > 8192 ? cfg.replicas : 8192) * 2, sizeof *pairs);
   for (int r = 0; r < cfg.replicas; r++) {  /* the ring r -> r+1 */
     pairs[2 * r] = r;
     pairs[2 * r + 1] = (r + 1) % cfg.replicas;
