@@ -136,7 +136,7 @@ done
 (sleep 60; kill -9 "${pids[@]}" 2>/dev/null) &  # the bound, should they not notice
 watchdog=$!
 sleep 2
-kill -9 "${pids[2]}"
+kill -9 "${pids[2]}" 2>/dev/null; wait "${pids[2]}" 2>/dev/null
 rcs=()
 for i in 0 1; do wait "${pids[$i]}"; rcs+=($?); done
 wait "${pids[2]}" 2>/dev/null
@@ -147,6 +147,57 @@ if [ "${rcs[0]}" = 1 ] && [ "${rcs[1]}" = 1 ] &&
   ok "tasks started by hand notice task 2's kill -9 by themselves (TPU_UNAVAILABLE naming it)"
 else bad "tasks started by hand, one killed (exits ${rcs[*]})" "$out"; fi
 rm -f "$BUILD"/byhand.*.log "$BUILD/garbage.log"
+
+# Two hosts: network namespaces joined by a veth pair, made (and removed) here. The
+# tasks meet over a real interface; then the link goes down under them, which closes
+# no socket: only the heartbeats can tell, and both sides must.
+ns0=tpurt-test-a-$$ ns1=tpurt-test-b-$$
+cleanup_netns() { ip netns del "$ns0" 2>/dev/null; ip netns del "$ns1" 2>/dev/null; }
+if ip netns add "$ns0" 2>/dev/null && ip netns add "$ns1" 2>/dev/null &&
+   ip link add veth-tpa-$$ netns "$ns0" type veth peer name veth-tpb-$$ netns "$ns1" 2>/dev/null; then
+  trap cleanup_netns EXIT
+  ip -n "$ns0" addr add 192.168.77.1/24 dev veth-tpa-$$
+  ip -n "$ns1" addr add 192.168.77.2/24 dev veth-tpb-$$
+  for ns in "$ns0" "$ns1"; do ip -n "$ns" link set lo up; done
+  ip -n "$ns0" link set veth-tpa-$$ up
+  ip -n "$ns1" link set veth-tpb-$$ up
+  jobs=192.168.77.1:29500,192.168.77.2:29500
+  pids=()
+  for i in 0 1; do
+    ns=$ns0; [ $i = 1 ] && ns=$ns1
+    (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=2 \
+       exec timeout 60 ip netns exec "$ns" "$worker" collectives >"$BUILD/hosts.$i.log" 2>&1) &
+    pids+=($!)
+  done
+  rcs=()
+  for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
+  out=$(cat "$BUILD"/hosts.*.log)
+  if [ "${rcs[*]}" = "0 0" ] && grep -q 'task 0: collectives ok' <<<"$out" && grep -q 'task 1: collectives ok' <<<"$out"; then
+    ok "two hosts (network namespaces over a veth pair): every collective"
+  else bad "two hosts (exits ${rcs[*]})" "$out"; fi
+  pids=()
+  for i in 0 1; do
+    ns=$ns0; [ $i = 1 ] && ns=$ns1
+    (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=1 \
+       exec timeout 60 ip netns exec "$ns" "$worker" soak 100000 >"$BUILD/hosts.$i.log" 2>&1) &
+    pids+=($!)
+  done
+  sleep 2
+  ip -n "$ns1" link set veth-tpb-$$ down
+  rcs=()
+  for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
+  out=$(cat "$BUILD"/hosts.*.log)
+  if [ "${rcs[*]}" = "1 1" ] && grep -q 'task 0:.*UNAVAILABLE.*task 1' <<<"$out" &&
+     grep -q 'task 1:.*UNAVAILABLE.*task 0' <<<"$out"; then
+    ok "a host whose link goes down (no socket closes): both sides get TPU_UNAVAILABLE from the heartbeats"
+  else bad "a vanished host (exits ${rcs[*]})" "$out"; fi
+  rm -f "$BUILD"/hosts.*.log
+  cleanup_netns
+  trap - EXIT
+else
+  cleanup_netns
+  echo "check_cluster: skipped the two-host tests: cannot make network namespaces here (needs root and ip netns)"
+fi
 
 # The demo across 4 tasks converges to the closed form, as in one process.
 out=$(timeout 180 "$tpurt" launch -n 4 --cores-per-task 2 -- "$tpurt" demo --check 2>&1)
