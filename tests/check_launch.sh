@@ -134,15 +134,17 @@ run rc -n 2 -- "$dir/no_such_program" arg
 grep -qF "tpurt launch: task 0: cannot run '$dir/no_such_program': No such file or directory" "$err" ||
   fail "missing program: $(cat "$err")"
 
-# SIGTERM (and SIGINT) to the launcher reach the tasks and what they started.
+# SIGTERM (and SIGINT) to the launcher reach the tasks and what they started. Each
+# run has its own files: the wait below must not see the previous run's lines.
 for sig in TERM INT; do
-  timeout 30 "$TPURT" launch -n 2 -- sh -c '"$NAP" 60 & echo ready; wait' >"$out" 2>"$err" &
+  timeout 30 "$TPURT" launch -n 2 -- sh -c '"$NAP" 60 & echo ready; wait' >"$out.$sig" 2>"$err" &
   launcher=$!
   for _ in $(seq 100); do
-    [ "$(grep -c ready "$out")" -eq 2 ] && break
+    [ "$(grep -c ready "$out.$sig")" -eq 2 ] && break
     sleep 0.1
   done
-  [ "$(grep -c ready "$out")" -eq 2 ] || fail "SIG$sig: the tasks did not start: $(cat "$out" "$err")"
+  [ "$(grep -c ready "$out.$sig")" -eq 2 ] ||
+    fail "SIG$sig: the tasks did not start: $(cat "$out.$sig" "$err")"
   # `timeout` runs the launcher as its child: signal the launcher itself.
   pid=$(pgrep -P "$launcher" -x tpurt)
   kill -"$sig" "$pid"

@@ -466,8 +466,9 @@ static void describe_end(const task *t, int index, char *buf, size_t cap) {
     snprintf(buf, cap, "task %d (pid %d) exited with status %d", index, (int)t->pid,
              t->end.si_status);
   else
-    snprintf(buf, cap, "task %d (pid %d) was killed by signal %s (%d)", index, (int)t->pid,
-             signal_name(t->end.si_status), t->end.si_status);
+    snprintf(buf, cap, "task %d (pid %d) was killed by signal %s (%d)%s", index, (int)t->pid,
+             signal_name(t->end.si_status), t->end.si_status,
+             t->end.si_code == CLD_DUMPED ? " (core dumped)" : "");
 }
 
 /* Notes the tasks that ended; returns how many are still running. Task 0 stays a zombie
@@ -480,7 +481,8 @@ static int reap(launcher *l, int stopping) {
     siginfo_t info;
     memset(&info, 0, sizeof info);
     int flags = WEXITED | WNOHANG | (i == 0 ? WNOWAIT : 0);
-    if (waitid(P_PID, (id_t)t->pid, &info, flags) == 0 && info.si_pid == 0) {
+    int rc = waitid(P_PID, (id_t)t->pid, &info, flags);
+    if ((rc == 0 && info.si_pid == 0) || (rc < 0 && errno == EINTR)) {
       running++;
       continue;
     }
