@@ -97,6 +97,14 @@ total=$(grep '^\[0\] a' "$out" | awk '{n += length($0) - 4} END {print n}')
 [ "$lines" -eq 2 ] && [ "$total" -eq 100000 ] || fail "long line: $lines pieces, $total bytes"
 grep -qx '\[0\] next' "$out" || fail "the line after the long one is missing"
 
+# When nobody reads the launcher's stdout any more, the tasks' writes fail too: a
+# task that writes forever ends (by SIGPIPE) instead of running on unread.
+set +o pipefail
+timeout 30 "$TPURT" launch -n 2 -- yes 2>/dev/null | head -n 1 >/dev/null
+rc=${PIPESTATUS[0]}
+set -o pipefail
+[ "$rc" -eq 1 ] || fail "launch -- yes | head: launcher exited $rc, not 1"
+
 # The first failure: task 1 exits 3 while the others sleep; they are taken down.
 SECONDS=0
 run rc -n 3 -- sh -c 'if [ "$DTENSOR_CLIENT_ID" = 1 ]; then sleep 0.2; exit 3; fi; "$NAP" 60'

@@ -348,6 +348,14 @@ static void read_stream(int index, out_stream *s) {
   }
   s->len += (size_t)n;
   emit_lines(index, s, 0);
+  if (dest_broken[s->dest]) {
+    /* Nobody reads the launcher's output any more (`tpurt launch ... | head`): the
+     * task's next write gets SIGPIPE, as it would without the launcher between. */
+    close(s->fd);
+    s->fd = -1;
+    free(s->line);
+    s->line = NULL;
+  }
 }
 
 /* ---- Starting the tasks -------------------------------------------------------------- */
