@@ -3,9 +3,9 @@
  * and takes them all down when one fails.
  *
  * The tasks share one new process group (led by task 0) so that a kill(-pgid) also
- * reaches whatever they started. Task 0 is observed with WNOWAIT and reaped last:
- * while its zombie exists the group's id cannot be reused, so kill(-pgid) never
- * reaches a stranger. On Linux the launcher is also a child subreaper: what a task
+ * reaches whatever they started. Task 0 is observed with WNOWAIT and reaped only once
+ * every task has ended: until then its zombie keeps the group's id from being reused,
+ * so kill(-pgid) never reaches a stranger. On Linux the launcher is also a child subreaper: what a task
  * leaves behind is reparented to the launcher, which reaps it before exiting. */
 #define _GNU_SOURCE
 
