@@ -97,6 +97,14 @@ total=$(grep '^\[0\] a' "$out" | awk '{n += length($0) - 4} END {print n}')
 [ "$lines" -eq 2 ] && [ "$total" -eq 100000 ] || fail "long line: $lines pieces, $total bytes"
 grep -qx '\[0\] next' "$out" || fail "the line after the long one is missing"
 
+# When nobody reads the launcher's stdout any more, the tasks' writes fail too: a
+# task that writes forever ends (by SIGPIPE) instead of running on unread.
+set +o pipefail
+timeout 30 "$TPURT" launch -n 2 -- yes 2>/dev/null | head -n 1 >/dev/null
+rc=${PIPESTATUS[0]}
+set -o pipefail
+[ "$rc" -eq 1 ] || fail "launch -- yes | head: launcher exited $rc, not 1"
+
 # The first failure: task 1 exits 3 while the others sleep; they are taken down.
 SECONDS=0
 run rc -n 3 -- sh -c 'if [ "$DTENSOR_CLIENT_ID" = 1 ]; then sleep 0.2; exit 3; fi; "$NAP" 60'
@@ -134,15 +142,17 @@ run rc -n 2 -- "$dir/no_such_program" arg
 grep -qF "tpurt launch: task 0: cannot run '$dir/no_such_program': No such file or directory" "$err" ||
   fail "missing program: $(cat "$err")"
 
-# SIGTERM (and SIGINT) to the launcher reach the tasks and what they started.
+# SIGTERM (and SIGINT) to the launcher reach the tasks and what they started. Each
+# run has its own files: the wait below must not see the previous run's lines.
 for sig in TERM INT; do
-  timeout 30 "$TPURT" launch -n 2 -- sh -c '"$NAP" 60 & echo ready; wait' >"$out" 2>"$err" &
+  timeout 30 "$TPURT" launch -n 2 -- sh -c '"$NAP" 60 & echo ready; wait' >"$out.$sig" 2>"$err" &
   launcher=$!
   for _ in $(seq 100); do
-    [ "$(grep -c ready "$out")" -eq 2 ] && break
+    [ "$(grep -c ready "$out.$sig")" -eq 2 ] && break
     sleep 0.1
   done
-  [ "$(grep -c ready "$out")" -eq 2 ] || fail "SIG$sig: the tasks did not start: $(cat "$out" "$err")"
+  [ "$(grep -c ready "$out.$sig")" -eq 2 ] ||
+    fail "SIG$sig: the tasks did not start: $(cat "$out.$sig" "$err")"
   # `timeout` runs the launcher as its child: signal the launcher itself.
   pid=$(pgrep -P "$launcher" -x tpurt)
   kill -"$sig" "$pid"

@@ -3,9 +3,9 @@
  * and takes them all down when one fails.
  *
  * The tasks share one new process group (led by task 0) so that a kill(-pgid) also
- * reaches whatever they started. Task 0 is observed with WNOWAIT and reaped last:
- * while its zombie exists the group's id cannot be reused, so kill(-pgid) never
- * reaches a stranger. On Linux the launcher is also a child subreaper: what a task
+ * reaches whatever they started. Task 0 is observed with WNOWAIT and reaped only once
+ * every task has ended: until then its zombie keeps the group's id from being reused,
+ * so kill(-pgid) never reaches a stranger. On Linux the launcher is also a child subreaper: what a task
  * leaves behind is reparented to the launcher, which reaps it before exiting. */
 #define _GNU_SOURCE
 
@@ -348,6 +348,14 @@ static void read_stream(int index, out_stream *s) {
   }
   s->len += (size_t)n;
   emit_lines(index, s, 0);
+  if (dest_broken[s->dest]) {
+    /* Nobody reads the launcher's output any more (`tpurt launch ... | head`): the
+     * task's next write gets SIGPIPE, as it would without the launcher between. */
+    close(s->fd);
+    s->fd = -1;
+    free(s->line);
+    s->line = NULL;
+  }
 }
 
 /* ---- Starting the tasks -------------------------------------------------------------- */
@@ -466,8 +474,9 @@ static void describe_end(const task *t, int index, char *buf, size_t cap) {
     snprintf(buf, cap, "task %d (pid %d) exited with status %d", index, (int)t->pid,
              t->end.si_status);
   else
-    snprintf(buf, cap, "task %d (pid %d) was killed by signal %s (%d)", index, (int)t->pid,
-             signal_name(t->end.si_status), t->end.si_status);
+    snprintf(buf, cap, "task %d (pid %d) was killed by signal %s (%d)%s", index, (int)t->pid,
+             signal_name(t->end.si_status), t->end.si_status,
+             t->end.si_code == CLD_DUMPED ? " (core dumped)" : "");
 }
 
 /* Notes the tasks that ended; returns how many are still running. Task 0 stays a zombie
@@ -480,7 +489,8 @@ static int reap(launcher *l, int stopping) {
     siginfo_t info;
     memset(&info, 0, sizeof info);
     int flags = WEXITED | WNOHANG | (i == 0 ? WNOWAIT : 0);
-    if (waitid(P_PID, (id_t)t->pid, &info, flags) == 0 && info.si_pid == 0) {
+    int rc = waitid(P_PID, (id_t)t->pid, &info, flags);
+    if ((rc == 0 && info.si_pid == 0) || (rc < 0 && errno == EINTR)) {
       running++;
       continue;
     }
