@@ -148,10 +148,10 @@ for sig in TERM INT; do
   timeout 30 "$TPURT" launch -n 2 -- sh -c '"$NAP" 60 & echo ready; wait' >"$out.$sig" 2>"$err" &
   launcher=$!
   for _ in $(seq 100); do
-    [ "$(grep -c ready "$out.$sig")" -eq 2 ] && break
+    [ "$(grep -c ready "$out.$sig" 2>/dev/null)" = 2 ] && break
     sleep 0.1
   done
-  [ "$(grep -c ready "$out.$sig")" -eq 2 ] ||
+  [ "$(grep -c ready "$out.$sig" 2>/dev/null)" = 2 ] ||
     fail "SIG$sig: the tasks did not start: $(cat "$out.$sig" "$err")"
   # `timeout` runs the launcher as its child: signal the launcher itself.
   pid=$(pgrep -P "$launcher" -x tpurt)
