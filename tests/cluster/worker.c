@@ -300,6 +300,7 @@ static tpu_status fault_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int 
   tpu_tensor *x = make(TPU_FLOAT, r, &len, 1), *y = NULL;
   tpu_status s = tpu_cross_replica_sum(ctx, x, NULL, &y, NULL); /* one that works */
   tpu_tensor_release(y);
+  y = NULL;  /* a failing call below leaves it alone */
   if (s == TPU_OK && g_task == f->victim && r == g_task * g_local) {
     if (!strcmp(f->kind, "kill")) raise(SIGKILL);
     if (!strcmp(f->kind, "stop")) raise(SIGSTOP);
