@@ -38,5 +38,9 @@ launch_check() {
 build_dir=$(cd "$root" && cd "$BUILD" && pwd)  # BUILD may be relative to the root
 cs_dir=$build_dir/bindings/csharp
 launch_check "the C# example" env LD_LIBRARY_PATH="$cs_dir:$build_dir/lib" mono "$cs_dir/LinearRegression.exe"
+java_dir=$build_dir/bindings/java
+launch_check "the Java example" java -Djava.library.path="$java_dir/native" \
+  -cp "$java_dir/tpurt.jar:$java_dir/example" LinearRegression
+launch_check "the Go example" "$build_dir/bindings/go/example/example"
 
-echo "check_binding_examples: C#, Java and Go train the demo's model to the C demo's answer; C# also as 2 tasks under tpurt launch"
+echo "check_binding_examples: C#, Java and Go train the demo's model to the C demo's answer, alone and as 2 tasks under tpurt launch"
