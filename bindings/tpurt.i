@@ -73,6 +73,9 @@
 %ignore tpurt::Computation::trampoline;
 %ignore tpurt::ReplicaContext::ReplicaContext;
 %ignore tpurt::TpuSystem::handle;
+%ignore tpurt::ClusterResolver::handle;
+%ignore tpurt::ClusterResolverOptions::toC;
+%ignore tpurt::ClusterOptions::toC;
 
 /* Factories that return new objects hand ownership to the language. */
 %newobject tpurt::Topology::create;
@@ -83,6 +86,9 @@
 %newobject tpurt::TpuSystem::initializeSystem;
 %newobject tpurt::TpuSystem::topology;
 %newobject tpurt::TpuSystem::defaultDeviceAssignment;
+%newobject tpurt::TpuSystem::initializeTpuSystem;
+%newobject tpurt::TpuSystem::initializeAcceleratorSystem;
+%newobject tpurt::TpuSystem::initializeMultiClient;
 
 %include "tpurt_binding.hpp"
 

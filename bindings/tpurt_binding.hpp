@@ -40,6 +40,7 @@ enum class ReduceOp : int { Sum = 0, Prod = 1, Min = 2, Max = 3, Mean = 4 };
 enum class PaddingSpec : int { Auto = 0, PowerOfTwo = 1 };
 enum class ThreadPinning : int { Auto = 0, Always = 1, Never = 2 };
 enum class DeviceOrderMode : int { Auto = 0, Ring = 1, Mesh = 2 };
+enum class ResolverSource : int { Auto = 0, Tpu = 1, TfConfig = 2, DTensor = 3, Slurm = 4, OpenMpi = 5 };
 
 #ifndef SWIG
 #define TPURT_CHECK_STATUS_(name, value, str) \
@@ -53,6 +54,7 @@ static_assert(static_cast<int>(ReduceOp::Mean) == TPU_REDUCE_MEAN, "ReduceOp");
 static_assert(static_cast<int>(PaddingSpec::PowerOfTwo) == TPU_PADDING_POWER_OF_TWO, "PaddingSpec");
 static_assert(static_cast<int>(ThreadPinning::Never) == TPU_PIN_NEVER, "ThreadPinning");
 static_assert(static_cast<int>(DeviceOrderMode::Mesh) == TPU_DEVICE_ORDER_MESH, "DeviceOrderMode");
+static_assert(static_cast<int>(ResolverSource::OpenMpi) == TPU_RESOLVER_OPENMPI, "ResolverSource");
 #endif
 
 class Error : public std::exception {
@@ -100,6 +102,22 @@ static_assert(sizeof(long long) == sizeof(int64_t), "long long is 64-bit");
 inline const int64_t* c_dims(const std::vector<long long>& dims) {
   return reinterpret_cast<const int64_t*>(dims.data());
 }
+// Bytes whose size may change between a size query and the copy (a key-value entry
+// deleted and set again): retries with the new size, a bounded number of times.
+template <typename Fn>
+std::vector<uint8_t> read_bytes(Fn fn) {
+  std::vector<uint8_t> v(64);
+  size_t count = 0;
+  for (int attempt = 0;; ++attempt) {
+    tpu_status status = fn(v.data(), v.size(), &count);
+    if (status == TPU_OK) break;
+    if (status != TPU_OUT_OF_RANGE || attempt == 3) check(status);
+    v.resize(count + 1);
+  }
+  v.resize(count);
+  return v;
+}
+inline const char* c_str_or_null(const std::string& s) { return s.empty() ? nullptr : s.c_str(); }
 inline int int_or_throw(size_t n, const char* what) {
   if (n > static_cast<size_t>(INT32_MAX))
     throw Error(TPU_INVALID_ARGUMENT, std::string(what) + " has more than 2^31-1 entries");
@@ -703,6 +721,131 @@ class CollectiveOptions {
   mutable tpu_collective_options o_;
 };
 
+// tpu_cluster_resolver_options; empty strings mean NULL (the source's default).
+class ClusterResolverOptions {
+ public:
+  ClusterResolverOptions() { detail::check(tpu_cluster_resolver_options_init(&o_, sizeof o_)); }
+  ResolverSource source = ResolverSource::Auto;
+  std::string tpu;                 // TPU source: "" environment, "local", "grpc://host[:port],..."
+  std::string jobName;             // "": the source's default ("worker")
+  std::string coordinatorName;     // an extra job in the cluster spec ...
+  std::string coordinatorAddress;  // ... at this host:port
+  std::string taskType;            // TF_CONFIG: overrides task.type
+  int taskId = -1;                 // TF_CONFIG: overrides task.index when >= 0
+  std::string rpcLayer;            // "": the source's
+  std::string environment;
+  int portBase = 0;                // Slurm and Open MPI: 0 = 8888
+  // A C view valid while this object is unchanged.
+  const tpu_cluster_resolver_options* toC() const {
+    o_.source = static_cast<int>(source);
+    o_.tpu = detail::c_str_or_null(tpu);
+    o_.job_name = detail::c_str_or_null(jobName);
+    o_.coordinator_name = detail::c_str_or_null(coordinatorName);
+    o_.coordinator_address = detail::c_str_or_null(coordinatorAddress);
+    o_.task_type = detail::c_str_or_null(taskType);
+    o_.task_id = taskId;
+    o_.rpc_layer = detail::c_str_or_null(rpcLayer);
+    o_.environment = detail::c_str_or_null(environment);
+    o_.port_base = portBase;
+    return &o_;
+  }
+
+ private:
+  mutable tpu_cluster_resolver_options o_;
+};
+
+// tpu_cluster_options: how the tasks join; zero means the default (or the environment's).
+class ClusterOptions {
+ public:
+  ClusterOptions() { detail::check(tpu_cluster_options_init(&o_, sizeof o_)); }
+  int64_t initTimeoutMs = 0;
+  int64_t heartbeatIntervalMs = 0;
+  int64_t heartbeatTimeoutMs = 0;
+  int64_t shutdownBarrierTimeoutMs = 0;
+  std::string token;                   // "": TPURT_CLUSTER_TOKEN
+  bool disableAuthentication = false;  // true: token "" whatever the environment says
+  const tpu_cluster_options* toC() const {
+    o_.init_timeout_ms = initTimeoutMs;
+    o_.heartbeat_interval_ms = heartbeatIntervalMs;
+    o_.heartbeat_timeout_ms = heartbeatTimeoutMs;
+    o_.shutdown_barrier_timeout_ms = shutdownBarrierTimeoutMs;
+    o_.token = disableAuthentication ? "" : detail::c_str_or_null(token);
+    return &o_;
+  }
+
+ private:
+  mutable tpu_cluster_options o_;
+};
+
+// ---- Cluster resolution ------------------------------------------------------------
+
+// TensorFlow's ClusterResolver: a snapshot of the cluster taken when it is created.
+// Empty job / task type / rpc layer arguments and task id -1 mean the resolver's own.
+class ClusterResolver {
+ public:
+  explicit ClusterResolver(const ClusterResolverOptions& options) {
+    detail::check(tpu_cluster_resolver_create(options.toC(), &r_));
+  }
+  ClusterResolver(const ClusterResolver&) = delete;
+  ClusterResolver& operator=(const ClusterResolver&) = delete;
+  ~ClusterResolver() { close(); }
+  void close() {
+    if (r_) tpu_cluster_resolver_release(r_);
+    r_ = nullptr;
+  }
+  ResolverSource source() const {
+    int out = 0;
+    detail::check(tpu_cluster_resolver_source(handle(), &out));
+    return static_cast<ResolverSource>(out);
+  }
+  std::string tpuName() const { return get_string(tpu_cluster_resolver_tpu_name); }
+  // cluster_spec() as JSON: {"job": ["host:port", ...], ...}; "{}" when local.
+  std::string clusterSpec() const { return get_string(tpu_cluster_resolver_cluster_spec); }
+  int numTasks(const std::string& job) const {
+    int out = 0;
+    detail::check(tpu_cluster_resolver_num_tasks(handle(), detail::c_str_or_null(job), &out));
+    return out;
+  }
+  std::string taskAddress(const std::string& job, int taskId) const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) {
+      return tpu_cluster_resolver_task_address(handle(), detail::c_str_or_null(job), taskId, o, c, n);
+    });
+  }
+  std::string master(const std::string& taskType, int taskId, const std::string& rpcLayer) const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) {
+      return tpu_cluster_resolver_master(handle(), detail::c_str_or_null(taskType), taskId,
+                                         detail::c_str_or_null(rpcLayer), o, c, n);
+    });
+  }
+  std::string jobName() const { return get_string(tpu_cluster_resolver_job_name); }
+  int taskId() const {
+    int out = 0;
+    detail::check(tpu_cluster_resolver_task_id(handle(), &out));
+    return out;
+  }
+  std::string rpcLayer() const { return get_string(tpu_cluster_resolver_rpc_layer); }
+  std::string environment() const { return get_string(tpu_cluster_resolver_environment); }
+  std::string coordinatorAddress() const { return get_string(tpu_cluster_resolver_coordinator_address); }
+  int numAccelerators() const {
+    int out = 0;
+    detail::check(tpu_cluster_resolver_num_accelerators(handle(), &out));
+    return out;
+  }
+  // The context manager; exit without enter is FailedPrecondition.
+  void enter() { detail::check(tpu_cluster_resolver_enter(handle())); }
+  void exit() { detail::check(tpu_cluster_resolver_exit(handle())); }
+  tpu_cluster_resolver* handle() const {
+    detail::check_handle(r_, "the cluster resolver");
+    return r_;
+  }
+
+ private:
+  std::string get_string(tpu_status (*fn)(const tpu_cluster_resolver*, char*, size_t, size_t*)) const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) { return fn(handle(), o, c, n); });
+  }
+  tpu_cluster_resolver* r_ = nullptr;
+};
+
 // ---- Feeds -----------------------------------------------------------------------
 
 class TpuSystem;
@@ -952,6 +1095,30 @@ class TpuSystem {
     detail::check(tpu_initialize_system(options.toC(), &s, nullptr, 0, &count));
     return new TpuSystem(s);
   }
+  // tf.tpu.experimental.initialize_tpu_system(cluster_resolver): joins the resolver's
+  // cluster (null: resolved from the environment; nothing set gives a one-task system).
+  // The global topology is topology().
+  static TpuSystem* initializeTpuSystem(const ClusterResolver* resolver, const SystemOptions& systemOptions,
+                                        const ClusterOptions& clusterOptions) {
+    tpu_system* s = nullptr;
+    detail::check(tpu_initialize_tpu_system(resolver ? resolver->handle() : nullptr, systemOptions.toC(),
+                                            clusterOptions.toC(), &s, nullptr));
+    return new TpuSystem(s);
+  }
+  // DTensor's initialize_accelerator_system (DTENSOR_* variables; local without
+  // DTENSOR_JOBS). deviceType "": the preferred ("TPU"). The device type chosen is
+  // deviceType().
+  static TpuSystem* initializeAcceleratorSystem(const std::string& deviceType, bool enableCoordinationService,
+                                                int numLogicalCpuDevices, bool experimentalResetContext) {
+    return accelerator(&tpu_initialize_accelerator_system, deviceType, enableCoordinationService,
+                       numLogicalCpuDevices, experimentalResetContext);
+  }
+  // DTensor's alias of initializeAcceleratorSystem.
+  static TpuSystem* initializeMultiClient(const std::string& deviceType, bool enableCoordinationService,
+                                          int numLogicalCpuDevices, bool experimentalResetContext) {
+    return accelerator(&tpu_initialize_multi_client, deviceType, enableCoordinationService,
+                       numLogicalCpuDevices, experimentalResetContext);
+  }
   TpuSystem(const TpuSystem&) = delete;
   TpuSystem& operator=(const TpuSystem&) = delete;
   ~TpuSystem() { close(); }
@@ -991,6 +1158,52 @@ class TpuSystem {
     return detail::read_array<uint8_t>([&](uint8_t* o, size_t c, size_t* n) {
       return tpu_system_embedding_config(handle(), o, c, n);
     });
+  }
+  // DTensor's shutdown_accelerator_system (one-task systems; FailedPrecondition in
+  // multi-client mode, where every task calls shutdown()). close() still releases.
+  void shutdownAcceleratorSystem() { detail::check(tpu_shutdown_accelerator_system(handle())); }
+  // This task's id and the number of tasks (0 and 1 for a one-task system).
+  int numTasks() const {
+    int n = 0;
+    detail::check(tpu_system_num_tasks(handle(), &n));
+    return n;
+  }
+  int taskId() const {
+    int n = 0;
+    detail::check(tpu_system_task_id(handle(), &n));
+    return n;
+  }
+
+  // The coordination service's key-value store. Set is AlreadyExists for a set key;
+  // get waits up to timeoutMs (DeadlineExceeded); tryGet does not wait (NotFound, as
+  // TensorFlow's TryGetKeyValue); delete removes key and every key under key/.
+  void kvSet(const std::string& key, const std::vector<uint8_t>& value) {
+    detail::check(tpu_kv_set(handle(), key.c_str(), value.data(), value.size()));
+  }
+  void kvSetString(const std::string& key, const std::string& value) {
+    detail::check(tpu_kv_set(handle(), key.c_str(), value.data(), value.size()));
+  }
+  std::vector<uint8_t> kvGet(const std::string& key, int64_t timeoutMs) {
+    return detail::read_bytes([&](uint8_t* o, size_t c, size_t* n) {
+      return tpu_kv_get(handle(), key.c_str(), timeoutMs, o, c, n);
+    });
+  }
+  std::string kvGetString(const std::string& key, int64_t timeoutMs) {
+    std::vector<uint8_t> v = kvGet(key, timeoutMs);
+    return std::string(v.begin(), v.end());
+  }
+  std::vector<uint8_t> kvTryGet(const std::string& key) {
+    return detail::read_bytes([&](uint8_t* o, size_t c, size_t* n) { return tpu_kv_try_get(handle(), key.c_str(), o, c, n); });
+  }
+  std::string kvTryGetString(const std::string& key) {
+    std::vector<uint8_t> v = kvTryGet(key);
+    return std::string(v.begin(), v.end());
+  }
+  void kvDelete(const std::string& key) { detail::check(tpu_kv_delete(handle(), key.c_str())); }
+  // Waits until the listed tasks (empty: all) reach barrier `id`.
+  void waitAtBarrier(const std::string& id, int64_t timeoutMs, const std::vector<int32_t>& tasks) {
+    detail::check(tpu_wait_at_barrier(handle(), id.c_str(), timeoutMs, tasks.empty() ? nullptr : tasks.data(),
+                                      detail::int_or_throw(tasks.size(), "tasks")));
   }
   DeviceAssignment* defaultDeviceAssignment(int numReplicas) const {
     tpu_device_assignment* a = nullptr;
@@ -1058,6 +1271,16 @@ class TpuSystem {
 
  private:
   explicit TpuSystem(tpu_system* adopted) : s_(adopted) {}
+  template <typename Fn>
+  static TpuSystem* accelerator(Fn fn, const std::string& deviceType, bool enableCoordinationService,
+                                int numLogicalCpuDevices, bool experimentalResetContext) {
+    tpu_system* s = nullptr;
+    char chosen[8];
+    size_t count = 0;
+    detail::check(fn(detail::c_str_or_null(deviceType), enableCoordinationService ? 1 : 0, numLogicalCpuDevices,
+                     experimentalResetContext ? 1 : 0, &s, chosen, sizeof chosen, &count));
+    return new TpuSystem(s);
+  }
   static void check_len(const std::vector<int32_t>& v, size_t n, const char* what) {
     if (!v.empty() && v.size() != n)
       throw Error(TPU_INVALID_ARGUMENT, std::string(what) + " has " + std::to_string(v.size()) +

@@ -19,4 +19,28 @@ for lang in csharp java go; do
   awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; exit !(a != "" && d * d < 1e-18) }' ||
     { echo "$out" >&2; echo "check_binding_examples: example-$lang ended $got from the solution, the C demo $want" >&2; exit 1; }
 done
-echo "check_binding_examples: C#, Java and Go train the demo's model to the C demo's answer"
+
+# Across tasks: `tpurt launch` runs the example as 2 tasks of 2 cores (4 global replicas);
+# every task reports its own replicas and must reach the C demo's distance too.
+# launch_check NAME COMMAND...: COMMAND runs the example already built above.
+launch_check() {
+  local name=$1
+  shift
+  local out
+  out=$(cd "$root" && "$BUILD/bin/tpurt" launch -n 2 --cores-per-task 2 --timeout 120 -- "$@" 2>&1) ||
+    { echo "$out" >&2; echo "check_binding_examples: $name under tpurt launch -n 2 failed" >&2; exit 1; }
+  for task in 0 1; do
+    got=$(grep "^\[$task\] " <<<"$out" | max_diff)
+    awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; exit !(a != "" && d * d < 1e-18) }' ||
+      { echo "$out" >&2; echo "check_binding_examples: $name task $task under tpurt launch ended '$got' from the solution, the C demo $want" >&2; exit 1; }
+  done
+}
+build_dir=$(cd "$root" && cd "$BUILD" && pwd)  # BUILD may be relative to the root
+cs_dir=$build_dir/bindings/csharp
+launch_check "the C# example" env LD_LIBRARY_PATH="$cs_dir:$build_dir/lib" mono "$cs_dir/LinearRegression.exe"
+java_dir=$build_dir/bindings/java
+launch_check "the Java example" java -Djava.library.path="$java_dir/native" \
+  -cp "$java_dir/tpurt.jar:$java_dir/example" LinearRegression
+launch_check "the Go example" "$build_dir/bindings/go/example/example"
+
+echo "check_binding_examples: C#, Java and Go train the demo's model to the C demo's answer, alone and as 2 tasks under tpurt launch"

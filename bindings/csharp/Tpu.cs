@@ -45,6 +45,7 @@ public static partial class tpu {
     if (s.IsDisposed) throw new FailedPreconditionError("the TPU system is disposed");
     return s;
   }
+  internal static void UseAsDefault(TpuSystem system) { defaultSystem = system; }
   internal static void ForgetDefault(TpuSystem system) {
     Interlocked.CompareExchange(ref defaultSystem, null, system);
   }

@@ -96,6 +96,7 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 %typemap(csclassmodifiers) tpurt::Tensor "public partial class"
 %typemap(csclassmodifiers) tpurt::TpuSystem "public partial class"
 %typemap(csclassmodifiers) tpurt::Shape "public partial class"
+%typemap(csclassmodifiers) tpurt::ClusterResolver "public partial class"
 
 /* A call through a disposed proxy passes a null `this`: a FailedPreconditionError,
  * not a crash. */
@@ -120,7 +121,8 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 %typemap(csconstruct, excode=SWIGEXCODE) tpurt::TpuSystem %{: this($imcall, true) {$excode
     SystemRegistry.Track(this);
   }%}
-%typemap(csout, excode=SWIGEXCODE) tpurt::TpuSystem* initializeSystem {
+%typemap(csout, excode=SWIGEXCODE) tpurt::TpuSystem* initializeSystem, tpurt::TpuSystem* initializeTpuSystem,
+    tpurt::TpuSystem* initializeAcceleratorSystem, tpurt::TpuSystem* initializeMultiClient {
     global::System.IntPtr cPtr = $imcall;$excode
     TpuSystem system = new TpuSystem(cPtr, true);
     SystemRegistry.Track(system);

@@ -97,7 +97,36 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
 
 /* Handles are AutoCloseable for try-with-resources. */
 %typemap(javainterfaces) tpurt::TpuSystem, tpurt::Topology, tpurt::DeviceAssignment,
-    tpurt::InfeedQueue, tpurt::OutfeedQueue, tpurt::Tensor "AutoCloseable"
+    tpurt::InfeedQueue, tpurt::OutfeedQueue, tpurt::Tensor, tpurt::ClusterResolver "AutoCloseable"
+
+/* TensorFlow's defaults of ClusterResolver's getters, and the context manager as a
+ * try-with-resources scope. */
+%typemap(javacode) tpurt::ClusterResolver %{
+  /** master() for this task (TensorFlow's defaults). */
+  public String master() {
+    return master("", -1, "");
+  }
+
+  /** TensorFlow's get_job_name(). */
+  public String getJobName() {
+    return jobName();
+  }
+
+  /** The number of tasks of this resolver's job. */
+  public int numTasks() {
+    return numTasks("");
+  }
+
+  /** host:port of task taskId of this resolver's job. */
+  public String taskAddress(int taskId) {
+    return taskAddress("", taskId);
+  }
+
+  /** The context manager (with resolver:): entered now, exited by close(). */
+  public ResolverScope scope() {
+    return new ResolverScope(this);
+  }
+%}
 
 %typemap(javacode) tpurt::Tensor %{
   private java.nio.FloatBuffer borrowed;  // keeps wrapFloat32's memory reachable
@@ -163,6 +192,16 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
   public TensorVector batchParallel(Computation computation, TensorVector inputs, int numShards, int numOutputs,
                                     StepOptions options) {
     return retainOnFailure(computation, () -> batchParallelNative(computation, inputs, numShards, numOutputs, options));
+  }
+
+  /** kvSet of a string value (UTF-8 bytes). */
+  public void kvSet(String key, String value) {
+    kvSetString(key, value);
+  }
+
+  /** Waits until every task reaches barrier id. */
+  public void waitAtBarrier(String id, long timeoutMs) {
+    waitAtBarrier(id, timeoutMs, new int[0]);
   }
 
   /** Shuts the system down (joins its workers) and releases what failed steps kept alive. */

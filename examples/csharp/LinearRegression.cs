@@ -1,14 +1,19 @@
 // Data-parallel linear regression with tpurt from C# (the same run as tools/tpurt/demo.c):
-// 4096 x 8 standardized synthetic samples sharded over 8 replicas; each SGD step every
+// 4096 x 8 standardized synthetic samples sharded over the replicas; each SGD step every
 // replica sums its gradient and loss with ONE tpu.cross_replica_sum of 10 floats, and
 // all apply the same update. Exits 0 when the weights match the normal equations'
 // least-squares solution within 1e-3.
+//
+// The system starts with tpu.initialize_tpu_system(): under `tpurt launch -n N` every
+// task runs this program, the replicas are the cores of all tasks, and each task runs
+// and reports its own (task 0 holds replica 0, which prints the loss). Alone it is a
+// one-process system of 8 cores (or TPURT_NUM_CORES).
 using System;
 using System.Linq;
 using Tpurt;
 
 static class LinearRegression {
-  const int Samples = 4096, Features = 8, Params = Features + 1, Sums = Params + 1, Steps = 100, Replicas = 8;
+  const int Samples = 4096, Features = 8, Params = Features + 1, Sums = Params + 1, Steps = 100, DefaultCores = 8;
   const float LearningRate = 0.1f;
   const double Tolerance = 1e-3;
   static readonly double[] TrueWeights = { 0.5, -1.25, 2.0, 0.75, -0.3, 1.5, -2.2, 0.1 };
@@ -71,8 +76,8 @@ static class LinearRegression {
     return p;
   }
 
-  // One replica's training loop over its rows; returns its parameters.
-  static Tensor[] Train(ReplicaContext ctx, Tensor[] inputs) {
+  // One replica's training loop over its rows; its parameters go to trained[replica].
+  static void Train(ReplicaContext ctx, Tensor[] inputs, float[][] trained) {
     float[] x = inputs[0].ToFloatArray(), y = inputs[1].ToFloatArray();
     int rows = y.Length;
     var parameters = new float[Params];
@@ -89,7 +94,7 @@ static class LinearRegression {
       for (int j = 0; j < Params; j++) parameters[j] -= LearningRate * 2.0f * global[j] / Samples;
       if (ctx.ReplicaId() == 0 && step % 10 == 0) Console.WriteLine("step {0,3}  loss {1:F8}", step, global[Params] / Samples);
     }
-    return new[] { Tensor.Of(parameters) };
+    trained[ctx.ReplicaId()] = parameters;
   }
 
   static int Main() {
@@ -98,22 +103,34 @@ static class LinearRegression {
     MakeData(x, y);
     double[] exact = SolveNormalEquations(x, y);
 
-    using (TpuSystem system = tpu.initialize_system(num_cores: Replicas)) {
-      const int rows = Samples / Replicas;
-      var inputs = Enumerable.Range(0, Replicas).Select(r => new[] {
+    // TPURT_NUM_CORES (set by tpurt launch --cores-per-task) wins over the default.
+    int cores = Environment.GetEnvironmentVariable("TPURT_NUM_CORES") != null ? 0 : DefaultCores;
+    using (TpuSystem system = tpu.initialize_tpu_system(num_cores: cores)) {
+      int local = system.NumCores(), task = system.TaskId();
+      int replicas = local * system.NumTasks(), first = task * local;
+      if (Samples % replicas != 0) {
+        Console.Error.WriteLine("{0} replicas do not divide the {1} samples evenly", replicas, Samples);
+        return 2;
+      }
+      int rows = Samples / replicas;
+      if (system.NumTasks() > 1)
+        Console.WriteLine("task {0} of {1} runs replicas {2} to {3}", task, system.NumTasks(), first, first + local - 1);
+      var inputs = Enumerable.Range(0, replicas).Select(r => new[] {
         Tensor.Of(x.Skip(r * rows * Features).Take(rows * Features).ToArray(), rows, Features),
         Tensor.Of(y.Skip(r * rows).Take(rows).ToArray(), rows),
       }).ToList();
-      Tensor[][] outputs = tpu.replicate(Train, inputs, num_outputs: 1, system: system);
+      var trained = new float[replicas][];
+      tpu.replicate((ctx, inp) => { Train(ctx, inp, trained); return new Tensor[0]; }, inputs, system: system);
 
-      float[] trained = outputs[0][0].ToFloatArray();
-      bool agree = outputs.All(o => o[0].ToFloatArray().SequenceEqual(trained));
+      // This task's replicas only: the others ran in the other tasks.
+      float[] mine = trained[first];
+      bool agree = Enumerable.Range(first, local).All(r => trained[r] != null && trained[r].SequenceEqual(mine));
       double maxDiff = 0;
       Console.WriteLine("\n{0,-8}  {1,12}  {2,12}  {3,10}", "param", "trained", "closed form", "|diff|");
       for (int j = 0; j < Params; j++) {
-        double diff = Math.Abs(trained[j] - exact[j]);
+        double diff = Math.Abs(mine[j] - exact[j]);
         if (!(diff <= maxDiff)) maxDiff = diff;  // NaN sticks
-        Console.WriteLine("{0,-8}  {1,12:F6}  {2,12:F6}  {3,10:E2}", j < Features ? "w[" + j + "]" : "b", trained[j], exact[j], diff);
+        Console.WriteLine("{0,-8}  {1,12:F6}  {2,12:F6}  {3,10:E2}", j < Features ? "w[" + j + "]" : "b", mine[j], exact[j], diff);
       }
       bool converged = maxDiff <= Tolerance;
       Console.WriteLine("\nreplicas hold identical weights: {0}", agree ? "yes" : "NO");

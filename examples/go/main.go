@@ -1,6 +1,9 @@
 // Data-parallel linear regression with tpurt from Go: the same data, model and
-// update as tools/tpurt/demo.c. Each of 8 replicas trains on its 512 rows; every SGD
-// step sums the 10 local sums (9 gradient sums, the loss) with one CrossReplicaSum.
+// update as tools/tpurt/demo.c. Each replica trains on its share of the rows (8
+// replicas: 512); every SGD step sums the 10 local sums (9 gradient sums, the loss)
+// with one CrossReplicaSum. The system starts with InitializeTPUSystem(nil, ...): under
+// `tpurt launch` the replicas are the cores of all tasks and each task runs and
+// reports its own.
 package main
 
 import (
@@ -18,7 +21,7 @@ const (
 	sums         = params + 1   // gradient sums, then the loss sum
 	steps        = 100
 	learningRate = float32(0.1)
-	replicas     = 8
+	defaultCores = 8
 	tolerance    = 1e-3
 )
 
@@ -114,11 +117,32 @@ func run() error {
 	x, y := makeData()
 	exact := solveNormalEquations(x, y)
 
-	system, err := tpurt.InitializeSystem(tpurt.SystemOptions{NumCores: replicas})
+	// TPURT_NUM_CORES (tpurt launch --cores-per-task) wins over the default.
+	cores := defaultCores
+	if _, set := os.LookupEnv("TPURT_NUM_CORES"); set {
+		cores = 0
+	}
+	system, err := tpurt.InitializeTPUSystem(nil, tpurt.SystemOptions{NumCores: cores}, tpurt.ClusterOptions{})
 	if err != nil {
 		return err
 	}
 	defer system.Close()
+	local, err := system.NumCores()
+	if err != nil {
+		return err
+	}
+	tasks, err := system.NumTasks()
+	if err != nil {
+		return err
+	}
+	task, err := system.TaskID()
+	if err != nil {
+		return err
+	}
+	replicas, first := local*tasks, task*local
+	if samples%replicas != 0 {
+		return fmt.Errorf("%d replicas do not divide the %d samples evenly", replicas, samples)
+	}
 
 	rows := samples / replicas
 	inputs := make([][]*tpurt.Tensor, replicas)
@@ -181,21 +205,26 @@ func run() error {
 
 	fmt.Printf("tpurt Go example: linear regression, %d samples x %d features over %d replicas, %d SGD steps\n",
 		samples, features, replicas, steps)
-	fmt.Printf("loss: step 0 %.8f, step %d %.8f\n", losses[0], steps-1, losses[steps-1])
+	if tasks > 1 {
+		fmt.Printf("task %d of %d runs replicas %d to %d\n", task, tasks, first, first+local-1)
+	}
+	if task == 0 { // replica 0, which records the loss, is task 0's
+		fmt.Printf("loss: step 0 %.8f, step %d %.8f\n", losses[0], steps-1, losses[steps-1])
+	}
 	maxDiff := 0.0
 	for j := 0; j < params; j++ {
 		name := "b"
 		if j < features {
 			name = fmt.Sprintf("w[%d]", j)
 		}
-		diff := math.Abs(float64(trained[0][j]) - exact[j])
+		diff := math.Abs(float64(trained[first][j]) - exact[j])
 		if !(diff <= maxDiff) {
 			maxDiff = diff // NaN sticks
 		}
-		fmt.Printf("%-6s trained %10.6f  closed form %10.6f  |diff| %.2e\n", name, trained[0][j], exact[j], diff)
+		fmt.Printf("%-6s trained %10.6f  closed form %10.6f  |diff| %.2e\n", name, trained[first][j], exact[j], diff)
 	}
-	for r := 1; r < replicas; r++ {
-		if trained[r] != trained[0] {
+	for r := first + 1; r < first+local; r++ { // this task's replicas
+		if trained[r] != trained[first] {
 			return fmt.Errorf("replica %d ended with different weights", r)
 		}
 	}

@@ -1,10 +1,13 @@
 // Data-parallel linear regression with tpurt from Java: the same model, data and
-// method as `tpurt demo` (tools/tpurt/demo.c). Each of 8 replicas holds 512 rows;
-// every SGD step one tpu.cross_replica_sum adds the replicas' gradient and loss sums.
-// Exits 0 if the weights are within 1e-3 of the least-squares solution.
+// method as `tpurt demo` (tools/tpurt/demo.c). Each replica holds its share of the rows
+// (8 replicas: 512); every SGD step one tpu.cross_replica_sum adds the replicas'
+// gradient and loss sums. Exits 0 if the weights are within 1e-3 of the least-squares
+// solution. The system starts with tpu.initialize_tpu_system(): under `tpurt launch`
+// the replicas are the cores of all tasks and each task runs and reports its own.
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import org.tpurt.ClusterOptions;
 import org.tpurt.SystemOptions;
 import org.tpurt.Tensor;
 import org.tpurt.TpuSystem;
@@ -12,7 +15,7 @@ import org.tpurt.tpu;
 
 public final class LinearRegression {
   static final int SAMPLES = 4096, FEATURES = 8, PARAMS = FEATURES + 1, SUMS = PARAMS + 1;
-  static final int REPLICAS = 8, STEPS = 100;
+  static final int DEFAULT_CORES = 8, STEPS = 100;
   static final float LEARNING_RATE = 0.1f;
   static final double TOLERANCE = 1e-3;
   static final double[] TRUE_WEIGHTS = {0.5, -1.25, 2.0, 0.75, -0.3, 1.5, -2.2, 0.1};
@@ -33,11 +36,19 @@ public final class LinearRegression {
     double[] exact = solveNormalEquations(x, y);
 
     SystemOptions options = new SystemOptions();
-    options.setNumCores(REPLICAS);
-    try (TpuSystem system = tpu.initialize_system(options)) {
-      int rows = SAMPLES / REPLICAS;
+    // TPURT_NUM_CORES (tpurt launch --cores-per-task) wins over the default.
+    options.setNumCores(System.getenv("TPURT_NUM_CORES") != null ? 0 : DEFAULT_CORES);
+    try (TpuSystem system = tpu.initialize_tpu_system(null, options, new ClusterOptions())) {
+      int local = system.numCores(), task = system.taskId(), tasks = system.numTasks();
+      int replicas = local * tasks, first = task * local;
+      if (SAMPLES % replicas != 0) {
+        System.err.printf("%d replicas do not divide the %d samples evenly%n", replicas, SAMPLES);
+        System.exit(2);
+      }
+      if (tasks > 1) System.out.printf("task %d of %d runs replicas %d to %d%n", task, tasks, first, first + local - 1);
+      int rows = SAMPLES / replicas;
       List<List<Tensor>> inputs = new ArrayList<>();
-      for (int r = 0; r < REPLICAS; r++)
+      for (int r = 0; r < replicas; r++)
         inputs.add(Arrays.asList(
             Tensor.fromFloat32(new long[] {rows, FEATURES}, Arrays.copyOfRange(x, r * rows * FEATURES, (r + 1) * rows * FEATURES)),
             Tensor.fromFloat32(new long[] {rows}, Arrays.copyOfRange(y, r * rows, (r + 1) * rows))));
@@ -63,10 +74,11 @@ public final class LinearRegression {
         return new Tensor[] {Tensor.fromFloat32(new long[] {PARAMS}, params)};
       }, inputs);
 
-      for (int s = 0; s < STEPS; s += 10) System.out.printf("step %3d  loss %.8f%n", s, losses[s]);
-      float[] trained = outputs.get(0)[0].toFloat32Vector();
+      // Replica 0, which records the loss, is task 0's; each task checks its own replicas.
+      if (task == 0) for (int s = 0; s < STEPS; s += 10) System.out.printf("step %3d  loss %.8f%n", s, losses[s]);
+      float[] trained = outputs.get(first)[0].toFloat32Vector();
       boolean agree = true;
-      for (Tensor[] out : outputs) agree &= Arrays.equals(out[0].toFloat32Vector(), trained);
+      for (int r = first; r < first + local; r++) agree &= Arrays.equals(outputs.get(r)[0].toFloat32Vector(), trained);
       double maxDiff = 0;
       System.out.printf("%-6s  %12s  %12s  %10s%n", "param", "trained", "closed form", "|diff|");
       for (int j = 0; j < PARAMS; j++) {

@@ -43,6 +43,43 @@ public final class tpu {
     return system;
   }
 
+  /**
+   * tf.tpu.experimental.initialize_tpu_system(): resolves the cluster from the environment
+   * (tpurt launch, Slurm, mpirun, TF_CONFIG, DTENSOR_JOBS); with nothing set it starts a
+   * one-process system. The system becomes the default one.
+   */
+  public static TpuSystem initialize_tpu_system() {
+    return initialize_tpu_system(null, new SystemOptions(), new ClusterOptions());
+  }
+
+  /** initialize_tpu_system(cluster_resolver); null resolves from the environment. */
+  public static TpuSystem initialize_tpu_system(ClusterResolver clusterResolver) {
+    return initialize_tpu_system(clusterResolver, new SystemOptions(), new ClusterOptions());
+  }
+
+  /** With this task's system options and how the tasks join. */
+  public static synchronized TpuSystem initialize_tpu_system(ClusterResolver clusterResolver, SystemOptions options,
+                                                             ClusterOptions clusterOptions) {
+    if (options == null) throw new IllegalArgumentException("options is null");
+    if (clusterOptions == null) throw new IllegalArgumentException("clusterOptions is null");
+    TpuSystem system = TpuSystem.initializeTpuSystem(clusterResolver, options, clusterOptions);
+    defaultSystem = system;
+    return system;
+  }
+
+  public static TpuSystem initializeTpuSystem(ClusterResolver clusterResolver) {
+    return initialize_tpu_system(clusterResolver);
+  }
+
+  /** tf.tpu.experimental. */
+  public static final class experimental {
+    private experimental() {}
+
+    public static TpuSystem initialize_tpu_system(ClusterResolver clusterResolver) {
+      return tpu.initialize_tpu_system(clusterResolver);
+    }
+  }
+
   /** Makes an existing system the one tpu's methods use. */
   public static void use_system(TpuSystem system) {
     if (system == null) throw new IllegalArgumentException("system is null");
