@@ -551,6 +551,32 @@ void test_coordination__service_lost(void** state) {
   CHECK(code_of([&] { s.tasks[1]->shutdown(); }) == TPU_UNAVAILABLE);
 }
 
+// The next control frame's envelope on a raw connection (nullptr: closed, malformed
+// or nothing within `seconds`).
+tpurt::wire::EnvelopePtr read_envelope(int fd, double seconds, uint64_t* seq = nullptr) {
+  tpurt::wire::FrameReader reader;
+  double end = now() + time_limit(seconds);
+  char buf[4096];
+  while (now() < end) {
+    tpurt::net::FrameHeader h;
+    std::string payload, error;
+    int got = reader.next(&h, &payload, &error);
+    if (got < 0) return nullptr;
+    if (got == 1) {
+      if (seq) *seq = h.seq;
+      return tpurt::wire::parse_envelope(reinterpret_cast<const unsigned char*>(payload.data()),
+                                         payload.size(), &error);
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    // One byte at a time: what follows this frame stays in the socket.
+    ssize_t n = recv(fd, buf, 1, 0);
+    if (n <= 0) return nullptr;
+    reader.append(buf, static_cast<size_t>(n));
+  }
+  return nullptr;
+}
+
 // A hand-made agent for task `task`: the handshake, then a raw Register frame.
 int fake_agent(const CoordinationConfig& c, int task, const std::string& cluster_id) {
   tpurt::net::Hello hello;
@@ -562,7 +588,8 @@ int fake_agent(const CoordinationConfig& c, int task, const std::string& cluster
   Tpurt__Wire__TaskInfo info = TPURT__WIRE__TASK_INFO__INIT;
   info.task_id = task;
   info.hostname = const_cast<char*>("fake");
-  info.address = const_cast<char*>(c.addresses[task].c_str());
+  std::string address = task < static_cast<int>(c.addresses.size()) ? c.addresses[task] : "127.0.0.1:1";
+  info.address = const_cast<char*>(address.c_str());
   info.num_cores = c.num_cores;
   info.incarnation = 12345;
   Tpurt__Wire__Register reg = TPURT__WIRE__REGISTER__INIT;
@@ -617,6 +644,7 @@ void test_coordination__registration_conflicts(void** state) {
   (void)state;
   auto cs = configs(2);
   cs[0].init_timeout_ms = 1500;
+  cs[0].heartbeat_timeout_ms = 20000;  // the fake agent never heartbeats
   std::unique_ptr<Coordination> t0;
   std::string err;
   std::thread starter([&] { code_of([&] { t0 = Coordination::start(cs[0], nullptr); }, &err); });
@@ -628,6 +656,36 @@ void test_coordination__registration_conflicts(void** state) {
     if (fd >= 0) close(fd);
     return;
   }
+  // The same process registering again (a retry on a new connection): harmless.
+  {
+    tpurt::wire::EnvelopePtr first = read_envelope(fd, 3);
+    CHECK(first && first->msg_case == TPURT__WIRE__ENVELOPE__MSG_RESPONSE &&
+          first->response->code == TPU_OK && first->response->n_tasks == 2);
+    int again = -1;
+    code_of([&] { again = fake_agent(cs[0], 1, cluster_id_of(cs[0])); });
+    CHECK(again >= 0);
+    if (again >= 0) {
+      tpurt::wire::EnvelopePtr r = read_envelope(again, 3);
+      CHECK(r && r->msg_case == TPURT__WIRE__ENVELOPE__MSG_RESPONSE && r->response->code == TPU_OK &&
+            r->response->n_tasks == 2);
+      // The new connection serves task 1 now: the old one's end is no loss.
+      close(fd);
+      fd = again;
+    }
+    // A task id the cluster does not have.
+    int stranger = -1;
+    code_of([&] { stranger = fake_agent(cs[0], 5, cluster_id_of(cs[0])); });
+    CHECK(stranger >= 0);
+    if (stranger >= 0) {
+      tpurt::wire::EnvelopePtr r = read_envelope(stranger, 3);
+      CHECK(r && r->msg_case == TPURT__WIRE__ENVELOPE__MSG_RESPONSE &&
+            r->response->code == TPU_INVALID_ARGUMENT &&
+            std::string(r->response->message).find("task 5 is not in the cluster") != std::string::npos);
+      close(stranger);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(!t0->failure(nullptr));
   // A second process claiming task 1 while the first is alive.
   CHECK_THROWS(Coordination::start(cs[1], nullptr), TPU_ALREADY_EXISTS,
                "task 1 is already registered by another process");

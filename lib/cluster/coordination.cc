@@ -184,20 +184,24 @@ struct Coordination::Impl {
   }
 
   void on_handshaken(int fd, const net::Hello& hello) {
-    if (torn_down || hello.task_id < 0 || hello.task_id >= num_tasks) {
-      if (!torn_down)
-        wire::log(str_cat("closing a connection from task ", hello.task_id, ": not in the cluster"));
+    if (torn_down) {
       ::close(fd);
       return;
     }
     if (hello.kind == net::ConnectionKind::kData) {
-      if (on_data) {
+      if (hello.task_id < 0 || hello.task_id >= num_tasks) {
+        wire::log(str_cat("closing a data connection from task ", hello.task_id,
+                          ": not in the cluster"));
+        ::close(fd);
+      } else if (on_data) {
         on_data(hello.task_id, fd);
       } else {
         ::close(fd);
       }
       return;
     }
+    // A task id out of range reaches the service, which answers its registration
+    // with TPU_INVALID_ARGUMENT.
     if (!service) {
       wire::log(str_cat("closing a coordination connection from task ", hello.task_id,
                         ": the service runs in task 0"));
