@@ -640,6 +640,83 @@ void test_coordination__heartbeat_timeout(void** state) {
   CHECK(code_of([&] { t0->shutdown(); }, &m) == TPU_OK);
 }
 
+// A service that answers the registration, then never again: the agent reports
+// task 0 lost once heartbeat_timeout_ms passes without an answer.
+void test_coordination__silent_service(void** state) {
+  (void)state;
+  auto cs = configs(2);
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a;
+  std::memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string host, port;
+  tpurt::net::split_host_port(cs[0].addresses[0], &host, &port);
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd, 4) != 0) {
+    CHECK_FAIL("cannot listen on %s", cs[0].addresses[0].c_str());
+    close(lfd);
+    return;
+  }
+  int served = -1;
+  std::thread service([&] {
+    struct pollfd p = {lfd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(time_limit_ms(5000))) <= 0) return;
+    int fd = accept(lfd, nullptr, nullptr);
+    if (code_of([&] {
+          tpurt::net::accept_handshake(fd, cluster_id_of(cs[0]), "", tpurt::net::now_ms() + 5000);
+        }) != TPU_OK) {
+      close(fd);
+      return;
+    }
+    uint64_t seq = 0;
+    tpurt::wire::EnvelopePtr reg = read_envelope(fd, 5, &seq);
+    if (!reg || reg->msg_case != TPURT__WIRE__ENVELOPE__MSG_REGISTER) {
+      close(fd);
+      return;
+    }
+    Tpurt__Wire__TaskInfo infos[2];
+    Tpurt__Wire__TaskInfo* ptrs[2];
+    for (int i = 0; i < 2; ++i) {
+      tpurt__wire__task_info__init(&infos[i]);
+      infos[i].task_id = i;
+      infos[i].address = const_cast<char*>(cs[0].addresses[i].c_str());
+      infos[i].num_cores = 4;
+      ptrs[i] = &infos[i];
+    }
+    Tpurt__Wire__Response r = TPURT__WIRE__RESPONSE__INIT;
+    r.n_tasks = 2;
+    r.tasks = ptrs;
+    tpurt::wire::Envelope e = TPURT__WIRE__ENVELOPE__INIT;
+    e.msg_case = TPURT__WIRE__ENVELOPE__MSG_RESPONSE;
+    e.response = &r;
+    send_all(fd, tpurt::wire::pack_frame(seq, e));
+    served = fd;  // then silence, the connection open
+  });
+  std::unique_ptr<Coordination> t1;
+  std::string m;
+  CHECK(code_of([&] { t1 = Coordination::start(cs[1], nullptr); }, &m) == TPU_OK);
+  service.join();
+  if (t1) {
+    Seen seen;
+    seen.watch(*t1);
+    CHECK(seen.wait_failures(1, 6));
+    std::lock_guard<std::mutex> lock(seen.mu);
+    if (!seen.failures.empty()) {
+      CHECK(seen.failures[0].task == 0);
+      CHECK(seen.failures[0].code == TPU_UNAVAILABLE);
+      CHECK(seen.failures[0].message.find("coordination service in task 0 (" + cs[0].addresses[0] +
+                                          ") lost: no answer to heartbeats for 1500 ms") !=
+            std::string::npos);
+    }
+  }
+  if (t1) CHECK(code_of([&] { t1->shutdown(); }) == TPU_UNAVAILABLE);
+  if (served >= 0) close(served);
+  close(lfd);
+}
+
 void test_coordination__registration_conflicts(void** state) {
   (void)state;
   auto cs = configs(2);
@@ -858,6 +935,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_coordination__destroyed_task_is_reported),
       cmocka_unit_test(test_coordination__service_lost),
       cmocka_unit_test(test_coordination__heartbeat_timeout),
+      cmocka_unit_test(test_coordination__silent_service),
       cmocka_unit_test(test_coordination__registration_conflicts),
       cmocka_unit_test(test_coordination__step_abort_relay),
       cmocka_unit_test(test_coordination__malformed_input),
