@@ -880,6 +880,167 @@ void test_coordination__malformed_input(void** state) {
   close(silent);
 }
 
+// Data connections: the dialled task's on_data gets the peer's task id and a
+// connected socket it owns.
+void test_coordination__data_connections(void** state) {
+  (void)state;
+  auto cs = configs(2);
+  for (auto& c : cs) c.token = "tok";
+  std::mutex mu;
+  std::condition_variable cv;
+  int got_peer = -1, got_fd = -1;
+  auto on_data = [&](int peer, int fd) {
+    std::lock_guard<std::mutex> lock(mu);
+    got_peer = peer;
+    got_fd = fd;
+    cv.notify_all();
+  };
+  std::vector<std::unique_ptr<Coordination>> tasks(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      code_of([&] { tasks[i] = Coordination::start(cs[i], i == 1 ? Coordination::DataConnectionHandler(on_data) : nullptr); });
+    });
+  for (auto& t : threads) t.join();
+  if (!tasks[0] || !tasks[1]) {
+    CHECK_FAIL("the cluster did not form");
+    return;
+  }
+  tpurt::net::Hello hello;
+  hello.cluster_id = tasks[0]->cluster_id();
+  hello.task_id = 0;
+  hello.incarnation = tasks[0]->incarnation();
+  hello.kind = tpurt::net::ConnectionKind::kData;
+  int fd = tpurt::net::dial(cs[0].addresses[1], hello, "tok", tpurt::net::now_ms() + 5000);
+  send_all(fd, "ping");
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    CHECK(cv.wait_for(lock, std::chrono::duration<double>(time_limit(5)), [&] { return got_fd >= 0; }));
+  }
+  if (got_fd >= 0) {
+    CHECK(got_peer == 0);
+    char buf[4] = {0};
+    size_t have = 0;
+    double end = now() + time_limit(3);
+    while (have < 4 && now() < end) {
+      struct pollfd p = {got_fd, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      ssize_t n = recv(got_fd, buf + have, 4 - have, 0);
+      if (n <= 0) break;
+      have += static_cast<size_t>(n);
+    }
+    CHECK(have == 4 && std::memcmp(buf, "ping", 4) == 0);
+    close(got_fd);
+  }
+  close(fd);
+  // The wrong token on a data connection: refused on both sides.
+  CHECK(code_of([&] { close(tpurt::net::dial(cs[0].addresses[1], hello, "bad", tpurt::net::now_ms() + 3000)); }) ==
+        TPU_UNAUTHENTICATED);
+  shutdown_all(tasks);
+}
+
+// A registered agent sending well-formed but arbitrary requests: the service
+// answers or refuses each, and keeps serving the others.
+void test_coordination__arbitrary_requests(void** state) {
+  (void)state;
+  auto cs = configs(3);
+  std::vector<CoordinationConfig> real = {cs[0], cs[1]};
+  for (auto& c : real) c.heartbeat_timeout_ms = 20000;  // the fake agent never heartbeats
+  Started s;
+  int fd = -1;
+  std::thread faker([&] { code_of([&] { fd = fake_agent(cs[0], 2, cluster_id_of(cs[0])); }); });
+  s = start_all(real);
+  faker.join();
+  if (!all_started(s) || fd < 0) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  Seen seen;
+  seen.watch(*s.tasks[0]);
+  std::mt19937_64 rng(99);
+  std::thread reader([&] {  // drains the answers so the service never blocks on us
+    char buf[4096];
+    double end = now() + time_limit(10);
+    while (now() < end) {
+      struct pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      if (recv(fd, buf, sizeof buf, 0) <= 0) return;
+    }
+  });
+  auto rand_str = [&](size_t max) {
+    std::string r(rng() % (max + 1), '\0');
+    for (char& c : r) c = "ab/c\0\xff"[rng() % 6];
+    return r;
+  };
+  for (int i = 0; i < 400; ++i) {
+    tpurt::wire::Envelope e = TPURT__WIRE__ENVELOPE__INIT;
+    std::string key = rand_str(12), value = rand_str(40);
+    Tpurt__Wire__KvSet ks = TPURT__WIRE__KV_SET__INIT;
+    Tpurt__Wire__KvGet kg = TPURT__WIRE__KV_GET__INIT;
+    Tpurt__Wire__KvDelete kd = TPURT__WIRE__KV_DELETE__INIT;
+    Tpurt__Wire__Barrier b = TPURT__WIRE__BARRIER__INIT;
+    Tpurt__Wire__Heartbeat hb = TPURT__WIRE__HEARTBEAT__INIT;
+    Tpurt__Wire__StepAbort sa = TPURT__WIRE__STEP_ABORT__INIT;
+    int32_t tasks[4];
+    switch (rng() % 6) {
+      case 0:
+        ks.key = const_cast<char*>(key.c_str());
+        ks.value = tpurt::wire::binary(value);
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_KV_SET;
+        e.kv_set = &ks;
+        break;
+      case 1:
+        kg.key = const_cast<char*>(key.c_str());
+        kg.timeout_ms = static_cast<int64_t>(rng() % 3) - 1 + (rng() % 2 ? 0 : INT64_MAX - 1);
+        kg.try_only = rng() % 2;
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_KV_GET;
+        e.kv_get = &kg;
+        break;
+      case 2:
+        kd.key = const_cast<char*>(key.c_str());
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_KV_DELETE;
+        e.kv_delete = &kd;
+        break;
+      case 3: {
+        b.id = const_cast<char*>(key.c_str());
+        b.timeout_ms = static_cast<int64_t>(rng() % 100) - 10;
+        b.n_tasks = rng() % 5;
+        for (size_t k = 0; k < b.n_tasks; ++k) tasks[k] = static_cast<int32_t>(rng() % 5) - 1;
+        b.tasks = tasks;
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_BARRIER;
+        e.barrier = &b;
+        break;
+      }
+      case 4:
+        hb.task_id = static_cast<int32_t>(rng());
+        hb.incarnation = rng();
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_HEARTBEAT;
+        e.heartbeat = &hb;
+        break;
+      default:
+        sa.step = rng();
+        sa.origin_task = static_cast<int32_t>(rng());
+        sa.code = static_cast<int32_t>(rng());
+        sa.message = const_cast<char*>(key.c_str());
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_STEP_ABORT;
+        e.step_abort = &sa;
+    }
+    send_all(fd, tpurt::wire::pack_frame(rng(), e));
+  }
+  // Still serving, with nobody lost.
+  s.tasks[0]->kv_set("after", "ok");
+  CHECK(s.tasks[1]->kv_get("after", 2000) == "ok");
+  {
+    std::lock_guard<std::mutex> lock(seen.mu);
+    CHECK(seen.failures.empty());
+  }
+  shutdown(fd, SHUT_RDWR);
+  reader.join();
+  close(fd);
+  CHECK(seen.wait_failures(1, 5));  // the fake's end is a lost task
+  shutdown_all(s.tasks);
+}
+
 void test_coordination__malformed_agent_is_lost(void** state) {
   (void)state;
   auto cs = configs(3);
@@ -940,6 +1101,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_coordination__step_abort_relay),
       cmocka_unit_test(test_coordination__malformed_input),
       cmocka_unit_test(test_coordination__malformed_agent_is_lost),
+      cmocka_unit_test(test_coordination__data_connections),
+      cmocka_unit_test(test_coordination__arbitrary_requests),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }
