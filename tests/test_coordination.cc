@@ -280,7 +280,7 @@ void test_coordination__start_deadline_names_missing_task(void** state) {
   for (int i = 0; i < 2; ++i) {
     CHECK(!s.tasks[i]);
     CHECK(s.codes[i] == TPU_DEADLINE_EXCEEDED);
-    CHECK(s.messages[i].find("2 of 3 tasks registered") != std::string::npos);
+    CHECK(s.messages[i].find("2 of 3 tasks registered within 800 ms") != std::string::npos);
     CHECK(s.messages[i].find("missing: task 2 (" + cs[0].addresses[2] + ")") != std::string::npos);
   }
   // A task whose service never comes.
@@ -799,6 +799,16 @@ void test_coordination__step_abort_relay(void** state) {
     CHECK(seen[i].aborts[0].code == TPU_INTERNAL);
     CHECK(seen[i].aborts[0].message == "replica 5 failed");
   }
+  // A callback runs on the loop thread: a blocking call from there is refused.
+  std::atomic<int> from_callback{-1};
+  s.tasks[0]->on_step_abort([&](const StepAbort&) {
+    from_callback = code_of([&] { s.tasks[0]->kv_set("cb", "x"); });
+  });
+  s.tasks[1]->broadcast_step_abort(a);
+  double end = now() + time_limit(5);
+  while (from_callback.load() < 0 && now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(from_callback.load() == TPU_FAILED_PRECONDITION);
+  seen[0].watch(*s.tasks[0]);
   // report_error: every task hears of task 2's failure.
   s.tasks[2]->report_error(TPU_INTERNAL, "disk on fire");
   for (int i : {0, 1}) {

@@ -360,6 +360,9 @@ struct Coordination::Impl {
 
   // Sends the envelope as a request and waits for its response up to wait_ms.
   std::shared_ptr<Pending> call(const wire::Envelope& e, int64_t wait_ms, const std::string& what) {
+    // The answer comes through the loop: waiting on it from there would never end.
+    if (loop->on_loop_thread())
+      fail(TPU_FAILED_PRECONDITION, what, ": not callable from a coordination callback");
     auto p = std::make_shared<Pending>();
     uint64_t seq = next_seq++;
     std::string frame = wire::pack_frame(seq, e);
@@ -552,6 +555,7 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
   reg.task = &info;
   int64_t left = deadline - net::now_ms();
   reg.timeout_ms = left > 1 ? left : 1;
+  reg.init_timeout_ms = config.init_timeout_ms;
   wire::Envelope e = TPURT__WIRE__ENVELOPE__INIT;
   e.msg_case = TPURT__WIRE__ENVELOPE__MSG_REGISTER;
   e.register_ = &reg;
@@ -707,6 +711,8 @@ void Coordination::barrier(const std::string& id, int64_t timeout_ms,
 
 void Coordination::shutdown() {
   Impl* m = impl_.get();
+  if (m->loop->on_loop_thread())
+    fail(TPU_FAILED_PRECONDITION, "shutdown: not callable from a coordination callback");
   if (m->shut_down.exchange(true)) return;
   const int64_t timeout = capped(m->config.shutdown_barrier_timeout_ms);
   std::unique_ptr<Error> error;

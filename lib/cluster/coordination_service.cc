@@ -327,7 +327,8 @@ void CoordinationService::on_register(uint64_t conn, uint64_t seq, const Tpurt__
     return;
   }
   int64_t timeout = r.timeout_ms > 0 ? bounded(r.timeout_ms) : 1;
-  registrations_.push_back(Waiter{conn, seq, net::now_ms() + timeout, "", timeout});
+  registrations_.push_back(
+      Waiter{conn, seq, net::now_ms() + timeout, "", r.init_timeout_ms > 0 ? r.init_timeout_ms : timeout});
   try_form();
 }
 

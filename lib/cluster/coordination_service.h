@@ -57,7 +57,7 @@ class CoordinationService {
     uint64_t seq;
     int64_t deadline;
     std::string key;       // kv get
-    int64_t timeout_ms;
+    int64_t timeout_ms;    // for the message
   };
   struct Barrier {
     std::string id;
