@@ -76,8 +76,10 @@ std::vector<CoordinationConfig> configs(int n, const std::string& job = "test") 
     out[i].service_address = addresses[0];
     out[i].num_cores = 4;
     out[i].init_timeout_ms = time_limit_ms(10000);
+    // Generous, so that a loaded machine (sanitizers) loses nobody by accident;
+    // the heartbeat tests set 1500 ms.
     out[i].heartbeat_interval_ms = 300;
-    out[i].heartbeat_timeout_ms = 1500;
+    out[i].heartbeat_timeout_ms = time_limit_ms(4000);
     out[i].shutdown_barrier_timeout_ms = time_limit_ms(5000);
   }
   return out;
@@ -611,6 +613,7 @@ std::string cluster_id_of(const CoordinationConfig& c) {
 void test_coordination__heartbeat_timeout(void** state) {
   (void)state;
   auto cs = configs(2);
+  for (auto& c : cs) c.heartbeat_timeout_ms = 1500;
   std::unique_ptr<Coordination> t0;
   std::string err;
   std::thread starter([&] { code_of([&] { t0 = Coordination::start(cs[0], nullptr); }, &err); });
@@ -645,6 +648,7 @@ void test_coordination__heartbeat_timeout(void** state) {
 void test_coordination__silent_service(void** state) {
   (void)state;
   auto cs = configs(2);
+  for (auto& c : cs) c.heartbeat_timeout_ms = 1500;
   int lfd = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
