@@ -273,6 +273,24 @@ void test_coordination__forms_and_shuts_down(void** state) {
   }
 }
 
+// Task 1 never shuts down: task 0's shutdown barrier names it, and task 0 still
+// disconnects and stops.
+void test_coordination__shutdown_barrier_deadline(void** state) {
+  (void)state;
+  auto cs = configs(2);
+  for (auto& c : cs) c.shutdown_barrier_timeout_ms = 400;
+  Started s = start_all(cs);
+  if (!all_started(s)) return;
+  std::string m;
+  CHECK(code_of([&] { s.tasks[0]->shutdown(); }, &m) == TPU_DEADLINE_EXCEEDED);
+  CHECK(m.find("shutdown barrier: 1 of 2 tasks arrived within 400 ms; missing: task 1 (" +
+               cs[0].addresses[1] + ")") != std::string::npos);
+  CHECK_THROWS(s.tasks[0]->kv_set("k", "v"), TPU_FAILED_PRECONDITION, "shut down");
+  // The service has gone with task 0.
+  CHECK(code_of([&] { s.tasks[1]->kv_set("k", "v"); }) == TPU_UNAVAILABLE);
+  CHECK(code_of([&] { s.tasks[1]->shutdown(); }) == TPU_UNAVAILABLE);
+}
+
 void test_coordination__start_deadline_names_missing_task(void** state) {
   (void)state;
   auto cs = configs(3);
@@ -436,6 +454,9 @@ void test_coordination__key_value(void** state) {
   CHECK(a.kv_get("late", time_limit_ms(5000)) == "here");
   later.join();
   CHECK_THROWS(a.kv_get("never", 200), TPU_DEADLINE_EXCEEDED, "key 'never' was not set within 200 ms");
+  CHECK_THROWS(a.kv_get("never", 0), TPU_DEADLINE_EXCEEDED, "within 0 ms");
+  CHECK(a.kv_get("x", 0) == "1");
+  CHECK_THROWS(a.kv_get("x", -1), TPU_INVALID_ARGUMENT, "negative");
   // Delete takes the key and everything under key/, nothing else.
   a.kv_set("d", "0");
   a.kv_set("d/e", "1");
@@ -1102,6 +1123,7 @@ int main(int argc, char** argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_coordination__forms_and_shuts_down),
       cmocka_unit_test(test_coordination__start_deadline_names_missing_task),
+      cmocka_unit_test(test_coordination__shutdown_barrier_deadline),
       cmocka_unit_test(test_coordination__bad_configs),
       cmocka_unit_test(test_coordination__handshake_tokens),
       cmocka_unit_test(test_coordination__cluster_tokens),
