@@ -194,7 +194,8 @@ struct Coordination::Impl {
                           ": not in the cluster"));
         ::close(fd);
       } else if (on_data) {
-        on_data(hello.task_id, fd);
+        // The callee owns fd from here, even when it throws.
+        guarded_callback("on_data", [&] { on_data(hello.task_id, fd); });
       } else {
         ::close(fd);
       }
@@ -299,7 +300,7 @@ struct Coordination::Impl {
           std::lock_guard<std::mutex> lock(mu);
           cb = abort_callback;
         }
-        if (cb && !quiet) cb(a);
+        if (cb && !quiet) guarded_callback("on_step_abort", [&] { cb(a); });
         return;
       }
       default:
@@ -337,7 +338,19 @@ struct Coordination::Impl {
       }
       cb = failure_callback;
     }
-    if (cb) cb(f);
+    if (cb) guarded_callback("on_task_failure", [&] { cb(f); });
+  }
+
+  // A callback's exception must not unwind through libuv.
+  template <typename F>
+  static void guarded_callback(const char* name, F&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      wire::log(str_cat("the ", name, " callback threw: ", e.what()));
+    } catch (...) {
+      wire::log(str_cat("the ", name, " callback threw"));
+    }
   }
 
   // Closes everything the loop holds; the loop thread.
