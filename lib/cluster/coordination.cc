@@ -11,6 +11,7 @@
 // connections go to the service (task 0; elsewhere they are closed).
 #include "cluster/coordination.h"
 
+#include <netdb.h>
 #include <openssl/rand.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -77,6 +78,18 @@ uint64_t random_incarnation() {
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof v) != 1)
     fail(TPU_INTERNAL, "RAND_bytes failed: no randomness for the incarnation");
   return v;
+}
+
+// host:port of a connected socket's peer, for the log.
+std::string peer_address(int fd) {
+  struct sockaddr_storage a;
+  socklen_t len = sizeof a;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown peer";
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, port, sizeof port,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return "an unknown peer";
+  return a.ss_family == AF_INET6 ? str_cat("[", host, "]:", port) : str_cat(host, ":", port);
 }
 
 std::string host_name() {
@@ -164,7 +177,7 @@ struct Coordination::Impl {
           hello = net::accept_handshake(fd, id, token, net::now_ms() + kHandshakeTimeoutMs);
           ok = true;
         } catch (const std::exception& e) {
-          wire::log(str_cat("closing an incoming connection: ", e.what()));
+          wire::log(str_cat("closing the connection from ", peer_address(fd), ": ", e.what()));
         }
         {
           std::lock_guard<std::mutex> lock(gate_ref->mu);
