@@ -76,8 +76,10 @@ std::vector<CoordinationConfig> configs(int n, const std::string& job = "test") 
     out[i].service_address = addresses[0];
     out[i].num_cores = 4;
     out[i].init_timeout_ms = time_limit_ms(10000);
+    // Generous, so that a loaded machine (sanitizers) loses nobody by accident;
+    // the heartbeat tests set 1500 ms.
     out[i].heartbeat_interval_ms = 300;
-    out[i].heartbeat_timeout_ms = 1500;
+    out[i].heartbeat_timeout_ms = time_limit_ms(4000);
     out[i].shutdown_barrier_timeout_ms = time_limit_ms(5000);
   }
   return out;
@@ -271,6 +273,24 @@ void test_coordination__forms_and_shuts_down(void** state) {
   }
 }
 
+// Task 1 never shuts down: task 0's shutdown barrier names it, and task 0 still
+// disconnects and stops.
+void test_coordination__shutdown_barrier_deadline(void** state) {
+  (void)state;
+  auto cs = configs(2);
+  for (auto& c : cs) c.shutdown_barrier_timeout_ms = 400;
+  Started s = start_all(cs);
+  if (!all_started(s)) return;
+  std::string m;
+  CHECK(code_of([&] { s.tasks[0]->shutdown(); }, &m) == TPU_DEADLINE_EXCEEDED);
+  CHECK(m.find("shutdown barrier: 1 of 2 tasks arrived within 400 ms; missing: task 1 (" +
+               cs[0].addresses[1] + ")") != std::string::npos);
+  CHECK_THROWS(s.tasks[0]->kv_set("k", "v"), TPU_FAILED_PRECONDITION, "shut down");
+  // The service has gone with task 0.
+  CHECK(code_of([&] { s.tasks[1]->kv_set("k", "v"); }) == TPU_UNAVAILABLE);
+  CHECK(code_of([&] { s.tasks[1]->shutdown(); }) == TPU_UNAVAILABLE);
+}
+
 void test_coordination__start_deadline_names_missing_task(void** state) {
   (void)state;
   auto cs = configs(3);
@@ -280,7 +300,7 @@ void test_coordination__start_deadline_names_missing_task(void** state) {
   for (int i = 0; i < 2; ++i) {
     CHECK(!s.tasks[i]);
     CHECK(s.codes[i] == TPU_DEADLINE_EXCEEDED);
-    CHECK(s.messages[i].find("2 of 3 tasks registered") != std::string::npos);
+    CHECK(s.messages[i].find("2 of 3 tasks registered within 800 ms") != std::string::npos);
     CHECK(s.messages[i].find("missing: task 2 (" + cs[0].addresses[2] + ")") != std::string::npos);
   }
   // A task whose service never comes.
@@ -434,6 +454,9 @@ void test_coordination__key_value(void** state) {
   CHECK(a.kv_get("late", time_limit_ms(5000)) == "here");
   later.join();
   CHECK_THROWS(a.kv_get("never", 200), TPU_DEADLINE_EXCEEDED, "key 'never' was not set within 200 ms");
+  CHECK_THROWS(a.kv_get("never", 0), TPU_DEADLINE_EXCEEDED, "within 0 ms");
+  CHECK(a.kv_get("x", 0) == "1");
+  CHECK_THROWS(a.kv_get("x", -1), TPU_INVALID_ARGUMENT, "negative");
   // Delete takes the key and everything under key/, nothing else.
   a.kv_set("d", "0");
   a.kv_set("d/e", "1");
@@ -551,6 +574,32 @@ void test_coordination__service_lost(void** state) {
   CHECK(code_of([&] { s.tasks[1]->shutdown(); }) == TPU_UNAVAILABLE);
 }
 
+// The next control frame's envelope on a raw connection (nullptr: closed, malformed
+// or nothing within `seconds`).
+tpurt::wire::EnvelopePtr read_envelope(int fd, double seconds, uint64_t* seq = nullptr) {
+  tpurt::wire::FrameReader reader;
+  double end = now() + time_limit(seconds);
+  char buf[4096];
+  while (now() < end) {
+    tpurt::net::FrameHeader h;
+    std::string payload, error;
+    int got = reader.next(&h, &payload, &error);
+    if (got < 0) return nullptr;
+    if (got == 1) {
+      if (seq) *seq = h.seq;
+      return tpurt::wire::parse_envelope(reinterpret_cast<const unsigned char*>(payload.data()),
+                                         payload.size(), &error);
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    // One byte at a time: what follows this frame stays in the socket.
+    ssize_t n = recv(fd, buf, 1, 0);
+    if (n <= 0) return nullptr;
+    reader.append(buf, static_cast<size_t>(n));
+  }
+  return nullptr;
+}
+
 // A hand-made agent for task `task`: the handshake, then a raw Register frame.
 int fake_agent(const CoordinationConfig& c, int task, const std::string& cluster_id) {
   tpurt::net::Hello hello;
@@ -562,7 +611,8 @@ int fake_agent(const CoordinationConfig& c, int task, const std::string& cluster
   Tpurt__Wire__TaskInfo info = TPURT__WIRE__TASK_INFO__INIT;
   info.task_id = task;
   info.hostname = const_cast<char*>("fake");
-  info.address = const_cast<char*>(c.addresses[task].c_str());
+  std::string address = task < static_cast<int>(c.addresses.size()) ? c.addresses[task] : "127.0.0.1:1";
+  info.address = const_cast<char*>(address.c_str());
   info.num_cores = c.num_cores;
   info.incarnation = 12345;
   Tpurt__Wire__Register reg = TPURT__WIRE__REGISTER__INIT;
@@ -584,6 +634,7 @@ std::string cluster_id_of(const CoordinationConfig& c) {
 void test_coordination__heartbeat_timeout(void** state) {
   (void)state;
   auto cs = configs(2);
+  for (auto& c : cs) c.heartbeat_timeout_ms = 1500;
   std::unique_ptr<Coordination> t0;
   std::string err;
   std::thread starter([&] { code_of([&] { t0 = Coordination::start(cs[0], nullptr); }, &err); });
@@ -613,10 +664,89 @@ void test_coordination__heartbeat_timeout(void** state) {
   CHECK(code_of([&] { t0->shutdown(); }, &m) == TPU_OK);
 }
 
+// A service that answers the registration, then never again: the agent reports
+// task 0 lost once heartbeat_timeout_ms passes without an answer.
+void test_coordination__silent_service(void** state) {
+  (void)state;
+  auto cs = configs(2);
+  for (auto& c : cs) c.heartbeat_timeout_ms = 1500;
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a;
+  std::memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string host, port;
+  tpurt::net::split_host_port(cs[0].addresses[0], &host, &port);
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd, 4) != 0) {
+    CHECK_FAIL("cannot listen on %s", cs[0].addresses[0].c_str());
+    close(lfd);
+    return;
+  }
+  int served = -1;
+  std::thread service([&] {
+    struct pollfd p = {lfd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(time_limit_ms(5000))) <= 0) return;
+    int fd = accept(lfd, nullptr, nullptr);
+    if (code_of([&] {
+          tpurt::net::accept_handshake(fd, cluster_id_of(cs[0]), "", tpurt::net::now_ms() + 5000);
+        }) != TPU_OK) {
+      close(fd);
+      return;
+    }
+    uint64_t seq = 0;
+    tpurt::wire::EnvelopePtr reg = read_envelope(fd, 5, &seq);
+    if (!reg || reg->msg_case != TPURT__WIRE__ENVELOPE__MSG_REGISTER) {
+      close(fd);
+      return;
+    }
+    Tpurt__Wire__TaskInfo infos[2];
+    Tpurt__Wire__TaskInfo* ptrs[2];
+    for (int i = 0; i < 2; ++i) {
+      tpurt__wire__task_info__init(&infos[i]);
+      infos[i].task_id = i;
+      infos[i].address = const_cast<char*>(cs[0].addresses[i].c_str());
+      infos[i].num_cores = 4;
+      ptrs[i] = &infos[i];
+    }
+    Tpurt__Wire__Response r = TPURT__WIRE__RESPONSE__INIT;
+    r.n_tasks = 2;
+    r.tasks = ptrs;
+    tpurt::wire::Envelope e = TPURT__WIRE__ENVELOPE__INIT;
+    e.msg_case = TPURT__WIRE__ENVELOPE__MSG_RESPONSE;
+    e.response = &r;
+    send_all(fd, tpurt::wire::pack_frame(seq, e));
+    served = fd;  // then silence, the connection open
+  });
+  std::unique_ptr<Coordination> t1;
+  std::string m;
+  CHECK(code_of([&] { t1 = Coordination::start(cs[1], nullptr); }, &m) == TPU_OK);
+  service.join();
+  if (t1) {
+    Seen seen;
+    seen.watch(*t1);
+    CHECK(seen.wait_failures(1, 6));
+    std::lock_guard<std::mutex> lock(seen.mu);
+    if (!seen.failures.empty()) {
+      CHECK(seen.failures[0].task == 0);
+      CHECK(seen.failures[0].code == TPU_UNAVAILABLE);
+      CHECK(seen.failures[0].message.find("coordination service in task 0 (" + cs[0].addresses[0] +
+                                          ") lost: no answer to heartbeats for 1500 ms") !=
+            std::string::npos);
+    }
+  }
+  if (t1) CHECK(code_of([&] { t1->shutdown(); }) == TPU_UNAVAILABLE);
+  if (served >= 0) close(served);
+  close(lfd);
+}
+
 void test_coordination__registration_conflicts(void** state) {
   (void)state;
   auto cs = configs(2);
   cs[0].init_timeout_ms = 1500;
+  cs[0].heartbeat_timeout_ms = 20000;  // the fake agent never heartbeats
   std::unique_ptr<Coordination> t0;
   std::string err;
   std::thread starter([&] { code_of([&] { t0 = Coordination::start(cs[0], nullptr); }, &err); });
@@ -628,6 +758,36 @@ void test_coordination__registration_conflicts(void** state) {
     if (fd >= 0) close(fd);
     return;
   }
+  // The same process registering again (a retry on a new connection): harmless.
+  {
+    tpurt::wire::EnvelopePtr first = read_envelope(fd, 3);
+    CHECK(first && first->msg_case == TPURT__WIRE__ENVELOPE__MSG_RESPONSE &&
+          first->response->code == TPU_OK && first->response->n_tasks == 2);
+    int again = -1;
+    code_of([&] { again = fake_agent(cs[0], 1, cluster_id_of(cs[0])); });
+    CHECK(again >= 0);
+    if (again >= 0) {
+      tpurt::wire::EnvelopePtr r = read_envelope(again, 3);
+      CHECK(r && r->msg_case == TPURT__WIRE__ENVELOPE__MSG_RESPONSE && r->response->code == TPU_OK &&
+            r->response->n_tasks == 2);
+      // The new connection serves task 1 now: the old one's end is no loss.
+      close(fd);
+      fd = again;
+    }
+    // A task id the cluster does not have.
+    int stranger = -1;
+    code_of([&] { stranger = fake_agent(cs[0], 5, cluster_id_of(cs[0])); });
+    CHECK(stranger >= 0);
+    if (stranger >= 0) {
+      tpurt::wire::EnvelopePtr r = read_envelope(stranger, 3);
+      CHECK(r && r->msg_case == TPURT__WIRE__ENVELOPE__MSG_RESPONSE &&
+            r->response->code == TPU_INVALID_ARGUMENT &&
+            std::string(r->response->message).find("task 5 is not in the cluster") != std::string::npos);
+      close(stranger);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(!t0->failure(nullptr));
   // A second process claiming task 1 while the first is alive.
   CHECK_THROWS(Coordination::start(cs[1], nullptr), TPU_ALREADY_EXISTS,
                "task 1 is already registered by another process");
@@ -664,6 +824,16 @@ void test_coordination__step_abort_relay(void** state) {
     CHECK(seen[i].aborts[0].code == TPU_INTERNAL);
     CHECK(seen[i].aborts[0].message == "replica 5 failed");
   }
+  // A callback runs on the loop thread: a blocking call from there is refused.
+  std::atomic<int> from_callback{-1};
+  s.tasks[0]->on_step_abort([&](const StepAbort&) {
+    from_callback = code_of([&] { s.tasks[0]->kv_set("cb", "x"); });
+  });
+  s.tasks[1]->broadcast_step_abort(a);
+  double end = now() + time_limit(5);
+  while (from_callback.load() < 0 && now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(from_callback.load() == TPU_FAILED_PRECONDITION);
+  seen[0].watch(*s.tasks[0]);
   // report_error: every task hears of task 2's failure.
   s.tasks[2]->report_error(TPU_INTERNAL, "disk on fire");
   for (int i : {0, 1}) {
@@ -745,6 +915,167 @@ void test_coordination__malformed_input(void** state) {
   close(silent);
 }
 
+// Data connections: the dialled task's on_data gets the peer's task id and a
+// connected socket it owns.
+void test_coordination__data_connections(void** state) {
+  (void)state;
+  auto cs = configs(2);
+  for (auto& c : cs) c.token = "tok";
+  std::mutex mu;
+  std::condition_variable cv;
+  int got_peer = -1, got_fd = -1;
+  auto on_data = [&](int peer, int fd) {
+    std::lock_guard<std::mutex> lock(mu);
+    got_peer = peer;
+    got_fd = fd;
+    cv.notify_all();
+  };
+  std::vector<std::unique_ptr<Coordination>> tasks(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      code_of([&] { tasks[i] = Coordination::start(cs[i], i == 1 ? Coordination::DataConnectionHandler(on_data) : nullptr); });
+    });
+  for (auto& t : threads) t.join();
+  if (!tasks[0] || !tasks[1]) {
+    CHECK_FAIL("the cluster did not form");
+    return;
+  }
+  tpurt::net::Hello hello;
+  hello.cluster_id = tasks[0]->cluster_id();
+  hello.task_id = 0;
+  hello.incarnation = tasks[0]->incarnation();
+  hello.kind = tpurt::net::ConnectionKind::kData;
+  int fd = tpurt::net::dial(cs[0].addresses[1], hello, "tok", tpurt::net::now_ms() + 5000);
+  send_all(fd, "ping");
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    CHECK(cv.wait_for(lock, std::chrono::duration<double>(time_limit(5)), [&] { return got_fd >= 0; }));
+  }
+  if (got_fd >= 0) {
+    CHECK(got_peer == 0);
+    char buf[4] = {0};
+    size_t have = 0;
+    double end = now() + time_limit(3);
+    while (have < 4 && now() < end) {
+      struct pollfd p = {got_fd, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      ssize_t n = recv(got_fd, buf + have, 4 - have, 0);
+      if (n <= 0) break;
+      have += static_cast<size_t>(n);
+    }
+    CHECK(have == 4 && std::memcmp(buf, "ping", 4) == 0);
+    close(got_fd);
+  }
+  close(fd);
+  // The wrong token on a data connection: refused on both sides.
+  CHECK(code_of([&] { close(tpurt::net::dial(cs[0].addresses[1], hello, "bad", tpurt::net::now_ms() + 3000)); }) ==
+        TPU_UNAUTHENTICATED);
+  shutdown_all(tasks);
+}
+
+// A registered agent sending well-formed but arbitrary requests: the service
+// answers or refuses each, and keeps serving the others.
+void test_coordination__arbitrary_requests(void** state) {
+  (void)state;
+  auto cs = configs(3);
+  std::vector<CoordinationConfig> real = {cs[0], cs[1]};
+  for (auto& c : real) c.heartbeat_timeout_ms = 20000;  // the fake agent never heartbeats
+  Started s;
+  int fd = -1;
+  std::thread faker([&] { code_of([&] { fd = fake_agent(cs[0], 2, cluster_id_of(cs[0])); }); });
+  s = start_all(real);
+  faker.join();
+  if (!all_started(s) || fd < 0) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  Seen seen;
+  seen.watch(*s.tasks[0]);
+  std::mt19937_64 rng(99);
+  std::thread reader([&] {  // drains the answers so the service never blocks on us
+    char buf[4096];
+    double end = now() + time_limit(10);
+    while (now() < end) {
+      struct pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      if (recv(fd, buf, sizeof buf, 0) <= 0) return;
+    }
+  });
+  auto rand_str = [&](size_t max) {
+    std::string r(rng() % (max + 1), '\0');
+    for (char& c : r) c = "ab/c\0\xff"[rng() % 6];
+    return r;
+  };
+  for (int i = 0; i < 400; ++i) {
+    tpurt::wire::Envelope e = TPURT__WIRE__ENVELOPE__INIT;
+    std::string key = rand_str(12), value = rand_str(40);
+    Tpurt__Wire__KvSet ks = TPURT__WIRE__KV_SET__INIT;
+    Tpurt__Wire__KvGet kg = TPURT__WIRE__KV_GET__INIT;
+    Tpurt__Wire__KvDelete kd = TPURT__WIRE__KV_DELETE__INIT;
+    Tpurt__Wire__Barrier b = TPURT__WIRE__BARRIER__INIT;
+    Tpurt__Wire__Heartbeat hb = TPURT__WIRE__HEARTBEAT__INIT;
+    Tpurt__Wire__StepAbort sa = TPURT__WIRE__STEP_ABORT__INIT;
+    int32_t tasks[4];
+    switch (rng() % 6) {
+      case 0:
+        ks.key = const_cast<char*>(key.c_str());
+        ks.value = tpurt::wire::binary(value);
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_KV_SET;
+        e.kv_set = &ks;
+        break;
+      case 1:
+        kg.key = const_cast<char*>(key.c_str());
+        kg.timeout_ms = static_cast<int64_t>(rng() % 3) - 1 + (rng() % 2 ? 0 : INT64_MAX - 1);
+        kg.try_only = rng() % 2;
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_KV_GET;
+        e.kv_get = &kg;
+        break;
+      case 2:
+        kd.key = const_cast<char*>(key.c_str());
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_KV_DELETE;
+        e.kv_delete = &kd;
+        break;
+      case 3: {
+        b.id = const_cast<char*>(key.c_str());
+        b.timeout_ms = static_cast<int64_t>(rng() % 100) - 10;
+        b.n_tasks = rng() % 5;
+        for (size_t k = 0; k < b.n_tasks; ++k) tasks[k] = static_cast<int32_t>(rng() % 5) - 1;
+        b.tasks = tasks;
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_BARRIER;
+        e.barrier = &b;
+        break;
+      }
+      case 4:
+        hb.task_id = static_cast<int32_t>(rng());
+        hb.incarnation = rng();
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_HEARTBEAT;
+        e.heartbeat = &hb;
+        break;
+      default:
+        sa.step = rng();
+        sa.origin_task = static_cast<int32_t>(rng());
+        sa.code = static_cast<int32_t>(rng());
+        sa.message = const_cast<char*>(key.c_str());
+        e.msg_case = TPURT__WIRE__ENVELOPE__MSG_STEP_ABORT;
+        e.step_abort = &sa;
+    }
+    send_all(fd, tpurt::wire::pack_frame(rng(), e));
+  }
+  // Still serving, with nobody lost.
+  s.tasks[0]->kv_set("after", "ok");
+  CHECK(s.tasks[1]->kv_get("after", 2000) == "ok");
+  {
+    std::lock_guard<std::mutex> lock(seen.mu);
+    CHECK(seen.failures.empty());
+  }
+  shutdown(fd, SHUT_RDWR);
+  reader.join();
+  close(fd);
+  CHECK(seen.wait_failures(1, 5));  // the fake's end is a lost task
+  shutdown_all(s.tasks);
+}
+
 void test_coordination__malformed_agent_is_lost(void** state) {
   (void)state;
   auto cs = configs(3);
@@ -792,6 +1123,7 @@ int main(int argc, char** argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_coordination__forms_and_shuts_down),
       cmocka_unit_test(test_coordination__start_deadline_names_missing_task),
+      cmocka_unit_test(test_coordination__shutdown_barrier_deadline),
       cmocka_unit_test(test_coordination__bad_configs),
       cmocka_unit_test(test_coordination__handshake_tokens),
       cmocka_unit_test(test_coordination__cluster_tokens),
@@ -800,10 +1132,13 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_coordination__destroyed_task_is_reported),
       cmocka_unit_test(test_coordination__service_lost),
       cmocka_unit_test(test_coordination__heartbeat_timeout),
+      cmocka_unit_test(test_coordination__silent_service),
       cmocka_unit_test(test_coordination__registration_conflicts),
       cmocka_unit_test(test_coordination__step_abort_relay),
       cmocka_unit_test(test_coordination__malformed_input),
       cmocka_unit_test(test_coordination__malformed_agent_is_lost),
+      cmocka_unit_test(test_coordination__data_connections),
+      cmocka_unit_test(test_coordination__arbitrary_requests),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 // connections go to the service (task 0; elsewhere they are closed).
 #include "cluster/coordination.h"
 
+#include <netdb.h>
 #include <openssl/rand.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -77,6 +78,18 @@ uint64_t random_incarnation() {
   if (RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof v) != 1)
     fail(TPU_INTERNAL, "RAND_bytes failed: no randomness for the incarnation");
   return v;
+}
+
+// host:port of a connected socket's peer, for the log.
+std::string peer_address(int fd) {
+  struct sockaddr_storage a;
+  socklen_t len = sizeof a;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown peer";
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, port, sizeof port,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return "an unknown peer";
+  return a.ss_family == AF_INET6 ? str_cat("[", host, "]:", port) : str_cat(host, ":", port);
 }
 
 std::string host_name() {
@@ -164,7 +177,7 @@ struct Coordination::Impl {
           hello = net::accept_handshake(fd, id, token, net::now_ms() + kHandshakeTimeoutMs);
           ok = true;
         } catch (const std::exception& e) {
-          wire::log(str_cat("closing an incoming connection: ", e.what()));
+          wire::log(str_cat("closing the connection from ", peer_address(fd), ": ", e.what()));
         }
         {
           std::lock_guard<std::mutex> lock(gate_ref->mu);
@@ -184,20 +197,25 @@ struct Coordination::Impl {
   }
 
   void on_handshaken(int fd, const net::Hello& hello) {
-    if (torn_down || hello.task_id < 0 || hello.task_id >= num_tasks) {
-      if (!torn_down)
-        wire::log(str_cat("closing a connection from task ", hello.task_id, ": not in the cluster"));
+    if (torn_down) {
       ::close(fd);
       return;
     }
     if (hello.kind == net::ConnectionKind::kData) {
-      if (on_data) {
-        on_data(hello.task_id, fd);
+      if (hello.task_id < 0 || hello.task_id >= num_tasks) {
+        wire::log(str_cat("closing a data connection from task ", hello.task_id,
+                          ": not in the cluster"));
+        ::close(fd);
+      } else if (on_data) {
+        // The callee owns fd from here, even when it throws.
+        guarded_callback("on_data", [&] { on_data(hello.task_id, fd); });
       } else {
         ::close(fd);
       }
       return;
     }
+    // A task id out of range reaches the service, which answers its registration
+    // with TPU_INVALID_ARGUMENT.
     if (!service) {
       wire::log(str_cat("closing a coordination connection from task ", hello.task_id,
                         ": the service runs in task 0"));
@@ -295,7 +313,7 @@ struct Coordination::Impl {
           std::lock_guard<std::mutex> lock(mu);
           cb = abort_callback;
         }
-        if (cb && !quiet) cb(a);
+        if (cb && !quiet) guarded_callback("on_step_abort", [&] { cb(a); });
         return;
       }
       default:
@@ -333,7 +351,19 @@ struct Coordination::Impl {
       }
       cb = failure_callback;
     }
-    if (cb) cb(f);
+    if (cb) guarded_callback("on_task_failure", [&] { cb(f); });
+  }
+
+  // A callback's exception must not unwind through libuv.
+  template <typename F>
+  static void guarded_callback(const char* name, F&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      wire::log(str_cat("the ", name, " callback threw: ", e.what()));
+    } catch (...) {
+      wire::log(str_cat("the ", name, " callback threw"));
+    }
   }
 
   // Closes everything the loop holds; the loop thread.
@@ -356,6 +386,9 @@ struct Coordination::Impl {
 
   // Sends the envelope as a request and waits for its response up to wait_ms.
   std::shared_ptr<Pending> call(const wire::Envelope& e, int64_t wait_ms, const std::string& what) {
+    // The answer comes through the loop: waiting on it from there would never end.
+    if (loop->on_loop_thread())
+      fail(TPU_FAILED_PRECONDITION, what, ": not callable from a coordination callback");
     auto p = std::make_shared<Pending>();
     uint64_t seq = next_seq++;
     std::string frame = wire::pack_frame(seq, e);
@@ -548,6 +581,7 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
   reg.task = &info;
   int64_t left = deadline - net::now_ms();
   reg.timeout_ms = left > 1 ? left : 1;
+  reg.init_timeout_ms = config.init_timeout_ms;
   wire::Envelope e = TPURT__WIRE__ENVELOPE__INIT;
   e.msg_case = TPURT__WIRE__ENVELOPE__MSG_REGISTER;
   e.register_ = &reg;
@@ -703,6 +737,8 @@ void Coordination::barrier(const std::string& id, int64_t timeout_ms,
 
 void Coordination::shutdown() {
   Impl* m = impl_.get();
+  if (m->loop->on_loop_thread())
+    fail(TPU_FAILED_PRECONDITION, "shutdown: not callable from a coordination callback");
   if (m->shut_down.exchange(true)) return;
   const int64_t timeout = capped(m->config.shutdown_barrier_timeout_ms);
   std::unique_ptr<Error> error;

@@ -69,7 +69,10 @@ class Coordination {
   // another live process, TPU_INVALID_ARGUMENT for a config that does not hold.
   static std::unique_ptr<Coordination> start(const CoordinationConfig& config,
                                              DataConnectionHandler on_data);
-  ~Coordination();  // shutdown() if not done, without the barrier
+  // shutdown() if not done, without the barrier: a Disconnect that tells the service
+  // this task left without shutdown, which every other task then gets as this
+  // task's failure (TPU_UNAVAILABLE). Never from a callback (the loop thread).
+  ~Coordination();
 
   int task_id() const;
   int num_tasks() const;

@@ -80,8 +80,18 @@ void ControlConnection::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) 
 
 void ControlConnection::send(std::string frame) {
   if (closed_) return;
+  uv_stream_t* stream = reinterpret_cast<uv_stream_t*>(&tcp_);
+  size_t sent = 0;
+  // Straight into the socket when nothing is queued: no wait for the next loop
+  // turn (step aborts), and a frame written before a close() is not cancelled.
+  if (uv_stream_get_write_queue_size(stream) == 0) {
+    uv_buf_t b = uv_buf_init(&frame[0], static_cast<unsigned int>(frame.size()));
+    int n = uv_try_write(stream, &b, 1);
+    if (n > 0) sent = static_cast<size_t>(n);
+    if (sent == frame.size()) return;
+  }
   WriteRequest* w = new WriteRequest();
-  w->data = std::move(frame);
+  w->data = frame.substr(sent);
   w->conn = this;
   uv_buf_t b = uv_buf_init(&w->data[0], static_cast<unsigned int>(w->data.size()));
   int r = uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&tcp_), &b, 1,

@@ -51,12 +51,33 @@ void CoordinationService::close() {
   if (closing_) return;
   closing_ = true;
   if (timer_started_) uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
+  // Task 0 gave up waiting (its start failed): the tasks still waiting learn why,
+  // rather than only that the service went away.
+  if (!formed_) {
+    std::string why = registration_status(config_.init_timeout_ms);
+    for (const Waiter& w : registrations_) respond(w.conn, w.seq, TPU_DEADLINE_EXCEEDED, why);
+    registrations_.clear();
+  }
   std::vector<wire::ControlConnection*> open;
   for (auto& p : peers_)
     if (p.second.conn) open.push_back(p.second.conn);
   for (auto* c : open) c->close("the coordination service stopped");
   peers_.clear();
   other_agents_ = 0;
+}
+
+std::string CoordinationService::registration_status(int64_t timeout_ms) const {
+  int registered = 0;
+  std::string missing;
+  for (int i = 0; i < num_tasks_; ++i) {
+    if (tasks_[i].state == State::kConnected) {
+      ++registered;
+    } else {
+      missing += str_cat(missing.empty() ? "" : ", ", task_name(i));
+    }
+  }
+  return str_cat(registered, " of ", num_tasks_, " tasks registered within ", timeout_ms,
+                 " ms; missing: ", missing);
 }
 
 std::string CoordinationService::task_name(int task) const {
@@ -327,7 +348,8 @@ void CoordinationService::on_register(uint64_t conn, uint64_t seq, const Tpurt__
     return;
   }
   int64_t timeout = r.timeout_ms > 0 ? bounded(r.timeout_ms) : 1;
-  registrations_.push_back(Waiter{conn, seq, net::now_ms() + timeout, "", timeout});
+  registrations_.push_back(
+      Waiter{conn, seq, net::now_ms() + timeout, "", r.init_timeout_ms > 0 ? r.init_timeout_ms : timeout});
   try_form();
 }
 
@@ -530,19 +552,8 @@ void CoordinationService::tick() {
       registrations_.erase(std::remove_if(registrations_.begin(), registrations_.end(),
                                           [now](const Waiter& w) { return w.deadline <= now; }),
                            registrations_.end());
-      int registered = 0;
-      std::string missing;
-      for (int i = 0; i < num_tasks_; ++i) {
-        if (tasks_[i].state == State::kConnected) {
-          ++registered;
-        } else {
-          missing += str_cat(missing.empty() ? "" : ", ", task_name(i));
-        }
-      }
       for (const Waiter& w : expired)
-        respond(w.conn, w.seq, TPU_DEADLINE_EXCEEDED,
-                str_cat(registered, " of ", num_tasks_, " tasks registered within ", w.timeout_ms,
-                        " ms; missing: ", missing));
+        respond(w.conn, w.seq, TPU_DEADLINE_EXCEEDED, registration_status(w.timeout_ms));
     }
   }
   // Key-value gets past their timeout.

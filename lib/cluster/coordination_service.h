@@ -57,7 +57,7 @@ class CoordinationService {
     uint64_t seq;
     int64_t deadline;
     std::string key;       // kv get
-    int64_t timeout_ms;
+    int64_t timeout_ms;    // for the message
   };
   struct Barrier {
     std::string id;
@@ -84,6 +84,7 @@ class CoordinationService {
   void finish_barrier(const std::string& key, tpu_status code, const std::string& message);
   void check_barrier(const std::string& key);
   std::string task_name(int task) const;
+  std::string registration_status(int64_t timeout_ms) const;
   void respond(uint64_t conn, uint64_t seq, tpu_status code, const std::string& message,
                const std::string* value = nullptr, bool found = false, bool with_tasks = false);
   void send_to(uint64_t conn, const wire::Envelope& e, uint64_t seq);
