@@ -269,3 +269,5 @@ $(PY_DIR)/_tpurt$(PY_EXT): $(PY_DIR)/tpurt_wrap.cxx $(BUILD)/lib/libtpurt.so
 .PHONY: test-python
 test-python: $(PY_DIR)/_tpurt$(PY_EXT)
 	PYTHONPATH=$(PY_DIR) python3 tests/python/test_generated_python.py
+
+include tests/fuzz/fuzz.mk
