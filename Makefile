@@ -63,6 +63,10 @@ LIB_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_CXX)) $(patsubst $(BUILD)/gen
 LIB_PKGS := libprotobuf-c libuv libcrypto jansson
 LIB_DEPS_LIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lprotobuf-c -luv -lcrypto -ljansson) -pthread
 
+# What a static link of libtpurt.a needs (tpurt.pc's Libs.private): Debian ships
+# libuv's archive as libuv_a (libuv-static.pc).
+PC_LIBS_PRIVATE := $(shell pkg-config --static --libs libprotobuf-c libuv-static libcrypto jansson 2>/dev/null || echo -lprotobuf-c -luv_a -lcrypto -ljansson) -pthread
+
 SONAME := libtpurt.so.$(VERSION_MAJOR)
 SHLIB := $(BUILD)/lib/libtpurt.so.$(VERSION)
 STLIB := $(BUILD)/lib/libtpurt.a
@@ -129,7 +133,7 @@ $(STLIB): $(LIB_OBJS)
 pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 PC_GEN = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|g' \
   -e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' \
-  -e 's|@LIBS_PRIVATE@|$(LIB_DEPS_LIBS) -lstdc++ -lm|g'
+  -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE) -lstdc++ -lm|g'
 $(BUILD)/pkgconfig/%.pc: pkgconfig/%.pc.in include/tpurt/common.h
 	@mkdir -p $(@D)
 	$(PC_GEN) $< > $@

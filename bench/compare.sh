@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# compare.sh - tpurt's all-reduce next to Open MPI's shared-memory MPI_Allreduce,
-# measured in the same run on this machine, as a markdown table.
+# compare.sh - tpurt's all-reduce next to Open MPI's shared-memory MPI_Allreduce
+# (replicas in one process), and tpurt's tasks over TCP next to Open MPI over TCP and
+# Gloo's ring (processes on loopback), measured in the same run on this machine, as
+# two markdown tables.
 #
 # usage: bench/compare.sh [--quick]
 #   --quick   the anchors' smoke run (n=2 only, sizes up to 1 MiB); the table then
@@ -50,12 +52,18 @@ sed -i 's/^\( *\)((try < MAX_TRIES)) \&\& \(log .*\)$/\1if ((try < MAX_TRIES)); 
   "$SRC/run_anchors.sh"
 
 log "anchors (Open MPI, Gloo, ceilings) -> $OUT"
-RANKS="2 8" OUT="$OUT" "$SRC/run_anchors.sh" "${QUICK[@]}" >"$OUT/anchors.log" 2>&1 ||
+RANKS="2 4 8" GLOO_CONFIGS=ring OUT="$OUT" "$SRC/run_anchors.sh" "${QUICK[@]}" >"$OUT/anchors.log" 2>&1 ||
   log "the anchors failed (see $OUT/anchors.log); their columns will show -"
 
 for n in 2 8; do
   log "tpurt bench, $n replicas"
   "$TPURT" bench --csv -r "$n" -b 8 -e "$MAXBYTES" -f 2 >"$OUT/tpurt_n$n.csv" 2>"$OUT/tpurt_n$n.err"
+done
+# Tasks of one core each under tpurt launch; task 0 prints, prefixed "[0] ".
+for n in 2 4 8; do
+  log "tpurt bench --tasks $n"
+  "$TPURT" bench --csv --tasks "$n" -b 8 -e "$MAXBYTES" -f 2 2>"$OUT/tpurt_tasks_n$n.err" |
+    sed -n 's/^\[0\] //p' >"$OUT/tpurt_tasks_n$n.csv"
 done
 log "tpurt empty step, 8 replicas"
 "$TPURT" bench --csv --step -r 8 >"$OUT/tpurt_step_n8.csv"
@@ -72,6 +80,13 @@ row() {
   awk -v label="$1" -v a="$2" -v b="$3" 'function f(x) { return x == "-" ? x : sprintf("%.2f", x) }
     BEGIN { r = (a == "-" || b == "-" || a + 0 == 0) ? "-" : sprintf("%.2fx", b / a)
             printf "| %s | %s | %s | %s |\n", label, f(a), f(b), r }'
+}
+# row3 LABEL MPI GLOO TPURT: a row of the tasks table, with tpurt / MPI and tpurt / Gloo.
+row3() {
+  awk -v label="$1" -v a="$2" -v g="$3" -v b="$4" '
+    function f(x) { return x == "-" ? x : sprintf("%.2f", x) }
+    function r(x, y) { return (x == "-" || y == "-" || x + 0 == 0) ? "-" : sprintf("%.2fx", y / x) }
+    BEGIN { printf "| %s | %s | %s | %s | %s | %s |\n", label, f(a), f(g), f(b), r(a, b), r(g, b) }'
 }
 # meta KEY: a key=value from the "# ..." line of the n=8 tpurt CSV.
 meta() { sed -n "s/^#.*[ ,]$1=\([^,]*\).*/\1/p" "$OUT/tpurt_n8.csv" | head -1; }
@@ -107,6 +122,20 @@ TABLE=$OUT/compare.md
   wrong=$(awk -F, '!/^#/ && $8 ~ /^[0-9]+$/ { w += $8 } END { print w + 0 }' "$OUT"/tpurt_n*.csv)
   bad=$(cat "$OUT"/mpi_sm_n*.csv 2>/dev/null | awk -F, '$1 != "bytes" && $7 != "ok" { b++ } END { print b + 0 }')
   echo "- result checks: tpurt $wrong wrong elements; MPI $bad sizes not ok"
+  echo
+  echo
+  echo "## Tasks over TCP on loopback (one core each) vs Open MPI over TCP and Gloo's ring"
+  echo
+  echo "| n | metric | Open MPI (TCP) | Gloo (ring) | tpurt tasks | vs MPI | vs Gloo |"
+  echo "|---|---|---|---|---|---|---|"
+  for n in 2 4 8; do
+    tcp=$OUT/mpi_tcp_n$n.csv gloo=$OUT/gloo_ring_n$n.csv tp=$OUT/tpurt_tasks_n$n.csv
+    row3 "$n | latency 8 B (us)" "$(value "$tcp" 1 8 4)" "$(value "$gloo" 1 8 4)" "$(value "$tp" 1 8 5)"
+    row3 "$n | busbw 1 MiB (GB/s)" "$(value "$tcp" 1 1048576 6)" "$(value "$gloo" 1 1048576 6)" \
+      "$(value "$tp" 1 1048576 7)"
+    row3 "$n | busbw $big_label (GB/s)" "$(value "$tcp" 1 "$BIG" 6)" "$(value "$gloo" 1 "$BIG" 6)" \
+      "$(value "$tp" 1 "$BIG" 7)"
+  done
   echo
   echo "Raw data: $OUT (anchors' summary.md, tpurt_*.csv)."
 } >"$TABLE"

@@ -462,6 +462,8 @@ bool TcpTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, StepOut
   bool failed = false;
   std::vector<int> readers, writers;
   for (;;) {
+    // A lost task ends the cluster: nobody waits for the others' step ends then.
+    if (has_failed_.load(std::memory_order_acquire)) return false;
     readers.clear();
     writers.clear();
     bool advanced = false;
