@@ -31,6 +31,14 @@ bool partials_exact(tpu_dtype dtype, tpu_reduce_op op) {
   }
 }
 
+// Up to this many bytes of all members' inputs, a reduction sends every task the
+// inputs (one exchange) instead of reducing slices and sending them back (two).
+constexpr size_t kGatherReduceBytes = 64 * 1024;
+// Above this many bytes an exchange with several peers goes in rounds, one peer each
+// way per round (round k: to the k-th task after this one, from the k-th before):
+// two streams per task instead of two per peer, which crowd the CPUs and the caches.
+constexpr uint64_t kRoundsBytes = 256 * 1024;
+
 // Element range [lo, lo + len) of slice s of n elements split np ways.
 void slice_of(int64_t n, int np, int s, int64_t* lo, int64_t* len) {
   const int64_t base = n / np, extra = n % np;
@@ -169,7 +177,31 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
 }
 
 void ClusterCommunicator::exchange(Call& call, std::vector<net::Send>& sends,
-                                   std::vector<net::Recv>& recvs) {
+                                   std::vector<net::Recv>& recvs, const std::vector<int>* tasks) {
+  uint64_t total = 0;
+  for (const net::Send& s : sends) total += s.bytes;
+  if (tasks == nullptr || tasks->size() <= 2 || total <= kRoundsBytes) {
+    exchange_once(call, sends, recvs);
+    return;
+  }
+  const int np = static_cast<int>(tasks->size());
+  const int pos = static_cast<int>(std::find(tasks->begin(), tasks->end(), task_id_) - tasks->begin());
+  std::vector<net::Send> round_sends;
+  std::vector<net::Recv> round_recvs;
+  for (int k = 1; k < np; ++k) {
+    const int to = (*tasks)[(pos + k) % np], from = (*tasks)[(pos - k + np) % np];
+    round_sends.clear();
+    round_recvs.clear();
+    for (const net::Send& s : sends)
+      if (s.peer == to) round_sends.push_back(s);
+    for (const net::Recv& r : recvs)
+      if (r.peer == from) round_recvs.push_back(r);
+    exchange_once(call, round_sends, round_recvs);
+  }
+}
+
+void ClusterCommunicator::exchange_once(Call& call, std::vector<net::Send>& sends,
+                                        std::vector<net::Recv>& recvs) {
   if (sends.empty() && recvs.empty()) return;
   Rendezvous& rv = rendezvous();
   transport_->exchange(
@@ -260,6 +292,15 @@ void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tenso
       grow(&result_buffer_, x->byte_size);
       result = result_buffer_.data.get();
     }
+    if (np == 1 || x->byte_size * static_cast<size_t>(g.group_size) <= kGatherReduceBytes) {
+      // Small (or all here): every task gets every input and reduces them all.
+      Groups one{row, 1, g.group_size};
+      gather_groups(call, one, x->byte_size, [&](const int32_t*, int size, const void* const* in) {
+        reduce(dtype, op, in, size, 0, n, result);
+      });
+      for (int k : mine) deliver(row[k], result);
+      continue;
+    }
     // This task's partial (exact ops): its members reduced, all elements.
     char* partial = nullptr;
     if (exact) {
@@ -297,7 +338,7 @@ void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tenso
       for (size_t c = 0; c < count; ++c)
         recvs.push_back({split.tasks[s], tag, received + (slot_of_task[s] + c) * my_bytes, my_bytes});
     }
-    exchange(call, sends, recvs);
+    exchange(call, sends, recvs, &split.tasks);
     // Reduce this task's slice.
     const size_t my_off = static_cast<size_t>(my_lo) * esize;
     if (exact) {
@@ -328,7 +369,7 @@ void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tenso
       recvs.push_back({split.tasks[s], tag + 1, result + static_cast<size_t>(lo) * esize,
                        static_cast<size_t>(len) * esize});
     }
-    exchange(call, sends, recvs);
+    exchange(call, sends, recvs, &split.tasks);
     for (int k : mine) deliver(row[k], result);
   }
 }
@@ -367,7 +408,7 @@ void ClusterCommunicator::gather_groups(
         inputs[k] = at;
       }
     }
-    exchange(call, sends, recvs);
+    exchange(call, sends, recvs, &split.tasks);
     use(row, g.group_size, inputs.data());
   }
 }

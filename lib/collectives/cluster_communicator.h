@@ -72,7 +72,11 @@ class ClusterCommunicator : public Communicator {
   void run(int rank, const Descriptor& desc, const Tensor* x, Tensor* out,
            const std::function<void()>& validate,
            const std::function<void(Call&)>& leader);
-  void exchange(Call& call, std::vector<net::Send>& sends, std::vector<net::Recv>& recvs);
+  // One collective's transfers with the other tasks; tasks: those of the group, for
+  // large transfers to go in rounds (NULL: all at once).
+  void exchange(Call& call, std::vector<net::Send>& sends, std::vector<net::Recv>& recvs,
+                const std::vector<int>* tasks = nullptr);
+  void exchange_once(Call& call, std::vector<net::Send>& sends, std::vector<net::Recv>& recvs);
   // Reduces every group with members here. into_output: the result goes into the
   // group's first local member's output (else into a buffer of ours); deliver then
   // gives it to each local member.
