@@ -68,17 +68,16 @@ struct ClusterCommunicator::Call {
   net::Transport::Clock::time_point deadline;
 };
 
-ClusterCommunicator::ClusterCommunicator(
-    std::vector<int> task_of_replica, int task_id, net::Transport* transport, int64_t timeout_ms,
-    int num_cpus, std::function<void(int, tpu_status, const std::string&)> on_local_failure)
+ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_replica, int task_id,
+                                         net::Transport* transport, int64_t timeout_ms,
+                                         int num_cpus)
     : Communicator(static_cast<int>(std::count(task_of_replica.begin(), task_of_replica.end(), task_id)),
                    timeout_ms, num_cpus, /*private_results=*/true),
       task_of_replica_(std::move(task_of_replica)),
       task_id_(task_id),
       transport_(transport),
       local_rank_(task_of_replica_.size(), -1),
-      all_replicas_(task_of_replica_.size()),
-      on_local_failure_(std::move(on_local_failure)) {
+      all_replicas_(task_of_replica_.size()) {
   for (size_t r = 0; r < task_of_replica_.size(); ++r) {
     all_replicas_[r] = static_cast<int32_t>(r);
     if (task_of_replica_[r] != task_id_) continue;
@@ -112,15 +111,8 @@ void ClusterCommunicator::set_call_timeout(int rank, int64_t timeout_ms) {
 }
 
 void ClusterCommunicator::abort(int replica, tpu_status code, const std::string& message) {
-  const bool first = !aborted();
   Communicator::abort(replica, code, message);
-  transport_->interrupt();
-  if (first && replica >= 0 && on_local_failure_) on_local_failure_(replica, code, message);
-}
-
-void ClusterCommunicator::abort_from_remote(tpu_status code, const std::string& message) {
-  rendezvous().poison(code, message);
-  transport_->interrupt();
+  transport_->interrupt();  // the leader may be waiting on the network
 }
 
 void ClusterCommunicator::depart(int rank) { Communicator::depart(local_rank(rank)); }
@@ -141,11 +133,9 @@ ClusterCommunicator::Groups ClusterCommunicator::groups_of(const tpu_group_assig
 }
 
 void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x, Tensor* out,
-                              const std::function<void()>& validate,
                               const std::function<void(Call&)>& leader) {
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
-  (void)validate;
   uint64_t seq;
   Record& rec = rv.begin(lr, &seq);
   rec.desc = desc;
@@ -444,7 +434,7 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
   });
   desc.op = op;
   desc.bf16_wire = bf16_wire;
-  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+  run(rank, desc, x, out.t, [&](Call& call) {
     reduce_groups(call, g, x, op, /*into_output=*/true, [&](int member, const char* result) {
       void* dst = call.output[local_rank_[member]];
       if (x->byte_size && dst != result) std::memcpy(dst, result, x->byte_size);
@@ -494,7 +484,7 @@ Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_
   desc.op = op;
   desc.params[0] = a;
   desc.bf16_wire = bf16_wire;
-  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+  run(rank, desc, x, out.t, [&](Call& call) {
     reduce_groups(call, g, x, op, /*into_output=*/false, [&](int member, const char* result) {
       if (x->num_elements == 0) return;
       int pos = 0;
@@ -533,7 +523,7 @@ Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
     out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
   });
   desc.params[0] = a;
-  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+  run(rank, desc, x, out.t, [&](Call& call) {
     gather_groups(call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
       for (int k = 0; k < size; ++k) {
         if (task_of_replica_[row[k]] != task_id_) continue;
@@ -583,7 +573,7 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
   desc.params[0] = s;
   desc.params[1] = c;
   desc.params[2] = split_count;
-  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+  run(rank, desc, x, out.t, [&](Call& call) {
     gather_groups(call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
       for (int pos = 0; pos < size; ++pos) {
         if (task_of_replica_[row[pos]] != task_id_) continue;
@@ -627,7 +617,7 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
   desc.num_groups = num_pairs;
   desc.group_size = 2;
   desc.groups_hash = hash_ids(pairs, int64_t(num_pairs) * 2);
-  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+  run(rank, desc, x, out.t, [&](Call& call) {
     const size_t bytes = x->byte_size;
     std::vector<bool> targeted(local_replicas_.size(), false);
     std::vector<net::Send> sends;
@@ -667,7 +657,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
     out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
   });
   desc.params[0] = root;
-  run(rank, desc, x, out.t, nullptr, [&](Call& call) {
+  run(rank, desc, x, out.t, [&](Call& call) {
     const size_t bytes = x->byte_size;
     for (int gi = 0; gi < g.num_groups; ++gi) {
       const int32_t* row = g.ids + int64_t(gi) * g.group_size;
@@ -706,7 +696,7 @@ void ClusterCommunicator::barrier(int rank) {
     Groups g = groups_of(nullptr, &desc);
     (void)g;
   });
-  run(rank, desc, nullptr, nullptr, nullptr, [&](Call& call) {
+  run(rank, desc, nullptr, nullptr, [&](Call& call) {
     std::vector<net::Send> sends;
     std::vector<net::Recv> recvs;
     std::vector<bool> has(transport_->num_tasks(), false);

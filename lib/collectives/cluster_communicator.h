@@ -26,11 +26,10 @@ struct Descriptor;
 class ClusterCommunicator : public Communicator {
  public:
   // task_of_replica: every replica's task; this task's replicas are the local ranks
-  // in increasing replica order. on_local_failure: called when one of this task's
-  // replicas fails the step (to tell the other tasks at once).
+  // in increasing replica order. Another task learns of this task's failed step from
+  // the transport's end of the step (net::Transport::end_step).
   ClusterCommunicator(std::vector<int> task_of_replica, int task_id, net::Transport* transport,
-                      int64_t timeout_ms, int num_cpus,
-                      std::function<void(int replica, tpu_status, const std::string&)> on_local_failure);
+                      int64_t timeout_ms, int num_cpus);
   ~ClusterCommunicator() override;
 
   int num_replicas() const { return static_cast<int>(task_of_replica_.size()); }
@@ -41,8 +40,6 @@ class ClusterCommunicator : public Communicator {
 
   void set_call_timeout(int rank, int64_t timeout_ms) override;
   void abort(int replica, tpu_status code, const std::string& message) override;
-  // A failure another task reported for this step (no callback).
-  void abort_from_remote(tpu_status code, const std::string& message);
   void depart(int rank) override;
 
   Tensor* all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
@@ -67,10 +64,9 @@ class ClusterCommunicator : public Communicator {
 
   int local_rank(int replica) const;
   Groups groups_of(const tpu_group_assignment* groups, Descriptor* desc) const;
-  // Validates on this replica (a failure fails the step), meets the local replicas,
-  // lets the leader run `leader` and waits for it. out: this replica's result.
+  // Meets the local replicas (after the caller validated), lets the leader run
+  // `leader` and waits for it. out: this replica's result.
   void run(int rank, const Descriptor& desc, const Tensor* x, Tensor* out,
-           const std::function<void()>& validate,
            const std::function<void(Call&)>& leader);
   // One collective's transfers with the other tasks; tasks: those of the group, for
   // large transfers to go in rounds (NULL: all at once).
@@ -96,7 +92,6 @@ class ClusterCommunicator : public Communicator {
   std::vector<int> local_replicas_;
   std::vector<int> local_rank_;  // by replica; -1 elsewhere
   std::vector<int32_t> all_replicas_;
-  std::function<void(int, tpu_status, const std::string&)> on_local_failure_;
   std::vector<int64_t> call_timeout_ms_;  // by local rank
   // The leader's buffers, grown as needed and never cleared: a collective of the
   // same size again allocates and faults nothing.

@@ -25,9 +25,9 @@ namespace {
 // to arrive from a peer that is already sending.
 constexpr auto kSpin = std::chrono::microseconds(50);
 
-// Where discarded payload goes.
-char g_sink[64 * 1024];
+// What pads a frame a failed collective left half-sent.
 const char g_zeros[64 * 1024] = {};
+constexpr size_t kSinkBytes = 64 * 1024;  // discarded payload is read in these
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -72,7 +72,8 @@ struct TcpTransport::Peer {
 };
 
 TcpTransport::TcpTransport(int num_tasks, int task_id)
-    : num_tasks_(num_tasks), task_id_(task_id), peers_(new Peer[num_tasks]) {
+    : num_tasks_(num_tasks), task_id_(task_id), peers_(new Peer[num_tasks]),
+      sink_(new char[kSinkBytes]) {
   for (int i = 0; i < num_tasks; ++i) peers_[i].id = i;
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) tpurt::fail(TPU_RESOURCE_EXHAUSTED, "eventfd: ", errno_text(errno));
@@ -236,8 +237,8 @@ TcpTransport::Progress TcpTransport::pump_recv(Peer& p, const std::function<std:
     } else {
       char* dest = p.in_dest ? p.in_dest
                    : p.in_end ? nullptr
-                              : g_sink;
-      size_t want = p.in_dest ? p.in_left : std::min<uint64_t>(p.in_left, sizeof g_sink);
+                              : sink_.get();
+      size_t want = p.in_dest ? p.in_left : std::min<uint64_t>(p.in_left, kSinkBytes);
       if (p.in_end) {
         const size_t have = p.end_payload.size();
         p.end_payload.resize(have + p.in_left);

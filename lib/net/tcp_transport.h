@@ -72,6 +72,7 @@ class TcpTransport : public Transport {
   std::condition_variable attached_;
   std::string failed_;     // the cluster's failure, once any
   std::atomic<bool> has_failed_{false};
+  std::unique_ptr<char[]> sink_;  // where discarded payload goes
   int wake_fd_ = -1;       // eventfd: interrupt()
   std::atomic<bool> interrupted_{false};
   uint64_t step_ = 0;

@@ -315,7 +315,7 @@ void System::check_num_replicas(int num_replicas, const DeviceAssignment* da) co
 
 std::shared_ptr<const DeviceAssignment> System::default_device_assignment(int num_replicas) const {
   check_num_replicas(num_replicas, nullptr);
-  return DeviceAssignment::task0_devices(topology_, num_replicas);
+  return DeviceAssignment::in_device_order(topology_, num_replicas);
 }
 
 const int* System::resolve_cores(int num_replicas, const DeviceAssignment* da,
@@ -395,7 +395,7 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
       cluster_comm_->task_of_replica() != replica_task_)
     cluster_comm_ = std::make_shared<ClusterCommunicator>(
         replica_task_, task_id(), transport_.get(), config_.collective_timeout_ms,
-        num_usable_cpus(), nullptr);
+        num_usable_cpus());
   std::shared_ptr<Communicator> comm = cluster_comm_;
   StepResult result = executor_.run(spec, cores, cores_per_replica, comm, outputs, &local_replicas_);
   net::StepOutcome mine{result.code, -1, result.message}, remote;

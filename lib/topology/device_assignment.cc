@@ -256,12 +256,13 @@ std::shared_ptr<const DeviceAssignment> DeviceAssignment::create(
   return index_all(std::move(topology), std::move(v), num_replicas, num_cores_per_replica);
 }
 
-std::shared_ptr<const DeviceAssignment> DeviceAssignment::task0_devices(
+std::shared_ptr<const DeviceAssignment> DeviceAssignment::in_device_order(
     std::shared_ptr<const Topology> topology, int num_replicas) {
   checked_total(topology.get(), num_replicas, 1);
   std::vector<int32_t> coords(static_cast<size_t>(num_replicas) * TPU_MESH_RANK);
   for (int r = 0; r < num_replicas; ++r) {
-    const Coords c = topology->device_coordinates(0, r);
+    const int per_task = topology->devices_per_task();
+    const Coords c = topology->device_coordinates(r / per_task, r % per_task);
     std::copy(c.begin(), c.end(), &coords[static_cast<size_t>(r) * TPU_MESH_RANK]);
   }
   return index_all(std::move(topology), std::move(coords), num_replicas, 1);

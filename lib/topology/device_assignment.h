@@ -40,9 +40,10 @@ class DeviceAssignment {
                                                         int num_replicas,
                                                         int num_cores_per_replica);
 
-  // Replica r on device r of task 0, one core each: the assignment a step without
-  // one runs on. num_replicas must not exceed the task's devices.
-  static std::shared_ptr<const DeviceAssignment> task0_devices(
+  // Replica r on global device r (task r / devices per task, its device r mod that),
+  // one core each: the assignment a step without one runs on. num_replicas must not
+  // exceed the topology's devices.
+  static std::shared_ptr<const DeviceAssignment> in_device_order(
       std::shared_ptr<const Topology> topology, int num_replicas);
 
   const std::shared_ptr<const Topology>& topology() const { return topology_; }

@@ -217,6 +217,12 @@ static tpu_status collectives_fn(tpu_replica_context *ctx, tpu_tensor *const *in
   return TPU_OK;
 }
 
+static tpu_status identity_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin,
+                              tpu_tensor **out, int nout, void *user) {
+  (void)nin, (void)nout, (void)user;
+  return tpu_cross_replica_sum(ctx, in[0], NULL, &out[0], NULL);
+}
+
 static int scenario_collectives(tpu_system *system) {
   /* The same topology bytes on every task: task 0 compares everyone's. */
   char key[64];
@@ -239,7 +245,27 @@ static int scenario_collectives(tpu_system *system) {
   tpu_topology_num_devices_per_task(topology, &per);
   tpu_topology_release(topology);
   EXPECT(tasks == g_tasks && per == g_local, "topology has %d tasks of %d devices", tasks, per);
-  tpu_status s = tpu_replicate(system, collectives_fn, NULL, g_n, 0, NULL, 0, NULL, NULL);
+  /* The default assignment puts replica r on task r / cores, as the steps do. */
+  tpu_device_assignment *da = NULL;
+  if (tpu_system_default_device_assignment(system, g_n, &da) == TPU_OK) {
+    for (int r = 0; r < g_n; r++) {
+      int task = -1;
+      tpu_device_assignment_task(da, r, 0, &task);
+      EXPECT(task == r / g_local, "default assignment: replica %d on task %d", r, task);
+    }
+    tpu_device_assignment_release(da);
+  } else {
+    EXPECT(0, "default assignment: %s", tpu_last_error());
+  }
+  /* One replica: it runs on task 0; the other tasks run nothing and still end the step. */
+  int64_t one = 1;
+  tpu_tensor *in = make(TPU_FLOAT, 0, &one, 1), *ins[1] = {in}, *outs[1] = {NULL};
+  tpu_status s = tpu_replicate(system, identity_fn, NULL, 1, 1, ins, 1, outs, NULL);
+  EXPECT(s == TPU_OK && (g_task == 0) == (outs[0] != NULL), "a one-replica step: %s: %s",
+         tpu_status_name(s), tpu_last_error());
+  tpu_tensor_release(outs[0]);
+  tpu_tensor_release(in);
+  s = tpu_replicate(system, collectives_fn, NULL, g_n, 0, NULL, 0, NULL, NULL);
   EXPECT(s == TPU_OK, "the step failed: %s: %s", tpu_status_name(s), tpu_last_error());
   /* Twice: the second step reuses the connections. */
   s = tpu_replicate(system, collectives_fn, NULL, g_n, 0, NULL, 0, NULL, NULL);
