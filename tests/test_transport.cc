@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -273,7 +274,7 @@ static void test_transport__interrupted_send(void **) {
     StepOutcome remote;
     if (me == 0) {
       Send s{1, 0, big.data(), bytes};
-      bool stop = false;
+      std::atomic<bool> stop{false};
       std::thread stopper([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         stop = true;
