@@ -61,6 +61,12 @@ std::shared_ptr<System> start_from(const ClusterResolver& r, const tpu_system_op
   return System::start_cluster(system_options, setup_from(r, cluster_options));
 }
 
+void check_kv_read(const char* key, const void* out, size_t capacity, const size_t* count) {
+  require_not_null(key, "key");
+  require_not_null(count, "count");
+  if (out == nullptr && capacity != 0) invalid_argument("argument 'out' is NULL but capacity is ", capacity);
+}
+
 System& live(tpu_system* handle) {
   System& s = system_of(handle);
   s.check_live();
@@ -201,9 +207,7 @@ TPU_EXPORT tpu_status tpu_kv_get(tpu_system* system, const char* key, int64_t ti
                                  size_t capacity, size_t* count) {
   return guarded([&] {
     System& s = live(system);
-    require_not_null(key, "key");
-    require_not_null(count, "count");
-    if (out == nullptr && capacity != 0) invalid_argument("argument 'out' is NULL but capacity is ", capacity);
+    check_kv_read(key, out, capacity, count);
     copy_bytes_out(s.kv_get(key, timeout_ms), out, capacity, count, "the value");
   });
 }
@@ -212,9 +216,7 @@ TPU_EXPORT tpu_status tpu_kv_try_get(tpu_system* system, const char* key, void* 
                                      size_t capacity, size_t* count) {
   return guarded([&] {
     System& s = live(system);
-    require_not_null(key, "key");
-    require_not_null(count, "count");
-    if (out == nullptr && capacity != 0) invalid_argument("argument 'out' is NULL but capacity is ", capacity);
+    check_kv_read(key, out, capacity, count);
     std::string value;
     if (!s.kv_try_get(key, &value)) fail(TPU_NOT_FOUND, "Config key ", key, " not found.");
     copy_bytes_out(value, out, capacity, count, "the value");

@@ -5,6 +5,7 @@
 
 #include "collectives/reduce.h"
 #include "collectives/rendezvous.h"
+#include "collectives/shapes.h"
 #include "core/box_copy.h"
 #include "core/checked.h"
 #include "core/dtype.h"
@@ -405,16 +406,8 @@ void ClusterCommunicator::gather_groups(
 
 Tensor* ClusterCommunicator::all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
                                         const tpu_group_assignment* groups, bool bf16_wire) {
-  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT) {
-    TensorRef wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
-    float_to_bf16(static_cast<const float*>(x->data), static_cast<uint16_t*>(wire->data),
-                  static_cast<size_t>(x->num_elements));
-    TensorRef reduced{reduce_impl(rank, wire.get(), op, groups, true)};
-    TensorRef out{new_tensor_uninitialized(TPU_FLOAT, reduced->dims, reduced->rank)};
-    bf16_to_float(static_cast<const uint16_t*>(reduced->data), static_cast<float*>(out->data),
-                  static_cast<size_t>(reduced->num_elements));
-    return out.take();
-  }
+  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT)
+    return through_bfloat16(x, [&](const Tensor* wire) { return reduce_impl(rank, wire, op, groups, true); });
   return reduce_impl(rank, x, op, groups, false);
 }
 
@@ -445,16 +438,8 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
 
 Tensor* ClusterCommunicator::reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
                                             const tpu_group_assignment* groups, bool bf16_wire) {
-  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT) {
-    TensorRef wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
-    float_to_bf16(static_cast<const float*>(x->data), static_cast<uint16_t*>(wire->data),
-                  static_cast<size_t>(x->num_elements));
-    TensorRef reduced{scatter_impl(rank, wire.get(), op, axis, groups, true)};
-    TensorRef out{new_tensor_uninitialized(TPU_FLOAT, reduced->dims, reduced->rank)};
-    bf16_to_float(static_cast<const uint16_t*>(reduced->data), static_cast<float*>(out->data),
-                  static_cast<size_t>(reduced->num_elements));
-    return out.take();
-  }
+  if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT)
+    return through_bfloat16(x, [&](const Tensor* wire) { return scatter_impl(rank, wire, op, axis, groups, true); });
   return scatter_impl(rank, x, op, axis, groups, false);
 }
 
@@ -470,15 +455,9 @@ Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_
   guard(rv, lr, rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
-    if (x->rank == 0) invalid_argument("reduce_scatter needs a tensor of rank >= 1, got a scalar");
-    a = normalize_axis(axis, x->rank, "scatter_axis");
     fill_desc(&desc, CollectiveKind::kReduceScatter, x);
     g = groups_of(groups, &desc);
-    if (x->dims[a] % g.group_size != 0)
-      invalid_argument("dimension ", a, " of ", describe(x), " (", x->dims[a],
-                       ") is not divisible by the group size ", g.group_size);
-    std::copy(x->dims, x->dims + x->rank, dims);
-    dims[a] /= g.group_size;
+    a = reduce_scatter_shape(x, axis, g.group_size, dims);
     out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
   });
   desc.op = op;
@@ -512,14 +491,9 @@ Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
   Published out{rv, lr};
   guard(rv, lr, rank, [&] {
     require_not_null(x, "x");
-    if (x->rank == 0) invalid_argument("all_gather needs a tensor of rank >= 1, got a scalar");
-    a = normalize_axis(axis, x->rank, "axis");
     fill_desc(&desc, CollectiveKind::kAllGather, x);
     g = groups_of(groups, &desc);
-    std::copy(x->dims, x->dims + x->rank, dims);
-    dims[a] = checked_mul(dims[a], int64_t{g.group_size}, "dimension ", a,
-                          " of all_gather's output (", g.group_size, " x ", dtype_name(x->dtype),
-                          ShapeText{x->dims, x->rank}, ")");
+    a = all_gather_shape(x, axis, g.group_size, dims);
     out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
   });
   desc.params[0] = a;
@@ -550,24 +524,9 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
   Published out{rv, lr};
   guard(rv, lr, rank, [&] {
     require_not_null(x, "x");
-    if (x->rank == 0) invalid_argument("all_to_all needs a tensor of rank >= 1, got a scalar");
-    if (split_count < 1) invalid_argument("split_count must be >= 1, got ", split_count);
-    c = normalize_axis(concat_dim, x->rank, "concat_dimension");
-    s = normalize_axis(split_dim, x->rank, "split_dimension");
     fill_desc(&desc, CollectiveKind::kAllToAll, x);
     g = groups_of(groups, &desc);
-    if (split_count != g.group_size)
-      invalid_argument("split_count ", split_count, " must equal the group size ", g.group_size);
-    if (x->dims[s] % split_count != 0)
-      invalid_argument("dimension ", s, " of ", describe(x), " (", x->dims[s],
-                       ") is not divisible by split_count ", split_count);
-    std::copy(x->dims, x->dims + x->rank, box);
-    box[s] /= split_count;
-    std::copy(box, box + x->rank, dims);
-    dims[c] = checked_mul(dims[c], int64_t{split_count}, "dimension ", c,
-                          " of all_to_all's output (", dtype_name(x->dtype),
-                          ShapeText{x->dims, x->rank}, " split ", split_count, " ways along ", s,
-                          " and concatenated along ", c, ")");
+    all_to_all_shape(x, concat_dim, split_dim, split_count, g.group_size, &c, &s, box, dims);
     out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
   });
   desc.params[0] = s;
@@ -598,20 +557,8 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
   Published out{rv, lr};
   guard(rv, lr, rank, [&] {
     require_not_null(x, "x");
-    if (num_pairs < 0) invalid_argument("num_pairs must be >= 0, got ", num_pairs);
-    if (num_pairs > 0) require_not_null(pairs, "source_target_pairs");
     fill_desc(&desc, CollectiveKind::kCollectivePermute, x);
-    const int n = num_replicas();
-    std::vector<int> as_source(n, -1), as_target(n, -1);
-    for (int i = 0; i < num_pairs; ++i) {
-      int a = pairs[2 * i], b = pairs[2 * i + 1];
-      if (a < 0 || a >= n || b < 0 || b >= n)
-        invalid_argument("source_target_pairs[", i, "] = (", a, ", ", b, ") names a replica outside [0, ", n, ")");
-      if (as_source[a] >= 0) invalid_argument("Source ", a, " appears more than once (pairs ", as_source[a], " and ", i, ")");
-      if (as_target[b] >= 0) invalid_argument("Target ", b, " appears more than once (pairs ", as_target[b], " and ", i, ")");
-      as_source[a] = i;
-      as_target[b] = i;
-    }
+    permute_source(pairs, num_pairs, num_replicas(), rank);
     out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
   });
   desc.num_groups = num_pairs;

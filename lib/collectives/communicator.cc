@@ -15,6 +15,7 @@
 
 #include "collectives/reduce.h"
 #include "collectives/rendezvous.h"
+#include "collectives/shapes.h"
 #include "core/box_copy.h"
 #include "core/checked.h"
 #include "core/dtype.h"
@@ -53,22 +54,6 @@ struct PublishedTensor {
   }
   Tensor* take() { Tensor* r = t; t = nullptr; return r; }
 };
-
-// The bfloat16 scope: rounds float32 x to bfloat16, reduces that with `reduce`
-// (which accumulates in float32 and rounds once), and widens the result to float32.
-template <typename Reduce>
-Tensor* through_bfloat16(const Tensor* x, Reduce&& reduce) {
-  TensorRef wire{new_tensor_uninitialized(TPU_BFLOAT16, x->dims, x->rank)};
-  auto* w = static_cast<uint16_t*>(wire->data);
-  const float* f = static_cast<const float*>(x->data);
-  float_to_bf16(f, w, static_cast<size_t>(x->num_elements));
-  TensorRef reduced{reduce(wire.get())};
-  TensorRef out{new_tensor_uninitialized(TPU_FLOAT, reduced->dims, reduced->rank)};
-  auto* o = static_cast<float*>(out->data);
-  const auto* r = static_cast<const uint16_t*>(reduced->data);
-  bf16_to_float(r, o, static_cast<size_t>(reduced->num_elements));
-  return out.take();
-}
 
 }  // namespace
 
@@ -288,12 +273,8 @@ Tensor* Communicator::all_gather(int rank, const Tensor* x, int axis,
   bool shared = false;
   check_local(rank, [&] {
     require_not_null(x, "x");
-    if (x->rank == 0) invalid_argument("all_gather needs a tensor of rank >= 1, got a scalar");
-    a = normalize_axis(axis, x->rank, "axis");
     setup(rank, CollectiveKind::kAllGather, x, groups, &desc, &g);
-    std::copy(x->dims, x->dims + x->rank, dims);
-    dims[a] = checked_mul(dims[a], int64_t{g.size}, "dimension ", a, " of all_gather's output (",
-                          g.size, " x ", dtype_name(x->dtype), ShapeText{x->dims, x->rank}, ")");
+    a = all_gather_shape(x, axis, g.size, dims);
     shared = shares_result(g, x->byte_size);
     out.t = new_result(g, shared, x, dims);
   });
@@ -347,14 +328,8 @@ Tensor* Communicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, 
   check_local(rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
-    if (x->rank == 0) invalid_argument("reduce_scatter needs a tensor of rank >= 1, got a scalar");
-    a = normalize_axis(axis, x->rank, "scatter_axis");
     setup(rank, CollectiveKind::kReduceScatter, x, groups, &desc, &g);
-    if (x->dims[a] % g.size != 0)
-      invalid_argument("dimension ", a, " of ", describe(x), " (", x->dims[a],
-                       ") is not divisible by the group size ", g.size);
-    std::copy(x->dims, x->dims + x->rank, dims);
-    dims[a] /= g.size;
+    a = reduce_scatter_shape(x, axis, g.size, dims);
     out.reset(new_tensor_uninitialized(x->dtype, dims, x->rank));
   });
   desc.op = op;
@@ -393,23 +368,8 @@ Tensor* Communicator::all_to_all(int rank, const Tensor* x, int concat_dim, int 
   TensorRef out;
   check_local(rank, [&] {
     require_not_null(x, "x");
-    if (x->rank == 0) invalid_argument("all_to_all needs a tensor of rank >= 1, got a scalar");
-    if (split_count < 1) invalid_argument("split_count must be >= 1, got ", split_count);
-    c = normalize_axis(concat_dim, x->rank, "concat_dimension");
-    s = normalize_axis(split_dim, x->rank, "split_dimension");
     setup(rank, CollectiveKind::kAllToAll, x, groups, &desc, &g);
-    if (split_count != g.size)
-      invalid_argument("split_count ", split_count, " must equal the group size ", g.size);
-    if (x->dims[s] % split_count != 0)
-      invalid_argument("dimension ", s, " of ", describe(x), " (", x->dims[s],
-                       ") is not divisible by split_count ", split_count);
-    std::copy(x->dims, x->dims + x->rank, box);
-    box[s] /= split_count;
-    std::copy(box, box + x->rank, dims);
-    dims[c] = checked_mul(dims[c], int64_t{split_count}, "dimension ", c,
-                          " of all_to_all's output (", dtype_name(x->dtype),
-                          ShapeText{x->dims, x->rank}, " split ", split_count, " ways along ", s,
-                          " and concatenated along ", c, ")");
+    all_to_all_shape(x, concat_dim, split_dim, split_count, g.size, &c, &s, box, dims);
     out.reset(new_tensor_uninitialized(x->dtype, dims, x->rank));
   });
   desc.params[0] = s;
@@ -437,21 +397,8 @@ Tensor* Communicator::collective_permute(int rank, const Tensor* x, const int32_
   TensorRef out;
   check_local(rank, [&] {
     require_not_null(x, "x");
-    if (num_pairs < 0) invalid_argument("num_pairs must be >= 0, got ", num_pairs);
-    if (num_pairs > 0) require_not_null(pairs, "source_target_pairs");
     setup(rank, CollectiveKind::kCollectivePermute, x, nullptr, &desc, &g);
-    const int n = size();
-    std::vector<int> as_source(n, -1), as_target(n, -1);
-    for (int i = 0; i < num_pairs; ++i) {
-      int a = pairs[2 * i], b = pairs[2 * i + 1];
-      if (a < 0 || a >= n || b < 0 || b >= n)
-        invalid_argument("source_target_pairs[", i, "] = (", a, ", ", b, ") names a replica outside [0, ", n, ")");
-      if (as_source[a] >= 0) invalid_argument("Source ", a, " appears more than once (pairs ", as_source[a], " and ", i, ")");
-      if (as_target[b] >= 0) invalid_argument("Target ", b, " appears more than once (pairs ", as_target[b], " and ", i, ")");
-      as_source[a] = i;
-      as_target[b] = i;
-      if (b == rank) source = a;
-    }
+    source = permute_source(pairs, num_pairs, size(), rank);
     out.reset(new_tensor_uninitialized(x->dtype, x->dims, x->rank));
   });
   desc.num_groups = num_pairs;

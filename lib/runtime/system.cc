@@ -150,13 +150,17 @@ void System::build_topology() {
 }
 
 std::shared_ptr<System> System::start(const tpu_system_options* options) {
-  SystemConfig config = resolve_system_options(options);
+  return launch(resolve_system_options(options), nullptr);
+}
+
+std::shared_ptr<System> System::launch(SystemConfig config, const ClusterSetup* setup) {
   std::lock_guard<std::mutex> lock(g_live_mu);
   if (g_live != nullptr)
     fail(TPU_ALREADY_EXISTS,
          "a TPU system is already initialized in this process; shut it down first "
          "(tpu_system_shutdown)");
   std::shared_ptr<System> system(new System(std::move(config)));
+  if (setup) system->join_cluster(*setup);
   try {
     system->executor_.start(system);
     system->host_.start(system);
@@ -177,24 +181,7 @@ std::shared_ptr<System> System::start_cluster(const tpu_system_options* options,
   config.num_tasks = static_cast<int>(cc.addresses.size());
   config.task_id = cc.task_id;
   if (options == nullptr || options->job_name == nullptr) config.job_name = cc.job;
-  std::lock_guard<std::mutex> lock(g_live_mu);
-  if (g_live != nullptr)
-    fail(TPU_ALREADY_EXISTS,
-         "a TPU system is already initialized in this process; shut it down first "
-         "(tpu_system_shutdown)");
-  std::shared_ptr<System> system(new System(std::move(config)));
-  system->join_cluster(setup);
-  try {
-    system->executor_.start(system);
-    system->host_.start(system);
-  } catch (...) {
-    system->executor_.stop();
-    system->host_.stop();
-    throw;
-  }
-  g_live = system.get();
-  g_live_ref = system;
-  return system;
+  return launch(std::move(config), &setup);
 }
 
 void System::shutdown_live() {

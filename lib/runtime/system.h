@@ -121,6 +121,8 @@ class System {
   enum State { kOpen, kClosed, kShutDown };
 
   explicit System(SystemConfig config);
+  // Registers and starts a system (joining the cluster first when setup is given).
+  static std::shared_ptr<System> launch(SystemConfig config, const ClusterSetup* setup);
   void build_topology();
   const int* resolve_cores(int num_replicas, const DeviceAssignment* da,
                            int* cores_per_replica);
