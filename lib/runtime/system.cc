@@ -154,22 +154,34 @@ std::shared_ptr<System> System::start(const tpu_system_options* options) {
 }
 
 std::shared_ptr<System> System::launch(SystemConfig config, const ClusterSetup* setup) {
-  std::lock_guard<std::mutex> lock(g_live_mu);
-  if (g_live != nullptr)
-    fail(TPU_ALREADY_EXISTS,
-         "a TPU system is already initialized in this process; shut it down first "
-         "(tpu_system_shutdown)");
-  std::shared_ptr<System> system(new System(std::move(config)));
-  if (setup) system->join_cluster(*setup);
+  std::shared_ptr<System> system;
+  {
+    // The slot is taken before joining a cluster, which may wait minutes for the other
+    // tasks: another start meanwhile fails at once instead of waiting for the lock.
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    if (g_live != nullptr)
+      fail(TPU_ALREADY_EXISTS,
+           "a TPU system is already initialized in this process; shut it down first "
+           "(tpu_system_shutdown)");
+    system.reset(new System(std::move(config)));
+    g_live = system.get();
+  }
   try {
-    system->executor_.start(system);
-    system->host_.start(system);
+    if (setup) system->join_cluster(*setup);
+    try {
+      system->executor_.start(system);
+      system->host_.start(system);
+    } catch (...) {
+      system->executor_.stop();
+      system->host_.stop();
+      throw;
+    }
   } catch (...) {
-    system->executor_.stop();
-    system->host_.stop();
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    g_live = nullptr;
     throw;
   }
-  g_live = system.get();
+  std::lock_guard<std::mutex> lock(g_live_mu);
   g_live_ref = system;
   return system;
 }
