@@ -69,6 +69,7 @@ class TcpTransport : public Transport {
   const int task_id_;
   std::unique_ptr<Peer[]> peers_;
   mutable std::mutex mu_;  // guards Peer::fd changes by attach() and failed_
+  std::mutex drive_mu_;    // one driver at a time: exchange() or end_step()
   std::condition_variable attached_;
   std::string failed_;     // the cluster's failure, once any
   std::atomic<bool> has_failed_{false};

@@ -396,7 +396,13 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
         replica_task_, task_id(), transport_.get(), config_.collective_timeout_ms,
         num_usable_cpus());
   std::shared_ptr<Communicator> comm = cluster_comm_;
-  StepResult result = executor_.run(spec, cores, cores_per_replica, comm, outputs, &local_replicas_);
+  StepResult result;
+  try {
+    result = executor_.run(spec, cores, cores_per_replica, comm, outputs, &local_replicas_);
+  } catch (const Error& e) {  // the step did not start here: the others must still hear
+    result.code = e.code();
+    result.message = e.message();
+  }
   net::StepOutcome mine{result.code, -1, result.message}, remote;
   const int64_t timeout = spec.timeout_ms > 0 ? spec.timeout_ms : config_.collective_timeout_ms;
   ClusterCommunicator* cc = cluster_comm_.get();
