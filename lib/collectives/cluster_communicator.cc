@@ -40,6 +40,11 @@ constexpr size_t kGatherReduceBytes = 64 * 1024;
 // two streams per task instead of two per peer, which crowd the CPUs and the caches.
 constexpr uint64_t kRoundsBytes = 256 * 1024;
 
+// A chained reduction passes its fold along in pieces of this many bytes (of the
+// partial's type): small enough to stay in the caches between the receive, the fold
+// and the send, large enough that a piece costs far more than its exchange.
+constexpr size_t kChainPieceBytes = 256 * 1024;
+
 // Element range [lo, lo + len) of slice s of n elements split np ways.
 void slice_of(int64_t n, int np, int s, int64_t* lo, int64_t* len) {
   const int64_t base = n / np, extra = n % np;
@@ -259,6 +264,98 @@ static TaskSplit split_row(const int32_t* row, int size, const std::vector<int>&
   return s;
 }
 
+// A row's members in maximal runs of one task, in member order.
+struct Run {
+  int task;
+  int begin, end;  // positions in the row
+};
+
+static std::vector<Run> runs_of(const int32_t* row, int size, const std::vector<int>& task_of) {
+  std::vector<Run> runs;
+  for (int k = 0; k < size; ++k) {
+    const int t = task_of[row[k]];
+    if (runs.empty() || runs.back().task != t) runs.push_back({t, k, k + 1});
+    else runs.back().end = k + 1;
+  }
+  return runs;
+}
+
+// Whether passing the fold along the runs moves fewer bytes than sending every member's
+// input to the owner of each slice. Per element of the result, the chain sends
+// (runs - 1) partials and the slices take size * (np - 1) / np inputs; both then
+// spread the result to np - 1 tasks.
+static bool chain_pays(size_t num_runs, int size, int np, size_t partial_size, size_t esize) {
+  return (num_runs - 1) * partial_size * np < static_cast<size_t>(size) * (np - 1) * esize;
+}
+
+// The pipeline runs in steps, each one exchange (every transfer of a step posted at
+// once) followed by the folds it allows. A transfer's two ends are in the same step,
+// so every step completes whatever the sockets buffer. Run r receives piece c in
+// step c + r and folds it; the next run receives it in step c + r + 1; the last run
+// (m - 1) finishes it, and the i-th task of the spread receives it in step
+// c + m - 1 + i.
+void ClusterCommunicator::reduce_chain(Call& call, const int32_t* row, int size,
+                                       const std::vector<int>& tasks, const Tensor* x,
+                                       tpu_reduce_op op, char* result, uint32_t tag) {
+  const std::vector<Run> runs = runs_of(row, size, task_of_replica_);
+  const int64_t m = static_cast<int64_t>(runs.size());
+  const tpu_dtype dtype = x->dtype, pdtype = partial_dtype(dtype);
+  const size_t esize = dtype_size(dtype), psize = dtype_size(pdtype);
+  const int64_t n = x->num_elements;
+  const int64_t piece = static_cast<int64_t>(kChainPieceBytes / psize);
+  const int64_t pieces = (n + piece - 1) / piece;
+  auto length = [&](int64_t c) { return std::min(piece, n - c * piece); };
+  auto at = [&](char* base, int64_t c) { return base + static_cast<size_t>(c * piece) * esize; };
+  // This task's runs. A partial of the result's own type is kept in the result; any
+  // other (float32 for bfloat16 and half) in two slots per run, one being folded
+  // while the other is sent.
+  std::vector<int64_t> my_runs;
+  for (int64_t r = 0; r < m; ++r)
+    if (runs[r].task == task_id_) my_runs.push_back(r);
+  const bool in_result = pdtype == dtype;
+  if (!in_result) grow(&partial_buffer_, my_runs.size() * 2 * static_cast<size_t>(piece) * psize);
+  auto partial = [&](size_t i, int64_t c) {
+    return in_result ? at(result, c)
+                     : partial_buffer_.data.get() + (2 * i + (c & 1)) * static_cast<size_t>(piece) * psize;
+  };
+  // The spread starts at the last run's task and follows the group's tasks in order.
+  const int64_t np = static_cast<int64_t>(tasks.size());
+  const int64_t last = std::find(tasks.begin(), tasks.end(), runs.back().task) - tasks.begin();
+  const int64_t me = std::find(tasks.begin(), tasks.end(), task_id_) - tasks.begin();
+  const int64_t spread_pos = (me - last + np) % np;
+  auto valid = [&](int64_t c) { return c >= 0 && c < pieces; };
+  SourceList srcs(size);
+  std::vector<net::Send> sends;
+  std::vector<net::Recv> recvs;
+  for (int64_t step = 0; step < pieces + m + np - 2; ++step) {
+    sends.clear();
+    recvs.clear();
+    for (size_t i = 0; i < my_runs.size(); ++i) {
+      const int64_t r = my_runs[i];
+      if (r > 0 && valid(step - r))
+        recvs.push_back({runs[r - 1].task, tag, partial(i, step - r), length(step - r) * psize});
+      if (r + 1 < m && valid(step - r - 1))
+        sends.push_back({runs[r + 1].task, tag, partial(i, step - r - 1), length(step - r - 1) * psize});
+    }
+    const int64_t got = step - (m - 1) - spread_pos, forward = got - 1;
+    if (spread_pos > 0 && valid(got))
+      recvs.push_back({tasks[(me - 1 + np) % np], tag + 1, at(result, got), length(got) * esize});
+    if (spread_pos + 1 < np && valid(forward))
+      sends.push_back({tasks[(me + 1) % np], tag + 1, at(result, forward), length(forward) * esize});
+    exchange_once(call, sends, recvs);
+    for (size_t i = 0; i < my_runs.size(); ++i) {
+      const int64_t r = my_runs[i], c = step - r;
+      if (!valid(c)) continue;
+      const int members = runs[r].end - runs[r].begin;
+      for (int j = 0; j < members; ++j)
+        srcs.data()[j] = call.input[local_rank_[row[runs[r].begin + j]]];
+      char* acc = partial(i, c);
+      fold_partial(dtype, op, r > 0 ? acc : nullptr, srcs.data(), members, c * piece, length(c), acc);
+      if (r + 1 == m) finish_partial(dtype, op, acc, size, length(c), at(result, c));
+    }
+  }
+}
+
 void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tensor* x,
                                         tpu_reduce_op op, bool into_output,
                                         const std::function<void(int, const char*)>& deliver) {
@@ -291,6 +388,14 @@ void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tenso
       });
       for (int k : mine) deliver(row[k], result);
       continue;
+    }
+    if (!exact && partial_fold_supported(dtype, op)) {
+      const size_t num_runs = runs_of(row, g.group_size, task_of_replica_).size();
+      if (chain_pays(num_runs, g.group_size, np, dtype_size(partial_dtype(dtype)), esize)) {
+        reduce_chain(call, row, g.group_size, split.tasks, x, op, result, static_cast<uint32_t>(gi) * 2);
+        for (int k : mine) deliver(row[k], result);
+        continue;
+      }
     }
     // This task's partial (exact ops): its members reduced, all elements.
     char* partial = nullptr;

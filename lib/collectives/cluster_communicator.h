@@ -3,13 +3,15 @@
 // the leader, then runs the exchange with the other tasks through the transport and
 // writes every local member's result, while the others wait for it.
 //
-// Results are bit-identical to a single process: a reduction reads every member's
-// input in member order, except where the order cannot change the bits (integer
-// and bool sums and products, which wrap; min and max), where each task first
-// reduces its own members in memory and sends one partial. Reductions split the
-// elements among the tasks of a group (each reduces its slice and sends it to the
-// others: reduce-scatter, then all-gather, pairwise); the other collectives send
-// each task the inputs it needs.
+// Results are bit-identical to a single process: a reduction folds every member's
+// input in member order. Where the order cannot change the bits (integer and bool
+// sums and products, which wrap; min and max) each task first reduces its own
+// members in memory and sends one partial; the elements are split among the tasks of
+// a group (each reduces its slice and sends it to the others: reduce-scatter, then
+// all-gather, pairwise). Floating-point reductions whose tasks hold several members
+// each pass the fold along the tasks instead (reduce_chain): each folds its members
+// in memory onto the fold so far, so a task sends one partial, not one input per
+// member. The other collectives send each task the inputs it needs.
 #pragma once
 
 #include <functional>
@@ -79,6 +81,12 @@ class ClusterCommunicator : public Communicator {
   void reduce_groups(Call& call, const Groups& g, const Tensor* x, tpu_reduce_op op,
                      bool into_output,
                      const std::function<void(int member, const char* result)>& deliver);
+  // Reduces one row by passing the fold along its runs of members (each task folds its
+  // own members onto what the previous run's task sends, in member order, so the
+  // bits are a single process's), in pieces, pipelined; the last run's task then
+  // spreads the result along the row's tasks. Tags: tag, and tag + 1 for the spread.
+  void reduce_chain(Call& call, const int32_t* row, int size, const std::vector<int>& tasks,
+                    const Tensor* x, tpu_reduce_op op, char* result, uint32_t tag);
   void gather_groups(Call& call, const Groups& g, size_t bytes,
                      const std::function<void(const int32_t* row, int size, const void* const* inputs)>& use);
   Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op, const tpu_group_assignment* groups,

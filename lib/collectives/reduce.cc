@@ -74,14 +74,15 @@ void fold(const T* const* s, int k, bool first, T* dst, int64_t count) {
   }
 }
 
+// dst = fold of the sources; onto_dst: dst already holds the fold so far.
 template <typename T, typename Op>
-void combine(const void* const* srcs, int n, T* dst, int64_t count) {
+void combine(const void* const* srcs, int n, T* dst, int64_t count, bool onto_dst = false) {
   constexpr int kPerPass = 8;
   const T* s[kPerPass];
   for (int base = 0; base < n; base += kPerPass) {
     int k = std::min(kPerPass, n - base);
     for (int j = 0; j < k; ++j) s[j] = static_cast<const T*>(srcs[base + j]);
-    fold<T, Op>(s, k, base == 0, dst, count);
+    fold<T, Op>(s, k, base == 0 && !onto_dst, dst, count);
   }
 }
 
@@ -147,30 +148,71 @@ void reduce_bool(tpu_reduce_op op, const void* const* srcs, int n, uint8_t* dst,
   }
 }
 
+// acc[i] op= s[i] in float32, as bfloat16 and half reductions accumulate.
+template <float (*ToFloat)(uint16_t)>
+void accumulate_half(tpu_reduce_op op, const uint16_t* s, float* acc, int64_t m) {
+  switch (op) {
+    case TPU_REDUCE_SUM:
+    case TPU_REDUCE_MEAN: for (int64_t i = 0; i < m; ++i) acc[i] += ToFloat(s[i]); break;
+    case TPU_REDUCE_PROD: for (int64_t i = 0; i < m; ++i) acc[i] *= ToFloat(s[i]); break;
+    case TPU_REDUCE_MIN: for (int64_t i = 0; i < m; ++i) acc[i] = Min::apply(acc[i], ToFloat(s[i])); break;
+    case TPU_REDUCE_MAX: for (int64_t i = 0; i < m; ++i) acc[i] = Max::apply(acc[i], ToFloat(s[i])); break;
+  }
+}
+
+// Folds the sources onto acc (acc_in: the fold so far, else the first source starts it).
+template <float (*ToFloat)(uint16_t)>
+void fold_half(tpu_reduce_op op, const float* acc_in, const void* const* srcs, int n, float* acc,
+               int64_t m) {
+  int first = 0;
+  if (acc_in) {
+    if (acc != acc_in) std::memcpy(acc, acc_in, static_cast<size_t>(m) * sizeof(float));
+  } else {
+    const uint16_t* s0 = static_cast<const uint16_t*>(srcs[0]);
+    for (int64_t i = 0; i < m; ++i) acc[i] = ToFloat(s0[i]);
+    first = 1;
+  }
+  for (int j = first; j < n; ++j) accumulate_half<ToFloat>(op, static_cast<const uint16_t*>(srcs[j]), acc, m);
+}
+
+// Rounds the float32 fold of n sources once, dividing first for MEAN.
+template <uint16_t (*FromFloat)(float)>
+void finish_half(tpu_reduce_op op, float* acc, int n, uint16_t* dst, int64_t m) {
+  if (op == TPU_REDUCE_MEAN)
+    for (int64_t i = 0; i < m; ++i) acc[i] /= static_cast<float>(n);
+  for (int64_t i = 0; i < m; ++i) dst[i] = FromFloat(acc[i]);
+}
+
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 void reduce_half(tpu_reduce_op op, const void* const* srcs, int n, uint16_t* dst, int64_t count) {
   constexpr int64_t kPiece = 1024;
   float acc[kPiece];
+  SourceList piece(n);
   for (int64_t base = 0; base < count; base += kPiece) {
     int64_t m = std::min(kPiece, count - base);
-    const uint16_t* s0 = static_cast<const uint16_t*>(srcs[0]) + base;
-    for (int64_t i = 0; i < m; ++i) acc[i] = ToFloat(s0[i]);
-    for (int j = 1; j < n; ++j) {
-      const uint16_t* sj = static_cast<const uint16_t*>(srcs[j]) + base;
-      switch (op) {
-        case TPU_REDUCE_SUM:
-        case TPU_REDUCE_MEAN: for (int64_t i = 0; i < m; ++i) acc[i] += ToFloat(sj[i]); break;
-        case TPU_REDUCE_PROD: for (int64_t i = 0; i < m; ++i) acc[i] *= ToFloat(sj[i]); break;
-        case TPU_REDUCE_MIN: for (int64_t i = 0; i < m; ++i) acc[i] = Min::apply(acc[i], ToFloat(sj[i])); break;
-        case TPU_REDUCE_MAX: for (int64_t i = 0; i < m; ++i) acc[i] = Max::apply(acc[i], ToFloat(sj[i])); break;
-      }
-    }
-    if (op == TPU_REDUCE_MEAN)
-      for (int64_t i = 0; i < m; ++i) acc[i] /= static_cast<float>(n);
-    for (int64_t i = 0; i < m; ++i) dst[base + i] = FromFloat(acc[i]);
+    for (int j = 0; j < n; ++j) piece.data()[j] = static_cast<const uint16_t*>(srcs[j]) + base;
+    fold_half<ToFloat>(op, nullptr, piece.data(), n, acc, m);
+    finish_half<FromFloat>(op, acc, n, dst + base, m);
   }
 }
 
+// The float types' partial fold and finish (SUM, PROD and MEAN, which folds as SUM).
+template <typename T>
+void fold_partial_typed(tpu_reduce_op op, const void* acc_in, const void* const* srcs, int n,
+                        T* acc, int64_t count) {
+  if (acc_in && acc_in != acc) std::memcpy(acc, acc_in, static_cast<size_t>(count) * sizeof(T));
+  if (op == TPU_REDUCE_PROD) combine<T, Prod>(srcs, n, acc, count, acc_in != nullptr);
+  else combine<T, Sum>(srcs, n, acc, count, acc_in != nullptr);
+}
+
+template <typename T>
+void finish_partial_typed(tpu_reduce_op op, const T* acc, int n, T* dst, int64_t count) {
+  if (op == TPU_REDUCE_MEAN && n > 1) {
+    for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<T>(acc[i] / static_cast<T>(n));
+  } else if (dst != acc) {
+    std::memcpy(dst, acc, static_cast<size_t>(count) * sizeof(T));
+  }
+}
 
 }  // namespace
 
@@ -206,7 +248,7 @@ void reduce(tpu_dtype dtype, tpu_reduce_op op, const void* const* srcs, int n, i
         case TPU_REDUCE_SUM:
         case TPU_REDUCE_MEAN:
           combine<std::complex<float>, Sum>(buf, n, c, count);
-          if (op == TPU_REDUCE_MEAN)
+          if (op == TPU_REDUCE_MEAN && n > 1)
             for (int64_t i = 0; i < count; ++i) c[i] /= static_cast<float>(n);
           break;
         case TPU_REDUCE_PROD: combine<std::complex<float>, Prod>(buf, n, c, count); break;
@@ -217,6 +259,67 @@ void reduce(tpu_dtype dtype, tpu_reduce_op op, const void* const* srcs, int n, i
     case TPU_BOOL: reduce_bool(op, buf, n, static_cast<uint8_t*>(d), count); break;
     case TPU_BFLOAT16: reduce_half<bf16_to_float, float_to_bf16>(op, buf, n, static_cast<uint16_t*>(d), count); break;
     case TPU_HALF: reduce_half<half_to_float, float_to_half>(op, buf, n, static_cast<uint16_t*>(d), count); break;
+  }
+}
+
+bool partial_fold_supported(tpu_dtype dtype, tpu_reduce_op op) {
+  if (op != TPU_REDUCE_SUM && op != TPU_REDUCE_PROD && op != TPU_REDUCE_MEAN) return false;
+  switch (dtype) {
+    case TPU_FLOAT: case TPU_DOUBLE: case TPU_BFLOAT16: case TPU_HALF: return true;
+    case TPU_COMPLEX64: return true;
+    default: return false;
+  }
+}
+
+tpu_dtype partial_dtype(tpu_dtype dtype) {
+  return dtype == TPU_BFLOAT16 || dtype == TPU_HALF ? TPU_FLOAT : dtype;
+}
+
+void fold_partial(tpu_dtype dtype, tpu_reduce_op op, const void* acc_in, const void* const* srcs,
+                  int n, int64_t offset, int64_t count, void* acc) {
+  SourceList shifted(n);
+  const void** buf = shifted.data();
+  const size_t esize = dtype_size(dtype);
+  for (int j = 0; j < n; ++j) buf[j] = static_cast<const char*>(srcs[j]) + offset * esize;
+  switch (dtype) {
+    case TPU_FLOAT: fold_partial_typed<float>(op, acc_in, buf, n, static_cast<float*>(acc), count); break;
+    case TPU_DOUBLE: fold_partial_typed<double>(op, acc_in, buf, n, static_cast<double*>(acc), count); break;
+    case TPU_COMPLEX64:
+      fold_partial_typed<std::complex<float>>(op, acc_in, buf, n, static_cast<std::complex<float>*>(acc), count);
+      break;
+    case TPU_BFLOAT16:
+      fold_half<bf16_to_float>(op, static_cast<const float*>(acc_in), buf, n, static_cast<float*>(acc), count);
+      break;
+    case TPU_HALF:
+      fold_half<half_to_float>(op, static_cast<const float*>(acc_in), buf, n, static_cast<float*>(acc), count);
+      break;
+    default: fail(TPU_INTERNAL, "no partial fold for dtype ", static_cast<int>(dtype));
+  }
+}
+
+void finish_partial(tpu_dtype dtype, tpu_reduce_op op, void* acc, int members, int64_t count, void* dst) {
+  switch (dtype) {
+    case TPU_FLOAT:
+      finish_partial_typed<float>(op, static_cast<float*>(acc), members, static_cast<float*>(dst), count);
+      break;
+    case TPU_DOUBLE:
+      finish_partial_typed<double>(op, static_cast<double*>(acc), members, static_cast<double*>(dst), count);
+      break;
+    case TPU_COMPLEX64: {
+      auto* a = static_cast<std::complex<float>*>(acc);
+      auto* d = static_cast<std::complex<float>*>(dst);
+      if (d != a) std::memcpy(d, a, static_cast<size_t>(count) * sizeof *d);
+      if (op == TPU_REDUCE_MEAN && members > 1)
+        for (int64_t i = 0; i < count; ++i) d[i] /= static_cast<float>(members);
+      break;
+    }
+    case TPU_BFLOAT16:
+      finish_half<float_to_bf16>(op, static_cast<float*>(acc), members, static_cast<uint16_t*>(dst), count);
+      break;
+    case TPU_HALF:
+      finish_half<float_to_half>(op, static_cast<float*>(acc), members, static_cast<uint16_t*>(dst), count);
+      break;
+    default: fail(TPU_INTERNAL, "no partial fold for dtype ", static_cast<int>(dtype));
   }
 }
 

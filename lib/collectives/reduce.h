@@ -34,4 +34,20 @@ void check_reduction(tpu_dtype dtype, tpu_reduce_op op);
 void reduce(tpu_dtype dtype, tpu_reduce_op op, const void* const* srcs, int n, int64_t offset,
             int64_t count, void* dst);
 
+// Partial folds, for a reduction whose sources are spread over several tasks and must
+// still be folded in source order: each task folds its sources onto the fold so far
+// and passes it on; the last finishes it. Bits equal reduce()'s over all sources.
+// Supported for the floating-point types with SUM, PROD and MEAN (the other
+// reductions give the same bits in any order).
+bool partial_fold_supported(tpu_dtype dtype, tpu_reduce_op op);
+// The type a partial fold is kept in: float32 for bfloat16 and half, else dtype.
+tpu_dtype partial_dtype(tpu_dtype dtype);
+// acc = acc_in (the fold so far, in partial_dtype; NULL: none yet) folded with
+// elements [offset, offset + count) of the n sources. acc may be acc_in.
+void fold_partial(tpu_dtype dtype, tpu_reduce_op op, const void* acc_in, const void* const* srcs,
+                  int n, int64_t offset, int64_t count, void* acc);
+// dst = the finished fold of `members` sources (MEAN divides; bfloat16 and half round
+// once). dst may be acc for the types whose partial is their own; acc is clobbered.
+void finish_partial(tpu_dtype dtype, tpu_reduce_op op, void* acc, int members, int64_t count, void* dst);
+
 }  // namespace tpurt

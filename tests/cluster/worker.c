@@ -18,6 +18,7 @@
  *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -136,6 +137,76 @@ static tpu_status check_all_reduce(tpu_replica_context *ctx, int r, tpu_dtype dt
   return TPU_OK;
 }
 
+/* Inputs whose float sums round differently in another order: magnitudes spread over
+ * 2^-3..2^3 with 23 significant bits. */
+static float fold_value(int r, int64_t i) {
+  uint32_t h = (uint32_t)(r * 2654435761u) ^ (uint32_t)(i * 40503u + 977u);
+  h ^= h >> 13;
+  h *= 0x5bd1e995u;
+  h ^= h >> 15;
+  return ldexpf((float)(h & 0x7fffff) / (float)0x800000 + 0.5f, (int)(h >> 29) - 3);
+}
+
+/* An all-reduce (or, with scatter, a reduce_scatter along axis 0) of fold_value inputs
+ * over one group `row` of `size` members (NULL: every replica), checked bit for bit
+ * against the left fold in member order that one process computes: float32, or
+ * bfloat16 accumulated in float32 and rounded once. */
+static tpu_status check_fold(tpu_replica_context *ctx, int r, tpu_dtype dtype, tpu_reduce_op op,
+                             int64_t count, const int32_t *row, int size, int scatter) {
+  int32_t all[4096], ids[4096];
+  if (!row) {
+    for (int k = 0; k < g_n; k++) all[k] = k;
+    row = all;
+    size = g_n;
+  }
+  /* `row`, then the other replicas in rows of the same size (size divides g_n). */
+  int used[4096] = {0}, nids = 0;
+  for (int k = 0; k < size; k++) ids[nids++] = row[k], used[row[k]] = 1;
+  for (int q = 0; q < g_n; q++)
+    if (!used[q]) ids[nids++] = q;
+  tpu_group_assignment g = {ids, g_n / size, size};
+  int at = 0;
+  for (int k = 0; k < g_n; k++)
+    if (ids[k] == r) at = k;
+  row = ids + at / size * size;
+  const int pos = at % size;
+  float *data = malloc((size_t)count * sizeof *data);
+  for (int64_t i = 0; i < count; i++) data[i] = fold_value(r, i);
+  tpu_tensor *f = NULL, *x = NULL, *y = NULL;
+  if (tpu_tensor_create(TPU_FLOAT, &count, 1, data, (size_t)count * sizeof *data, &f) != TPU_OK) abort();
+  free(data);
+  if (dtype == TPU_FLOAT) x = f;
+  else if (tpu_tensor_cast(f, dtype, &x) != TPU_OK) abort();
+  if (x != f) tpu_tensor_release(f);
+  if (scatter) OK(tpu_reduce_scatter(ctx, x, op, 0, &g, &y, NULL));
+  else OK(tpu_all_reduce(ctx, x, op, &g, &y, NULL));
+  tpu_tensor *yf = NULL;
+  const void *p;
+  if (tpu_tensor_cast(y, TPU_FLOAT, &yf) != TPU_OK || tpu_tensor_data(yf, &p) != TPU_OK) abort();
+  const int64_t out_count = scatter ? count / size : count, base = scatter ? pos * out_count : 0;
+  for (int64_t j = 0; j < out_count; j++) {
+    const int64_t i = base + j;
+    float acc = 0;
+    for (int k = 0; k < size; k++) {
+      float v = fold_value(row[k], i);
+      if (dtype == TPU_BFLOAT16) { uint16_t b; tpu_float_to_bfloat16(&v, &b, 1); tpu_bfloat16_to_float(&b, &v, 1); }
+      acc = k == 0 ? v : op == TPU_REDUCE_PROD ? acc * v : acc + v;
+    }
+    if (op == TPU_REDUCE_MEAN) acc /= (float)size;
+    if (dtype == TPU_BFLOAT16) { uint16_t b; tpu_float_to_bfloat16(&acc, &b, 1); tpu_bfloat16_to_float(&b, &acc, 1); }
+    float got = ((const float *)p)[j];
+    EXPECT(memcmp(&got, &acc, sizeof acc) == 0,
+           "%s %s op %d count %lld over %d members: replica %d element %lld is %.9g, want %.9g",
+           scatter ? "reduce_scatter" : "all_reduce", dname(dtype), op, (long long)count, size, r,
+           (long long)i, got, acc);
+    if (memcmp(&got, &acc, sizeof acc) != 0) break;
+  }
+  tpu_tensor_release(yf);
+  tpu_tensor_release(x);
+  tpu_tensor_release(y);
+  return TPU_OK;
+}
+
 static tpu_status check_others(tpu_replica_context *ctx, int r) {
   const int n = g_n;
   int64_t d2[2] = {3, 4};
@@ -213,6 +284,21 @@ static tpu_status collectives_fn(tpu_replica_context *ctx, tpu_tensor *const *in
   OK(check_all_reduce(ctx, r, TPU_FLOAT, TPU_REDUCE_MEAN, 1000, 1));
   OK(check_all_reduce(ctx, r, TPU_BFLOAT16, TPU_REDUCE_SUM, 1000, 0));
   OK(check_all_reduce(ctx, r, TPU_DOUBLE, TPU_REDUCE_PROD, 10, 1));
+  /* Bit for bit in member order: each task's members in a run (the fold passes along
+   * the tasks), the same reversed, and one member per task (inputs travel). */
+  int32_t reversed[4096], spread[4096];
+  for (int k = 0; k < g_n; k++) reversed[k] = g_n - 1 - k;
+  for (int t = 0; t < g_tasks; t++) spread[t] = t * g_local;
+  const int64_t fold_sizes[] = {1000, 100003, (1 << 20) + 5};
+  for (int i = 0; i < 3; i++) {
+    OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, fold_sizes[i], NULL, 0, 0));
+    OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, fold_sizes[i], reversed, g_n, 0));
+  }
+  if (g_tasks > 1) OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, 100003, spread, g_tasks, 0));
+  OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_MEAN, 100003, reversed, g_n, 0));
+  OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_PROD, 100003, NULL, 0, 0));
+  OK(check_fold(ctx, r, TPU_BFLOAT16, TPU_REDUCE_SUM, 300007, NULL, 0, 0));
+  OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, (int64_t)g_n * 40000, reversed, g_n, 1));
   OK(check_others(ctx, r));
   return TPU_OK;
 }
