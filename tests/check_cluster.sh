@@ -32,7 +32,7 @@ every_task_says() {
   done
 }
 
-for shape in "2 2" "3 2" "4 2"; do
+for shape in "2 2" "3 2" "4 2" "2 4"; do
   set -- $shape
   out=$(timeout 180 "$tpurt" launch -n "$1" --cores-per-task "$2" -- "$worker" collectives 2>&1)
   rc=$?

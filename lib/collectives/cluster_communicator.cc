@@ -76,9 +76,9 @@ struct ClusterCommunicator::Call {
 
 ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_replica, int task_id,
                                          net::Transport* transport, int64_t timeout_ms,
-                                         int num_cpus)
+                                         int num_cpus, bool private_results)
     : Communicator(static_cast<int>(std::count(task_of_replica.begin(), task_of_replica.end(), task_id)),
-                   timeout_ms, num_cpus, /*private_results=*/true),
+                   timeout_ms, num_cpus, private_results),
       task_of_replica_(std::move(task_of_replica)),
       task_id_(task_id),
       transport_(transport),
@@ -138,17 +138,38 @@ ClusterCommunicator::Groups ClusterCommunicator::groups_of(const tpu_group_assig
   return {groups->replica_ids, groups->num_groups, groups->group_size};
 }
 
-void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x, Tensor* out,
-                              const std::function<void(Call&)>& leader) {
+int ClusterCommunicator::shares_with(int rank, const Groups& g, size_t bytes) const {
+  if (private_results() || bytes <= kInlineBytes) return -1;
+  for (int gi = 0; gi < g.num_groups; ++gi) {
+    const int32_t* row = g.ids + int64_t(gi) * g.group_size;
+    if (std::find(row, row + g.group_size, rank) == row + g.group_size) continue;
+    int first = -1, here = 0;
+    for (int k = 0; k < g.group_size; ++k) {
+      if (task_of_replica_[row[k]] != task_id_) continue;
+      if (first < 0) first = row[k];
+      ++here;
+    }
+    return here > 1 ? first : -1;
+  }
+  return -1;
+}
+
+void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out,
+                              int share_with, const std::function<void(Call&)>& leader) {
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   uint64_t seq;
   Record& rec = rv.begin(lr, &seq);
   rec.desc = desc;
   rec.input = x ? x->data : nullptr;
-  rec.output = out ? out->data : nullptr;
-  rec.result = out;
+  rec.output = *out ? (*out)->data : nullptr;
+  rec.result = *out;
   rv.arrive_and_check(lr, seq);
+  // The first member cannot release its result before every member has finished.
+  if (share_with >= 0 && share_with != rank) {
+    const Tensor* first = rv.record(local_rank(share_with), seq).result;
+    *out = share(first, first->dims, first->rank, 0);
+  }
   if (lr == 0) {
     Call call;
     call.seq = seq;
@@ -522,20 +543,22 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
   const int lr = local_rank(rank);
   Descriptor desc;
   Groups g{};
+  int shared_with = -1;
   Published out{rv, lr};
   guard(rv, lr, rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
     fill_desc(&desc, CollectiveKind::kAllReduce, x);
     g = groups_of(groups, &desc);
-    out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
+    shared_with = shares_with(rank, g, x->byte_size);
+    if (shared_with < 0 || shared_with == rank) out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
   });
   desc.op = op;
   desc.bf16_wire = bf16_wire;
-  run(rank, desc, x, out.t, [&](Call& call) {
+  run(rank, desc, x, &out.t, shared_with, [&](Call& call) {
     reduce_groups(call, g, x, op, /*into_output=*/true, [&](int member, const char* result) {
       void* dst = call.output[local_rank_[member]];
-      if (x->byte_size && dst != result) std::memcpy(dst, result, x->byte_size);
+      if (x->byte_size && dst && dst != result) std::memcpy(dst, result, x->byte_size);
     });
   });
   return out.take();
@@ -568,7 +591,7 @@ Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_
   desc.op = op;
   desc.params[0] = a;
   desc.bf16_wire = bf16_wire;
-  run(rank, desc, x, out.t, [&](Call& call) {
+  run(rank, desc, x, &out.t, -1, [&](Call& call) {
     reduce_groups(call, g, x, op, /*into_output=*/false, [&](int member, const char* result) {
       if (x->num_elements == 0) return;
       int pos = 0;
@@ -593,20 +616,23 @@ Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
   Groups g{};
   int a = 0;
   int64_t dims[TPU_MAX_RANK];
+  int shared_with = -1;
   Published out{rv, lr};
   guard(rv, lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kAllGather, x);
     g = groups_of(groups, &desc);
     a = all_gather_shape(x, axis, g.group_size, dims);
-    out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
+    shared_with = shares_with(rank, g, x->byte_size);
+    if (shared_with < 0 || shared_with == rank) out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
   });
   desc.params[0] = a;
-  run(rank, desc, x, out.t, [&](Call& call) {
+  run(rank, desc, x, &out.t, shared_with, [&](Call& call) {
     gather_groups(call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
       for (int k = 0; k < size; ++k) {
         if (task_of_replica_[row[k]] != task_id_) continue;
         void* dst = call.output[local_rank_[row[k]]];
+        if (dst == nullptr) continue;  // shares the first local member's
         int64_t from[TPU_MAX_RANK] = {0}, to[TPU_MAX_RANK] = {0};
         for (int j = 0; j < size; ++j) {
           to[a] = j * x->dims[a];
@@ -637,7 +663,7 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
   desc.params[0] = s;
   desc.params[1] = c;
   desc.params[2] = split_count;
-  run(rank, desc, x, out.t, [&](Call& call) {
+  run(rank, desc, x, &out.t, -1, [&](Call& call) {
     gather_groups(call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
       for (int pos = 0; pos < size; ++pos) {
         if (task_of_replica_[row[pos]] != task_id_) continue;
@@ -669,7 +695,7 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
   desc.num_groups = num_pairs;
   desc.group_size = 2;
   desc.groups_hash = hash_ids(pairs, int64_t(num_pairs) * 2);
-  run(rank, desc, x, out.t, [&](Call& call) {
+  run(rank, desc, x, &out.t, -1, [&](Call& call) {
     const size_t bytes = x->byte_size;
     std::vector<bool> targeted(local_replicas_.size(), false);
     std::vector<net::Send> sends;
@@ -699,6 +725,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
   const int lr = local_rank(rank);
   Descriptor desc;
   Groups g{};
+  int shared_with = -1;
   Published out{rv, lr};
   guard(rv, lr, rank, [&] {
     require_not_null(x, "x");
@@ -706,10 +733,11 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
     g = groups_of(groups, &desc);
     if (root < 0 || root >= g.group_size)
       invalid_argument("root ", root, " is outside the group of ", g.group_size);
-    out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
+    shared_with = shares_with(rank, g, x->byte_size);
+    if (shared_with < 0 || shared_with == rank) out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
   });
   desc.params[0] = root;
-  run(rank, desc, x, out.t, [&](Call& call) {
+  run(rank, desc, x, &out.t, shared_with, [&](Call& call) {
     const size_t bytes = x->byte_size;
     for (int gi = 0; gi < g.num_groups; ++gi) {
       const int32_t* row = g.ids + int64_t(gi) * g.group_size;
@@ -732,7 +760,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
       exchange(call, sends, recvs);
       for (int k : mine) {
         void* dst = call.output[local_rank_[row[k]]];
-        if (dst != src && bytes) std::memcpy(dst, src, bytes);
+        if (dst && dst != src && bytes) std::memcpy(dst, src, bytes);
       }
     }
   });
@@ -748,7 +776,8 @@ void ClusterCommunicator::barrier(int rank) {
     Groups g = groups_of(nullptr, &desc);
     (void)g;
   });
-  run(rank, desc, nullptr, nullptr, [&](Call& call) {
+  Tensor* none = nullptr;
+  run(rank, desc, nullptr, &none, -1, [&](Call& call) {
     std::vector<net::Send> sends;
     std::vector<net::Recv> recvs;
     std::vector<bool> has(transport_->num_tasks(), false);

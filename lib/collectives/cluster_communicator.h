@@ -30,8 +30,10 @@ class ClusterCommunicator : public Communicator {
   // task_of_replica: every replica's task; this task's replicas are the local ranks
   // in increasing replica order. Another task learns of this task's failed step from
   // the transport's end of the step (net::Transport::end_step).
+  // private_results: as Communicator's; otherwise a task's members of a group share
+  // one result buffer for all-reduce, all-gather and broadcast above kInlineBytes.
   ClusterCommunicator(std::vector<int> task_of_replica, int task_id, net::Transport* transport,
-                      int64_t timeout_ms, int num_cpus);
+                      int64_t timeout_ms, int num_cpus, bool private_results = false);
   ~ClusterCommunicator() override;
 
   int num_replicas() const { return static_cast<int>(task_of_replica_.size()); }
@@ -66,9 +68,15 @@ class ClusterCommunicator : public Communicator {
 
   int local_rank(int replica) const;
   Groups groups_of(const tpu_group_assignment* groups, Descriptor* desc) const;
+  // The replica whose result buffer `rank` shares: the first member of its group
+  // on this task, when results are shared and its group has another member here;
+  // else -1. Such a replica allocates no output: the leader writes the first one's.
+  int shares_with(int rank, const Groups& g, size_t bytes) const;
   // Meets the local replicas (after the caller validated), lets the leader run
-  // `leader` and waits for it. out: this replica's result.
-  void run(int rank, const Descriptor& desc, const Tensor* x, Tensor* out,
+  // `leader` and waits for it. out: this replica's result (for a replica that
+  // shares, a handle on the first member's is made here); call.output of such a
+  // replica is NULL.
+  void run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out, int share_with,
            const std::function<void(Call&)>& leader);
   // One collective's transfers with the other tasks; tasks: those of the group, for
   // large transfers to go in rounds (NULL: all at once).

@@ -75,6 +75,7 @@ class Communicator {
 
  protected:
   Rendezvous& rendezvous() { return *rv_; }
+  bool private_results() const { return private_results_; }
 
  private:
   // The group a replica belongs to in one collective call.

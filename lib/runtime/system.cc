@@ -394,7 +394,7 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
       cluster_comm_->task_of_replica() != replica_task_)
     cluster_comm_ = std::make_shared<ClusterCommunicator>(
         replica_task_, task_id(), transport_.get(), config_.collective_timeout_ms,
-        num_usable_cpus());
+        num_usable_cpus(), config_.private_collective_results);
   std::shared_ptr<Communicator> comm = cluster_comm_;
   StepResult result;
   try {

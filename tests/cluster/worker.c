@@ -207,6 +207,35 @@ static tpu_status check_fold(tpu_replica_context *ctx, int r, tpu_dtype dtype, t
   return TPU_OK;
 }
 
+/* An all-reduce above 4 KiB: the members on one task share one buffer (the data
+ * pointers agree), and a member that writes through tpu_tensor_mutable_data gets a
+ * copy of its own: the others still read the sum. */
+static const void *g_result_data[4096];
+static tpu_status check_shared_results(tpu_replica_context *ctx, int r) {
+  int64_t count = 4096;
+  tpu_tensor *x = make(TPU_FLOAT, r, &count, 1), *y = NULL;
+  OK(tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, NULL, &y, NULL));
+  const void *p;
+  OK(tpu_tensor_data(y, &p));
+  g_result_data[r] = p;
+  OK(tpu_barrier(ctx, NULL));
+  const int first = g_task * g_local;
+  EXPECT(g_result_data[r] == g_result_data[first],
+         "replica %d's all-reduce result is not the buffer of replica %d on the same task", r, first);
+  void *w;
+  OK(tpu_tensor_mutable_data(y, &w));
+  ((float *)w)[0] = (float)-r;
+  OK(tpu_barrier(ctx, NULL));
+  double want1 = 0;
+  for (int k = 0; k < g_n; k++) want1 += value(k, 1);
+  EXPECT(element(y, 0) == -r && element(y, 1) == want1,
+         "replica %d after writing its shared result: element 0 %g (want %d), element 1 %g (want %g)",
+         r, element(y, 0), -r, element(y, 1), want1);
+  tpu_tensor_release(y);
+  tpu_tensor_release(x);
+  return TPU_OK;
+}
+
 static tpu_status check_others(tpu_replica_context *ctx, int r) {
   const int n = g_n;
   int64_t d2[2] = {3, 4};
@@ -300,6 +329,7 @@ static tpu_status collectives_fn(tpu_replica_context *ctx, tpu_tensor *const *in
   OK(check_fold(ctx, r, TPU_BFLOAT16, TPU_REDUCE_SUM, 300007, NULL, 0, 0));
   OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, (int64_t)g_n * 40000, reversed, g_n, 1));
   OK(check_others(ctx, r));
+  OK(check_shared_results(ctx, r));
   return TPU_OK;
 }
 
