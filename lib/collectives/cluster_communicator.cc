@@ -262,12 +262,7 @@ void fill_desc(Descriptor* d, CollectiveKind kind, const Tensor* x) {
 
 }  // namespace
 
-// The tasks of a group row, sorted, and each task's members in member order.
-struct TaskSplit {
-  std::vector<int> tasks;
-  std::vector<std::vector<int>> members;  // by position in tasks: positions in the row
-  int mine = -1;                          // this task's position in tasks, or -1
-};
+using TaskSplit = ClusterCommunicator::TaskSplit;
 
 static TaskSplit split_row(const int32_t* row, int size, const std::vector<int>& task_of, int me) {
   TaskSplit s;
@@ -497,6 +492,39 @@ void ClusterCommunicator::grow(Buffer* buffer, size_t bytes) {
   buffer->capacity = bytes;
 }
 
+// Bruck's all-gather: in round k every task sends the task 2^k before it the blocks
+// it holds so far (its own and those of the tasks after it) and receives as many from
+// the task 2^k after it, so np tasks are done in ceil(log2 np) rounds of one message
+// each way instead of one round of np - 1: fewer messages for the tasks to be
+// scheduled for, which is what small collectives on busy CPUs wait on.
+void ClusterCommunicator::gather_in_rounds(Call& call, const int32_t* row, int size,
+                                           const TaskSplit& split, size_t bytes, uint32_t tag,
+                                           const void** inputs) {
+  const int np = static_cast<int>(split.tasks.size()), me = split.mine;
+  // Block j holds the members' inputs of the task j positions after this one.
+  std::vector<size_t> block_at(np + 1, 0);
+  for (int j = 0; j < np; ++j) block_at[j + 1] = block_at[j] + split.members[(me + j) % np].size() * bytes;
+  gather_staging_.resize(block_at[np]);
+  char* staging = gather_staging_.data();
+  const std::vector<int>& own = split.members[me];
+  for (size_t c = 0; c < own.size(); ++c)
+    if (bytes) std::memcpy(staging + c * bytes, call.input[local_rank_[row[own[c]]]], bytes);
+  std::vector<net::Send> sends(1);
+  std::vector<net::Recv> recvs(1);
+  for (int dist = 1; dist < np; dist *= 2) {
+    const int count = std::min(dist, np - dist);
+    sends[0] = {split.tasks[(me - dist + np) % np], tag, staging, block_at[count]};
+    recvs[0] = {split.tasks[(me + dist) % np], tag, staging + block_at[dist],
+                block_at[dist + count] - block_at[dist]};
+    exchange_once(call, sends, recvs);
+  }
+  for (int j = 0; j < np; ++j) {
+    const std::vector<int>& members = split.members[(me + j) % np];
+    for (size_t c = 0; c < members.size(); ++c) inputs[members[c]] = staging + block_at[j] + c * bytes;
+  }
+  (void)size;
+}
+
 void ClusterCommunicator::gather_groups(
     Call& call, const Groups& g, size_t bytes,
     const std::function<void(const int32_t*, int, const void* const*)>& use) {
@@ -506,6 +534,11 @@ void ClusterCommunicator::gather_groups(
     TaskSplit split = split_row(row, g.group_size, task_of_replica_, task_id_);
     if (split.mine < 0) continue;
     const int np = static_cast<int>(split.tasks.size());
+    if (np > 2 && bytes * static_cast<size_t>(g.group_size) <= kGatherReduceBytes) {
+      gather_in_rounds(call, row, g.group_size, split, bytes, static_cast<uint32_t>(gi), inputs.data());
+      use(row, g.group_size, inputs.data());
+      continue;
+    }
     const size_t remote = static_cast<size_t>(g.group_size) - split.members[split.mine].size();
     std::vector<char> received(remote * bytes);
     std::vector<net::Send> sends;

@@ -57,6 +57,13 @@ class ClusterCommunicator : public Communicator {
   Tensor* broadcast(int rank, const Tensor* x, int root, const tpu_group_assignment* groups) override;
   void barrier(int rank) override;
 
+ // The tasks of a group row, sorted, and each task's members in member order.
+  struct TaskSplit {
+    std::vector<int> tasks;
+    std::vector<std::vector<int>> members;  // by position in tasks: positions in the row
+    int mine = -1;                          // this task's position in tasks, or -1
+  };
+
  private:
   struct Call;
   // The rows of a group assignment (NULL: every replica in one group).
@@ -95,6 +102,10 @@ class ClusterCommunicator : public Communicator {
   // spreads the result along the row's tasks. Tags: tag, and tag + 1 for the spread.
   void reduce_chain(Call& call, const int32_t* row, int size, const std::vector<int>& tasks,
                     const Tensor* x, tpu_reduce_op op, char* result, uint32_t tag);
+  // Gives every task of a row every member's input (inputs: by position in the row)
+  // in ceil(log2 tasks) rounds, for small inputs.
+  void gather_in_rounds(Call& call, const int32_t* row, int size, const TaskSplit& split,
+                        size_t bytes, uint32_t tag, const void** inputs);
   void gather_groups(Call& call, const Groups& g, size_t bytes,
                      const std::function<void(const int32_t* row, int size, const void* const* inputs)>& use);
   Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op, const tpu_group_assignment* groups,
@@ -117,6 +128,7 @@ class ClusterCommunicator : public Communicator {
   };
   static void grow(Buffer* buffer, size_t bytes);
   Buffer received_buffer_, partial_buffer_, result_buffer_;
+  std::vector<char> gather_staging_;
 };
 
 }  // namespace tpurt

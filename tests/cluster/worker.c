@@ -324,6 +324,11 @@ static tpu_status collectives_fn(tpu_replica_context *ctx, tpu_tensor *const *in
     OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, fold_sizes[i], reversed, g_n, 0));
   }
   if (g_tasks > 1) OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, 100003, spread, g_tasks, 0));
+  if (g_tasks >= 3 && g_local == 2 && g_n % 4 == 0) {
+    /* Small rows whose tasks hold 2, 1 and 1 members: blocks of unequal size. */
+    const int32_t uneven[4] = {0, 1, 2, 4};
+    OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, 1000, uneven, 4, 0));
+  }
   OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_MEAN, 100003, reversed, g_n, 0));
   OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_PROD, 100003, NULL, 0, 0));
   OK(check_fold(ctx, r, TPU_BFLOAT16, TPU_REDUCE_SUM, 300007, NULL, 0, 0));
