@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Multi-process tests on loopback: tasks started by tpurt launch (and, for the fault
-# that a launcher cannot help with, by hand with DTensor's environment) join one TPU
-# system; every collective across them, the key-value store and barriers, and the
+# Multi-process tests on loopback: tasks started by tpurt launch (and, for the faults,
+# also by hand with DTensor's environment, where no launcher ends the others) join one
+# TPU system; every collective across them, the key-value store and barriers, and the
 # faults: a task killed, stopped, skipping a collective, failing; wrong tokens;
 # garbage on the ports. Every run is bounded by `timeout`.
 set -uo pipefail
@@ -124,28 +124,58 @@ else bad "garbage on the ports (exit $rc)" "$out"; fi
 
 # Started by hand with DTensor's environment (as Slurm, Kubernetes or a shell would):
 # nothing ends the others when one dies; they must notice by themselves.
-base=$((20000 + RANDOM % 20000))
-jobs="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
-pids=()
-for i in 0 1 2; do
-  # exec: $! is the task itself, which kill -9 must reach.
-  (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=1 exec "$worker" soak 100000 \
-     >"$BUILD/byhand.$i.log" 2>&1) &
-  pids+=($!)
-done
-(sleep 60; kill -9 "${pids[@]}" 2>/dev/null) &  # the bound, should they not notice
-watchdog=$!
+# by_hand N BOUND SCENARIO [ARG]: starts N tasks, each the worker itself (exec: kill -9
+# reaches it), all killed after BOUND seconds should they not end; sets pids.
+by_hand() {
+  local n=$1 bound=$2 base=$((20000 + RANDOM % 20000)) jobs= i
+  shift 2
+  for ((i = 0; i < n; i++)); do jobs+=${jobs:+,}127.0.0.1:$((base + i)); done
+  pids=()
+  for ((i = 0; i < n; i++)); do
+    (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=1 exec "$worker" "$@" \
+       >"$BUILD/byhand.$i.log" 2>&1) &
+    pids+=($!)
+  done
+  (sleep "$bound"; kill -9 "${pids[@]}" 2>/dev/null) &
+  watchdog=$!
+}
+# by_hand_wait I...: waits for tasks I... (their exits in rcs), then ends the rest and
+# the watchdog; out: every task's log.
+by_hand_wait() {
+  local i
+  rcs=()
+  for i in "$@"; do wait "${pids[$i]}" 2>/dev/null; rcs+=($?); done
+  kill -9 "${pids[@]}" 2>/dev/null
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" 2>/dev/null; done
+  kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
+  out=$(cat "$BUILD"/byhand.*.log)
+  rm -f "$BUILD"/byhand.*.log
+}
+
+by_hand 3 60 soak 100000
 sleep 2
 kill -9 "${pids[2]}" 2>/dev/null; wait "${pids[2]}" 2>/dev/null
-rcs=()
-for i in 0 1; do wait "${pids[$i]}"; rcs+=($?); done
-wait "${pids[2]}" 2>/dev/null
-kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
-out=$(cat "$BUILD"/byhand.*.log)
+by_hand_wait 0 1
 if [ "${rcs[0]}" = 1 ] && [ "${rcs[1]}" = 1 ] &&
    [ "$(grep -c 'UNAVAILABLE.*task 2' <<<"$out")" -ge 2 ]; then
   ok "tasks started by hand notice task 2's kill -9 by themselves (TPU_UNAVAILABLE naming it)"
 else bad "tasks started by hand, one killed (exits ${rcs[*]})" "$out"; fi
+
+saved_timeout=$TPURT_HEARTBEAT_TIMEOUT_MS
+export TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000
+by_hand 3 40 stop 2
+by_hand_wait 0 1
+export TPURT_HEARTBEAT_TIMEOUT_MS=$saved_timeout
+unset TEST_COLLECTIVE_TIMEOUT_MS
+if [ "${rcs[*]}" = "0 0" ] && [ "$(grep -c 'DEADLINE_EXCEEDED.*task 2' <<<"$out")" -ge 2 ]; then
+  ok "tasks started by hand: SIGSTOP of task 2 gives the others TPU_DEADLINE_EXCEEDED naming it"
+else bad "tasks started by hand, one stopped (exits ${rcs[*]})" "$out"; fi
+
+by_hand 2 60 skip 1
+by_hand_wait 0 1
+if [ "${rcs[*]}" = "0 0" ] && grep -q 'FAILED_PRECONDITION.*task 1' <<<"$out"; then
+  ok "tasks started by hand: task 1 skipping a collective is named at once (TPU_FAILED_PRECONDITION)"
+else bad "tasks started by hand, one skipping a collective (exits ${rcs[*]})" "$out"; fi
 rm -f "$BUILD"/byhand.*.log "$BUILD/garbage.log"
 
 # Two hosts: network namespaces joined by a veth pair, made (and removed) here. The
