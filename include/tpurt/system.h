@@ -47,9 +47,9 @@ typedef struct tpu_system_options {
                                    never returns closes it either way. */
   const void *embedding_config; /* serialized TPUEmbeddingConfiguration, or NULL */
   size_t embedding_config_len;
-  /* 0 (default): the members of a group share one buffer for the result of an
-   * all-reduce, cross_replica_sum, all-gather or broadcast (copy-on-write, see
-   * tensor.h), written once. Nonzero: every member gets a private copy, as before
+  /* 0 (default): the members of a group (those on one task, when the system spans
+   * several) share one buffer for the result of an all-reduce, cross_replica_sum,
+   * all-gather or broadcast (copy-on-write, see tensor.h), written once. Nonzero: every member gets a private copy, as before
    * shared results (for comparison; each copy costs a write of the whole result). */
   int private_collective_results;
 } tpu_system_options;
