@@ -296,18 +296,18 @@ static void test_transport__interrupted_send(void **) {
     }
   });
   CHECK(results[0].code == TPU_ABORTED);
-  char a = 5, b = 0;
+  char a = 5, b[2] = {0, 0};  // a byte each: the tasks run on two threads
   results = run_tasks(2, [&](int me) {
     t[me]->begin_step(2);
     Send s{1 - me, 0, &a, 1};
-    Recv r{1 - me, 0, &b, 1};
+    Recv r{1 - me, 0, &b[me], 1};
     t[me]->exchange(1, 2, &s, 1, &r, 1, in_ms(5000), no_check, name);
     StepOutcome remote;
     t[me]->end_step(StepOutcome{}, 5000, &remote, name);
   });
   for (int i = 0; i < 2; ++i)
     if (results[i].code != TPU_OK) CHECK_FAIL("task %d: %s", i, results[i].message.c_str());
-  CHECK(b == 5);
+  CHECK(b[0] == 5 && b[1] == 5);
 }
 
 
