@@ -169,11 +169,11 @@ static void test_transport__peer_ends_step(void **) {
 // Peers in different collectives (digests differ): TPU_INVALID_ARGUMENT naming the peer.
 static void test_transport__digest_mismatch(void **) {
   auto t = make_cluster(2);
-  char out[8] = {0}, in[8];
+  char out[8] = {0}, in[2][8];  // a buffer each: the tasks run on two threads
   auto results = run_tasks(2, [&](int me) {
     t[me]->begin_step(1);
     Send s{1 - me, 0, out, sizeof out};
-    Recv r{1 - me, 0, in, sizeof in};
+    Recv r{1 - me, 0, in[me], sizeof in[me]};
     try {
       t[me]->exchange(1, me == 0 ? 100 : 200, &s, 1, &r, 1, in_ms(5000), no_check, name);
     } catch (...) {
@@ -190,7 +190,7 @@ static void test_transport__digest_mismatch(void **) {
   results = run_tasks(2, [&](int me) {
     t[me]->begin_step(2);
     Send s{1 - me, 0, out, sizeof out};
-    Recv r{1 - me, 0, in, sizeof in};
+    Recv r{1 - me, 0, in[me], sizeof in[me]};
     t[me]->exchange(1, 5, &s, 1, &r, 1, in_ms(5000), no_check, name);
     StepOutcome remote;
     t[me]->end_step(StepOutcome{}, 5000, &remote, name);
