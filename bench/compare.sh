@@ -11,6 +11,8 @@
 #   BUILD=build                     where `make` put bin/tpurt
 #   ANCHORS=../shared/anchors       the anchor benchmarks (only read)
 #   OUT=$BUILD/anchors/<timestamp>  where every CSV, log and the table go
+#   RUNS=3                          tpurt's sweeps per configuration; the tables take
+#                                   the median run per size
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,13 +20,14 @@ cd "$ROOT"
 BUILD=${BUILD:-build}
 ANCHORS=${ANCHORS:-$ROOT/../shared/anchors}
 OUT=${OUT:-$BUILD/anchors/$(date +%Y%m%d-%H%M%S)}
+RUNS=${RUNS:-3}
 TPURT=$BUILD/bin/tpurt
 QUICK=()
 BIG=16777216 MAXBYTES=64M
 case "${1:-}" in
   "") ;;
   --quick) QUICK=(--quick); BIG=1048576 MAXBYTES=1M ;;
-  *) sed -n '2,11p' "$0"; exit 2 ;;
+  *) sed -n '2,13p' "$0"; exit 2 ;;
 esac
 
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -55,15 +58,39 @@ log "anchors (Open MPI, Gloo, ceilings) -> $OUT"
 RANKS="2 4 8" GLOO_CONFIGS=ring OUT="$OUT" "$SRC/run_anchors.sh" "${QUICK[@]}" >"$OUT/anchors.log" 2>&1 ||
   log "the anchors failed (see $OUT/anchors.log); their columns will show -"
 
+# median_sweep OUT RUN...: RUNS sweeps (RUN... prints one CSV), then OUT: the first
+# one's comments and header, and per size the run with the median time (every column
+# of that run, so its wrong-element count goes with it). This machine's speed swings
+# between runs minutes apart, for every contender; the median keeps one slow run out.
+median_sweep() {
+  local out=$1 i
+  shift
+  for ((i = 1; i <= RUNS; i++)); do "$@" >"$out.$i"; done
+  awk -F, '/^#/ || $1 == "size" { if (FILENAME == ARGV[1]) print; next }
+    { n[$1]++; row[$1, n[$1]] = $0; t[$1, n[$1]] = $5 + 0; if (!($1 in seen)) { seen[$1] = 1; order[++sizes] = $1 } }
+    END {
+      for (k = 1; k <= sizes; k++) {
+        s = order[k]; m = n[s]
+        for (i = 1; i <= m; i++) idx[i] = i
+        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+          if (t[s, idx[j]] < t[s, idx[i]]) { x = idx[i]; idx[i] = idx[j]; idx[j] = x }
+        print row[s, idx[int((m + 1) / 2)]]
+      }
+    }' "$out".[0-9]* >"$out"
+}
+tasks_sweep() {
+  "$TPURT" bench --csv --tasks "$1" -b 8 -e "$MAXBYTES" -f 2 2>>"$OUT/tpurt_tasks_n$1.err" |
+    sed -n 's/^\[0\] //p'
+}
 for n in 2 8; do
-  log "tpurt bench, $n replicas"
-  "$TPURT" bench --csv -r "$n" -b 8 -e "$MAXBYTES" -f 2 >"$OUT/tpurt_n$n.csv" 2>"$OUT/tpurt_n$n.err"
+  log "tpurt bench, $n replicas ($RUNS runs)"
+  median_sweep "$OUT/tpurt_n$n.csv" "$TPURT" bench --csv -r "$n" -b 8 -e "$MAXBYTES" -f 2 \
+    2>>"$OUT/tpurt_n$n.err"
 done
 # Tasks of one core each under tpurt launch; task 0 prints, prefixed "[0] ".
 for n in 2 4 8; do
-  log "tpurt bench --tasks $n"
-  "$TPURT" bench --csv --tasks "$n" -b 8 -e "$MAXBYTES" -f 2 2>"$OUT/tpurt_tasks_n$n.err" |
-    sed -n 's/^\[0\] //p' >"$OUT/tpurt_tasks_n$n.csv"
+  log "tpurt bench --tasks $n ($RUNS runs)"
+  median_sweep "$OUT/tpurt_tasks_n$n.csv" tasks_sweep "$n"
 done
 log "tpurt empty step, 8 replicas"
 "$TPURT" bench --csv --step -r 8 >"$OUT/tpurt_step_n8.csv"
