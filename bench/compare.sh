@@ -11,8 +11,8 @@
 #   BUILD=build                     where `make` put bin/tpurt
 #   ANCHORS=../shared/anchors       the anchor benchmarks (only read)
 #   OUT=$BUILD/anchors/<timestamp>  where every CSV, log and the table go
-#   RUNS=3                          tpurt's sweeps per configuration; the tables take
-#                                   the median run per size
+#   RUNS=3                          runs of every contender (the anchors and tpurt's
+#                                   sweeps); the tables take the median run per size
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,20 +54,16 @@ rm -rf "$SRC/build" "$SRC/results"
 sed -i 's/^\( *\)((try < MAX_TRIES)) \&\& \(log .*\)$/\1if ((try < MAX_TRIES)); then \2; fi/' \
   "$SRC/run_anchors.sh"
 
-log "anchors (Open MPI, Gloo, ceilings) -> $OUT"
-RANKS="2 4 8" GLOO_CONFIGS=ring OUT="$OUT" "$SRC/run_anchors.sh" "${QUICK[@]}" >"$OUT/anchors.log" 2>&1 ||
-  log "the anchors failed (see $OUT/anchors.log); their columns will show -"
-
-# median_sweep OUT RUN...: RUNS sweeps (RUN... prints one CSV), then OUT: the first
-# one's comments and header, and per size the run with the median time (every column
-# of that run, so its wrong-element count goes with it). This machine's speed swings
-# between runs minutes apart, for every contender; the median keeps one slow run out.
-median_sweep() {
-  local out=$1 i
-  shift
-  for ((i = 1; i <= RUNS; i++)); do "$@" >"$out.$i"; done
-  awk -F, '/^#/ || $1 == "size" { if (FILENAME == ARGV[1]) print; next }
-    { n[$1]++; row[$1, n[$1]] = $0; t[$1, n[$1]] = $5 + 0; if (!($1 in seen)) { seen[$1] = 1; order[++sizes] = $1 } }
+# median_rows TIME_COLUMN OUT FILE...: OUT gets the first file's comments and header,
+# and per size (column 1) the row whose time (TIME_COLUMN) is the median over the
+# files (every column of that run, so its checks go with it). This machine's speed
+# swings up to 3x between runs minutes apart, for every contender alike; the median of
+# a few runs keeps one slow (or fast) run from deciding a ratio.
+median_rows() {
+  local col=$1 out=$2
+  shift 2
+  awk -F, -v col="$col" '/^#/ || $1 !~ /^[0-9]+$/ { if (FILENAME == ARGV[1]) print; next }
+    { n[$1]++; row[$1, n[$1]] = $0; t[$1, n[$1]] = $col + 0; if (!($1 in seen)) { seen[$1] = 1; order[++sizes] = $1 } }
     END {
       for (k = 1; k <= sizes; k++) {
         s = order[k]; m = n[s]
@@ -76,8 +72,32 @@ median_sweep() {
           if (t[s, idx[j]] < t[s, idx[i]]) { x = idx[i]; idx[i] = idx[j]; idx[j] = x }
         print row[s, idx[int((m + 1) / 2)]]
       }
-    }' "$out".[0-9]* >"$out"
+    }' "$@" >"$out"
 }
+# median_sweep OUT RUN...: RUNS runs of tpurt's sweep RUN..., and their median in OUT.
+median_sweep() {
+  local out=$1 i
+  shift
+  for ((i = 1; i <= RUNS; i++)); do "$@" >"$out.$i"; done
+  median_rows 5 "$out" "$out".[0-9]*
+}
+
+for ((i = 1; i <= RUNS; i++)); do
+  log "anchors (Open MPI, Gloo, ceilings), run $i of $RUNS -> $OUT/anchors.$i"
+  RANKS="2 4 8" GLOO_CONFIGS=ring OUT="$OUT/anchors.$i" "$SRC/run_anchors.sh" "${QUICK[@]}" \
+    >"$OUT/anchors.$i.log" 2>&1 ||
+    log "the anchors failed (see $OUT/anchors.$i.log); their columns may show -"
+done
+# The peers' sweeps: the median run per size; the ceilings: the first run's.
+for f in "$OUT"/anchors.1/*.csv; do
+  [[ -f $f ]] || continue
+  name=${f##*/}
+  case $name in
+    mpi_*|gloo_*) median_rows 4 "$OUT/$name" "$OUT"/anchors.[0-9]*/"$name" ;;
+    *) cp "$f" "$OUT/$name" ;;
+  esac
+done
+
 tasks_sweep() {
   "$TPURT" bench --csv --tasks "$1" -b 8 -e "$MAXBYTES" -f 2 2>>"$OUT/tpurt_tasks_n$1.err" |
     sed -n 's/^\[0\] //p'
@@ -164,6 +184,7 @@ TABLE=$OUT/compare.md
       "$(value "$tp" 1 "$BIG" 7)"
   done
   echo
-  echo "Raw data: $OUT (anchors' summary.md, tpurt_*.csv)."
+  echo "Every figure: the median of $RUNS runs of its contender, per size."
+  echo "Raw data: $OUT (anchors.N/ and tpurt_*.csv.N: run N)."
 } >"$TABLE"
 cat "$TABLE"
