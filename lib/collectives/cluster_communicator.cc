@@ -497,9 +497,8 @@ void ClusterCommunicator::grow(Buffer* buffer, size_t bytes) {
 // the task 2^k after it, so np tasks are done in ceil(log2 np) rounds of one message
 // each way instead of one round of np - 1: fewer messages for the tasks to be
 // scheduled for, which is what small collectives on busy CPUs wait on.
-void ClusterCommunicator::gather_in_rounds(Call& call, const int32_t* row, int size,
-                                           const TaskSplit& split, size_t bytes, uint32_t tag,
-                                           const void** inputs) {
+void ClusterCommunicator::gather_in_rounds(Call& call, const int32_t* row, const TaskSplit& split,
+                                           size_t bytes, uint32_t tag, const void** inputs) {
   const int np = static_cast<int>(split.tasks.size()), me = split.mine;
   // Block j holds the members' inputs of the task j positions after this one.
   std::vector<size_t> block_at(np + 1, 0);
@@ -522,7 +521,6 @@ void ClusterCommunicator::gather_in_rounds(Call& call, const int32_t* row, int s
     const std::vector<int>& members = split.members[(me + j) % np];
     for (size_t c = 0; c < members.size(); ++c) inputs[members[c]] = staging + block_at[j] + c * bytes;
   }
-  (void)size;
 }
 
 void ClusterCommunicator::gather_groups(
@@ -535,7 +533,7 @@ void ClusterCommunicator::gather_groups(
     if (split.mine < 0) continue;
     const int np = static_cast<int>(split.tasks.size());
     if (np > 2 && bytes * static_cast<size_t>(g.group_size) <= kGatherReduceBytes) {
-      gather_in_rounds(call, row, g.group_size, split, bytes, static_cast<uint32_t>(gi), inputs.data());
+      gather_in_rounds(call, row, split, bytes, static_cast<uint32_t>(gi), inputs.data());
       use(row, g.group_size, inputs.data());
       continue;
     }

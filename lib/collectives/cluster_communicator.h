@@ -104,8 +104,8 @@ class ClusterCommunicator : public Communicator {
                     const Tensor* x, tpu_reduce_op op, char* result, uint32_t tag);
   // Gives every task of a row every member's input (inputs: by position in the row)
   // in ceil(log2 tasks) rounds, for small inputs.
-  void gather_in_rounds(Call& call, const int32_t* row, int size, const TaskSplit& split,
-                        size_t bytes, uint32_t tag, const void** inputs);
+  void gather_in_rounds(Call& call, const int32_t* row, const TaskSplit& split, size_t bytes,
+                        uint32_t tag, const void** inputs);
   void gather_groups(Call& call, const Groups& g, size_t bytes,
                      const std::function<void(const int32_t* row, int size, const void* const* inputs)>& use);
   Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op, const tpu_group_assignment* groups,

@@ -265,8 +265,8 @@ void reduce(tpu_dtype dtype, tpu_reduce_op op, const void* const* srcs, int n, i
 bool partial_fold_supported(tpu_dtype dtype, tpu_reduce_op op) {
   if (op != TPU_REDUCE_SUM && op != TPU_REDUCE_PROD && op != TPU_REDUCE_MEAN) return false;
   switch (dtype) {
-    case TPU_FLOAT: case TPU_DOUBLE: case TPU_BFLOAT16: case TPU_HALF: return true;
-    case TPU_COMPLEX64: return true;
+    case TPU_FLOAT: case TPU_DOUBLE: case TPU_COMPLEX64: case TPU_BFLOAT16: case TPU_HALF:
+      return true;
     default: return false;
   }
 }

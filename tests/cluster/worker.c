@@ -147,10 +147,17 @@ static float fold_value(int r, int64_t i) {
   return ldexpf((float)(h & 0x7fffff) / (float)0x800000 + 0.5f, (int)(h >> 29) - 3);
 }
 
+/* *v rounded to bfloat16 or half (and back), as a tensor of that dtype holds it. */
+static void round_to(tpu_dtype dtype, float *v) {
+  uint16_t b;
+  if (dtype == TPU_BFLOAT16) tpu_float_to_bfloat16(v, &b, 1), tpu_bfloat16_to_float(&b, v, 1);
+  if (dtype == TPU_HALF) tpu_float_to_half(v, &b, 1), tpu_half_to_float(&b, v, 1);
+}
+
 /* An all-reduce (or, with scatter, a reduce_scatter along axis 0) of fold_value inputs
  * over one group `row` of `size` members (NULL: every replica), checked bit for bit
  * against the left fold in member order that one process computes: float32, or
- * bfloat16 accumulated in float32 and rounded once. */
+ * bfloat16 and half accumulated in float32 and rounded once. */
 static tpu_status check_fold(tpu_replica_context *ctx, int r, tpu_dtype dtype, tpu_reduce_op op,
                              int64_t count, const int32_t *row, int size, int scatter) {
   int32_t all[4096], ids[4096];
@@ -189,11 +196,11 @@ static tpu_status check_fold(tpu_replica_context *ctx, int r, tpu_dtype dtype, t
     float acc = 0;
     for (int k = 0; k < size; k++) {
       float v = fold_value(row[k], i);
-      if (dtype == TPU_BFLOAT16) { uint16_t b; tpu_float_to_bfloat16(&v, &b, 1); tpu_bfloat16_to_float(&b, &v, 1); }
+      round_to(dtype, &v);
       acc = k == 0 ? v : op == TPU_REDUCE_PROD ? acc * v : acc + v;
     }
     if (op == TPU_REDUCE_MEAN) acc /= (float)size;
-    if (dtype == TPU_BFLOAT16) { uint16_t b; tpu_float_to_bfloat16(&acc, &b, 1); tpu_bfloat16_to_float(&b, &acc, 1); }
+    round_to(dtype, &acc);
     float got = ((const float *)p)[j];
     EXPECT(memcmp(&got, &acc, sizeof acc) == 0,
            "%s %s op %d count %lld over %d members: replica %d element %lld is %.9g, want %.9g",
@@ -332,6 +339,7 @@ static tpu_status collectives_fn(tpu_replica_context *ctx, tpu_tensor *const *in
   OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_MEAN, 100003, reversed, g_n, 0));
   OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_PROD, 100003, NULL, 0, 0));
   OK(check_fold(ctx, r, TPU_BFLOAT16, TPU_REDUCE_SUM, 300007, NULL, 0, 0));
+  OK(check_fold(ctx, r, TPU_HALF, TPU_REDUCE_MEAN, 300007, reversed, g_n, 0));
   OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, (int64_t)g_n * 40000, reversed, g_n, 1));
   OK(check_others(ctx, r));
   OK(check_shared_results(ctx, r));
