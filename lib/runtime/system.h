@@ -76,6 +76,10 @@ class System {
   int num_cores() const { return config_.num_cores; }  // this task's
   int num_tasks() const { return config_.num_tasks; }
   int task_id() const { return config_.task_id; }
+  // The data plane between tasks ("none" for one task, "tcp", "shm", "mpi") and why
+  // it was chosen, for tpurt info and tpu_system_transport.
+  const std::string& transport_name() const { return transport_name_; }
+  const std::string& transport_reason() const { return transport_reason_; }
   int num_global_cores() const { return config_.num_cores * config_.num_tasks; }
 
   // The key-value store and barriers: the coordination service's, or in process for
@@ -156,6 +160,8 @@ class System {
   std::unique_ptr<Coordination> coordination_;
   std::shared_ptr<ClusterCommunicator> cluster_comm_;  // guarded by step_mu_
   uint64_t step_number_ = 0;
+  std::string transport_name_ = "none";
+  std::string transport_reason_ = "one task: its replicas share this process's memory";
 
   // A one-task system's key-value store and barrier counts.
   std::mutex kv_mu_;
