@@ -90,27 +90,28 @@ missing() { echo "$*" >>"$MISSING"; log "missing: $*"; }
 # OUT.N.failed; after a first run fails the contender is given up, and with no good
 # run OUT is not written and the contender is noted as missing.
 median_sweep() {
-  local out=$1 i good=0 rc
+  local out=$1 i rc good=()
   shift
   local err=${out%.csv}.err
-  rm -f "$out" "$out".[0-9]*
+  rm -f "$out" "$out".[0-9]*  # an earlier run's, with OUT reused
   for ((i = 1; i <= RUNS; i++)); do
     rc=0
     "$@" >"$out.$i" 2>>"$err" || rc=$?
     if ((rc == 0)) && grep -q '^[0-9]' "$out.$i"; then
-      good=$((good + 1))
+      good+=("$out.$i")
       continue
     fi
     mv "$out.$i" "$out.$i.failed"
     log "run $i failed (exit $rc), see $err"
-    ((good)) || break
+    ((${#good[@]})) || break
   done
-  if ((good == 0)); then
+  if ((${#good[@]} == 0)); then
     missing "${out##*/}: failed (exit $rc), see $err"
     return 0
   fi
-  ((good == RUNS)) || missing "${out##*/}: $((RUNS - good)) of $RUNS runs failed, see $err"
-  median_rows 5 "$out" "$out".[0-9]
+  ((${#good[@]} == RUNS)) ||
+    missing "${out##*/}: $((RUNS - ${#good[@]})) of $RUNS runs failed (median of the others), see $err"
+  median_rows 5 "$out" "${good[@]}"
 }
 
 for ((i = 1; i <= RUNS; i++)); do

@@ -6,8 +6,8 @@
 #   DIR   a compare.sh output directory (its median CSVs: mpi_sm_nN.csv, mpi_tcp_nN.csv,
 #         gloo_ring_nN.csv, tpurt_{tcp,shm,mpi}_nN.csv, tpurt_nN.csv)
 #   N     process counts to draw (default: 2 4 8); a count with no data is skipped
-# Prints the PNGs written. Without gnuplot it says how to install it and exits 3, so
-# that a caller can go on without the plots.
+# Prints the PNGs written. Without gnuplot ($GNUPLOT, default gnuplot) it says how to
+# install it and exits 3, so that a caller can go on without the plots.
 set -euo pipefail
 
 [[ $# -ge 1 && -d $1 ]] || { sed -n '2,10p' "$0"; exit 2; }
@@ -15,12 +15,13 @@ DIR=$1
 shift
 NS=("$@")
 ((${#NS[@]})) || NS=(2 4 8)
-if ! command -v gnuplot >/dev/null 2>&1; then
+GNUPLOT=${GNUPLOT:-gnuplot}
+if ! command -v "$GNUPLOT" >/dev/null 2>&1; then
   echo "plot_busbw.sh: gnuplot not found, no plots (Debian: apt-get install gnuplot-nox)" >&2
   exit 3
 fi
 TERM_PNG=pngcairo
-gnuplot -e 'set terminal pngcairo' 2>/dev/null || TERM_PNG=png
+"$GNUPLOT" -e 'set terminal pngcairo' 2>/dev/null || TERM_PNG=png
 
 # Contenders: file stem, busbw column, title, line style (dashed: the peers).
 CONTENDERS=(
@@ -54,7 +55,7 @@ for n in "${NS[@]}"; do
   xrange=$(cat "$data/$n"/*.dat | awk 'NR == 1 || $1 < lo { lo = $1 } NR == 1 || $1 > hi { hi = $1 }
     END { printf "%g:%g", lo / 1.6, hi * 1.6 }')
   joined=$(printf '%s, ' "${plots[@]}")
-  gnuplot <<EOF
+  "$GNUPLOT" <<EOF
 set terminal $TERM_PNG size 1000,640 font ",11"
 set output '$png'
 set title "float32 sum all-reduce, n = $n (ranks, tasks or replicas) on one host of $(nproc) CPUs"
