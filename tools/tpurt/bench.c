@@ -331,7 +331,8 @@ static const char bench_usage[] =
     "  --check, --no-check  verify the last call's output, exit 1 if wrong (default on)\n"
     "  --step               median time of an empty replicated step instead\n"
     "  --tasks N            run the sweep across N local tasks (processes) joined over\n"
-    "                       TCP on loopback, started by tpurt launch; -r is ignored\n"
+    "                       TCP on loopback (or --transport), started by tpurt launch\n"
+    "                       (mpirun for --transport mpi); -r is ignored\n"
     "  --cores-per-task C   cores of each task with --tasks (default 1)\n"
     "  --transport T        with --tasks: how the tasks exchange data, tcp or shm (under\n"
     "                       tpurt launch) or mpi (under mpirun --oversubscribe on\n"
@@ -367,7 +368,7 @@ static int cmd_bench(int argc, char **argv) {
       {"transport", required_argument, NULL, OPT_TRANSPORT},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {NULL, 0, NULL, 0}};
-  long tasks = 0, cores_per_task = 1, timeout = TASKS_TIMEOUT_DEFAULT;
+  long tasks = 0, cores_per_task = 1, timeout = 0;
   const char *transport = NULL;
   bench_config cfg = {.coll = bench_find_collective("all_reduce"),
                       .dtype = TPU_FLOAT,
@@ -433,6 +434,9 @@ static int cmd_bench(int argc, char **argv) {
   if (transport && tasks == 0 && !getenv("TPURT_BENCH_TASKS"))
     usage_error("bench", "--transport %s: needs --tasks N (it is how tasks exchange data)",
                 transport);
+  if (timeout && tasks == 0 && !getenv("TPURT_BENCH_TASKS"))
+    usage_error("bench", "--timeout %ld: needs --tasks N (it bounds the tasks)", timeout);
+  if (!timeout) timeout = TASKS_TIMEOUT_DEFAULT;
   if (tasks > 0 && !getenv("TPURT_BENCH_TASKS")) {
     if (step) usage_error("bench", "--tasks: --step measures one process");
     return bench_relaunch(argc, argv, tasks, cores_per_task, transport, timeout);
