@@ -161,15 +161,16 @@ fi
 cannot_run() {
   local plugin=${TPURT_MPI_PLUGIN:-$BUILD/lib/libtpurt_mpi.so}
   [[ $1 == tcp ]] && return 1
+  if [[ $1 == mpi ]]; then
+    command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found (apt-get install openmpi-bin)"; return 0; }
+    [[ -e $plugin ]] || { echo "the MPI plugin $plugin is not built (make mpi)"; return 0; }
+  fi
   [[ -z $IGNORED ]] || { echo "$IGNORED"; return 0; }
-  [[ $1 == mpi ]] || return 1
-  command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found (apt-get install openmpi-bin)"; return 0; }
-  [[ -e $plugin ]] || { echo "the MPI plugin $plugin is not built (make mpi)"; return 0; }
   return 1
 }
 for t in $TRANSPORTS; do
   if why=$(cannot_run "$t"); then
-    for n in $TASK_NS; do missing "tpurt_${t}_n$n.csv: skipped: $why"; done
+    missing "tpurt_${t}_nN.csv, N = ${TASK_NS// /, }: skipped: $why"
     continue
   fi
   for n in $TASK_NS; do

@@ -23,15 +23,15 @@ fi
 TERM_PNG=pngcairo
 "$GNUPLOT" -e 'set terminal pngcairo' 2>/dev/null || TERM_PNG=png
 
-# Contenders: file stem, busbw column, title, line style (dashed: the peers).
+# Contenders: file stem, time_us column, title, line style (dashed: the peers).
 CONTENDERS=(
-  mpi_sm     6 "Open MPI, shared memory"      "dt 2 lc rgb '#1f77b4' pt 4"
-  mpi_tcp    6 "Open MPI, TCP"                "dt 2 lc rgb '#ff7f0e' pt 6"
-  gloo_ring  6 "Gloo ring, TCP"               "dt 2 lc rgb '#7f7f7f' pt 8"
-  tpurt_tcp  7 "tpurt tasks, tcp"             "dt 1 lc rgb '#d62728' pt 7"
-  tpurt_shm  7 "tpurt tasks, shm"             "dt 1 lc rgb '#2ca02c' pt 5"
-  tpurt_mpi  7 "tpurt tasks, mpi"             "dt 1 lc rgb '#9467bd' pt 9"
-  tpurt      7 "tpurt, threads of 1 process"  "dt 3 lc rgb '#8c564b' pt 13"
+  mpi_sm     4 "Open MPI, shared memory"      "dt 2 lc rgb '#1f77b4' pt 4"
+  mpi_tcp    4 "Open MPI, TCP"                "dt 2 lc rgb '#ff7f0e' pt 6"
+  gloo_ring  4 "Gloo ring, TCP"               "dt 2 lc rgb '#7f7f7f' pt 8"
+  tpurt_tcp  5 "tpurt tasks, tcp"             "dt 1 lc rgb '#d62728' pt 7"
+  tpurt_shm  5 "tpurt tasks, shm"             "dt 1 lc rgb '#2ca02c' pt 5"
+  tpurt_mpi  5 "tpurt tasks, mpi"             "dt 1 lc rgb '#9467bd' pt 9"
+  tpurt      5 "tpurt, threads of 1 process"  "dt 3 lc rgb '#8c564b' pt 13"
 )
 
 data=$(mktemp -d)
@@ -43,8 +43,10 @@ for n in "${NS[@]}"; do
     stem=${CONTENDERS[i]} col=${CONTENDERS[i + 1]}
     csv=$DIR/${stem}_n$n.csv
     [[ -f $csv ]] || continue
-    # size and busbw of the data rows (comments and the header line have no number first)
-    awk -F, -v c="$col" '$1 ~ /^[0-9]+$/ && $c ~ /^[0-9.eE+-]+$/ && $c > 0 { print $1, $c }' \
+    # size and busbw of the data rows (comments and the header have no number first);
+    # busbw from the time, as the CSVs define it, since their busbw column has 4 decimals
+    awk -F, -v c="$col" -v n="$n" '$1 ~ /^[0-9]+$/ && $c ~ /^[0-9.eE+-]+$/ && $c > 0 {
+      print $1, $1 / ($c * 1e3) * 2 * (n - 1) / n }' \
       "$csv" >"$data/$n/$stem.dat"
     [[ -s $data/$n/$stem.dat ]] || continue
     plots+=("'$data/$n/$stem.dat' using 1:2 with linespoints lw 2 ${CONTENDERS[i + 3]} title '${CONTENDERS[i + 2]}'")
@@ -67,7 +69,7 @@ set xtics ("8 B" 8, "64 B" 64, "512 B" 512, "4 KiB" 4096, "32 KiB" 32768, \
            "256 KiB" 262144, "2 MiB" 2097152, "16 MiB" 16777216, "128 MiB" 134217728)
 set format y '%g'
 set grid xtics ytics mytics lc rgb '#dddddd'
-set key top left box opaque
+set key bottom right box opaque
 plot ${joined%, }
 EOF
   echo "$png"
