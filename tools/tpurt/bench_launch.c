@@ -78,11 +78,12 @@ static void locate_mpi_plugin(const char *self) {
   const char *named = getenv("TPURT_MPI_PLUGIN");
   char path[PATH_MAX], resolved[PATH_MAX], dir[PATH_MAX];
   if (named && *named) {
-    if (access(named, R_OK) != 0) {
+    if (access(named, R_OK) != 0 || !realpath(named, resolved)) {
       fprintf(stderr, "tpurt bench: --transport mpi: TPURT_MPI_PLUGIN='%s': %s\n", named,
               strerror(errno));
       exit(EXIT_USAGE);
     }
+    set_env("TPURT_MPI_PLUGIN", resolved);  /* absolute, whatever directory a rank runs in */
     return;
   }
   snprintf(dir, sizeof dir, "%s", self);
