@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # compare.sh - tpurt's all-reduce next to Open MPI's shared-memory MPI_Allreduce
-# (replicas in one process), and tpurt's tasks over TCP next to Open MPI over TCP and
-# Gloo's ring (processes on loopback), measured in the same run on this machine, as
-# two markdown tables.
+# (replicas in one process); and tpurt's tasks (processes on one host) over each of
+# its transports, tcp, shm and mpi, next to Open MPI over shared memory and over TCP
+# and Gloo's ring, for 2, 4 and 8 processes. All measured in the same run on this
+# machine: two markdown tables, and busbw against size as PNGs (gnuplot) beside them.
 #
 # usage: bench/compare.sh [--quick]
 #   --quick   the anchors' smoke run (n=2 only, sizes up to 1 MiB); the table then
@@ -10,9 +11,13 @@
 # environment:
 #   BUILD=build                     where `make` put bin/tpurt
 #   ANCHORS=../shared/anchors       the anchor benchmarks (only read)
-#   OUT=$BUILD/anchors/<timestamp>  where every CSV, log and the table go
+#   OUT=$BUILD/anchors/<timestamp>  where every CSV, log, the table and the plots go
 #   RUNS=3                          runs of every contender (the anchors and tpurt's
 #                                   sweeps); the tables take the median run per size
+#   TRANSPORTS="tcp shm mpi"        tpurt's transports for the tasks; mpi is skipped
+#                                   (with a note) without mpirun or the plugin
+#                                   ($BUILD/lib/libtpurt_mpi.so or TPURT_MPI_PLUGIN)
+# A contender that fails is shown as missing, with its log; the rest still runs.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,13 +26,15 @@ BUILD=${BUILD:-build}
 ANCHORS=${ANCHORS:-$ROOT/../shared/anchors}
 OUT=${OUT:-$BUILD/anchors/$(date +%Y%m%d-%H%M%S)}
 RUNS=${RUNS:-3}
+TRANSPORTS=${TRANSPORTS:-tcp shm mpi}
 TPURT=$BUILD/bin/tpurt
+TASK_NS="2 4 8"
 QUICK=()
 BIG=16777216 MAXBYTES=64M
 case "${1:-}" in
   "") ;;
-  --quick) QUICK=(--quick); BIG=1048576 MAXBYTES=1M ;;
-  *) sed -n '2,13p' "$0"; exit 2 ;;
+  --quick) QUICK=(--quick); BIG=1048576 MAXBYTES=1M TASK_NS=2 ;;
+  *) sed -n '2,21p' "$0"; exit 2 ;;
 esac
 
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -74,12 +81,37 @@ median_rows() {
       }
     }' "$@" >"$out"
 }
-# median_sweep OUT RUN...: RUNS runs of tpurt's sweep RUN..., and their median in OUT.
+# Contenders that did not run, one line each: what, why, where its log is.
+MISSING=$OUT/missing.txt
+: >"$MISSING"
+missing() { echo "$*" >>"$MISSING"; log "missing: $*"; }
+# median_sweep OUT RUN...: RUNS runs of tpurt's sweep RUN... (stderr to OUT's .err),
+# and their median in OUT. A run that fails or prints no rows is kept aside as
+# OUT.N.failed; after a first run fails the contender is given up, and with no good
+# run OUT is not written and the contender is noted as missing.
 median_sweep() {
-  local out=$1 i
+  local out=$1 i rc good=()
   shift
-  for ((i = 1; i <= RUNS; i++)); do "$@" >"$out.$i"; done
-  median_rows 5 "$out" "$out".[0-9]*
+  local err=${out%.csv}.err
+  rm -f "$out" "$out".[0-9]*  # an earlier run's, with OUT reused
+  for ((i = 1; i <= RUNS; i++)); do
+    rc=0
+    "$@" >"$out.$i" 2>>"$err" || rc=$?
+    if ((rc == 0)) && grep -q '^[0-9]' "$out.$i"; then
+      good+=("$out.$i")
+      continue
+    fi
+    mv "$out.$i" "$out.$i.failed"
+    log "run $i failed (exit $rc), see $err"
+    ((${#good[@]})) || break
+  done
+  if ((${#good[@]} == 0)); then
+    missing "${out##*/}: failed (exit $rc), see $err"
+    return 0
+  fi
+  ((${#good[@]} == RUNS)) ||
+    missing "${out##*/}: $((RUNS - ${#good[@]})) of $RUNS runs failed (median of the others), see $err"
+  median_rows 5 "$out" "${good[@]}"
 }
 
 for ((i = 1; i <= RUNS; i++)); do
@@ -97,20 +129,54 @@ for f in "$OUT"/anchors.1/*.csv; do
     *) cp "$f" "$OUT/$name" ;;
   esac
 done
+for n in $TASK_NS; do
+  for name in mpi_sm mpi_tcp gloo_ring; do
+    f=$OUT/${name}_n$n.csv
+    [[ -f $f ]] && grep -q '^[0-9]' "$f" && continue
+    rm -f "$f"
+    missing "${f##*/}: the anchors produced no rows, see $OUT/anchors.1.log and $OUT/anchors.1/logs/"
+  done
+done
 
-tasks_sweep() {
-  "$TPURT" bench --csv --tasks "$1" -b 8 -e "$MAXBYTES" -f 2 2>>"$OUT/tpurt_tasks_n$1.err" |
-    sed -n 's/^\[0\] //p'
-}
 for n in 2 8; do
   log "tpurt bench, $n replicas ($RUNS runs)"
-  median_sweep "$OUT/tpurt_n$n.csv" "$TPURT" bench --csv -r "$n" -b 8 -e "$MAXBYTES" -f 2 \
-    2>>"$OUT/tpurt_n$n.err"
+  median_sweep "$OUT/tpurt_n$n.csv" "$TPURT" bench --csv -r "$n" -b 8 -e "$MAXBYTES" -f 2
 done
-# Tasks of one core each under tpurt launch; task 0 prints, prefixed "[0] ".
-for n in 2 4 8; do
-  log "tpurt bench --tasks $n ($RUNS runs)"
-  median_sweep "$OUT/tpurt_tasks_n$n.csv" tasks_sweep "$n"
+
+# tasks_sweep TRANSPORT N: tasks of one core each; task 0 alone prints (under tpurt
+# launch with the prefix "[0] ", under mpirun bare); only the CSV's lines are kept.
+tasks_sweep() {
+  "$TPURT" bench --csv --tasks "$2" --transport "$1" -b 8 -e "$MAXBYTES" -f 2 |
+    sed -n 's/^\[0\] //; /^#/p; /^size,/p; /^[0-9]/p'
+}
+# A library that chooses transports rejects an unknown TPURT_TRANSPORT; one that
+# starts regardless ignores the variable, and would measure TCP under another name.
+IGNORED=
+if [[ " $TRANSPORTS " != " tcp " ]] &&
+  TPURT_TRANSPORT=compare-sh-no-such-transport "$TPURT" bench --tasks 2 --timeout 60 \
+    -b 8 -e 8 -n 1 >"$OUT/transport_probe.log" 2>&1; then
+  IGNORED="this libtpurt ignores TPURT_TRANSPORT (it started with an unknown value, see $OUT/transport_probe.log)"
+fi
+# Whether the tasks can run over TRANSPORT; if not, says why on stdout.
+cannot_run() {
+  local plugin=${TPURT_MPI_PLUGIN:-$BUILD/lib/libtpurt_mpi.so}
+  [[ $1 == tcp ]] && return 1
+  if [[ $1 == mpi ]]; then
+    command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found (apt-get install openmpi-bin)"; return 0; }
+    [[ -e $plugin ]] || { echo "the MPI plugin $plugin is not built (make mpi)"; return 0; }
+  fi
+  [[ -z $IGNORED ]] || { echo "$IGNORED"; return 0; }
+  return 1
+}
+for t in $TRANSPORTS; do
+  if why=$(cannot_run "$t"); then
+    missing "tpurt_${t}_nN.csv, N = ${TASK_NS// /, }: skipped: $why"
+    continue
+  fi
+  for n in $TASK_NS; do
+    log "tpurt bench --tasks $n --transport $t ($RUNS runs)"
+    median_sweep "$OUT/tpurt_${t}_n$n.csv" tasks_sweep "$t" "$n"
+  done
 done
 log "tpurt empty step, 8 replicas"
 "$TPURT" bench --csv --step -r 8 >"$OUT/tpurt_step_n8.csv"
@@ -128,17 +194,44 @@ row() {
     BEGIN { r = (a == "-" || b == "-" || a + 0 == 0) ? "-" : sprintf("%.2fx", b / a)
             printf "| %s | %s | %s | %s |\n", label, f(a), f(b), r }'
 }
-# row3 LABEL MPI GLOO TPURT: a row of the tasks table, with tpurt / MPI and tpurt / Gloo.
-row3() {
-  awk -v label="$1" -v a="$2" -v g="$3" -v b="$4" '
+# rowt LABEL MPI_SM MPI_TCP GLOO TCP SHM MPI: a row of the tasks table, with the
+# ratios tcp / MPI TCP, tcp / Gloo, shm / MPI shm, mpi / MPI shm.
+rowt() {
+  awk -v label="$1" -v msm="$2" -v mtcp="$3" -v g="$4" -v t="$5" -v sh="$6" -v m="$7" '
     function f(x) { return x == "-" ? x : sprintf("%.2f", x) }
     function r(x, y) { return (x == "-" || y == "-" || x + 0 == 0) ? "-" : sprintf("%.2fx", y / x) }
-    BEGIN { printf "| %s | %s | %s | %s | %s | %s |\n", label, f(a), f(g), f(b), r(a, b), r(g, b) }'
+    BEGIN { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label,
+              f(msm), f(mtcp), f(g), f(t), f(sh), f(m), r(mtcp, t), r(g, t), r(msm, sh), r(msm, m) }'
+}
+# target TEXT RATIO OP LIMIT: a line saying whether RATIO (e.g. 0.85x) meets OP LIMIT.
+target() {
+  awk -v text="$1" -v r="$2" -v op="$3" -v lim="$4" 'BEGIN {
+    if (r == "-") v = "not measured"
+    else { x = r + 0; ok = (op == "<=") ? x <= lim : x >= lim; v = sprintf("%s (%s)", ok ? "met" : "NOT met", r) }
+    printf "- %s: %s\n", text, v }'
+}
+# ratio FILE_A COL_A FILE_B COL_B KEY: B / A at size KEY, "-" if either is missing.
+ratio() {
+  awk -v a="$(value "$1" 1 "$5" "$2")" -v b="$(value "$3" 1 "$5" "$4")" 'BEGIN {
+    print (a == "-" || b == "-" || a + 0 == 0) ? "-" : sprintf("%.2fx", b / a) }'
 }
 # meta KEY: a key=value from the "# ..." line of the n=8 tpurt CSV.
 meta() { sed -n "s/^#.*[ ,]$1=\([^,]*\).*/\1/p" "$OUT/tpurt_n8.csv" | head -1; }
 
+# busbw against size, one PNG per process count, beside the table.
+PLOTS=()
+plot_rc=0
+plot_out=$(bench/plot_busbw.sh "$OUT" $TASK_NS 2>"$OUT/plot.err") || plot_rc=$?
+[[ -z $plot_out ]] || mapfile -t PLOTS <<<"$plot_out"
+case $plot_rc in
+  0) ;;
+  3) log "no plots: $(cat "$OUT/plot.err")" ;;
+  *) log "the plots failed, see $OUT/plot.err" ;;
+esac
+
 big_label=$(( BIG >> 20 ))" MiB"
+BUSBW_SIZES=(1048576)
+((BIG == 1048576)) || BUSBW_SIZES+=("$BIG")
 TABLE=$OUT/compare.md
 {
   echo "# tpurt vs Open MPI shared memory ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs)"
@@ -171,18 +264,64 @@ TABLE=$OUT/compare.md
   echo "- result checks: tpurt $wrong wrong elements; MPI $bad sizes not ok"
   echo
   echo
-  echo "## Tasks over TCP on loopback (one core each) vs Open MPI over TCP and Gloo's ring"
+  echo "## Tasks on one host (processes of one core each): tpurt's transports vs Open MPI and Gloo"
   echo
-  echo "| n | metric | Open MPI (TCP) | Gloo (ring) | tpurt tasks | vs MPI | vs Gloo |"
-  echo "|---|---|---|---|---|---|---|"
-  for n in 2 4 8; do
-    tcp=$OUT/mpi_tcp_n$n.csv gloo=$OUT/gloo_ring_n$n.csv tp=$OUT/tpurt_tasks_n$n.csv
-    row3 "$n | latency 8 B (us)" "$(value "$tcp" 1 8 4)" "$(value "$gloo" 1 8 4)" "$(value "$tp" 1 8 5)"
-    row3 "$n | busbw 1 MiB (GB/s)" "$(value "$tcp" 1 1048576 6)" "$(value "$gloo" 1 1048576 6)" \
-      "$(value "$tp" 1 1048576 7)"
-    row3 "$n | busbw $big_label (GB/s)" "$(value "$tcp" 1 "$BIG" 6)" "$(value "$gloo" 1 "$BIG" 6)" \
-      "$(value "$tp" 1 "$BIG" 7)"
+  echo "Open MPI's ranks and tpurt's tasks under mpirun --oversubscribe on loopback (Open MPI"
+  echo "over shared memory by default, or TCP with btl self,tcp); Gloo's ring and tpurt's tcp"
+  echo "and shm tasks (tpurt launch) on 127.0.0.1. tpurt's transport is the TPURT_TRANSPORT"
+  echo "its tasks were given. Ratios = tpurt / peer (latency: lower is better; busbw: higher)."
+  echo
+  echo "| n | metric | Open MPI shm | Open MPI TCP | Gloo ring | tpurt tcp | tpurt shm | tpurt mpi | tcp / MPI TCP | tcp / Gloo | shm / MPI shm | mpi / MPI shm |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  for n in $TASK_NS; do
+    f=("$OUT/mpi_sm_n$n.csv" "$OUT/mpi_tcp_n$n.csv" "$OUT/gloo_ring_n$n.csv"
+      "$OUT/tpurt_tcp_n$n.csv" "$OUT/tpurt_shm_n$n.csv" "$OUT/tpurt_mpi_n$n.csv")
+    for size in 8 "${BUSBW_SIZES[@]}"; do
+      if ((size == 8)); then label="latency 8 B (us)" pc=4 tc=5
+      else label="busbw $((size >> 20)) MiB (GB/s)" pc=6 tc=7
+      fi
+      rowt "$n | $label" "$(value "${f[0]}" 1 "$size" $pc)" "$(value "${f[1]}" 1 "$size" $pc)" \
+        "$(value "${f[2]}" 1 "$size" $pc)" "$(value "${f[3]}" 1 "$size" $tc)" \
+        "$(value "${f[4]}" 1 "$size" $tc)" "$(value "${f[5]}" 1 "$size" $tc)"
+    done
   done
+  echo
+  echo "Targets (issue 10; shm against Open MPI's shared memory, mpi against a bare MPI_Allreduce):"
+  target "shm latency 8 B, n=2, <= 1.00x Open MPI shm" \
+    "$(ratio "$OUT/mpi_sm_n2.csv" 4 "$OUT/tpurt_shm_n2.csv" 5 8)" "<=" 1
+  target "shm latency 8 B, n=8, <= 0.50x Open MPI shm" \
+    "$(ratio "$OUT/mpi_sm_n8.csv" 4 "$OUT/tpurt_shm_n8.csv" 5 8)" "<=" 0.5
+  target "shm busbw $big_label, n=8, >= 2.00x Open MPI shm" \
+    "$(ratio "$OUT/mpi_sm_n8.csv" 6 "$OUT/tpurt_shm_n8.csv" 7 "$BIG")" ">=" 2
+  for n in $TASK_NS; do
+    for size in "${BUSBW_SIZES[@]}"; do
+      target "mpi busbw $((size >> 20)) MiB, n=$n, >= 0.90x Open MPI" \
+        "$(ratio "$OUT/mpi_sm_n$n.csv" 6 "$OUT/tpurt_mpi_n$n.csv" 7 "$size")" ">=" 0.9
+    done
+  done
+  if [[ -s $MISSING ]]; then
+    echo
+    echo "Missing (shown as -):"
+    sed 's/^/- /' "$MISSING"
+  fi
+  wrong=$(cat /dev/null $(compgen -G "$OUT/tpurt_[a-z]*_n[0-9].csv" || true) |
+    awk -F, '!/^#/ && $8 ~ /^[0-9]+$/ { w += $8 } END { print w + 0 }')
+  bad=$(cat /dev/null $(compgen -G "$OUT/mpi_*_n[0-9].csv" || true) \
+    $(compgen -G "$OUT/gloo_ring_n[0-9].csv" || true) |
+    awk -F, '$1 ~ /^[0-9]+$/ && $7 != "ok" { b++ } END { print b + 0 }')
+  echo
+  echo "- result checks: tpurt's tasks $wrong wrong elements; Open MPI and Gloo $bad sizes not ok"
+  echo
+  if ((${#PLOTS[@]})); then
+    echo "busbw against message size, every contender:"
+    echo
+    for png in "${PLOTS[@]}"; do echo "![busbw, ${png##*/}](${png##*/})"; done
+  elif ((plot_rc == 3)); then
+    echo "No plots: gnuplot is not installed (Debian: apt-get install gnuplot-nox), then"
+    echo "bench/plot_busbw.sh $OUT draws them from this run."
+  else
+    echo "No plots: bench/plot_busbw.sh failed, see $OUT/plot.err."
+  fi
   echo
   echo "Every figure: the median of $RUNS runs of its contender, per size."
   echo "Raw data: $OUT (anchors.N/ and tpurt_*.csv.N: run N)."

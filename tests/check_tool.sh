@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The tpurt command and the example, as a user runs them: every command's --help,
 # getopt-style options (-r8, --, --name=value), bad values and variables rejected
-# with exit 2 and a message, the inclusive size range, demo (reporting, and failing
-# only under --check), info with its environment, every collective's bench run
-# with no wrong elements, and the example's sums.
+# with exit 2 and a message, bench --transport's errors and its label in the output,
+# the inclusive size range, demo (reporting, and failing only under --check), info
+# with its environment, every collective's bench run with no wrong elements, and the
+# example's sums.
 set -euo pipefail
 BUILD=${BUILD:-build}
 TPURT=$BUILD/bin/tpurt
@@ -44,6 +45,43 @@ expect_usage "TPURT_YIELD_NS" "TPURT_YIELD_NS='20us'" env TPURT_YIELD_NS=20us "$
 expect_usage "TPURT_NUM_CORES" "TPURT_NUM_CORES='0'" env TPURT_NUM_CORES=0 "$TPURT" demo
 expect_usage "TPURT_TENSOR_CACHE_MB" "TPURT_TENSOR_CACHE_MB='-5'" \
   env TPURT_TENSOR_CACHE_MB=-5 "$TPURT" bench -r 2 -b 8 -e 8 -n 1
+
+# --transport: the names it takes, and what each needs; checked before anything starts.
+expect_usage "--transport foo" "--transport: unknown transport 'foo' (tcp, shm or mpi)" \
+  "$TPURT" bench --tasks 2 --transport foo
+expect_usage "--transport=" "unknown transport ''" "$TPURT" bench --tasks 2 --transport=
+expect_usage "--transport TCP" "unknown transport 'TCP'" "$TPURT" bench --tasks 2 --transport TCP
+expect_usage "--transport alone" "--transport shm: needs --tasks N" "$TPURT" bench --transport shm
+expect_usage "--transport missing value" "'--transport' needs a value" "$TPURT" bench --transport
+expect_usage "--transport --step" "--step measures one process" \
+  "$TPURT" bench --tasks 2 --transport tcp --step
+expect_usage "--timeout 0" "--timeout: 0 is outside" "$TPURT" bench --tasks 2 --timeout 0
+expect_usage "--timeout alone" "--timeout 5: needs --tasks N" "$TPURT" bench --timeout 5
+# mpi: a TPURT_MPI_PLUGIN naming no file is a bad variable; a missing plugin or mpirun
+# fails (exit 1) naming what is missing, whether or not MPI is installed here.
+expect_usage "TPURT_MPI_PLUGIN" "TPURT_MPI_PLUGIN='/nonexistent/libtpurt_mpi.so'" \
+  env TPURT_MPI_PLUGIN=/nonexistent/libtpurt_mpi.so "$TPURT" bench --tasks 2 --transport mpi
+rc=0
+env PATH=/nonexistent TPURT_MPI_PLUGIN="$BUILD/lib/libtpurt.so" \
+  "$TPURT" bench --tasks 2 --transport mpi -b 8 -e 8 -n 1 >/dev/null 2>"$err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q 'mpirun is not on PATH' "$err" ||
+  fail "--transport mpi without mpirun: exited $rc: $(cat "$err")"
+if [ ! -e "$BUILD/lib/libtpurt_mpi.so" ]; then
+  rc=0
+  env -u TPURT_MPI_PLUGIN "$TPURT" bench --tasks 2 --transport mpi -b 8 -e 8 -n 1 \
+    >/dev/null 2>"$err" || rc=$?
+  [ "$rc" -eq 1 ] && grep -q "the MPI plugin .*/lib/libtpurt_mpi.so is missing" "$err" ||
+    fail "--transport mpi without the plugin: exited $rc: $(cat "$err")"
+fi
+# The output says which transport the tasks were given, in the table and the CSV.
+rows=$("$TPURT" bench --tasks 2 --transport tcp -b 8 -e 8 -n 1 --csv 2>"$err") ||
+  fail "--tasks 2 --transport tcp failed: $(cat "$err")"
+grep -q '^\[0\] # tasks=2,transport=tcp$' <<<"$rows" || fail "--transport tcp CSV: $rows"
+grep -q '^\[0\] 8,2,float32,sum,.*,0$' <<<"$rows" || fail "--transport tcp row: $rows"
+out=$("$TPURT" bench --tasks 2 --transport tcp -b 8 -e 8 -n 1 2>"$err") ||
+  fail "--tasks 2 --transport tcp (table) failed: $(cat "$err")"
+grep -q '^\[0\] # 2 tasks of 1 core(s) on this host, transport tcp ' <<<"$out" ||
+  fail "--transport tcp table: $out"
 
 # Bundled values and "--": -r3 -b8 run 3 replicas from 8 bytes.
 rows=$("$TPURT" bench -r3 -b8 -e32 -f4 -n1 --csv --)

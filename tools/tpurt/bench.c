@@ -119,6 +119,7 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
     printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,busbw_ceiling_GBps=%.3f,"
            "meeting_floor_us=%.3f,private_results=%d\n",
            coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us, cfg->private_results);
+    if (cfg->transport) printf("# tasks=%d,transport=%s\n", cfg->tasks, cfg->transport);
     printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
     return;
   }
@@ -214,8 +215,9 @@ static void note_rounding(const bench_config *cfg, size_t requested, size_t meas
           repeated ? "; measured already" : "");
 }
 
-/* One task of `tpurt bench --tasks N` (under tpurt launch): the system spans every
- * task, the replicas are all their cores, and task 0 alone prints. */
+/* One task of `tpurt bench --tasks N` (under tpurt launch, or mpirun for --transport
+ * mpi): the system spans every task, the replicas are all their cores, and task 0
+ * alone prints. */
 static tpu_system *start_task(bench_config *cfg) {
   tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
   tpu_system *system = NULL;
@@ -232,7 +234,14 @@ static tpu_system *start_task(bench_config *cfg) {
     cfg->permute_pairs[2 * r + 1] = (r + 1) % cfg->replicas;
   }
   if (task != 0 && !freopen("/dev/null", "w", stdout)) exit(1);
-  printf("# %d tasks of %d core(s), joined over TCP on loopback (tpurt launch)\n", tasks, local);
+  cfg->tasks = tasks;
+  cfg->transport = getenv("TPURT_BENCH_TRANSPORT");
+  if (!cfg->transport)
+    printf("# %d tasks of %d core(s), joined over TCP on loopback (tpurt launch)\n", tasks, local);
+  else  /* what was asked for: the library does not report its choice to the tool yet */
+    printf("# %d tasks of %d core(s) on this host, transport %s (TPURT_TRANSPORT=%s, %s)\n",
+           tasks, local, cfg->transport, cfg->transport,
+           strcmp(cfg->transport, "mpi") ? "tpurt launch" : "mpirun");
   return system;
 }
 
@@ -322,54 +331,27 @@ static const char bench_usage[] =
     "  --check, --no-check  verify the last call's output, exit 1 if wrong (default on)\n"
     "  --step               median time of an empty replicated step instead\n"
     "  --tasks N            run the sweep across N local tasks (processes) joined over\n"
-    "                       TCP on loopback, started by tpurt launch; -r is ignored\n"
+    "                       TCP on loopback (or --transport), started by tpurt launch\n"
+    "                       (mpirun for --transport mpi); -r is ignored\n"
     "  --cores-per-task C   cores of each task with --tasks (default 1)\n"
+    "  --transport T        with --tasks: how the tasks exchange data, tcp or shm (under\n"
+    "                       tpurt launch) or mpi (under mpirun --oversubscribe on\n"
+    "                       loopback; needs mpirun and the plugin libtpurt_mpi.so from\n"
+    "                       `make mpi`, or TPURT_MPI_PLUGIN); sets TPURT_TRANSPORT for\n"
+    "                       the tasks and says so in the output (default: the\n"
+    "                       environment's TPURT_TRANSPORT, auto if unset)\n"
+    "  --timeout SECONDS    with --tasks: stop the tasks and fail after SECONDS\n"
+    "                       (default 3600)\n"
     "  -h, --help           this text\n"
     "A size that is not a whole number of elements (or, for reduce_scatter and\n"
     "all_to_all, of R elements) is rounded up, with a note on stderr; rows show the\n"
     "size measured.\n";
 
 enum { OPT_PIN = 256, OPT_CSV, OPT_CHECK, OPT_NO_CHECK, OPT_STEP, OPT_PRIVATE, OPT_TASKS,
-       OPT_CORES_PER_TASK };
+       OPT_CORES_PER_TASK, OPT_TRANSPORT, OPT_TIMEOUT };
 
-/* --tasks: runs `tpurt launch -n N --cores-per-task C -- tpurt bench ARGS` with the
- * other arguments, each task marked by TPURT_BENCH_TASKS. Returns only on failure. */
-static int relaunch_as_tasks(int argc, char **argv, long tasks, long cores) {
-  char self[4096];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) {
-    perror("tpurt bench: /proc/self/exe");
-    return 1;
-  }
-  self[len] = '\0';
-  char n[32], c[32];
-  snprintf(n, sizeof n, "%ld", tasks);
-  snprintf(c, sizeof c, "%ld", cores);
-  char **args = xcalloc((size_t)argc + 10, sizeof *args);
-  int k = 0;
-  args[k++] = self;
-  args[k++] = "launch";
-  args[k++] = "-n";
-  args[k++] = n;
-  args[k++] = "--cores-per-task";
-  args[k++] = c;
-  args[k++] = "--";
-  args[k++] = self;
-  args[k++] = "bench";
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--tasks") || !strcmp(argv[i], "--cores-per-task")) {
-      i++;
-      continue;
-    }
-    if (!strncmp(argv[i], "--tasks=", 8) || !strncmp(argv[i], "--cores-per-task=", 17)) continue;
-    args[k++] = argv[i];
-  }
-  args[k] = NULL;
-  setenv("TPURT_BENCH_TASKS", n, 1);
-  execv(self, args);
-  perror("tpurt bench: cannot run tpurt launch");
-  return 1;
-}
+/* --timeout's default: a bound on a whole sweep of tasks, far above a normal one. */
+#define TASKS_TIMEOUT_DEFAULT 3600
 
 static int cmd_bench(int argc, char **argv) {
   static const struct option longopts[] = {
@@ -383,8 +365,11 @@ static int cmd_bench(int argc, char **argv) {
       {"private", no_argument, NULL, OPT_PRIVATE},
       {"tasks", required_argument, NULL, OPT_TASKS},
       {"cores-per-task", required_argument, NULL, OPT_CORES_PER_TASK},
+      {"transport", required_argument, NULL, OPT_TRANSPORT},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {NULL, 0, NULL, 0}};
-  long tasks = 0, cores_per_task = 1;
+  long tasks = 0, cores_per_task = 1, timeout = 0;
+  const char *transport = NULL;
   bench_config cfg = {.coll = bench_find_collective("all_reduce"),
                       .dtype = TPU_FLOAT,
                       .op = TPU_REDUCE_SUM,
@@ -436,12 +421,25 @@ static int cmd_bench(int argc, char **argv) {
       case OPT_CORES_PER_TASK:
         cores_per_task = parse_long("bench", "--cores-per-task", v, 1, 4096);
         break;
+      case OPT_TRANSPORT:
+        if (!bench_valid_transport(v))
+          usage_error("bench", "--transport: unknown transport '%s' (%s)", v,
+                      bench_transport_names);
+        transport = v;
+        break;
+      case OPT_TIMEOUT: timeout = parse_long("bench", "--timeout", v, 1, 1000000); break;
       case 'h': return print_usage(bench_usage);
     }
   }
+  if (transport && tasks == 0 && !getenv("TPURT_BENCH_TASKS"))
+    usage_error("bench", "--transport %s: needs --tasks N (it is how tasks exchange data)",
+                transport);
+  if (timeout && tasks == 0 && !getenv("TPURT_BENCH_TASKS"))
+    usage_error("bench", "--timeout %ld: needs --tasks N (it bounds the tasks)", timeout);
+  if (!timeout) timeout = TASKS_TIMEOUT_DEFAULT;
   if (tasks > 0 && !getenv("TPURT_BENCH_TASKS")) {
     if (step) usage_error("bench", "--tasks: --step measures one process");
-    return relaunch_as_tasks(argc, argv, tasks, cores_per_task);
+    return bench_relaunch(argc, argv, tasks, cores_per_task, transport, timeout);
   }
   if (step) return bench_empty_step(&cfg);
 

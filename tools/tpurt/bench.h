@@ -1,6 +1,6 @@
 /* tpurt bench: shared types of the sweep (bench.c), the collectives it measures
- * (bench_ops.c), input patterns and result checks (bench_data.c) and the reference
- * measurements (bench_ref.c). */
+ * (bench_ops.c), input patterns and result checks (bench_data.c), the reference
+ * measurements (bench_ref.c) and the relaunch as tasks (bench_launch.c). */
 #ifndef TPURT_TOOL_BENCH_H
 #define TPURT_TOOL_BENCH_H
 
@@ -61,6 +61,8 @@ struct bench_config {
   int pinning;              /* tpu_thread_pinning of the system's workers */
   int private_results;      /* tpu_system_options.private_collective_results */
   int32_t *permute_pairs;   /* collective_permute: the ring r -> r+1, [replicas][2] */
+  int tasks;                /* a task of tpurt bench --tasks: their number; else 0 */
+  const char *transport;    /* --transport, in a task; NULL without it */
 };
 
 /* What one replica measured in a step. */
@@ -98,5 +100,14 @@ double bench_memcpy_bandwidth(void);
  * (bench_floor.c), or a negative value if it could not be measured. */
 double bench_meeting_floor_us(int threads);
 int bench_empty_step(const bench_config *cfg);
+
+/* --tasks (bench_launch.c): the names --transport takes, and the relaunch as `tasks`
+ * tasks under tpurt launch, or mpirun for "mpi" (transport NULL: tpurt launch, the
+ * environment's TPURT_TRANSPORT left alone), killed after `timeout` seconds. Returns
+ * only on failure, with the exit status. */
+extern const char bench_transport_names[];
+int bench_valid_transport(const char *name);
+int bench_relaunch(int argc, char **argv, long tasks, long cores, const char *transport,
+                   long timeout);
 
 #endif /* TPURT_TOOL_BENCH_H */
