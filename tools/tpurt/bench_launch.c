@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -101,26 +100,24 @@ static void locate_mpi_plugin(const char *self) {
  * take the resolver's default 127.0.0.1:8888+i, which another job may hold. Each port
  * is free when picked; another process could take it before its rank binds it. */
 static void set_task_addresses(long n) {
-  int *sockets = xcalloc((size_t)n, sizeof *sockets);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int *ports = xcalloc((size_t)n, sizeof *ports), *sockets = xcalloc((size_t)n, sizeof *sockets);
+  long bound = bind_free_ports((const struct sockaddr *)&addr, sizeof addr, (int)n, ports, sockets);
+  if (bound < n) {
+    fprintf(stderr, "tpurt bench: cannot pick a free port on 127.0.0.1 (%ld of %ld): %s\n",
+            bound + 1, n, strerror(errno));
+    exit(1);
+  }
   size_t cap = (size_t)n * 24 + 1;
   char *list = xcalloc(cap, 1), *p = list;
   for (long i = 0; i < n; i++) {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-    socklen_t len = sizeof addr;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sockets[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (sockets[i] < 0 || bind(sockets[i], (struct sockaddr *)&addr, sizeof addr) ||
-        getsockname(sockets[i], (struct sockaddr *)&addr, &len)) {
-      fprintf(stderr, "tpurt bench: cannot pick a free port on 127.0.0.1 (%ld of %ld): %s\n",
-              i + 1, n, strerror(errno));
-      exit(1);
-    }
-    p += snprintf(p, cap - (size_t)(p - list), "%s127.0.0.1:%d", i ? "," : "",
-                  ntohs(addr.sin_port));
+    p += snprintf(p, cap - (size_t)(p - list), "%s127.0.0.1:%d", i ? "," : "", ports[i]);
+    close(sockets[i]);
   }
-  for (long i = 0; i < n; i++) close(sockets[i]);
   set_env("TPURT_TASK_ADDRESSES", list);
   free(list);
+  free(ports);
   free(sockets);
 }
 

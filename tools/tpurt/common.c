@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,21 @@ tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning) 
    * DTENSOR_JOBS); with none of them set it starts a one-process system. */
   CHECK(tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL));
   return system;
+}
+
+int bind_free_ports(const struct sockaddr *addr, socklen_t addr_len, int n, int *ports,
+                    int *sockets) {
+  for (int i = 0; i < n; i++) {
+    struct sockaddr_storage bound;
+    socklen_t len = sizeof bound;
+    sockets[i] = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sockets[i] < 0 || bind(sockets[i], addr, addr_len) ||
+        getsockname(sockets[i], (struct sockaddr *)&bound, &len))
+      return i;
+    ports[i] = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                 : ((struct sockaddr_in *)&bound)->sin_port);
+  }
+  return n;
 }
 
 void *xcalloc(size_t count, size_t size) {

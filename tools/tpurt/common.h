@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include <getopt.h>
+#include <sys/socket.h>
 #include <tpurt.h>
 
 /* Exit codes: 1 for a failing library call or a failed check, 2 for bad usage. */
@@ -75,6 +76,14 @@ int online_cpus(void);
 double now_seconds(void);
 /* "64 MiB", "8 B", ... into buf. */
 const char *format_bytes(double bytes, char *buf, size_t cap);
+
+/* Binds n TCP sockets to `addr` with port 0, all open at once so that the kernel hands
+ * out n distinct free ports, and reads the ports back (IPv4 or IPv6). The sockets
+ * (close-on-exec) stay open in sockets[] until the caller closes them, just before the
+ * ports' users bind them; another process may take a port in between. Returns how
+ * many it bound: n, or fewer with errno saying why the next one failed. */
+int bind_free_ports(const struct sockaddr *addr, socklen_t addr_len, int n, int *ports,
+                    int *sockets);
 
 /* Rejects a TPURT_* environment variable the library would reject (a usage error,
  * exit EXIT_USAGE, with the library's message). */

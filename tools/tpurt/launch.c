@@ -205,10 +205,9 @@ static int parse_options(int argc, char **argv, launch_options *o) {
 
 /* ---- Ports and the environment ----------------------------------------------------- */
 
-/* N distinct free ports on `host`: N sockets bound to port 0 at once (so the kernel
- * hands out N different ports), read back with getsockname. The sockets stay open in
- * `sockets` until just before the tasks start; between that close and a task's own
- * bind another process could take the port, a small race --port-base avoids. */
+/* N distinct free ports on `host` (bind_free_ports). The sockets stay open in `sockets`
+ * until just before the tasks start; between that close and a task's own bind another
+ * process could take the port, a small race --port-base avoids. */
 static void pick_ports(const char *host, int n, int *ports, int *sockets) {
   struct addrinfo hints, *ai = NULL;
   memset(&hints, 0, sizeof hints);
@@ -219,18 +218,12 @@ static void pick_ports(const char *host, int n, int *ports, int *sockets) {
     fprintf(stderr, "tpurt launch: --host '%s': %s\n", host, gai_strerror(rc));
     exit(EXIT_USAGE);
   }
-  for (int i = 0; i < n; i++) {
-    struct sockaddr_storage addr;
-    socklen_t len = sizeof addr;
-    sockets[i] = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (sockets[i] < 0 || bind(sockets[i], ai->ai_addr, ai->ai_addrlen) ||
-        getsockname(sockets[i], (struct sockaddr *)&addr, &len)) {
-      fprintf(stderr, "tpurt launch: cannot pick a free port on '%s' (%d of %d): %s%s\n", host,
-              i + 1, n, strerror(errno), errno == EADDRNOTAVAIL ? "; use --port-base" : "");
-      exit(1);
-    }
-    ports[i] = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&addr)->sin6_port
-                                                : ((struct sockaddr_in *)&addr)->sin_port);
+  int bound = bind_free_ports(ai->ai_addr, ai->ai_addrlen, n, ports, sockets);
+  if (bound < n) {
+    int e = errno;
+    fprintf(stderr, "tpurt launch: cannot pick a free port on '%s' (%d of %d): %s%s\n", host,
+            bound + 1, n, strerror(e), e == EADDRNOTAVAIL ? "; use --port-base" : "");
+    exit(1);
   }
   freeaddrinfo(ai);
 }
