@@ -119,7 +119,7 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
     printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,busbw_ceiling_GBps=%.3f,"
            "meeting_floor_us=%.3f,private_results=%d\n",
            coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us, cfg->private_results);
-    if (cfg->transport) printf("# tasks=%d,transport=%s\n", cfg->tasks, cfg->transport);
+    if (cfg->tasks) printf("# tasks=%d,transport=%s\n", cfg->tasks, cfg->transport);
     printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
     return;
   }
@@ -217,7 +217,8 @@ static void note_rounding(const bench_config *cfg, size_t requested, size_t meas
 
 /* One task of `tpurt bench --tasks N` (under tpurt launch, or mpirun for --transport
  * mpi): the system spans every task, the replicas are all their cores, and task 0
- * alone prints. */
+ * alone prints. The output names the transport the library chose, never the one asked
+ * for: a --transport the library did not choose ends the task with exit 1. */
 static tpu_system *start_task(bench_config *cfg) {
   tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
   tpu_system *system = NULL;
@@ -233,15 +234,24 @@ static tpu_system *start_task(bench_config *cfg) {
     cfg->permute_pairs[2 * r] = r;
     cfg->permute_pairs[2 * r + 1] = (r + 1) % cfg->replicas;
   }
+  /* Every task checks: they all run the same transport, and a task that stopped
+   * quietly would leave the others' messages to a race with the launcher's SIGTERM. */
+  char *transport = system_string(tpu_system_transport, system, "tpu_system_transport");
+  char *reason = system_string(tpu_system_transport_reason, system, "tpu_system_transport_reason");
+  const char *requested = getenv("TPURT_BENCH_TRANSPORT");
+  if (requested && strcmp(requested, transport)) {
+    fprintf(stderr, "tpurt bench: task %d: --transport %s was asked for, but the library chose "
+            "%s (%s); not measuring %s under the name %s\n", task, requested, transport, reason,
+            transport, requested);
+    exit(1);
+  }
   if (task != 0 && !freopen("/dev/null", "w", stdout)) exit(1);
   cfg->tasks = tasks;
-  cfg->transport = getenv("TPURT_BENCH_TRANSPORT");
-  if (!cfg->transport)
-    printf("# %d tasks of %d core(s), joined over TCP on loopback (tpurt launch)\n", tasks, local);
-  else  /* what was asked for: the library does not report its choice to the tool yet */
-    printf("# %d tasks of %d core(s) on this host, transport %s (TPURT_TRANSPORT=%s, %s)\n",
-           tasks, local, cfg->transport, cfg->transport,
-           strcmp(cfg->transport, "mpi") ? "tpurt launch" : "mpirun");
+  cfg->transport = transport;
+  const char *launcher = requested && !strcmp(requested, "mpi") ? "mpirun" : "tpurt launch";
+  printf("# %d tasks of %d core(s) on this host, transport %s (%s), started by %s\n", tasks,
+         local, transport, reason, launcher);
+  free(reason);
   return system;
 }
 
@@ -299,6 +309,7 @@ static int run_sweep(const bench_config *cfg_in) {
   }
 
   CHECK(tpu_system_release(system));
+  free(cfg->transport);
   free(results);
   bench_data_free(&data);
   if (total_wrong) {
@@ -330,16 +341,18 @@ static const char bench_usage[] =
     "  --csv                comma-separated rows instead of the table\n"
     "  --check, --no-check  verify the last call's output, exit 1 if wrong (default on)\n"
     "  --step               median time of an empty replicated step instead\n"
-    "  --tasks N            run the sweep across N local tasks (processes) joined over\n"
-    "                       TCP on loopback (or --transport), started by tpurt launch\n"
-    "                       (mpirun for --transport mpi); -r is ignored\n"
+    "  --tasks N            run the sweep across N local tasks (processes), started by\n"
+    "                       tpurt launch (mpirun for --transport mpi), over the transport\n"
+    "                       the library chooses, which the output names with the reason;\n"
+    "                       -r is ignored\n"
     "  --cores-per-task C   cores of each task with --tasks (default 1)\n"
     "  --transport T        with --tasks: how the tasks exchange data, tcp or shm (under\n"
     "                       tpurt launch) or mpi (under mpirun --oversubscribe on\n"
     "                       loopback; needs mpirun and the plugin libtpurt_mpi.so from\n"
     "                       `make mpi`, or TPURT_MPI_PLUGIN); sets TPURT_TRANSPORT for\n"
-    "                       the tasks and says so in the output (default: the\n"
-    "                       environment's TPURT_TRANSPORT, auto if unset)\n"
+    "                       the tasks, and fails (exit 1) if the library chooses\n"
+    "                       another (default: the environment's TPURT_TRANSPORT, auto\n"
+    "                       if unset)\n"
     "  --timeout SECONDS    with --tasks: stop the tasks and fail after SECONDS\n"
     "                       (default 3600)\n"
     "  -h, --help           this text\n"

@@ -62,7 +62,7 @@ struct bench_config {
   int private_results;      /* tpu_system_options.private_collective_results */
   int32_t *permute_pairs;   /* collective_permute: the ring r -> r+1, [replicas][2] */
   int tasks;                /* a task of tpurt bench --tasks: their number; else 0 */
-  const char *transport;    /* --transport, in a task; NULL without it */
+  char *transport;          /* in a task: the transport the library chose (freed) */
 };
 
 /* What one replica measured in a step. */

@@ -1,6 +1,7 @@
 /* tpurt bench --tasks: runs the bench again as N tasks on this host, each marked by
  * TPURT_BENCH_TASKS: under `tpurt launch` (no --transport, tcp, shm) or under
- * `mpirun` (mpi), with TPURT_TRANSPORT set for the tasks when --transport is given. */
+ * `mpirun` (mpi). With --transport, TPURT_TRANSPORT asks the library for it and
+ * TPURT_BENCH_TRANSPORT tells the tasks what to check the library's choice against. */
 #define _GNU_SOURCE
 
 #include <arpa/inet.h>

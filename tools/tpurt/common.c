@@ -146,6 +146,15 @@ int bind_free_ports(const struct sockaddr *addr, socklen_t addr_len, int n, int 
   return n;
 }
 
+char *system_string(tpu_status (*get)(const tpu_system *, char *, size_t, size_t *),
+                    const tpu_system *system, const char *what) {
+  size_t len = 0;
+  check_status(get(system, NULL, 0, &len), what);
+  char *s = xcalloc(len + 1, 1);
+  check_status(get(system, s, len + 1, &len), what);
+  return s;
+}
+
 void *xcalloc(size_t count, size_t size) {
   void *p = calloc(count ? count : 1, size ? size : 1);
   if (!p) {

@@ -68,6 +68,12 @@ void parse_int_list(const char *command, const char *what, const char *text, int
 /* pinning: a tpu_thread_pinning (TPU_PIN_AUTO is the library's default). */
 tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning);
 
+/* A string the library returns through (out, capacity, count), such as
+ * tpu_system_transport, of any length (size query first); exits 1 naming `what` when
+ * the call fails. The caller frees it. */
+char *system_string(tpu_status (*get)(const tpu_system *, char *, size_t, size_t *),
+                    const tpu_system *system, const char *what);
+
 /* calloc that exits 1 with a message when memory runs out. */
 void *xcalloc(size_t count, size_t size);
 

@@ -69,20 +69,6 @@ static void print_assignment(const char *title, const tpu_device_assignment *ass
   printf("\n");
 }
 
-/* A system string of any length (size query first); the caller frees it. */
-static char *system_string(tpu_status (*get)(const tpu_system *, char *, size_t, size_t *),
-                           const tpu_system *system, const char *what) {
-  size_t len = 0;
-  check_status(get(system, NULL, 0, &len), what);
-  char *s = malloc(len + 1);
-  if (s == NULL) {
-    fprintf(stderr, "tpurt info: out of memory for %s (%zu bytes)\n", what, len + 1);
-    exit(1);
-  }
-  check_status(get(system, s, len + 1, &len), what);
-  return s;
-}
-
 static const char info_usage[] =
     "usage: tpurt info [options]\n"
     "Starts a system and prints its transport (and why), its topology, its default\n"
