@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The tpurt command and the example, as a user runs them: every command's --help,
 # getopt-style options (-r8, --, --name=value), bad values and variables rejected
-# with exit 2 and a message, bench --transport's errors and its label in the output,
-# the inclusive size range, demo (reporting, and failing only under --check), info
-# with its environment, every collective's bench run with no wrong elements, and the
-# example's sums.
+# with exit 2 and a message, bench --transport's errors, the transport the library
+# chose in bench's output (a --transport it did not choose fails), the inclusive size
+# range, demo (reporting, and failing only under --check), info with its environment,
+# every collective's bench run with no wrong elements, and the example's sums.
 set -euo pipefail
 BUILD=${BUILD:-build}
 TPURT=$BUILD/bin/tpurt
@@ -73,15 +73,49 @@ if [ ! -e "$BUILD/lib/libtpurt_mpi.so" ]; then
   [ "$rc" -eq 1 ] && grep -q "the MPI plugin .*/lib/libtpurt_mpi.so is missing" "$err" ||
     fail "--transport mpi without the plugin: exited $rc: $(cat "$err")"
 fi
-# The output says which transport the tasks were given, in the table and the CSV.
+# The output names the transport the library chose, and why, in the table and the CSV.
 rows=$("$TPURT" bench --tasks 2 --transport tcp -b 8 -e 8 -n 1 --csv 2>"$err") ||
   fail "--tasks 2 --transport tcp failed: $(cat "$err")"
 grep -q '^\[0\] # tasks=2,transport=tcp$' <<<"$rows" || fail "--transport tcp CSV: $rows"
 grep -q '^\[0\] 8,2,float32,sum,.*,0$' <<<"$rows" || fail "--transport tcp row: $rows"
 out=$("$TPURT" bench --tasks 2 --transport tcp -b 8 -e 8 -n 1 2>"$err") ||
   fail "--tasks 2 --transport tcp (table) failed: $(cat "$err")"
-grep -q '^\[0\] # 2 tasks of 1 core(s) on this host, transport tcp ' <<<"$out" ||
-  fail "--transport tcp table: $out"
+grep -q '^\[0\] # 2 tasks of 1 core(s) on this host, transport tcp (.\+), started by tpurt launch$' \
+  <<<"$out" || fail "--transport tcp table: $out"
+# A stand-in for a library that chooses shm whatever it is asked (preloaded over
+# libtpurt's tpu_system_transport and _reason; the data still go over TCP): the label
+# is the library's answer, and a --transport it did not choose fails naming both.
+fake=$(mktemp -d)
+trap 'rm -f "$err"; rm -rf "$fake"' EXIT
+"${CC:-cc}" -shared -fPIC -Iinclude -o "$fake/fake_transport.so" -x c - <<'EOF_C'
+#include <string.h>
+#include <tpurt.h>
+static tpu_status put(const char *s, char *out, size_t capacity, size_t *count) {
+  *count = strlen(s);
+  if (out && capacity > *count) memcpy(out, s, *count + 1);
+  return TPU_OK;
+}
+tpu_status tpu_system_transport(const tpu_system *system, char *out, size_t capacity,
+                                size_t *count) {
+  return put("shm", out, capacity, count);
+}
+tpu_status tpu_system_transport_reason(const tpu_system *system, char *out, size_t capacity,
+                                       size_t *count) {
+  return put("check_tool's stand-in always says shm", out, capacity, count);
+}
+EOF_C
+rows=$(LD_PRELOAD=$fake/fake_transport.so "$TPURT" bench --tasks 2 -b 8 -e 8 -n 1 --csv \
+  2>"$err") || fail "--tasks 2 under the stand-in failed: $(cat "$err")"
+grep -q '^\[0\] # tasks=2,transport=shm$' <<<"$rows" || fail "the stand-in's CSV: $rows"
+out=$(LD_PRELOAD=$fake/fake_transport.so "$TPURT" bench --tasks 2 -b 8 -e 8 -n 1 2>"$err") ||
+  fail "--tasks 2 (table) under the stand-in failed: $(cat "$err")"
+grep -q "^\[0\] # 2 tasks .*, transport shm (check_tool's stand-in always says shm)" <<<"$out" ||
+  fail "the stand-in's table: $out"
+rc=0
+LD_PRELOAD=$fake/fake_transport.so "$TPURT" bench --tasks 2 --transport tcp -b 8 -e 8 -n 1 \
+  >/dev/null 2>"$err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q -- "--transport tcp was asked for, but the library chose shm (check_tool's" \
+  "$err" || fail "--transport tcp under a library choosing shm: exited $rc: $(cat "$err")"
 
 # Bundled values and "--": -r3 -b8 run 3 replicas from 8 bytes.
 rows=$("$TPURT" bench -r3 -b8 -e32 -f4 -n1 --csv --)
