@@ -150,7 +150,8 @@ tasks_sweep() {
     sed -n 's/^\[0\] //; /^#/p; /^size,/p; /^[0-9]/p'
 }
 # A library that chooses transports rejects an unknown TPURT_TRANSPORT; one that
-# starts regardless ignores the variable, and would measure TCP under another name.
+# starts regardless ignores the variable, so its shm and mpi are skipped up front (their
+# runs would fail anyway: tpurt bench fails when the library chose another transport).
 IGNORED=
 if [[ " $TRANSPORTS " != " tcp " ]] &&
   TPURT_TRANSPORT=compare-sh-no-such-transport "$TPURT" bench --tasks 2 --timeout 60 \
@@ -269,7 +270,8 @@ TABLE=$OUT/compare.md
   echo "Open MPI's ranks and tpurt's tasks under mpirun --oversubscribe on loopback (Open MPI"
   echo "over shared memory by default, or TCP with btl self,tcp); Gloo's ring and tpurt's tcp"
   echo "and shm tasks (tpurt launch) on 127.0.0.1. tpurt's transport is the TPURT_TRANSPORT"
-  echo "its tasks were given. Ratios = tpurt / peer (latency: lower is better; busbw: higher)."
+  echo "its tasks were given, which the library reported choosing (tpurt bench checks)."
+  echo "Ratios = tpurt / peer (latency: lower is better; busbw: higher)."
   echo
   echo "| n | metric | Open MPI shm | Open MPI TCP | Gloo ring | tpurt tcp | tpurt shm | tpurt mpi | tcp / MPI TCP | tcp / Gloo | shm / MPI shm | mpi / MPI shm |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
