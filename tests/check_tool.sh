@@ -104,15 +104,17 @@ tpu_status tpu_system_transport_reason(const tpu_system *system, char *out, size
   return put("check_tool's stand-in always says shm", out, capacity, count);
 }
 EOF_C
-rows=$(LD_PRELOAD=$fake/fake_transport.so "$TPURT" bench --tasks 2 -b 8 -e 8 -n 1 --csv \
+# A sanitizer's runtime must come first among the preloaded libraries.
+preload=$(ldd "$TPURT" | awk '$1 ~ /^lib[a-z]*san\.so/ {printf "%s:", $3}')$fake/fake_transport.so
+rows=$(LD_PRELOAD=$preload "$TPURT" bench --tasks 2 -b 8 -e 8 -n 1 --csv \
   2>"$err") || fail "--tasks 2 under the stand-in failed: $(cat "$err")"
 grep -q '^\[0\] # tasks=2,transport=shm$' <<<"$rows" || fail "the stand-in's CSV: $rows"
-out=$(LD_PRELOAD=$fake/fake_transport.so "$TPURT" bench --tasks 2 -b 8 -e 8 -n 1 2>"$err") ||
+out=$(LD_PRELOAD=$preload "$TPURT" bench --tasks 2 -b 8 -e 8 -n 1 2>"$err") ||
   fail "--tasks 2 (table) under the stand-in failed: $(cat "$err")"
 grep -q "^\[0\] # 2 tasks .*, transport shm (check_tool's stand-in always says shm)" <<<"$out" ||
   fail "the stand-in's table: $out"
 rc=0
-LD_PRELOAD=$fake/fake_transport.so "$TPURT" bench --tasks 2 --transport tcp -b 8 -e 8 -n 1 \
+LD_PRELOAD=$preload "$TPURT" bench --tasks 2 --transport tcp -b 8 -e 8 -n 1 \
   >/dev/null 2>"$err" || rc=$?
 [ "$rc" -eq 1 ] && grep -q -- "--transport tcp was asked for, but the library chose shm (check_tool's" \
   "$err" || fail "--transport tcp under a library choosing shm: exited $rc: $(cat "$err")"
