@@ -1154,6 +1154,15 @@ class TpuSystem {
   std::string deviceType() const {
     return detail::read_string([&](char* o, size_t c, size_t* n) { return tpu_system_device_type(handle(), o, c, n); });
   }
+  // The data plane between tasks ("none" for one task, "tcp", "shm", "mpi") and, for
+  // people, why it was chosen.
+  std::string transport() const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) { return tpu_system_transport(handle(), o, c, n); });
+  }
+  std::string transportReason() const {
+    return detail::read_string(
+        [&](char* o, size_t c, size_t* n) { return tpu_system_transport_reason(handle(), o, c, n); });
+  }
   std::vector<uint8_t> embeddingConfig() const {
     return detail::read_array<uint8_t>([&](uint8_t* o, size_t c, size_t* n) {
       return tpu_system_embedding_config(handle(), o, c, n);

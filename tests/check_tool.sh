@@ -79,6 +79,7 @@ out=$(TPURT_TENSOR_CACHE_MB=64 "$TPURT" info --cores 4 --mesh=2,1,1,2)
 grep -q '/job:localhost/replica:0/task:0/device:TPU:3' <<<"$out" || fail "info lacks device 3: $out"
 grep -Eq '^  TPURT_TENSOR_CACHE_MB +64  \(set\)' <<<"$out" || fail "info lacks the cache size: $out"
 grep -Eq '^  TPURT_YIELD_NS +[0-9]+  \(default\)' <<<"$out" || fail "info lacks TPURT_YIELD_NS: $out"
+grep -Eq '^  transport +none \(.+\)$' <<<"$out" || fail "info lacks the transport and why: $out"
 
 for c in all_reduce all_gather reduce_scatter all_to_all collective_permute broadcast; do
   for d in float32 bfloat16 int32; do

@@ -468,6 +468,10 @@ static void test_null_args__system_queries(void **state) {
   ARRAY_ARGS(tpu_system_job_name, s);
   NULL_ARG(tpu_system_device_type(NULL, buf, sizeof buf, &len), "'system'");
   ARRAY_ARGS(tpu_system_device_type, s);
+  NULL_ARG(tpu_system_transport(NULL, buf, sizeof buf, &len), "'system'");
+  ARRAY_ARGS(tpu_system_transport, s);
+  NULL_ARG(tpu_system_transport_reason(NULL, buf, sizeof buf, &len), "'system'");
+  ARRAY_ARGS(tpu_system_transport_reason, s);
   NULL_ARG(tpu_system_embedding_config(NULL, buf, sizeof buf, &len), "'system'");
   ARRAY_ARGS(tpu_system_embedding_config, s);
   CHECK_NO_WORKER_FAILURES();

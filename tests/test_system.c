@@ -77,6 +77,33 @@ static void test_system__init_query_shutdown(void **state) {
                TPU_FAILED_PRECONDITION, "shut down");
 }
 
+/* A one-task system has no data plane between tasks: "none", with a reason. Both
+ * strings follow the out-array rule (size query, too small a buffer, exact fit). */
+static void test_system__transport_of_one_task(void **state) {
+  tpu_system_options o = options_for(2);
+  start(&o);
+  char buf[256];
+  size_t len = 0;
+  CHECK_OK(tpu_system_transport(g_sys, NULL, 0, &len));
+  assert_int_equal(len, strlen("none"));
+  CHECK_ERROR(tpu_system_transport(g_sys, buf, len, &len), TPU_OUT_OF_RANGE, "too small");
+  CHECK_OK(tpu_system_transport(g_sys, buf, len + 1, &len));
+  assert_string_equal(buf, "none");
+
+  CHECK_OK(tpu_system_transport_reason(g_sys, NULL, 0, &len));
+  assert_true(len > 0 && len < sizeof buf);
+  size_t need = len;
+  CHECK_ERROR(tpu_system_transport_reason(g_sys, buf, 1, &len), TPU_OUT_OF_RANGE, "too small");
+  assert_int_equal(len, need); /* the full length, even when the buffer is too small */
+  CHECK_OK(tpu_system_transport_reason(g_sys, buf, need + 1, &len));
+  assert_int_equal(strlen(buf), need);
+
+  CHECK_OK(tpu_system_shutdown(g_sys));
+  CHECK_ERROR(tpu_system_transport(g_sys, buf, sizeof buf, &len), TPU_FAILED_PRECONDITION, "shut down");
+  CHECK_ERROR(tpu_system_transport_reason(g_sys, buf, sizeof buf, &len), TPU_FAILED_PRECONDITION,
+              "shut down");
+}
+
 /* A TPUEmbeddingConfiguration on the wire: table_descriptor {name "t",
  * vocabulary_size 10, dimension `dim`}, mode TRAINING. */
 static size_t embedding_config(unsigned char dim, unsigned char *out) {
@@ -590,6 +617,7 @@ static void test_system__embedding_config_fuzz(void **state) {
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_system__init_query_shutdown, release_system),
+      cmocka_unit_test_teardown(test_system__transport_of_one_task, release_system),
       cmocka_unit_test_teardown(test_system__embedding_config_is_validated_and_kept, release_system),
       cmocka_unit_test_teardown(test_system__embedding_config_enums_out_of_range, release_system),
       cmocka_unit_test_teardown(test_system__embedding_config_fuzz, release_system),

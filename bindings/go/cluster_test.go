@@ -119,6 +119,26 @@ func TestInitializeTPUSystemWithALocalResolver(t *testing.T) {
 	}
 }
 
+func TestTransportOfAOneTaskSystem(t *testing.T) {
+	s := must(InitializeTPUSystem(nil, SystemOptions{NumCores: 2}, ClusterOptions{}))
+	defer s.Close()
+	if name := must(s.Transport()); name != "none" {
+		t.Errorf("transport %q, want none", name)
+	}
+	if reason := must(s.TransportReason()); reason == "" {
+		t.Error("no reason for the transport")
+	}
+	if err := s.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transport(); !errors.Is(err, ErrFailedPrecondition) {
+		t.Errorf("transport after shutdown: %v", err)
+	}
+	if _, err := s.TransportReason(); !errors.Is(err, ErrFailedPrecondition) {
+		t.Errorf("reason after shutdown: %v", err)
+	}
+}
+
 func TestAcceleratorSystemInLocalMode(t *testing.T) {
 	s, device, err := InitializeAcceleratorSystem("", AcceleratorOptions{})
 	if err != nil || device != "TPU" {

@@ -160,6 +160,25 @@ func (s *System) DeviceType() (string, error) {
 	return try(raw.DeviceType)
 }
 
+// Transport is the data plane between the system's tasks: "none" for one task, else
+// "tcp", "shm" or "mpi".
+func (s *System) Transport() (string, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return "", err
+	}
+	return try(raw.Transport)
+}
+
+// TransportReason says, for people, why that transport was chosen.
+func (s *System) TransportReason() (string, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return "", err
+	}
+	return try(raw.TransportReason)
+}
+
 func byteSlice(v ByteVector) []byte {
 	defer DeleteByteVector(v)
 	out := make([]byte, v.Size())

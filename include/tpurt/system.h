@@ -106,6 +106,16 @@ TPU_API tpu_status tpu_system_job_name(const tpu_system *system, char *out, size
 TPU_API tpu_status tpu_system_device_type(const tpu_system *system, char *out, size_t capacity,
                                           size_t *count);
 
+/* The data plane between the system's tasks, as `tpurt info` reports it: "none" (one
+ * task: its replicas share this process's memory), "tcp", "shm" (tasks on one host,
+ * through a shared segment) or "mpi" (the MPI plugin). Other names may be added. */
+TPU_API tpu_status tpu_system_transport(const tpu_system *system, char *out, size_t capacity,
+                                        size_t *count);
+/* Why that transport was chosen: one sentence for people (TPURT_TRANSPORT, the
+ * launcher found, the hosts of the tasks...); its wording is not part of the ABI. */
+TPU_API tpu_status tpu_system_transport_reason(const tpu_system *system, char *out,
+                                               size_t capacity, size_t *count);
+
 /* The embedding configuration bytes given at init (len 0 if none). */
 TPU_API tpu_status tpu_system_embedding_config(const tpu_system *system, void *out, size_t capacity,
                                                size_t *count);

@@ -106,6 +106,21 @@ TPU_EXPORT tpu_status tpu_system_device_type(const tpu_system* system, char* out
   });
 }
 
+TPU_EXPORT tpu_status tpu_system_transport(const tpu_system* system, char* out, size_t capacity,
+                                           size_t* count) {
+  return guarded([&] {
+    copy_string_out(live_system(system).transport_name(), out, capacity, count, "the transport's name");
+  });
+}
+
+TPU_EXPORT tpu_status tpu_system_transport_reason(const tpu_system* system, char* out,
+                                                  size_t capacity, size_t* count) {
+  return guarded([&] {
+    copy_string_out(live_system(system).transport_reason(), out, capacity, count,
+                    "the reason for the transport");
+  });
+}
+
 TPU_EXPORT tpu_status tpu_system_embedding_config(const tpu_system* system, void* out,
                                                   size_t capacity, size_t* count) {
   return guarded([&] {

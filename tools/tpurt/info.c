@@ -69,10 +69,25 @@ static void print_assignment(const char *title, const tpu_device_assignment *ass
   printf("\n");
 }
 
+/* A system string of any length (size query first); the caller frees it. */
+static char *system_string(tpu_status (*get)(const tpu_system *, char *, size_t, size_t *),
+                           const tpu_system *system, const char *what) {
+  size_t len = 0;
+  check_status(get(system, NULL, 0, &len), what);
+  char *s = malloc(len + 1);
+  if (s == NULL) {
+    fprintf(stderr, "tpurt info: out of memory for %s (%zu bytes)\n", what, len + 1);
+    exit(1);
+  }
+  check_status(get(system, s, len + 1, &len), what);
+  return s;
+}
+
 static const char info_usage[] =
     "usage: tpurt info [options]\n"
-    "Starts a system and prints its topology, its default device assignment and the\n"
-    "environment variables the library reads, with the values in effect.\n"
+    "Starts a system and prints its transport (and why), its topology, its default\n"
+    "device assignment and the environment variables the library reads, with the\n"
+    "values in effect.\n"
     "\n"
     "  --cores N                  logical cores (default: TPURT_NUM_CORES, else the\n"
     "                             online CPUs)\n"
@@ -137,7 +152,12 @@ static int cmd_info(int argc, char **argv) {
   printf("  runtime        tpurt %s\n", tpu_version());
   printf("  cores          %d (online CPUs: %d)\n", num_cores, online_cpus());
   printf("  job            %s\n", job);
-  printf("  device type    %s\n\n", device_type);
+  printf("  device type    %s\n", device_type);
+  char *transport = system_string(tpu_system_transport, system, "tpu_system_transport");
+  char *reason = system_string(tpu_system_transport_reason, system, "tpu_system_transport_reason");
+  printf("  transport      %s (%s)\n\n", transport, reason);
+  free(transport);
+  free(reason);
   print_environment(cores != 0);
 
   tpu_topology *topology = NULL;

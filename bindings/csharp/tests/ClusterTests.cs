@@ -98,6 +98,17 @@ public class ClusterTests {
   }
 
   [Test]
+  public void TransportOfAOneTaskSystem() {
+    using (TpuSystem system = tpu.initialize_tpu_system(num_cores: 2)) {
+      Assert.AreEqual("none", system.Transport());
+      Assert.IsNotEmpty(system.TransportReason());
+      system.Shutdown();
+      Assert.Throws<FailedPreconditionError>(() => system.Transport());
+      Assert.Throws<FailedPreconditionError>(() => system.TransportReason());
+    }
+  }
+
+  [Test]
   public void AcceleratorSystemInLocalMode() {
     Assert.AreEqual("TPU", dtensor.initialize_accelerator_system());
     Assert.IsNotNull(dtensor.accelerator_system);

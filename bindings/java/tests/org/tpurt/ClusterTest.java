@@ -2,6 +2,7 @@ package org.tpurt;
 
 import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotNull;
 import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertThrows;
@@ -104,6 +105,19 @@ public class ClusterTest {
     }
     try (TpuSystem system = tpu.experimental.initialize_tpu_system(null)) {
       assertEquals(1, system.numTasks());
+    }
+  }
+
+  @Test
+  public void transportOfAOneTaskSystem() {
+    SystemOptions options = new SystemOptions();
+    options.setNumCores(2);
+    try (TpuSystem s = TpuSystem.initializeSystem(options)) {
+      assertEquals("none", s.transport());
+      assertFalse(s.transportReason().isEmpty());
+      s.shutdown();
+      assertThrows(FailedPreconditionError.class, s::transport);
+      assertThrows(FailedPreconditionError.class, s::transportReason);
     }
   }
 
