@@ -70,7 +70,8 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
     set -- $shape
     out=$(timeout 180 "$tpurt" launch -n "$1" --cores-per-task "$2" -- "$worker" collectives 2>&1)
     rc=$?
-    if [ $rc -eq 0 ] && every_task_says "$1" "collectives ok" "$out"; then
+    if [ $rc -eq 0 ] && every_task_says "$1" "collectives ok" "$out" &&
+     every_task_says "$1" "transport $TPURT_TRANSPORT (TPURT_TRANSPORT=$TPURT_TRANSPORT)" "$out"; then
       ok "[$TPURT_TRANSPORT] every collective across $1 tasks of $2 cores, same topology bytes everywhere"
     else
       bad "[$TPURT_TRANSPORT] collectives across $1 tasks of $2 cores (exit $rc)" "$out"
@@ -172,7 +173,9 @@ for case in wrong missing; do
 done
 out=$(TPURT_CLUSTER_TOKEN=secret timeout 60 "$tpurt" launch -n 3 --cores-per-task 1 -- "$worker" init 2>&1)
 rc=$?
-if [ $rc -eq 0 ] && every_task_says 3 "init ok" "$out"; then ok "three tasks with the same token join"
+if [ $rc -eq 0 ] && every_task_says 3 "init ok" "$out" &&
+   every_task_says 3 "transport shm (every task runs on this host)" "$out"; then
+  ok "three tasks with the same token join, over shared memory (chosen: one host)"
 else bad "three tasks with one token (exit $rc)" "$out"; fi
 
 # Garbage on every port while the cluster works: random bytes, a truncated frame, an
@@ -233,8 +236,9 @@ if ip netns add "$ns0" 2>/dev/null && ip netns add "$ns1" 2>/dev/null &&
   rcs=()
   for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
   out=$(cat "$BUILD"/hosts.*.log)
-  if [ "${rcs[*]}" = "0 0" ] && grep -q 'task 0: collectives ok' <<<"$out" && grep -q 'task 1: collectives ok' <<<"$out"; then
-    ok "two hosts (network namespaces over a veth pair): every collective"
+  if [ "${rcs[*]}" = "0 0" ] && grep -q 'task 0: collectives ok' <<<"$out" && grep -q 'task 1: collectives ok' <<<"$out" &&
+     [ "$(grep -c 'transport tcp (task [01] runs on another host' <<<"$out")" = 2 ]; then
+    ok "two hosts (network namespaces over a veth pair): every collective, over TCP (chosen: another host)"
   else bad "two hosts (exits ${rcs[*]})" "$out"; fi
   pids=()
   for i in 0 1; do
