@@ -140,9 +140,40 @@ static void test_cluster__kv_and_barrier_one_task(void **state) {
   CHECK_OK(tpu_wait_at_barrier(s, "b", 1000, &zero, 1));
   CHECK_ERROR(tpu_wait_at_barrier(s, "b", 1000, &five, 1), TPU_INVALID_ARGUMENT, "task 5");
   CHECK_ERROR(tpu_wait_at_barrier(s, "b", -1, NULL, 0), TPU_INVALID_ARGUMENT, "timeout_ms");
+  /* tpurt's own names between tasks are out of users' reach. */
+  CHECK_ERROR(tpu_kv_set(s, "__tpurt/transport/choice/0", "x", 1), TPU_INVALID_ARGUMENT,
+              "'__tpurt/transport/choice/0' begins with '__tpurt/'");
+  CHECK_ERROR(tpu_kv_set(s, "//__tpurt//x", "x", 1), TPU_INVALID_ARGUMENT, "reserved");
+  CHECK_ERROR(tpu_kv_delete(s, "__tpurt"), TPU_INVALID_ARGUMENT, "reserved");
+  CHECK_ERROR(tpu_wait_at_barrier(s, "__tpurt/transport/shm-attached", 1000, NULL, 0),
+              TPU_INVALID_ARGUMENT, "barrier id");
+  CHECK_OK(tpu_kv_set(s, "_tpurt/x", "x", 1));
   CHECK_OK(tpu_system_shutdown(s));
   CHECK_ERROR(tpu_kv_set(s, "late", "v", 1), TPU_FAILED_PRECONDITION, "shut down");
   CHECK_OK(tpu_system_release(s));
+}
+
+/* TPURT_TRANSPORT takes one of four words; anything else is refused at init, by name. */
+static void test_cluster__transport_variable(void **state) {
+  (void)state;
+  clear_cluster_environment();
+  tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
+  o.num_cores = 1;
+  tpu_system *s = NULL;
+  const char *bad[] = {"SHM", "shm ", "tcp,shm", "0"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("TPURT_TRANSPORT", bad[i], 1);
+    CHECK_ERROR(tpu_system_init(&o, &s), TPU_INVALID_ARGUMENT, bad[i]);
+    CHECK(s == NULL);
+  }
+  const char *good[] = {"auto", "tcp", "shm", "mpi", ""};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    setenv("TPURT_TRANSPORT", good[i], 1);
+    CHECK_OK(tpu_system_init(&o, &s));
+    CHECK_OK(tpu_system_release(s));
+    s = NULL;
+  }
+  unsetenv("TPURT_TRANSPORT");
 }
 
 /* Cluster options are checked before anything starts, and a cluster whose other task
@@ -182,6 +213,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_cluster__initialize_tpu_system_local),
       cmocka_unit_test(test_cluster__initialize_accelerator_system_local),
       cmocka_unit_test(test_cluster__kv_and_barrier_one_task),
+      cmocka_unit_test(test_cluster__transport_variable),
       cmocka_unit_test(test_cluster__options_and_missing_task),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);

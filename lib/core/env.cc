@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/cpus.h"
 #include "core/status.h"
@@ -100,6 +101,24 @@ int64_t env_effective(EnvVar var) {
 void check_environment() {
   for (int i = 0; i < static_cast<int>(EnvVar::kCount); ++i)
     if (kVars[i].read_once) env_value(static_cast<EnvVar>(i));
+  env_transport();
+}
+
+namespace {
+const char* const kTransportWords[] = {"auto", "tcp", "shm", "mpi"};
+}  // namespace
+
+const char* transport_choice_name(TransportChoice choice) {
+  return kTransportWords[static_cast<int>(choice)];
+}
+
+TransportChoice env_transport() {
+  const char* text = std::getenv("TPURT_TRANSPORT");
+  if (text == nullptr || *text == '\0') return TransportChoice::kAuto;
+  for (int i = 0; i < 4; ++i)
+    if (std::strcmp(text, kTransportWords[i]) == 0) return static_cast<TransportChoice>(i);
+  invalid_argument("environment variable TPURT_TRANSPORT='", text,
+                   "' is not one of auto, tcp, shm, mpi");
 }
 
 }  // namespace tpurt

@@ -49,4 +49,11 @@ int64_t env_effective(EnvVar var);
 // it. Variables read each time are checked where they are read.
 void check_environment();
 
+// TPURT_TRANSPORT: the data plane between a cluster's tasks. One of the words
+// auto, tcp, shm, mpi (unset or empty: auto); anything else throws
+// TPU_INVALID_ARGUMENT naming the value. check_environment checks it too.
+enum class TransportChoice { kAuto, kTcp, kShm, kMpi };
+TransportChoice env_transport();
+const char* transport_choice_name(TransportChoice choice);
+
 }  // namespace tpurt

@@ -10,6 +10,7 @@
 #include "collectives/communicator.h"
 #include "net/handshake.h"
 #include "net/tcp_transport.h"
+#include "runtime/data_plane.h"
 #include "core/status.h"
 #include "core/cpus.h"
 #include "core/env.h"
@@ -209,26 +210,27 @@ void System::shutdown_live() {
 void System::join_cluster(const ClusterSetup& setup) {
   CoordinationConfig cc = setup.coordination;
   cc.num_cores = config_.num_cores;
-  const int T = config_.num_tasks, me = config_.task_id;
-  transport_.reset(new net::TcpTransport(T, me));
-  net::TcpTransport* transport = transport_.get();
-  coordination_ = Coordination::start(cc, [transport](int peer, int fd) { transport->attach(peer, fd); });
+  const int me = config_.task_id;
+  // The TCP transport exists before the service starts: peers' data connections
+  // may arrive as soon as it listens. It stays idle when another transport is chosen.
+  tcp_.reset(new net::TcpTransport(config_.num_tasks, me));
+  net::TcpTransport* tcp = tcp_.get();
+  coordination_ = Coordination::start(cc, [tcp](int peer, int fd) { tcp->attach(peer, fd); });
+  coordination_->on_task_failure([tcp](const TaskFailure& f) { tcp->fail(f.message); });
   for (const TaskInfo& t : coordination_->tasks())
     if (t.num_cores != config_.num_cores)
       invalid_argument("task ", t.task_id, " (", t.address, ") has ", t.num_cores,
                        " cores but task ", me, " has ", config_.num_cores,
                        "; every task of a TPU system needs the same number (TPURT_NUM_CORES)");
-  coordination_->on_task_failure([transport](const TaskFailure& f) { transport->fail(f.message); });
-  // The higher task dials: every pair gets exactly one connection.
-  const int64_t deadline = net::now_ms() + cc.init_timeout_ms;
-  net::Hello hello;
-  hello.cluster_id = coordination_->cluster_id();
-  hello.task_id = me;
-  hello.incarnation = coordination_->incarnation();
-  hello.kind = net::ConnectionKind::kData;
-  for (int peer = 0; peer < me; ++peer)
-    transport_->attach(peer, net::dial(cc.addresses[peer], hello, cc.token, deadline));
-  transport_->wait_connected(std::max<int64_t>(1, deadline - net::now_ms()));
+  DataPlane plane = connect_data_plane(*coordination_, cc, *tcp_, net::now_ms() + cc.init_timeout_ms);
+  data_plane_ = std::move(plane.owned);
+  transport_ = plane.transport;
+  transport_name_ = plane.name;
+  transport_reason_ = plane.reason;
+  if (data_plane_) {
+    net::Transport* transport = transport_;
+    coordination_->on_task_failure([transport](const TaskFailure& f) { transport->fail(f.message); });
+  }
 }
 
 void System::check_live() const {
@@ -393,7 +395,7 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
   if (!cluster_comm_ || cluster_comm_->num_replicas() != spec.num_replicas ||
       cluster_comm_->task_of_replica() != replica_task_)
     cluster_comm_ = std::make_shared<ClusterCommunicator>(
-        replica_task_, task_id(), transport_.get(), config_.collective_timeout_ms,
+        replica_task_, task_id(), transport_, config_.collective_timeout_ms,
         num_usable_cpus(), config_.private_collective_results);
   std::shared_ptr<Communicator> comm = cluster_comm_;
   StepResult result;
@@ -425,8 +427,20 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
   throw Error(result.code, result.message);
 }
 
+namespace {
+// Users' keys and barrier ids stay out of the names tpurt uses between its tasks.
+void check_not_reserved(const char* what, const std::string& name, bool is_key = true) {
+  const std::string n = is_key ? normalize_key(name) : name;
+  const std::string prefix = kReservedKeyPrefix;  // "__tpurt/": the subtree and its root
+  if (n.compare(0, prefix.size(), prefix) == 0 || n == prefix.substr(0, prefix.size() - 1))
+    invalid_argument(what, " '", name, "' begins with '", kReservedKeyPrefix,
+                     "', which is reserved for tpurt's own use");
+}
+}  // namespace
+
 void System::kv_set(const std::string& key, const std::string& value) {
   check_live();
+  check_not_reserved("key", key);
   if (coordination_) return coordination_->kv_set(key, value);
   const std::string k = normalize_key(key);
   std::lock_guard<std::mutex> lock(kv_mu_);
@@ -458,6 +472,7 @@ bool System::kv_try_get(const std::string& key, std::string* value) {
 
 void System::kv_delete(const std::string& key) {
   check_live();
+  check_not_reserved("key", key);
   if (coordination_) return coordination_->kv_delete(key);
   const std::string k = normalize_key(key);
   std::lock_guard<std::mutex> lock(kv_mu_);
@@ -470,6 +485,7 @@ void System::barrier(const std::string& id, int64_t timeout_ms, const std::vecto
   check_live();
   if (id.empty()) invalid_argument("the barrier id is empty");
   if (timeout_ms <= 0) invalid_argument("timeout_ms is ", timeout_ms, "; it must be > 0");
+  check_not_reserved("barrier id", id, false);
   if (coordination_) return coordination_->barrier(id, timeout_ms, tasks);
   for (int32_t t : tasks)
     if (t != 0) invalid_argument("barrier '", id, "' lists task ", t, ", but this system has only task 0");

@@ -531,6 +531,15 @@ int main(int argc, char **argv) {
   tpu_system_num_tasks(system, &g_tasks);
   tpu_system_num_cores(system, &g_local);
   g_n = g_local * g_tasks;
+  /* The data plane the tasks chose: what TPURT_TRANSPORT asked for, if anything. */
+  char transport[16], reason[512];
+  size_t count;
+  OK(tpu_system_transport(system, transport, sizeof transport, &count));
+  OK(tpu_system_transport_reason(system, reason, sizeof reason, &count));
+  printf("task %d: transport %s (%s)\n", g_task, transport, reason);
+  const char *asked = getenv("TPURT_TRANSPORT");
+  if (asked && *asked && strcmp(asked, "auto") != 0)
+    EXPECT(strcmp(asked, transport) == 0, "TPURT_TRANSPORT=%s but the transport is %s", asked, transport);
   const char *launched = getenv("TPURT_LAUNCH_TASKS");
   if (launched) EXPECT(atoi(launched) == g_tasks, "%d tasks, launched %s", g_tasks, launched);
   int rc = 0;
