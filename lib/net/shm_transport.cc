@@ -1,6 +1,7 @@
 #include "net/shm_transport.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,6 +21,9 @@ namespace {
 constexpr auto kSpin = std::chrono::microseconds(20);
 // The longest futex sleep: the deadline and the peers' liveness are rechecked this often.
 constexpr auto kLiveness = std::chrono::milliseconds(10);
+// CPU pauses per retry while spinning hot: one pause is tens of cycles on some CPUs,
+// and every one of them delays noticing a reply.
+constexpr int kPauses = 1;
 
 // num_tasks, once it and task_id are known to be valid.
 int checked_tasks(int num_tasks, int task_id) {
@@ -157,6 +161,8 @@ ShmTransport::ShmTransport(int num_tasks, int task_id)
   own_ = shm::create_segment(num_tasks, task_id, ring_bytes_, &fd_);
   locator_ = shm::format_locator(own_, fd_);
   peer_maps_.resize(num_tasks);
+  cpu_set_t cpus;
+  spin_hot_ = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && num_tasks <= CPU_COUNT(&cpus);
 }
 
 ShmTransport::~ShmTransport() {
@@ -221,23 +227,41 @@ void ShmTransport::wake() {
 
 void ShmTransport::clear_wakes() { wake_pending_.store(false, std::memory_order_seq_cst); }
 
+void ShmTransport::idle() {
+  if (!spin_hot_) {
+    sched_yield();
+    return;
+  }
+  for (int i = 0; i < kPauses; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+}
+
 void ShmTransport::wait_ready(const std::vector<int>& readers, const std::vector<int>& writers,
                               Clock::time_point until) {
   shm::SegmentHeader* h = own_.header();
-  // Sleeping is announced before the rings are rechecked (see shm::ring_doorbell).
-  shm::store(&h->sleeping, 1u);
-  const uint32_t seen = __atomic_load_n(&h->bell, __ATOMIC_SEQ_CST);
-  bool ready = wake_pending_.load(std::memory_order_seq_cst);
-  for (size_t i = 0; !ready && i < readers.size(); ++i)
-    ready = static_cast<ShmLink*>(link(readers[i]))->readable();
-  for (size_t i = 0; !ready && i < writers.size(); ++i)
-    ready = static_cast<ShmLink*>(link(writers[i]))->writable();
-  if (!ready) {
-    const auto left = std::min<Clock::duration>(until - Clock::now(), kLiveness);
-    shm::futex_wait(&h->bell, seen,
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+  if (wake_pending_.load(std::memory_order_seq_cst)) {
+    sched_yield();  // end_step() does not clear wakes: it must not spin on one
+  } else {
+    // Sleeping is announced before the rings are rechecked (see shm::ring_doorbell).
+    shm::store(&h->sleeping, 1u);
+    const uint32_t seen = __atomic_load_n(&h->bell, __ATOMIC_SEQ_CST);
+    bool ready = wake_pending_.load(std::memory_order_seq_cst);
+    for (size_t i = 0; !ready && i < readers.size(); ++i)
+      ready = static_cast<ShmLink*>(link(readers[i]))->readable();
+    for (size_t i = 0; !ready && i < writers.size(); ++i)
+      ready = static_cast<ShmLink*>(link(writers[i]))->writable();
+    if (!ready) {
+      const auto left = std::min<Clock::duration>(until - Clock::now(), kLiveness);
+      shm::futex_wait(&h->bell, seen,
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+    }
+    shm::store(&h->sleeping, 0u);
   }
-  shm::store(&h->sleeping, 0u);
   const auto now = Clock::now();
   if (now - last_liveness_check_ < kLiveness) return;
   last_liveness_check_ = now;

@@ -54,6 +54,8 @@ class ShmTransport : public StreamTransport {
                   Clock::time_point until) override;
   void wake() override;
   void clear_wakes() override;
+  // Pauses the CPU while every task can have a CPU of its own, else yields it.
+  void idle() override;
 
  private:
   const uint64_t ring_bytes_;
@@ -62,6 +64,7 @@ class ShmTransport : public StreamTransport {
   std::string locator_;
   std::vector<shm::Mapping> peer_maps_;  // by peer; under attach_mu_
   std::mutex attach_mu_;
+  bool spin_hot_ = false;  // tasks <= usable CPUs
   std::atomic<bool> wake_pending_{false};
   Clock::time_point last_liveness_check_{};
 };
