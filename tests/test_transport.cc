@@ -575,14 +575,15 @@ static void test_transport__shm_bad_locators(void **) {
   unsetenv("TPURT_SHM_RING_BYTES");
 }
 
-// Ring indices a peer corrupts (a head far past the tail, a tail past the head) and
-// garbage bytes within a valid head: the link is lost with a message naming the
-// peer, nothing is written out of bounds, nothing crashes.
+// Ring indices a peer corrupts (a head far past the tail, a tail past the head, seen
+// once the writer needs the room) and garbage bytes within a valid head: the link is
+// lost with a message naming the peer, nothing is written out of bounds, nothing crashes.
 static void test_transport__shm_corrupt_ring(void **) {
   using tpurt::net::shm::RingControl;
-  char out[8] = {1}, in[8];
+  char in[8];
   for (int c = 0; c < 4; ++c) {
     auto t = make_shm(2, false);
+    std::vector<char> out(2 * t[0]->ring_bytes() + 1, 1);
     auto m0 = map_locator(t[0]->locator());
     auto m1 = map_locator(t[1]->locator());
     CHECK(m0.base != nullptr && m1.base != nullptr);
@@ -602,7 +603,7 @@ static void test_transport__shm_corrupt_ring(void **) {
         break;
     }
     t[0]->begin_step(1);
-    Send s{1, 0, out, sizeof out};
+    Send s{1, 0, out.data(), out.size()};
     Recv r{1, 0, in, sizeof in};
     Result res = c == 2 ? thrown([&] { t[0]->exchange(1, 1, &s, 1, nullptr, 0, in_ms(10000), no_check, name); })
                         : thrown([&] { t[0]->exchange(1, 1, nullptr, 0, &r, 1, in_ms(10000), no_check, name); });

@@ -74,9 +74,10 @@ struct Mapping {
 };
 
 // The ring size: TPURT_SHM_RING_BYTES (a power of two in [kMinRingBytes,
-// kMaxRingBytes], decimal, nothing else) or the default. A bad value throws
-// TPU_INVALID_ARGUMENT naming the variable and its value.
-uint64_t ring_bytes_from_env();
+// kMaxRingBytes], decimal, nothing else) or the default for num_tasks tasks (1 MiB,
+// less from 16 tasks up). A bad value throws TPU_INVALID_ARGUMENT naming the variable
+// and its value.
+uint64_t ring_bytes_from_env(int num_tasks);
 
 // Creates and maps this task's segment (*fd: the memfd). Throws TPU_RESOURCE_EXHAUSTED
 // naming what failed.

