@@ -659,6 +659,7 @@ static void test_transport__shm_peer_process(void **) {
     parent->attach(1, loc);
     CHECK(write(down[1], "a", 1) == 1);
     parent->seal();
+    CHECK(open_segments() == 0);  // sealed, and the child's was closed once mapped
     parent->begin_step(1);
     std::vector<char> got(4u << 20), rest(8);
     Recv r[2] = {{1, 1, got.data(), got.size()}, {1, 2, rest.data(), rest.size()}};

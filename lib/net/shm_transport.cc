@@ -15,9 +15,9 @@ namespace tpurt {
 namespace net {
 namespace {
 
-// How long a waiting driver retries its rings (with sched_yield) before it sleeps:
-// long enough to catch a peer's reply in a ping-pong, short enough that 8 processes
-// sharing 2 cores do not burn each other's turns.
+// How long a waiting driver retries its rings (pausing or yielding between tries, see
+// idle()) before it sleeps: long enough to catch a peer's reply in a ping-pong, short
+// enough that 8 processes sharing 2 cores do not burn each other's turns.
 constexpr auto kSpin = std::chrono::microseconds(20);
 // The longest futex sleep: the deadline and the peers' liveness are rechecked this often.
 constexpr auto kLiveness = std::chrono::milliseconds(10);
