@@ -10,7 +10,7 @@
 //   g++ -std=c++17 -O2 -pthread -Iinclude -Ilib -Ibuild/gen bench/shm_transport.cc \
 //       build/lib/libtpurt.a $(pkg-config --libs libprotobuf-c libuv libcrypto jansson) \
 //       -o build/shm_transport_bench
-//   build/shm_transport_bench [tasks=2] [runs=5] [shm|tcp|both]
+//   build/shm_transport_bench [tasks=2] [runs=5] [shm|tcp|both] [pingpong,ring8,oneway,ring16M]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -97,6 +97,9 @@ struct Bench {
   }
 };
 
+std::string g_phases = "pingpong,ring8,oneway,ring16M";
+bool phase(const char* name) { return g_phases.find(name) != std::string::npos; }
+
 void run_task(Transport* t, int me, int n, int runs, int out_fd) {
   Bench b{t, me, n};
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
@@ -105,6 +108,7 @@ void run_task(Transport* t, int me, int n, int runs, int out_fd) {
   std::string report;
   char line[256];
 
+  if (phase("pingpong")) {
   double pp = b.timed(runs, 20000, [&](int iters) {
     for (int i = 0; i < iters; ++i) {
       if (me == 0) {
@@ -122,7 +126,9 @@ void run_task(Transport* t, int me, int n, int runs, int out_fd) {
   });
   snprintf(line, sizeof line, "pingpong 8 B half round trip: %.2f us\n", pp / 2 * 1e6);
   report += line;
+  }
 
+  if (phase("ring8")) {
   double r8 = b.timed(runs, 20000, [&](int iters) {
     Send s{next, 0, &small_out, 8};
     Recv r{prev, 0, &small_in, 8};
@@ -131,7 +137,9 @@ void run_task(Transport* t, int me, int n, int runs, int out_fd) {
   snprintf(line, sizeof line, "ring8 8 B to the next, from the previous: %.2f us per round\n",
            r8 * 1e6);
   report += line;
+  }
 
+  if (phase("oneway")) {
   double ow = b.timed(runs, 20, [&](int iters) {
     Send s{1, 0, big_out.data(), big_out.size()};
     Recv r{0, 0, big_in.data(), big_in.size()};
@@ -149,7 +157,9 @@ void run_task(Transport* t, int me, int n, int runs, int out_fd) {
   });
   snprintf(line, sizeof line, "oneway 16 MiB from task 0 to 1: %.2f GB/s\n", (16u << 20) / ow / 1e9);
   report += line;
+  }
 
+  if (phase("ring16M")) {
   double rb = b.timed(runs, 10, [&](int iters) {
     Send s{next, 0, big_out.data(), big_out.size()};
     Recv r{prev, 0, big_in.data(), big_in.size()};
@@ -158,6 +168,7 @@ void run_task(Transport* t, int me, int n, int runs, int out_fd) {
   snprintf(line, sizeof line, "ring16M 16 MiB to the next, from the previous: %.2f GB/s per task\n",
            (16u << 20) / rb / 1e9);
   report += line;
+  }
   if (me == 0) write_all(out_fd, report);
 }
 
@@ -244,6 +255,7 @@ int main(int argc, char** argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 2;
   const int runs = argc > 2 ? atoi(argv[2]) : 5;
   const std::string which = argc > 3 ? argv[3] : "both";
+  if (argc > 4) g_phases = argv[4];
   if (n < 2 || n > 64 || runs < 1 || (which != "shm" && which != "tcp" && which != "both")) {
     fprintf(stderr, "usage: %s [tasks 2..64] [runs] [shm|tcp|both]\n", argv[0]);
     return 2;

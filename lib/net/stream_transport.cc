@@ -371,7 +371,10 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
   for (size_t i = 0; i < num_recvs; ++i) peer_of(recvs[i].peer, "a receive").recvs.push_back(&recvs[i]);
 
   std::vector<int> readers, writers;
-  auto spin_until = Clock::now() + spin_;
+  // The spin starts at the first round without progress: a round that makes progress
+  // reads no clock.
+  Clock::time_point spin_until{};
+  bool spinning = false;
   for (;;) {
     if (interrupted_.load(std::memory_order_acquire)) {
       drain_interrupts();
@@ -399,10 +402,14 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
       }
     }
     if (readers.empty() && writers.empty()) return;
-    const auto now = Clock::now();
     if (advanced) {
-      spin_until = now + spin_;
+      spinning = false;
       continue;
+    }
+    const auto now = Clock::now();
+    if (!spinning) {
+      spinning = true;
+      spin_until = now + spin_;
     }
     if (now >= deadline) {
       std::string owing;
