@@ -24,6 +24,9 @@ constexpr auto kLiveness = std::chrono::milliseconds(10);
 // CPU pauses per retry while spinning hot: one pause is tens of cycles on some CPUs,
 // and every one of them delays noticing a reply.
 constexpr int kPauses = 1;
+// How long a spin pauses rather than yields when tasks fit the CPUs: a peer that is
+// running replies within this; one that does not may wait for this task's CPU.
+constexpr auto kHotSpin = std::chrono::microseconds(3);
 // A ring's counters are published after at most this many bytes copied (or a quarter
 // of the ring), so that writer and reader copy at the same time.
 constexpr uint64_t kGrainBytes = 64 * 1024;
@@ -265,8 +268,8 @@ void ShmTransport::wake() {
 
 void ShmTransport::clear_wakes() { wake_pending_.store(false, std::memory_order_seq_cst); }
 
-void ShmTransport::idle() {
-  if (!spin_hot_) {
+void ShmTransport::idle(Clock::duration spun) {
+  if (!spin_hot_ || spun > kHotSpin) {
     sched_yield();
     return;
   }

@@ -54,8 +54,9 @@ class ShmTransport : public StreamTransport {
                   Clock::time_point until) override;
   void wake() override;
   void clear_wakes() override;
-  // Pauses the CPU while every task can have a CPU of its own, else yields it.
-  void idle() override;
+  // Pauses the CPU for the first kHotSpin of a spin while every task can have a CPU of
+  // its own, else (or after that, when another process may have the peer's CPU) yields it.
+  void idle(Clock::duration spun) override;
 
  private:
   const uint64_t ring_bytes_;

@@ -153,7 +153,7 @@ void StreamTransport::lose(Peer& p, const std::string& why) {
   if (Link* l = p.link.load()) l->shutdown();
 }
 
-void StreamTransport::idle() { sched_yield(); }
+void StreamTransport::idle(Clock::duration) { sched_yield(); }
 
 void StreamTransport::begin_step(uint64_t step) {
   if (has_failed_.load(std::memory_order_acquire)) throw_failed();
@@ -424,7 +424,7 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
                   "reached this collective)");
     }
     if (now < spin_until) {
-      idle();
+      idle(now - (spin_until - spin_));
       continue;
     }
     wait_ready(readers, writers, deadline);

@@ -87,9 +87,9 @@ class StreamTransport : public Transport {
   virtual void wake() = 0;
   // Forgets the wake()s so far (after the driver has seen the interrupt).
   virtual void clear_wakes() {}
-  // One pause of the spin before wait_ready(): sched_yield, so that the peers this
-  // task waits for can run on its CPU.
-  virtual void idle();
+  // One pause of the spin before wait_ready(), `spun` into it: sched_yield, so that
+  // the peers this task waits for can run on its CPU.
+  virtual void idle(Clock::duration spun);
 
   const int num_tasks_;
   const int task_id_;
