@@ -88,6 +88,27 @@ Cluster make_shm_cluster(int n) {
   return Cluster(std::make_move_iterator(t.begin()), std::make_move_iterator(t.end()));
 }
 
+// Two hosts: tasks 0..n-2 share memory, task n-1 is a TcpTransport joined to each of
+// them by a socket (ShmTransport::attach_socket).
+Cluster make_mixed_cluster(int n) {
+  std::vector<std::unique_ptr<ShmTransport>> local;
+  for (int i = 0; i < n - 1; ++i) local.emplace_back(new ShmTransport(n, i));
+  std::unique_ptr<TcpTransport> remote(new TcpTransport(n, n - 1));
+  for (int i = 0; i < n - 1; ++i) {
+    for (int j = 0; j < n - 1; ++j)
+      if (i != j) local[i]->attach(j, local[j]->locator());
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) abort();
+    local[i]->attach_socket(n - 1, sv[0]);
+    remote->attach(i, sv[1]);
+  }
+  for (auto& x : local) x->seal();
+  remote->wait_connected(1000);
+  Cluster t(std::make_move_iterator(local.begin()), std::make_move_iterator(local.end()));
+  t.emplace_back(std::move(remote));
+  return t;
+}
+
 struct Result {
   tpu_status code = TPU_OK;
   std::string message;
@@ -396,6 +417,11 @@ static void test_transport__shm_peer_ends_step(void **) { peer_ends_step(make_sh
 static void test_transport__shm_digest_mismatch(void **) { digest_mismatch(make_shm_cluster); }
 static void test_transport__shm_deadline_and_closed(void **) { deadline_and_closed(make_shm_cluster); }
 static void test_transport__shm_interrupted_send(void **) { interrupted_send(make_shm_cluster); }
+static void test_transport__mixed_exchange_all_pairs(void **) { exchange_all_pairs(make_mixed_cluster); }
+static void test_transport__mixed_peer_ends_step(void **) { peer_ends_step(make_mixed_cluster); }
+static void test_transport__mixed_digest_mismatch(void **) { digest_mismatch(make_mixed_cluster); }
+static void test_transport__mixed_deadline_and_closed(void **) { deadline_and_closed(make_mixed_cluster); }
+static void test_transport__mixed_interrupted_send(void **) { interrupted_send(make_mixed_cluster); }
 
 namespace {
 
@@ -615,6 +641,54 @@ static void test_transport__shm_corrupt_ring(void **) {
   }
 }
 
+// A task awaiting a peer over rings and another over a socket at once gets each when
+// it comes, whichever is first; silent, both are named at the deadline. attach_socket
+// refuses a bad peer or a second link (closing the socket).
+static void test_transport__mixed_waits(void **) {
+  auto t = make_mixed_cluster(3);
+  std::vector<char> a(100, 1), b(100, 2), got1(100), got2(100);
+  for (int late : {1, 2}) {
+    auto results = run_tasks(3, [&](int me) {
+      t[me]->begin_step(late);
+      if (me == 0) {
+        Recv r[2] = {{1, 0, got1.data(), got1.size()}, {2, 0, got2.data(), got2.size()}};
+        t[0]->exchange(1, 3, nullptr, 0, r, 2, in_ms(20000), no_check, name);
+      } else {
+        if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        Send s{0, 0, me == 1 ? a.data() : b.data(), 100};
+        t[me]->exchange(1, 3, &s, 1, nullptr, 0, in_ms(20000), no_check, name);
+      }
+      StepOutcome remote;
+      t[me]->end_step(StepOutcome{}, 10000, &remote, name);
+    });
+    for (int i = 0; i < 3; ++i)
+      if (results[i].code != TPU_OK) CHECK_FAIL("task %d: %s", i, results[i].message.c_str());
+    CHECK(got1 == a && got2 == b);
+  }
+  t[0]->begin_step(3);
+  Recv r[2] = {{1, 0, got1.data(), got1.size()}, {2, 0, got2.data(), got2.size()}};
+  CHECK(has(thrown([&] { t[0]->exchange(1, 3, nullptr, 0, r, 2, in_ms(100), no_check, name); }),
+            TPU_DEADLINE_EXCEEDED, "no data arrived from task 1; task 2"));
+
+  ShmTransport x(2, 0), y(2, 1);
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  CHECK(has(thrown([&] { x.attach_socket(2, sv[0]); }), TPU_INVALID_ARGUMENT, "cannot attach task 2"));
+  char c;
+  CHECK(read(sv[1], &c, 1) == 0);  // closed
+  close(sv[1]);
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  x.attach_socket(1, sv[0]);
+  int sv2[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv2) == 0);
+  CHECK(has(thrown([&] { x.attach_socket(1, sv2[0]); }), TPU_INVALID_ARGUMENT, "attached already"));
+  CHECK(read(sv2[1], &c, 1) == 0);
+  CHECK(has(thrown([&] { x.attach(1, y.locator()); }), TPU_INVALID_ARGUMENT, "attached already"));
+  x.seal();
+  close(sv[1]);
+  close(sv2[1]);
+}
+
 // A peer in another process: killed with SIGKILL in the middle of an exchange, the
 // waiting task gets TPU_UNAVAILABLE naming it (long before the deadline, which would
 // say TPU_DEADLINE_EXCEEDED); stopped with SIGSTOP, the deadline names it.
@@ -702,11 +776,17 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_transport__shm_digest_mismatch),
       cmocka_unit_test(test_transport__shm_deadline_and_closed),
       cmocka_unit_test(test_transport__shm_interrupted_send),
+      cmocka_unit_test(test_transport__mixed_exchange_all_pairs),
+      cmocka_unit_test(test_transport__mixed_peer_ends_step),
+      cmocka_unit_test(test_transport__mixed_digest_mismatch),
+      cmocka_unit_test(test_transport__mixed_deadline_and_closed),
+      cmocka_unit_test(test_transport__mixed_interrupted_send),
       cmocka_unit_test(test_transport__shm_sizes),
       cmocka_unit_test(test_transport__shm_peer_destroyed),
       cmocka_unit_test(test_transport__shm_bad_locators),
       cmocka_unit_test(test_transport__shm_corrupt_ring),
       cmocka_unit_test(test_transport__shm_peer_process),
+      cmocka_unit_test(test_transport__mixed_waits),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

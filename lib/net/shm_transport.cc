@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "core/status.h"
+#include "net/tcp_transport.h"
 
 namespace tpurt {
 namespace net {
@@ -21,6 +23,8 @@ namespace {
 constexpr auto kSpin = std::chrono::microseconds(20);
 // The longest futex sleep: the deadline and the peers' liveness are rechecked this often.
 constexpr auto kLiveness = std::chrono::milliseconds(10);
+// The longest poll() on sockets while rings are awaited too: rings cannot wake a poll().
+constexpr auto kMixedPoll = std::chrono::milliseconds(1);
 // CPU pauses per retry while spinning hot: one pause is tens of cycles on some CPUs,
 // and every one of them delays noticing a reply.
 constexpr int kPauses = 1;
@@ -202,6 +206,13 @@ ShmTransport::ShmTransport(int num_tasks, int task_id)
   own_ = shm::create_segment(num_tasks, task_id, ring_bytes_, &fd_);
   locator_ = shm::format_locator(own_, fd_);
   peer_maps_.resize(num_tasks);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    const int err = errno;
+    shm::unmap(&own_);
+    ::close(fd_);
+    tpurt::fail(TPU_RESOURCE_EXHAUSTED, "eventfd: ", std::strerror(err));
+  }
   cpu_set_t cpus;
   spin_hot_ = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && num_tasks <= CPU_COUNT(&cpus);
 }
@@ -216,6 +227,7 @@ ShmTransport::~ShmTransport() {
   }
   shm::unmap(&own_);
   if (fd_ >= 0) ::close(fd_);
+  ::close(wake_fd_);
 }
 
 std::string ShmTransport::locator() const { return locator_; }
@@ -225,8 +237,7 @@ void ShmTransport::attach(int peer, const std::string& locator) {
     invalid_argument("task ", task_id_, " cannot attach task ", peer, ": not a peer in a cluster of ",
                      num_tasks_, " tasks");
   std::lock_guard<std::mutex> lock(attach_mu_);
-  if (peer_maps_[peer].base != nullptr)
-    invalid_argument("task ", peer, "'s shared-memory segment is attached already");
+  if (link(peer) != nullptr) invalid_argument("task ", peer, " is attached already");
   pid_t pid = 0;
   uint64_t start_time = 0;
   shm::Mapping m = shm::map_peer_segment(num_tasks_, peer, locator, &pid, &start_time);
@@ -251,6 +262,16 @@ void ShmTransport::attach(int peer, const std::string& locator) {
   attach_link(peer, std::unique_ptr<Link>(new ShmLink(in, out, m.header(), pid, start_time, pidfd)));
 }
 
+void ShmTransport::attach_socket(int peer, int fd) {
+  std::unique_ptr<Link> socket(new SocketLink(fd));  // closes fd if refused
+  if (peer < 0 || peer >= num_tasks_ || peer == task_id_)
+    invalid_argument("task ", task_id_, " cannot attach task ", peer, ": not a peer in a cluster of ",
+                     num_tasks_, " tasks");
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  if (link(peer) != nullptr) invalid_argument("task ", peer, " is attached already");
+  attach_link(peer, std::move(socket));
+}
+
 void ShmTransport::seal() {
   std::string missing;
   if (!wait_attached(0, &missing))
@@ -264,9 +285,17 @@ void ShmTransport::seal() {
 void ShmTransport::wake() {
   wake_pending_.store(true, std::memory_order_seq_cst);
   shm::ring_doorbell(own_.header());
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+  (void)ignored;
 }
 
-void ShmTransport::clear_wakes() { wake_pending_.store(false, std::memory_order_seq_cst); }
+void ShmTransport::clear_wakes() {
+  wake_pending_.store(false, std::memory_order_seq_cst);
+  uint64_t value;
+  while (::read(wake_fd_, &value, sizeof value) > 0) {
+  }
+}
 
 void ShmTransport::idle(Clock::duration spun) {
   if (!spin_hot_ || spun > kHotSpin) {
@@ -284,6 +313,20 @@ void ShmTransport::idle(Clock::duration spun) {
 
 void ShmTransport::wait_ready(const std::vector<int>& readers, const std::vector<int>& writers,
                               Clock::time_point until) {
+  // The rings awaited, and the sockets (peers on other hosts).
+  shm_readers_.clear();
+  shm_writers_.clear();
+  sockets_.clear();
+  for (int i : readers) {
+    Link* l = link(i);
+    if (auto* s = dynamic_cast<SocketLink*>(l)) sockets_.push_back({s->fd(), POLLIN, 0});
+    else shm_readers_.push_back(static_cast<ShmLink*>(l));
+  }
+  for (int i : writers) {
+    Link* l = link(i);
+    if (auto* s = dynamic_cast<SocketLink*>(l)) sockets_.push_back({s->fd(), POLLOUT, 0});
+    else shm_writers_.push_back(static_cast<ShmLink*>(l));
+  }
   shm::SegmentHeader* h = own_.header();
   if (wake_pending_.load(std::memory_order_seq_cst)) {
     sched_yield();  // end_step() does not clear wakes: it must not spin on one
@@ -292,22 +335,25 @@ void ShmTransport::wait_ready(const std::vector<int>& readers, const std::vector
     shm::store(&h->sleeping, 1u);
     const uint32_t seen = __atomic_load_n(&h->bell, __ATOMIC_SEQ_CST);
     bool ready = wake_pending_.load(std::memory_order_seq_cst);
-    for (size_t i = 0; !ready && i < readers.size(); ++i)
-      ready = static_cast<ShmLink*>(link(readers[i]))->readable();
-    for (size_t i = 0; !ready && i < writers.size(); ++i)
-      ready = static_cast<ShmLink*>(link(writers[i]))->writable();
-    if (!ready) {
-      const auto left = std::min<Clock::duration>(until - Clock::now(), kLiveness);
+    for (size_t i = 0; !ready && i < shm_readers_.size(); ++i) ready = shm_readers_[i]->readable();
+    for (size_t i = 0; !ready && i < shm_writers_.size(); ++i) ready = shm_writers_[i]->writable();
+    auto left = std::min<Clock::duration>(until - Clock::now(), kLiveness);
+    if (!ready && sockets_.empty()) {
       shm::futex_wait(&h->bell, seen,
                       std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+    } else if (!ready) {
+      if (!shm_readers_.empty() || !shm_writers_.empty()) left = std::min<Clock::duration>(left, kMixedPoll);
+      sockets_.push_back({wake_fd_, POLLIN, 0});
+      const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+      if (ms > 0) ::poll(sockets_.data(), sockets_.size(), static_cast<int>(ms));
     }
     shm::store(&h->sleeping, 0u);
   }
   const auto now = Clock::now();
   if (now - last_liveness_check_ < kLiveness) return;
   last_liveness_check_ = now;
-  for (int i : readers) static_cast<ShmLink*>(link(i))->check_alive();
-  for (int i : writers) static_cast<ShmLink*>(link(i))->check_alive();
+  for (ShmLink* l : shm_readers_) l->check_alive();
+  for (ShmLink* l : shm_writers_) l->check_alive();
 }
 
 }  // namespace net

@@ -11,8 +11,14 @@
 // start time) loses its link with TPU_UNAVAILABLE naming it; a peer that shut down
 // cleanly marks its segment closed ("closed by the peer"); a stopped peer is caught
 // by the collective deadline. A corrupt ring index loses the link, never crashes.
+//
+// Peers on other hosts may be joined by sockets instead (attach_socket): one transport
+// then serves a cluster spread over hosts, rings to the local tasks and TCP (the same
+// frames; a TcpTransport is a valid peer) to the others. A wait that involves both
+// kinds sleeps in poll() on the sockets and rechecks the rings every kMixedPollMs.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -25,6 +31,8 @@
 
 namespace tpurt {
 namespace net {
+
+class ShmLink;
 
 class ShmTransport : public StreamTransport {
  public:
@@ -41,6 +49,10 @@ class ShmTransport : public StreamTransport {
   // peer and the value; a segment that cannot be opened: TPU_UNAVAILABLE naming the peer.
   // Any thread; a peer attaches once.
   void attach(int peer, const std::string& locator);
+  // Joins `peer` (on another host) by a connected socket instead; the transport owns the
+  // socket from now on. Any thread. TPU_INVALID_ARGUMENT for a peer out of range or
+  // attached already (the socket is closed).
+  void attach_socket(int peer, int fd);
   // Called once every peer has attached: closes this task's memfd, so the memory lives
   // only as long as the mappings and nothing is left behind by any exit, kill -9
   // included. TPU_FAILED_PRECONDITION naming the peers not attached yet.
@@ -62,10 +74,14 @@ class ShmTransport : public StreamTransport {
   const uint64_t ring_bytes_;
   shm::Mapping own_;
   int fd_ = -1;  // the memfd until seal()
+  int wake_fd_ = -1;  // eventfd: wakes a poll() on sockets
   std::string locator_;
   std::vector<shm::Mapping> peer_maps_;  // by peer; under attach_mu_
   std::mutex attach_mu_;
   bool spin_hot_ = false;  // tasks <= usable CPUs
+  // wait_ready()'s lists, kept to spare allocations.
+  std::vector<ShmLink*> shm_readers_, shm_writers_;
+  std::vector<pollfd> sockets_;
   std::atomic<bool> wake_pending_{false};
   Clock::time_point last_liveness_check_{};
 };
