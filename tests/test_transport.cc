@@ -1,9 +1,19 @@
-// The TCP data plane (lib/net/tcp_transport.h) on its own: tasks are threads of this
-// process joined by socket pairs. Exchanges of many frames both ways, the end of a
-// step and the outcomes it carries, a peer that ends the step without a collective,
-// a digest mismatch, a closed connection, malformed frames, the deadline, and an
-// interrupted exchange whose half-sent frame the end of the step completes.
+// The data planes on their own: TCP (lib/net/tcp_transport.h), tasks as threads of
+// this process joined by socket pairs, and shared memory (lib/net/shm_transport.h),
+// tasks as threads or forked processes. The protocol cases run over both: exchanges
+// of many frames both ways, the end of a step and the outcomes it carries, a peer that
+// ends the step without a collective, a digest mismatch, a closed connection, the
+// deadline, and an interrupted exchange whose half-sent frame the end of the step
+// completes. Then each transport's own: malformed bytes on a socket; for shared
+// memory, sizes around the ring's, bad locators, corrupt ring indices, and a peer
+// process killed with SIGKILL.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +27,8 @@
 
 #include "core/status.h"
 #include "net/frame.h"
+#include "net/shm_segment.h"
+#include "net/shm_transport.h"
 #include "net/tcp_transport.h"
 #include "tpurt.h"
 
@@ -31,7 +43,9 @@ extern "C" {
 
 using tpurt::net::Recv;
 using tpurt::net::Send;
+using tpurt::net::ShmTransport;
 using tpurt::net::StepOutcome;
+using tpurt::net::StreamTransport;
 using tpurt::net::TcpTransport;
 using Clock = std::chrono::steady_clock;
 
@@ -40,8 +54,11 @@ namespace {
 std::string name(int task) { return "task " + std::to_string(task); }
 void no_check() {}
 
+using Cluster = std::vector<std::unique_ptr<StreamTransport>>;
+using MakeCluster = Cluster (*)(int n);
+
 // n transports, every pair joined by a socket pair.
-std::vector<std::unique_ptr<TcpTransport>> make_cluster(int n) {
+Cluster make_cluster(int n) {
   std::vector<std::unique_ptr<TcpTransport>> t;
   for (int i = 0; i < n; ++i) t.emplace_back(new TcpTransport(n, i));
   for (int i = 0; i < n; ++i)
@@ -52,6 +69,43 @@ std::vector<std::unique_ptr<TcpTransport>> make_cluster(int n) {
       t[j]->attach(i, sv[1]);
     }
   for (int i = 0; i < n; ++i) t[i]->wait_connected(1000);
+  return Cluster(std::make_move_iterator(t.begin()), std::make_move_iterator(t.end()));
+}
+
+// n shared-memory transports, every one attached to every other's segment, sealed.
+std::vector<std::unique_ptr<ShmTransport>> make_shm(int n, bool seal = true) {
+  std::vector<std::unique_ptr<ShmTransport>> t;
+  for (int i = 0; i < n; ++i) t.emplace_back(new ShmTransport(n, i));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      if (i != j) t[i]->attach(j, t[j]->locator());
+  if (seal)
+    for (auto& x : t) x->seal();
+  return t;
+}
+Cluster make_shm_cluster(int n) {
+  auto t = make_shm(n);
+  return Cluster(std::make_move_iterator(t.begin()), std::make_move_iterator(t.end()));
+}
+
+// Two hosts: tasks 0..n-2 share memory, task n-1 is a TcpTransport joined to each of
+// them by a socket (ShmTransport::attach_socket).
+Cluster make_mixed_cluster(int n) {
+  std::vector<std::unique_ptr<ShmTransport>> local;
+  for (int i = 0; i < n - 1; ++i) local.emplace_back(new ShmTransport(n, i));
+  std::unique_ptr<TcpTransport> remote(new TcpTransport(n, n - 1));
+  for (int i = 0; i < n - 1; ++i) {
+    for (int j = 0; j < n - 1; ++j)
+      if (i != j) local[i]->attach(j, local[j]->locator());
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) abort();
+    local[i]->attach_socket(n - 1, sv[0]);
+    remote->attach(i, sv[1]);
+  }
+  for (auto& x : local) x->seal();
+  remote->wait_connected(1000);
+  Cluster t(std::make_move_iterator(local.begin()), std::make_move_iterator(local.end()));
+  t.emplace_back(std::move(remote));
   return t;
 }
 
@@ -82,7 +136,7 @@ Clock::time_point in_ms(int ms) { return Clock::now() + std::chrono::millisecond
 
 // Every task sends every other task 3 MiB + 5 bytes (four frames) and an empty
 // transfer; all arrive intact, and the step ends well everywhere, twice.
-static void test_transport__exchange_all_pairs(void **) {
+static void exchange_all_pairs(MakeCluster make_cluster) {
   const int n = 3;
   const size_t bytes = (3u << 20) + 5;
   auto t = make_cluster(n);
@@ -120,7 +174,7 @@ static void test_transport__exchange_all_pairs(void **) {
 // A task that ends its step without the collective its peer is in: the peer learns
 // it at once from the end-of-step frame, naming the task; a failed step's outcome
 // reaches the peer as TPU_ABORTED with the origin's message, and end_step reports it.
-static void test_transport__peer_ends_step(void **) {
+static void peer_ends_step(MakeCluster make_cluster) {
   auto t = make_cluster(2);
   char buf[16];
   StepOutcome seen;
@@ -167,7 +221,7 @@ static void test_transport__peer_ends_step(void **) {
 }
 
 // Peers in different collectives (digests differ): TPU_INVALID_ARGUMENT naming the peer.
-static void test_transport__digest_mismatch(void **) {
+static void digest_mismatch(MakeCluster make_cluster) {
   auto t = make_cluster(2);
   char out[8] = {0}, in[2][8];  // a buffer each: the tasks run on two threads
   auto results = run_tasks(2, [&](int me) {
@@ -200,7 +254,7 @@ static void test_transport__digest_mismatch(void **) {
 
 // Nothing arrives: TPU_DEADLINE_EXCEEDED naming the peer. A peer that closes its end:
 // TPU_UNAVAILABLE naming it, and later steps are refused.
-static void test_transport__deadline_and_closed(void **) {
+static void deadline_and_closed(MakeCluster make_cluster) {
   auto t = make_cluster(2);
   char in[8];
   Recv r{1, 0, in, sizeof in};
@@ -265,7 +319,7 @@ static void test_transport__malformed_frames(void **) {
 
 // An exchange interrupted in the middle of a large send: check() throws, end_step
 // pads the frame in flight, the peer drains it, and the next step's exchange works.
-static void test_transport__interrupted_send(void **) {
+static void interrupted_send(MakeCluster make_cluster) {
   auto t = make_cluster(2);
   const size_t bytes = 32u << 20;  // more than the socket buffers hold
   std::vector<char> big(bytes, 1), sink(bytes);
@@ -353,6 +407,361 @@ static void test_transport__random_bytes(void **) {
   }
 }
 
+static void test_transport__exchange_all_pairs(void **) { exchange_all_pairs(make_cluster); }
+static void test_transport__peer_ends_step(void **) { peer_ends_step(make_cluster); }
+static void test_transport__digest_mismatch(void **) { digest_mismatch(make_cluster); }
+static void test_transport__deadline_and_closed(void **) { deadline_and_closed(make_cluster); }
+static void test_transport__interrupted_send(void **) { interrupted_send(make_cluster); }
+static void test_transport__shm_exchange_all_pairs(void **) { exchange_all_pairs(make_shm_cluster); }
+static void test_transport__shm_peer_ends_step(void **) { peer_ends_step(make_shm_cluster); }
+static void test_transport__shm_digest_mismatch(void **) { digest_mismatch(make_shm_cluster); }
+static void test_transport__shm_deadline_and_closed(void **) { deadline_and_closed(make_shm_cluster); }
+static void test_transport__shm_interrupted_send(void **) { interrupted_send(make_shm_cluster); }
+static void test_transport__mixed_exchange_all_pairs(void **) { exchange_all_pairs(make_mixed_cluster); }
+static void test_transport__mixed_peer_ends_step(void **) { peer_ends_step(make_mixed_cluster); }
+static void test_transport__mixed_digest_mismatch(void **) { digest_mismatch(make_mixed_cluster); }
+static void test_transport__mixed_deadline_and_closed(void **) { deadline_and_closed(make_mixed_cluster); }
+static void test_transport__mixed_interrupted_send(void **) { interrupted_send(make_mixed_cluster); }
+
+namespace {
+
+// Maps the segment a locator names, as a peer would, so that a test can corrupt it
+// (before the owner seals it).
+tpurt::net::shm::Mapping map_locator(const std::string& locator) {
+  unsigned pid = 0, fd = 0;
+  unsigned long long bytes = 0;
+  tpurt::net::shm::Mapping m;
+  if (sscanf(locator.c_str(), "%u:%u:%llu:", &pid, &fd, &bytes) != 3) return m;
+  int f = open(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd)).c_str(), O_RDWR);
+  if (f < 0) return m;
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+  close(f);
+  if (base == MAP_FAILED) return m;
+  m.base = static_cast<unsigned char*>(base);
+  m.bytes = bytes;
+  return m;
+}
+
+// How many of this process's descriptors are shared-memory segments.
+int open_segments() {
+  int count = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return -1;
+  while (dirent* e = readdir(d)) {
+    char target[256];
+    ssize_t n = readlinkat(dirfd(d), e->d_name, target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (strstr(target, "memfd:tpurt-shm")) ++count;
+  }
+  closedir(d);
+  return count;
+}
+
+// Runs `call` and returns what it threw (TPU_OK: nothing).
+Result thrown(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const tpurt::Error& e) {
+    return {e.code(), e.message()};
+  }
+  return {};
+}
+
+bool has(const Result& r, tpu_status code, const std::string& fragment) {
+  if (r.code == code && r.message.find(fragment) != std::string::npos) return true;
+  print_error("got %s \"%s\", expected %s with \"%s\"\n", tpurt::status_name(r.code),
+              r.message.c_str(), tpurt::status_name(code), fragment.c_str());
+  return false;
+}
+
+}  // namespace
+
+// Transfers of sizes around the ring's (0, 1, odd, one byte short of it, past it, past
+// a frame), all of them to both peers at once, in both directions, over two steps:
+// every byte arrives where it is due. Sealed segments leave no descriptor behind.
+static void test_transport__shm_sizes(void **) {
+  const int n = 3;
+  auto t = make_shm(n);
+  CHECK(open_segments() == 0);
+  const uint64_t ring = t[0]->ring_bytes();
+  const std::vector<uint64_t> sizes = {0, 1, 3, 57, 4095, ring - 56, ring - 1, ring, ring + 13,
+                                       2 * ring + 1, tpurt::net::kFramePayloadBytes + 7};
+  auto byte = [](int from, int to, size_t tag, size_t k) {
+    return static_cast<char>(from * 59 + to * 17 + tag * 5 + k * 13 + (k >> 11));
+  };
+  // data[from][to][tag], got[to][from][tag]
+  std::vector<std::vector<std::vector<std::vector<char>>>> data(n), got(n);
+  for (int a = 0; a < n; ++a) {
+    data[a].resize(n);
+    got[a].resize(n);
+    for (int b = 0; b < n; ++b)
+      for (size_t s = 0; s < sizes.size(); ++s) {
+        std::vector<char> v(sizes[s]);
+        for (size_t k = 0; k < v.size(); ++k) v[k] = byte(a, b, s, k);
+        data[a][b].push_back(v);
+        got[a][b].push_back(std::vector<char>(sizes[s], 0));
+      }
+  }
+  for (uint64_t step = 1; step <= 2; ++step) {
+    std::vector<int> remote_failed(n, -1);
+    auto results = run_tasks(n, [&](int me) {
+      t[me]->begin_step(step);
+      std::vector<Send> sends;
+      std::vector<Recv> recvs;
+      for (size_t s = 0; s < sizes.size(); ++s)
+        for (int p = 0; p < n; ++p) {
+          if (p == me) continue;
+          sends.push_back({p, static_cast<uint32_t>(s), data[me][p][s].data(), sizes[s]});
+          recvs.push_back({p, static_cast<uint32_t>(s), got[me][p][s].data(), sizes[s]});
+        }
+      t[me]->exchange(step, 77, sends.data(), sends.size(), recvs.data(), recvs.size(),
+                      in_ms(20000), no_check, name);
+      StepOutcome remote;
+      remote_failed[me] = t[me]->end_step(StepOutcome{}, 10000, &remote, name);
+    });
+    for (int i = 0; i < n; ++i) {
+      if (results[i].code != TPU_OK) CHECK_FAIL("task %d: %s", i, results[i].message.c_str());
+      CHECK(remote_failed[i] == 0);
+      for (int p = 0; p < n; ++p)
+        if (p != i)
+          for (size_t s = 0; s < sizes.size(); ++s) CHECK(got[i][p][s] == data[p][i][s]);
+    }
+  }
+}
+
+// A peer whose transport is destroyed in the middle of a step (after sending part of
+// what is due): the waiting task gets TPU_UNAVAILABLE naming it, not a timeout.
+static void test_transport__shm_peer_destroyed(void **) {
+  auto t = make_shm(2);
+  std::vector<char> part(1000, 3), got(1000), rest(8);
+  std::thread peer([&] {
+    t[1]->begin_step(1);
+    Send s{0, 1, part.data(), part.size()};
+    t[1]->exchange(1, 5, &s, 1, nullptr, 0, in_ms(10000), no_check, name);
+    t[1].reset();
+  });
+  t[0]->begin_step(1);
+  Recv r[2] = {{1, 1, got.data(), got.size()}, {1, 2, rest.data(), rest.size()}};
+  Result res = thrown([&] { t[0]->exchange(1, 5, nullptr, 0, r, 2, in_ms(30000), no_check, name); });
+  peer.join();
+  CHECK(has(res, TPU_UNAVAILABLE, "task 1: data connection closed"));
+  CHECK(got == part);
+  CHECK(has(thrown([&] { t[0]->begin_step(2); }), TPU_UNAVAILABLE, "closed by the peer"));
+}
+
+// Locators that are malformed, name another segment, task or size, or a descriptor
+// that does not exist; a second attach; a seal before every peer attached; bad
+// arguments and ring sizes. Each is refused with its status, naming what is wrong.
+static void test_transport__shm_bad_locators(void **) {
+  auto t = make_shm(3, false);
+  ShmTransport fresh(3, 0);
+  const std::string good = t[1]->locator();
+  const std::string nonce = good.substr(good.rfind(':') + 1);
+  const std::string pid = std::to_string(getpid());
+  const std::string bytes = good.substr(0, good.rfind(':')).substr(good.find(':', good.find(':') + 1) + 1);
+  const std::string malformed[] = {
+      "", "1", "a:b:c:d", "1:2:3", ":::", good + ":", " " + good, "-1:3:" + bytes + ":" + nonce,
+      "99999999999999999999:3:" + bytes + ":" + nonce, pid + ":3:" + bytes + ":" + nonce.substr(1),
+      pid + ":3:" + bytes + ":" + nonce + "0", pid + ":3:" + bytes + ":xyz0123456789abc",
+      pid + ":+3:" + bytes + ":" + nonce, pid + ":3:12:" + nonce, pid + ":3:" + bytes + "0:" + nonce};
+  for (const std::string& loc : malformed) {
+    Result r = thrown([&] { fresh.attach(1, loc); });
+    CHECK(has(r, TPU_INVALID_ARGUMENT, "task 1"));
+    CHECK(has(r, TPU_INVALID_ARGUMENT, "'" + loc + "'"));
+  }
+  std::string wrong_nonce = good;
+  wrong_nonce.back() = wrong_nonce.back() == '0' ? '1' : '0';
+  CHECK(has(thrown([&] { fresh.attach(1, wrong_nonce); }), TPU_INVALID_ARGUMENT, "nonce"));
+  CHECK(has(thrown([&] { fresh.attach(1, t[2]->locator()); }), TPU_INVALID_ARGUMENT,
+            "the segment of task 2"));
+  CHECK(has(thrown([&] { fresh.attach(0, t[0]->locator()); }), TPU_INVALID_ARGUMENT,
+            "cannot attach task 0"));
+  CHECK(has(thrown([&] { fresh.attach(3, good); }), TPU_INVALID_ARGUMENT, "cannot attach task 3"));
+  CHECK(has(thrown([&] { fresh.attach(-1, good); }), TPU_INVALID_ARGUMENT, "cannot attach task -1"));
+  // Another cluster's segment of the same task: its size differs.
+  ShmTransport two(2, 1);
+  CHECK(has(thrown([&] { fresh.attach(1, two.locator()); }), TPU_INVALID_ARGUMENT, "task 1"));
+  const std::string no_fd = pid + ":999999:" + bytes + ":" + nonce;
+  CHECK(has(thrown([&] { fresh.attach(1, no_fd); }), TPU_UNAVAILABLE, "task 1"));
+  CHECK(has(thrown([&] { fresh.seal(); }), TPU_FAILED_PRECONDITION, "task(s) 1, 2"));
+  fresh.attach(1, good);
+  CHECK(has(thrown([&] { fresh.attach(1, good); }), TPU_INVALID_ARGUMENT, "attached already"));
+  CHECK(has(thrown([&] { fresh.seal(); }), TPU_FAILED_PRECONDITION, "task(s) 2"));
+
+  CHECK(has(thrown([] { ShmTransport x(3, 3); }), TPU_INVALID_ARGUMENT, "task 3"));
+  CHECK(has(thrown([] { ShmTransport x(0, 0); }), TPU_INVALID_ARGUMENT, "0 tasks"));
+  for (const char* bad : {"1000", "4096x", "+4096", " 4096", "2", "134217728", "99999999999999999999999"}) {
+    setenv("TPURT_SHM_RING_BYTES", bad, 1);
+    CHECK(has(thrown([] { ShmTransport x(2, 0); }), TPU_INVALID_ARGUMENT,
+              std::string("TPURT_SHM_RING_BYTES='") + bad + "'"));
+  }
+  setenv("TPURT_SHM_RING_BYTES", "8192", 1);
+  CHECK(ShmTransport(2, 0).ring_bytes() == 8192);
+  unsetenv("TPURT_SHM_RING_BYTES");
+}
+
+// Ring indices a peer corrupts (a head far past the tail, a tail past the head, seen
+// once the writer needs the room) and garbage bytes within a valid head: the link is
+// lost with a message naming the peer, nothing is written out of bounds, nothing crashes.
+static void test_transport__shm_corrupt_ring(void **) {
+  using tpurt::net::shm::RingControl;
+  char in[8];
+  for (int c = 0; c < 4; ++c) {
+    auto t = make_shm(2, false);
+    std::vector<char> out(2 * t[0]->ring_bytes() + 1, 1);
+    auto m0 = map_locator(t[0]->locator());
+    auto m1 = map_locator(t[1]->locator());
+    CHECK(m0.base != nullptr && m1.base != nullptr);
+    for (auto& x : t) x->seal();
+    RingControl* from1 = m0.control(1);  // in which task 1 writes to task 0
+    RingControl* to1 = m1.control(0);    // in which task 0 writes to task 1
+    unsigned char* data = m0.base + tpurt::net::shm::ring_offset(2, t[0]->ring_bytes(), 1);
+    std::string expect = "corrupt";
+    switch (c) {
+      case 0: from1->head = uint64_t(1) << 40; break;
+      case 1: from1->head = ~uint64_t(0); break;
+      case 2: to1->tail = 12345678; break;
+      case 3:
+        memset(data, 0xAB, 100);
+        from1->head = 100;
+        expect = "malformed";
+        break;
+    }
+    t[0]->begin_step(1);
+    Send s{1, 0, out.data(), out.size()};
+    Recv r{1, 0, in, sizeof in};
+    Result res = c == 2 ? thrown([&] { t[0]->exchange(1, 1, &s, 1, nullptr, 0, in_ms(10000), no_check, name); })
+                        : thrown([&] { t[0]->exchange(1, 1, nullptr, 0, &r, 1, in_ms(10000), no_check, name); });
+    CHECK(has(res, TPU_UNAVAILABLE, "task 1"));
+    CHECK(has(res, TPU_UNAVAILABLE, expect));
+    CHECK(has(thrown([&] { t[0]->begin_step(2); }), TPU_UNAVAILABLE, "task 1"));
+    tpurt::net::shm::unmap(&m0);
+    tpurt::net::shm::unmap(&m1);
+  }
+}
+
+// A task awaiting a peer over rings and another over a socket at once gets each when
+// it comes, whichever is first; silent, both are named at the deadline. attach_socket
+// refuses a bad peer or a second link (closing the socket).
+static void test_transport__mixed_waits(void **) {
+  auto t = make_mixed_cluster(3);
+  std::vector<char> a(100, 1), b(100, 2), got1(100), got2(100);
+  for (int late : {1, 2}) {
+    auto results = run_tasks(3, [&](int me) {
+      t[me]->begin_step(late);
+      if (me == 0) {
+        Recv r[2] = {{1, 0, got1.data(), got1.size()}, {2, 0, got2.data(), got2.size()}};
+        t[0]->exchange(1, 3, nullptr, 0, r, 2, in_ms(20000), no_check, name);
+      } else {
+        if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        Send s{0, 0, me == 1 ? a.data() : b.data(), 100};
+        t[me]->exchange(1, 3, &s, 1, nullptr, 0, in_ms(20000), no_check, name);
+      }
+      StepOutcome remote;
+      t[me]->end_step(StepOutcome{}, 10000, &remote, name);
+    });
+    for (int i = 0; i < 3; ++i)
+      if (results[i].code != TPU_OK) CHECK_FAIL("task %d: %s", i, results[i].message.c_str());
+    CHECK(got1 == a && got2 == b);
+  }
+  t[0]->begin_step(3);
+  Recv r[2] = {{1, 0, got1.data(), got1.size()}, {2, 0, got2.data(), got2.size()}};
+  CHECK(has(thrown([&] { t[0]->exchange(1, 3, nullptr, 0, r, 2, in_ms(100), no_check, name); }),
+            TPU_DEADLINE_EXCEEDED, "no data arrived from task 1; task 2"));
+
+  ShmTransport x(2, 0), y(2, 1);
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  CHECK(has(thrown([&] { x.attach_socket(2, sv[0]); }), TPU_INVALID_ARGUMENT, "cannot attach task 2"));
+  char c;
+  CHECK(read(sv[1], &c, 1) == 0);  // closed
+  close(sv[1]);
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  x.attach_socket(1, sv[0]);
+  int sv2[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv2) == 0);
+  CHECK(has(thrown([&] { x.attach_socket(1, sv2[0]); }), TPU_INVALID_ARGUMENT, "attached already"));
+  CHECK(read(sv2[1], &c, 1) == 0);
+  CHECK(has(thrown([&] { x.attach(1, y.locator()); }), TPU_INVALID_ARGUMENT, "attached already"));
+  x.seal();
+  close(sv[1]);
+  close(sv2[1]);
+}
+
+// A peer in another process: killed with SIGKILL in the middle of an exchange, the
+// waiting task gets TPU_UNAVAILABLE naming it (long before the deadline, which would
+// say TPU_DEADLINE_EXCEEDED); stopped with SIGSTOP, the deadline names it.
+static void test_transport__shm_peer_process(void **) {
+  for (int sig : {SIGKILL, SIGSTOP}) {
+    auto parent = std::unique_ptr<ShmTransport>(new ShmTransport(2, 0));
+    const std::string parent_locator = parent->locator();
+    int up[2], down[2];  // child to parent, parent to child
+    CHECK(pipe(up) == 0 && pipe(down) == 0);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+      alarm(60);  // never outlives a test that went wrong
+      close(up[0]);
+      close(down[1]);
+      int rc = 0;
+      try {
+        ShmTransport me(2, 1);
+        me.attach(0, parent_locator);
+        std::string loc = me.locator() + "\n";
+        char ack;
+        if (write(up[1], loc.data(), loc.size()) != static_cast<ssize_t>(loc.size()) ||
+            read(down[0], &ack, 1) != 1)
+          _exit(3);
+        me.seal();
+        me.begin_step(1);
+        std::vector<char> data(4u << 20, 7);
+        Send s{0, 1, data.data(), data.size()};
+        me.exchange(1, 9, &s, 1, nullptr, 0, in_ms(30000), no_check, name);
+        if (write(up[1], "x", 1) != 1) _exit(4);
+        pause();
+      } catch (...) {
+        rc = 2;
+      }
+      _exit(rc);
+    }
+    close(up[1]);
+    close(down[0]);
+    std::string loc;
+    char c;
+    while (read(up[0], &c, 1) == 1 && c != '\n' && loc.size() < 200) loc += c;
+    parent->attach(1, loc);
+    CHECK(write(down[1], "a", 1) == 1);
+    parent->seal();
+    CHECK(open_segments() == 0);  // sealed, and the child's was closed once mapped
+    parent->begin_step(1);
+    std::vector<char> got(4u << 20), rest(8);
+    Recv r[2] = {{1, 1, got.data(), got.size()}, {1, 2, rest.data(), rest.size()}};
+    std::thread signaller([&] {
+      char x;
+      if (read(up[0], &x, 1) == 1) kill(child, sig);  // the child sent tag 1 and waits
+    });
+    const int deadline_ms = sig == SIGKILL ? 30000 : 300;
+    Result res = thrown([&] {
+      parent->exchange(1, 9, nullptr, 0, r, 2, in_ms(deadline_ms), no_check, name);
+    });
+    signaller.join();
+    if (sig == SIGKILL) {
+      CHECK(has(res, TPU_UNAVAILABLE, "task 1: data connection failed: the peer's process (pid " +
+                                          std::to_string(child) + ") has exited"));
+    } else {
+      CHECK(has(res, TPU_DEADLINE_EXCEEDED, "no data arrived from task 1"));
+      kill(child, SIGKILL);
+    }
+    CHECK(got == std::vector<char>(4u << 20, 7));
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(up[0]);
+    close(down[1]);
+  }
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transport__exchange_all_pairs),
@@ -362,6 +771,22 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_transport__malformed_frames),
       cmocka_unit_test(test_transport__interrupted_send),
       cmocka_unit_test(test_transport__random_bytes),
+      cmocka_unit_test(test_transport__shm_exchange_all_pairs),
+      cmocka_unit_test(test_transport__shm_peer_ends_step),
+      cmocka_unit_test(test_transport__shm_digest_mismatch),
+      cmocka_unit_test(test_transport__shm_deadline_and_closed),
+      cmocka_unit_test(test_transport__shm_interrupted_send),
+      cmocka_unit_test(test_transport__mixed_exchange_all_pairs),
+      cmocka_unit_test(test_transport__mixed_peer_ends_step),
+      cmocka_unit_test(test_transport__mixed_digest_mismatch),
+      cmocka_unit_test(test_transport__mixed_deadline_and_closed),
+      cmocka_unit_test(test_transport__mixed_interrupted_send),
+      cmocka_unit_test(test_transport__shm_sizes),
+      cmocka_unit_test(test_transport__shm_peer_destroyed),
+      cmocka_unit_test(test_transport__shm_bad_locators),
+      cmocka_unit_test(test_transport__shm_corrupt_ring),
+      cmocka_unit_test(test_transport__shm_peer_process),
+      cmocka_unit_test(test_transport__mixed_waits),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -1,0 +1,121 @@
+// One task's shared-memory segment: an anonymous memfd holding a header (identity,
+// liveness words, the task's doorbell) and one single-producer/single-consumer byte
+// ring per peer, in which that peer writes to the task. Peers map it by opening
+// /proc/<pid>/fd/<fd> (the locator says which); once every peer has mapped it the
+// owner closes the memfd, so the memory lives exactly as long as the mappings.
+//
+// Everything a peer can write is untrusted: the static header fields are checked
+// once when mapped and copied out, ring indices are bounded before every use.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tpurt {
+namespace net {
+namespace shm {
+
+constexpr uint64_t kMagic = 0x31676573746d6873;  // "shmtseg1" read little-endian
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kMinRingBytes = 4096;
+constexpr uint64_t kMaxRingBytes = 64u << 20;
+constexpr int kMaxTasks = 4096;
+constexpr size_t kLine = 128;  // a cache line pair: the adjacent-line prefetcher shares 128 bytes
+
+// At offset 0. Words written after creation are on lines of their own.
+struct SegmentHeader {
+  uint64_t magic;
+  uint64_t nonce;          // random: a locator names exactly this segment
+  uint64_t ring_bytes;     // each ring's capacity, a power of two
+  uint64_t segment_bytes;
+  uint64_t start_time;     // the owner's start time (/proc/<pid>/stat), against pid reuse
+  int64_t pid;             // the owner's
+  uint32_t version;
+  uint32_t num_tasks;
+  uint32_t task_id;        // the owner
+  uint32_t reserved;
+  alignas(kLine) uint32_t closed;  // 1: the owner shut down cleanly
+  alignas(kLine) uint32_t bell;    // the owner's doorbell (a futex word): bumped to wake it
+  uint32_t sleeping;               // 1 while the owner sleeps on bell
+};
+
+// The control words of the ring in which task w writes to the owner.
+struct RingControl {
+  alignas(kLine) uint64_t head;  // bytes ever written (by the writer)
+  alignas(kLine) uint64_t tail;  // bytes ever read (by the owner)
+  alignas(kLine) uint32_t closed;  // 1: either side ended the link
+};
+
+constexpr size_t kHeaderBytes = sizeof(SegmentHeader);
+static_assert(kHeaderBytes % kLine == 0, "the rings' control words start on a line");
+
+inline size_t control_offset(int writer) { return kHeaderBytes + writer * sizeof(RingControl); }
+inline uint64_t data_offset(int num_tasks) {
+  return (control_offset(num_tasks) + 4095) & ~uint64_t(4095);
+}
+inline uint64_t ring_offset(int num_tasks, uint64_t ring_bytes, int writer) {
+  return data_offset(num_tasks) + writer * ring_bytes;
+}
+inline uint64_t segment_bytes(int num_tasks, uint64_t ring_bytes) {
+  return data_offset(num_tasks) + num_tasks * ring_bytes;
+}
+
+// A mapped segment (this task's own or a peer's).
+struct Mapping {
+  unsigned char* base = nullptr;
+  uint64_t bytes = 0;
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base); }
+  RingControl* control(int writer) const {
+    return reinterpret_cast<RingControl*>(base + control_offset(writer));
+  }
+};
+
+// The ring size: TPURT_SHM_RING_BYTES (a power of two in [kMinRingBytes,
+// kMaxRingBytes], decimal, nothing else) or the default for num_tasks tasks (1 MiB,
+// less from 16 tasks up). A bad value throws TPU_INVALID_ARGUMENT naming the variable
+// and its value.
+uint64_t ring_bytes_from_env(int num_tasks);
+
+// Creates and maps this task's segment (*fd: the memfd). Throws TPU_RESOURCE_EXHAUSTED
+// naming what failed.
+Mapping create_segment(int num_tasks, int task_id, uint64_t ring_bytes, int* fd);
+
+// What a peer needs to map the segment: "<pid>:<fd>:<bytes>:<nonce as 16 hex digits>".
+std::string format_locator(const Mapping& m, int fd);
+
+// Maps task `peer`'s segment from its locator and checks it belongs to task `peer` of
+// a cluster of num_tasks. Throws TPU_INVALID_ARGUMENT for a malformed or foreign
+// locator, TPU_UNAVAILABLE for a segment that cannot be opened (naming the peer).
+// *pid and *start_time: the owner's identity (checked against /proc).
+Mapping map_peer_segment(int num_tasks, int peer, const std::string& locator, pid_t* pid,
+                         uint64_t* start_time);
+
+void unmap(Mapping* m);
+
+// A process's start time (field 22 of /proc/<pid>/stat), and whether it is a zombie;
+// false when it does not exist.
+bool process_start_time(pid_t pid, uint64_t* start_time, bool* zombie);
+
+// The doorbell: the owner sleeps on `bell` (any process mapping it can wake it).
+void ring_doorbell(SegmentHeader* h);
+// Sleeps while *bell == seen, at most timeout_ns. Shared (not FUTEX_PRIVATE): the word is
+// mapped by several processes.
+void futex_wait(uint32_t* bell, uint32_t seen, int64_t timeout_ns);
+
+template <typename T>
+inline T load(const T* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+template <typename T>
+inline void store(T* p, T v) {
+  // Sequentially consistent: a store of progress is ordered before the load of the
+  // peer's sleeping word that decides whether to wake it (see ring_doorbell).
+  __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+}  // namespace shm
+}  // namespace net
+}  // namespace tpurt

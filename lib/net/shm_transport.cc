@@ -1,0 +1,360 @@
+#include "net/shm_transport.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/status.h"
+#include "net/tcp_transport.h"
+
+namespace tpurt {
+namespace net {
+namespace {
+
+// How long a waiting driver retries its rings (pausing or yielding between tries, see
+// idle()) before it sleeps: long enough to catch a peer's reply in a ping-pong, short
+// enough that 8 processes sharing 2 cores do not burn each other's turns.
+constexpr auto kSpin = std::chrono::microseconds(20);
+// The longest futex sleep: the deadline and the peers' liveness are rechecked this often.
+constexpr auto kLiveness = std::chrono::milliseconds(10);
+// The longest poll() on sockets while rings are awaited too: rings cannot wake a poll().
+constexpr auto kMixedPoll = std::chrono::milliseconds(1);
+// CPU pauses per retry while spinning hot: one pause is tens of cycles on some CPUs,
+// and every one of them delays noticing a reply.
+constexpr int kPauses = 1;
+// How long a spin pauses rather than yields when tasks fit the CPUs: a peer that is
+// running replies within this; one that does not may wait for this task's CPU.
+constexpr auto kHotSpin = std::chrono::microseconds(3);
+// A ring's counters are published after at most this many bytes copied (or a quarter
+// of the ring), so that writer and reader copy at the same time.
+constexpr uint64_t kGrainBytes = 64 * 1024;
+
+// num_tasks, once it and task_id are known to be valid.
+int checked_tasks(int num_tasks, int task_id) {
+  if (num_tasks < 1 || num_tasks > shm::kMaxTasks)
+    invalid_argument("a shared-memory transport for ", num_tasks, " tasks (1 to ", shm::kMaxTasks,
+                     ")");
+  if (task_id < 0 || task_id >= num_tasks)
+    invalid_argument("task ", task_id, " is not one of the cluster's ", num_tasks, " tasks");
+  return num_tasks;
+}
+
+}  // namespace
+
+// The pair of rings joining this task and one peer: `in` in this task's segment
+// (the peer writes), `out` in the peer's (this task writes). Each side keeps its own
+// counter privately and only publishes it; the peer's counter is bounded before use.
+class ShmLink : public Link {
+ public:
+  struct Ring {
+    shm::RingControl* control;
+    unsigned char* data;
+    uint64_t capacity;  // a power of two
+  };
+
+  ShmLink(Ring in, Ring out, shm::SegmentHeader* peer, pid_t pid, uint64_t start_time, int pidfd)
+      : in_(in), out_(out), peer_(peer), pid_(pid), start_time_(start_time), pidfd_(pidfd) {}
+  ~ShmLink() override {
+    if (pidfd_ >= 0) ::close(pidfd_);
+  }
+
+  int64_t send(const iovec* iov, int n, std::string* error) override {
+    if (dead_) return fail(error, dead_why_);
+    if (closed_by_peer()) return fail(error, "closed by the peer");
+    uint64_t want = 0;
+    for (int i = 0; i < n; ++i) want += iov[i].iov_len;
+    // The reader's tail is read again only when the last one seen leaves too little
+    // room: its cache line then stays with the reader.
+    if (out_.capacity - (out_head_ - out_tail_seen_) < want) {
+      const uint64_t tail = shm::load(&out_.control->tail);
+      if (out_head_ - tail > out_.capacity)
+        return fail(error, str_cat("corrupt ring to the peer (", out_head_ - tail,
+                                   " bytes in use of ", out_.capacity, ")"));
+      out_tail_seen_ = tail;
+    }
+    uint64_t room = out_.capacity - (out_head_ - out_tail_seen_), taken = 0;
+    int i = 0;
+    uint64_t off = 0;  // in iov[i]
+    while (room > 0 && i < n) {
+      // Published piece by piece, so that the reader copies while this side does.
+      const uint64_t piece = std::min(room, grain(out_));
+      uint64_t done = 0;
+      while (done < piece && i < n) {
+        const uint64_t k = std::min<uint64_t>(piece - done, iov[i].iov_len - off);
+        copy_in(out_head_ + done, static_cast<const unsigned char*>(iov[i].iov_base) + off, k);
+        done += k;
+        off += k;
+        if (off == iov[i].iov_len) ++i, off = 0;
+      }
+      if (done == 0) break;
+      out_head_ += done;
+      taken += done;
+      room -= done;
+      shm::store(&out_.control->head, out_head_);
+      shm::ring_doorbell(peer_);
+    }
+    return static_cast<int64_t>(taken);
+  }
+
+  int64_t recv(void* dest, size_t bytes, std::string* error) override {
+    // The line the next bytes will be in is fetched while the head is: a reply then
+    // costs one cache miss after another no longer (measured: 0.49 -> 0.39 us ping-pong).
+    __builtin_prefetch(in_.data + (in_tail_ & (in_.capacity - 1)));
+    const uint64_t avail = shm::load(&in_.control->head) - in_tail_;
+    if (avail > in_.capacity)
+      return fail(error, str_cat("corrupt ring from the peer (", avail, " bytes pending in a ",
+                                 in_.capacity, "-byte ring)"));
+    if (avail == 0) {  // what the peer wrote before it went is still read
+      if (closed_by_peer()) return kClosed;
+      if (dead_) return fail(error, dead_why_);
+      return 0;
+    }
+    const uint64_t k = std::min<uint64_t>(avail, bytes);
+    const uint64_t end = in_tail_ + avail;
+    unsigned char* to = static_cast<unsigned char*>(dest);
+    for (uint64_t done = 0; done < k;) {
+      const uint64_t piece = std::min(k - done, grain(in_));
+      const uint64_t at = in_tail_ & (in_.capacity - 1);
+      const uint64_t first = std::min(piece, in_.capacity - at);
+      std::memcpy(to + done, in_.data + at, first);
+      std::memcpy(to + done + first, in_.data, piece - first);
+      done += piece;
+      in_tail_ += piece;
+      // Published once the ring is drained or a piece is read: a frame's header and
+      // payload, read apart, cost one store the writer sees. What stays unpublished is
+      // less than what is still to be read, so the writer never waits on it alone.
+      if (in_tail_ == end || in_tail_ - in_published_ >= grain(in_)) {
+        in_published_ = in_tail_;
+        shm::store(&in_.control->tail, in_tail_);
+        shm::ring_doorbell(peer_);
+      }
+    }
+    return static_cast<int64_t>(k);
+  }
+
+  void shutdown() override {
+    shm::store(&in_.control->closed, 1u);
+    shm::store(&out_.control->closed, 1u);
+    shm::ring_doorbell(peer_);
+  }
+
+  // Whether recv() has something to say (bytes, the end, an error).
+  bool readable() const {
+    return shm::load(&in_.control->head) != in_tail_ || closed_by_peer() || dead_;
+  }
+  // Whether send() has something to say (room, an error).
+  bool writable() const {
+    return out_head_ - shm::load(&out_.control->tail) != out_.capacity || closed_by_peer() || dead_;
+  }
+
+  // Notes whether the peer's process has exited; from then on the link fails.
+  void check_alive() {
+    if (dead_) return;
+    bool gone;
+    if (pidfd_ >= 0) {
+      pollfd p{pidfd_, POLLIN, 0};
+      gone = ::poll(&p, 1, 0) > 0;  // a pidfd is readable once its process has exited
+    } else {
+      uint64_t started = 0;
+      bool zombie = false;
+      gone = !shm::process_start_time(pid_, &started, &zombie) || zombie || started != start_time_;
+    }
+    if (!gone) return;
+    dead_why_ = str_cat("the peer's process (pid ", pid_, ") has exited");
+    dead_ = true;
+  }
+
+ private:
+  int64_t fail(std::string* error, const std::string& why) {
+    *error = why;
+    return kError;
+  }
+  static uint64_t grain(const Ring& r) { return std::min(r.capacity / 4, kGrainBytes); }
+  bool closed_by_peer() const {
+    return shm::load(&in_.control->closed) != 0 || shm::load(&out_.control->closed) != 0 ||
+           shm::load(&peer_->closed) != 0;
+  }
+  void copy_in(uint64_t pos, const unsigned char* src, uint64_t k) {
+    const uint64_t at = pos & (out_.capacity - 1);
+    const uint64_t first = std::min(k, out_.capacity - at);
+    std::memcpy(out_.data + at, src, first);
+    std::memcpy(out_.data, src + first, k - first);
+  }
+
+  const Ring in_, out_;
+  shm::SegmentHeader* const peer_;
+  const pid_t pid_;
+  const uint64_t start_time_;
+  const int pidfd_;  // -1 without pidfd_open: /proc/<pid>/stat is read instead
+  uint64_t in_tail_ = 0;   // this task's counters (the driver's thread only)
+  uint64_t in_published_ = 0;  // the tail the writer was last shown
+  uint64_t out_head_ = 0;
+  uint64_t out_tail_seen_ = 0;  // the reader's tail when last read
+  bool dead_ = false;      // the driver's thread only, like dead_why_
+  std::string dead_why_;
+};
+
+ShmTransport::ShmTransport(int num_tasks, int task_id)
+    : StreamTransport(checked_tasks(num_tasks, task_id), task_id, kSpin),
+      ring_bytes_(shm::ring_bytes_from_env(num_tasks)) {
+  own_ = shm::create_segment(num_tasks, task_id, ring_bytes_, &fd_);
+  locator_ = shm::format_locator(own_, fd_);
+  peer_maps_.resize(num_tasks);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    const int err = errno;
+    shm::unmap(&own_);
+    ::close(fd_);
+    tpurt::fail(TPU_RESOURCE_EXHAUSTED, "eventfd: ", std::strerror(err));
+  }
+  cpu_set_t cpus;
+  spin_hot_ = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && num_tasks <= CPU_COUNT(&cpus);
+}
+
+ShmTransport::~ShmTransport() {
+  // Peers see "closed by the peer" from now on, and a sleeping one wakes to see it.
+  shm::store(&own_.header()->closed, 1u);
+  drop_links();
+  for (auto& m : peer_maps_) {
+    if (m.base != nullptr) shm::ring_doorbell(m.header());
+    shm::unmap(&m);
+  }
+  shm::unmap(&own_);
+  if (fd_ >= 0) ::close(fd_);
+  ::close(wake_fd_);
+}
+
+std::string ShmTransport::locator() const { return locator_; }
+
+void ShmTransport::attach(int peer, const std::string& locator) {
+  if (peer < 0 || peer >= num_tasks_ || peer == task_id_)
+    invalid_argument("task ", task_id_, " cannot attach task ", peer, ": not a peer in a cluster of ",
+                     num_tasks_, " tasks");
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  if (link(peer) != nullptr) invalid_argument("task ", peer, " is attached already");
+  pid_t pid = 0;
+  uint64_t start_time = 0;
+  shm::Mapping m = shm::map_peer_segment(num_tasks_, peer, locator, &pid, &start_time);
+  // A pidfd pins the process: checked against the start time once it is open.
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    uint64_t started = 0;
+    bool zombie = false;
+    if (!shm::process_start_time(pid, &started, &zombie) || zombie || started != start_time) {
+      ::close(pidfd);
+      shm::unmap(&m);
+      tpurt::fail(TPU_UNAVAILABLE, "task ", peer, "'s process (pid ", pid, ") is gone");
+    }
+  }
+  // The peer's ring size follows from its segment's size, which is checked and ours.
+  const uint64_t peer_ring = (m.bytes - shm::data_offset(num_tasks_)) / num_tasks_;
+  ShmLink::Ring in{own_.control(peer), own_.base + shm::ring_offset(num_tasks_, ring_bytes_, peer),
+                   ring_bytes_};
+  ShmLink::Ring out{m.control(task_id_),
+                    m.base + shm::ring_offset(num_tasks_, peer_ring, task_id_), peer_ring};
+  peer_maps_[peer] = m;
+  attach_link(peer, std::unique_ptr<Link>(new ShmLink(in, out, m.header(), pid, start_time, pidfd)));
+}
+
+void ShmTransport::attach_socket(int peer, int fd) {
+  std::unique_ptr<Link> socket(new SocketLink(fd));  // closes fd if refused
+  if (peer < 0 || peer >= num_tasks_ || peer == task_id_)
+    invalid_argument("task ", task_id_, " cannot attach task ", peer, ": not a peer in a cluster of ",
+                     num_tasks_, " tasks");
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  if (link(peer) != nullptr) invalid_argument("task ", peer, " is attached already");
+  attach_link(peer, std::move(socket));
+}
+
+void ShmTransport::seal() {
+  std::string missing;
+  if (!wait_attached(0, &missing))
+    tpurt::fail(TPU_FAILED_PRECONDITION, "task ", task_id_,
+                "'s shared-memory segment cannot be sealed before task(s) ", missing, " attach");
+  std::lock_guard<std::mutex> lock(attach_mu_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void ShmTransport::wake() {
+  wake_pending_.store(true, std::memory_order_seq_cst);
+  shm::ring_doorbell(own_.header());
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+void ShmTransport::clear_wakes() {
+  wake_pending_.store(false, std::memory_order_seq_cst);
+  uint64_t value;
+  while (::read(wake_fd_, &value, sizeof value) > 0) {
+  }
+}
+
+void ShmTransport::idle(Clock::duration spun) {
+  if (!spin_hot_ || spun > kHotSpin) {
+    sched_yield();
+    return;
+  }
+  for (int i = 0; i < kPauses; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+}
+
+void ShmTransport::wait_ready(const std::vector<int>& readers, const std::vector<int>& writers,
+                              Clock::time_point until) {
+  // The rings awaited, and the sockets (peers on other hosts).
+  shm_readers_.clear();
+  shm_writers_.clear();
+  sockets_.clear();
+  for (int i : readers) {
+    Link* l = link(i);
+    if (auto* s = dynamic_cast<SocketLink*>(l)) sockets_.push_back({s->fd(), POLLIN, 0});
+    else shm_readers_.push_back(static_cast<ShmLink*>(l));
+  }
+  for (int i : writers) {
+    Link* l = link(i);
+    if (auto* s = dynamic_cast<SocketLink*>(l)) sockets_.push_back({s->fd(), POLLOUT, 0});
+    else shm_writers_.push_back(static_cast<ShmLink*>(l));
+  }
+  shm::SegmentHeader* h = own_.header();
+  if (wake_pending_.load(std::memory_order_seq_cst)) {
+    sched_yield();  // end_step() does not clear wakes: it must not spin on one
+  } else {
+    // Sleeping is announced before the rings are rechecked (see shm::ring_doorbell).
+    shm::store(&h->sleeping, 1u);
+    const uint32_t seen = __atomic_load_n(&h->bell, __ATOMIC_SEQ_CST);
+    bool ready = wake_pending_.load(std::memory_order_seq_cst);
+    for (size_t i = 0; !ready && i < shm_readers_.size(); ++i) ready = shm_readers_[i]->readable();
+    for (size_t i = 0; !ready && i < shm_writers_.size(); ++i) ready = shm_writers_[i]->writable();
+    auto left = std::min<Clock::duration>(until - Clock::now(), kLiveness);
+    if (!ready && sockets_.empty()) {
+      shm::futex_wait(&h->bell, seen,
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+    } else if (!ready) {
+      if (!shm_readers_.empty() || !shm_writers_.empty()) left = std::min<Clock::duration>(left, kMixedPoll);
+      sockets_.push_back({wake_fd_, POLLIN, 0});
+      const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+      if (ms > 0) ::poll(sockets_.data(), sockets_.size(), static_cast<int>(ms));
+    }
+    shm::store(&h->sleeping, 0u);
+  }
+  const auto now = Clock::now();
+  if (now - last_liveness_check_ < kLiveness) return;
+  last_liveness_check_ = now;
+  for (ShmLink* l : shm_readers_) l->check_alive();
+  for (ShmLink* l : shm_writers_) l->check_alive();
+}
+
+}  // namespace net
+}  // namespace tpurt

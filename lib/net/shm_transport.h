@@ -1,0 +1,90 @@
+// The shared-memory data plane between tasks on one host: the stream protocol of
+// net/stream_transport.h over one single-producer/single-consumer ring per ordered
+// pair of tasks (net/shm_segment.h). A frame's header and payload are copied
+// straight into the ring and straight out of it into the destination; no syscall
+// is made while both sides are busy. A waiting task spins briefly, then sleeps on
+// the doorbell word of its own segment (a futex, at most kLivenessMs at a time, so
+// that its deadline and its peers' liveness are rechecked); a task that makes
+// progress on a ring rings the peer's doorbell, which wakes the peer only if it sleeps.
+//
+// Liveness: a peer whose process has exited (pidfd, or /proc/<pid>/stat with its
+// start time) loses its link with TPU_UNAVAILABLE naming it; a peer that shut down
+// cleanly marks its segment closed ("closed by the peer"); a stopped peer is caught
+// by the collective deadline. A corrupt ring index loses the link, never crashes.
+//
+// Peers on other hosts may be joined by sockets instead (attach_socket): one transport
+// then serves a cluster spread over hosts, rings to the local tasks and TCP (the same
+// frames; a TcpTransport is a valid peer) to the others. A wait that involves both
+// kinds sleeps in poll() on the sockets and rechecks the rings every kMixedPollMs.
+#pragma once
+
+#include <poll.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/shm_segment.h"
+#include "net/stream_transport.h"
+
+namespace tpurt {
+namespace net {
+
+class ShmLink;
+
+class ShmTransport : public StreamTransport {
+ public:
+  // Creates this task's segment: an anonymous memfd (memfd_create, MFD_CLOEXEC) holding
+  // the rings in which every peer writes to this task, plus a header with liveness words.
+  // Throws tpurt::Error TPU_RESOURCE_EXHAUSTED naming what failed (TPU_INVALID_ARGUMENT
+  // for bad arguments or a bad TPURT_SHM_RING_BYTES).
+  ShmTransport(int num_tasks, int task_id);
+  ~ShmTransport() override;
+  // What a peer needs to map this task's segment: "<pid>:<fd>:<bytes>:<nonce>".
+  std::string locator() const;
+  // Maps peer's segment (opening /proc/<pid>/fd/<fd>); checks size, magic, the task ids and
+  // nonce in its header. Malformed or foreign locator: TPU_INVALID_ARGUMENT naming the
+  // peer and the value; a segment that cannot be opened: TPU_UNAVAILABLE naming the peer.
+  // Any thread; a peer attaches once.
+  void attach(int peer, const std::string& locator);
+  // Joins `peer` (on another host) by a connected socket instead; the transport owns the
+  // socket from now on. Any thread. TPU_INVALID_ARGUMENT for a peer out of range or
+  // attached already (the socket is closed).
+  void attach_socket(int peer, int fd);
+  // Called once every peer has attached: closes this task's memfd, so the memory lives
+  // only as long as the mappings and nothing is left behind by any exit, kill -9
+  // included. TPU_FAILED_PRECONDITION naming the peers not attached yet.
+  void seal();
+
+  // The ring size in use (TPURT_SHM_RING_BYTES or the default).
+  uint64_t ring_bytes() const { return ring_bytes_; }
+
+ protected:
+  void wait_ready(const std::vector<int>& readers, const std::vector<int>& writers,
+                  Clock::time_point until) override;
+  void wake() override;
+  void clear_wakes() override;
+  // Pauses the CPU for the first kHotSpin of a spin while every task can have a CPU of
+  // its own, else (or after that, when another process may have the peer's CPU) yields it.
+  void idle(Clock::duration spun) override;
+
+ private:
+  const uint64_t ring_bytes_;
+  shm::Mapping own_;
+  int fd_ = -1;  // the memfd until seal()
+  int wake_fd_ = -1;  // eventfd: wakes a poll() on sockets
+  std::string locator_;
+  std::vector<shm::Mapping> peer_maps_;  // by peer; under attach_mu_
+  std::mutex attach_mu_;
+  bool spin_hot_ = false;  // tasks <= usable CPUs
+  // wait_ready()'s lists, kept to spare allocations.
+  std::vector<ShmLink*> shm_readers_, shm_writers_;
+  std::vector<pollfd> sockets_;
+  std::atomic<bool> wake_pending_{false};
+  Clock::time_point last_liveness_check_{};
+};
+
+}  // namespace net
+}  // namespace tpurt

@@ -1,0 +1,124 @@
+// The data plane's protocol over one ordered byte stream per pair of tasks, whatever
+// carries the bytes (a socket: tcp_transport.h; shared-memory rings: shm_transport.h).
+// Transfers travel as frames (net/frame.h) of at most kFramePayloadBytes; each frame
+// names its step, collective, descriptor digest, tag and offset, and the receiver
+// checks every field before it writes a byte. Each step ends with an END frame per
+// peer carrying the task's outcome. The calling thread drives everything: it retries
+// the links, spins briefly, then sleeps in the subclass's wait_ready().
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "net/frame.h"
+#include "net/transport.h"
+
+namespace tpurt {
+namespace net {
+
+// The payload of one data frame: large enough that headers cost nothing, small
+// enough that a failed step pads or drains little.
+constexpr uint64_t kFramePayloadBytes = 1u << 20;
+// The tag of the frame that ends a step (its payload: the step's outcome).
+constexpr uint32_t kEndTag = 0xffffffffu;
+constexpr uint64_t kMaxEndPayloadBytes = 64 * 1024;
+
+// One direction-pair byte stream to a peer. Never blocks; one thread at a time
+// sends and receives (the transport's driver), shutdown() may come from another.
+class Link {
+ public:
+  static constexpr int64_t kError = -1;   // *error says why
+  static constexpr int64_t kClosed = -2;  // the peer closed its end (recv only)
+  virtual ~Link() = default;
+  // Takes the first bytes of iov[0..n) in order: returns how many (0: none fit now),
+  // or kError.
+  virtual int64_t send(const iovec* iov, int n, std::string* error) = 0;
+  // Reads up to `bytes` (> 0) into dest: how many (0: none there now), kClosed, kError.
+  virtual int64_t recv(void* dest, size_t bytes, std::string* error) = 0;
+  // Ends the link both ways; the peer's reads then see kClosed, its sends fail.
+  virtual void shutdown() = 0;
+};
+
+class StreamTransport : public Transport {
+ public:
+  ~StreamTransport() override;
+
+  int num_tasks() const override { return num_tasks_; }
+  int task_id() const override { return task_id_; }
+  void begin_step(uint64_t step) override;
+  void exchange(uint64_t seq, uint64_t digest, const Send* sends, size_t num_sends,
+                const Recv* recvs, size_t num_recvs, Clock::time_point deadline,
+                const std::function<void()>& check,
+                const std::function<std::string(int)>& name) override;
+  void interrupt() override;
+  bool end_step(const StepOutcome& mine, int64_t timeout_ms, StepOutcome* remote,
+                const std::function<std::string(int)>& name) override;
+  void fail(const std::string& message) override;
+
+ protected:
+  // spin: how long a waiting driver retries its links before wait_ready().
+  StreamTransport(int num_tasks, int task_id, std::chrono::microseconds spin);
+
+  // Gives `peer` its link (any thread). A link for a peer whose link works is
+  // refused (false; the caller disposes of it); one for a lost link replaces it.
+  bool attach_link(int peer, std::unique_ptr<Link> link);
+  // Waits up to timeout_ms for every peer to have a link; false with the missing
+  // ones ("1, 3") in *missing when some have none.
+  bool wait_attached(int64_t timeout_ms, std::string* missing);
+  // The peer's link, or nullptr (the driver's thread; a replaced link stays alive
+  // until destruction).
+  Link* link(int peer) const;
+  // Shuts down and destroys every link: the subclass's destructor calls it before
+  // what its links use goes away.
+  void drop_links();
+
+  // Sleeps until a reader or writer peer's link may be ready, wake() is called, or
+  // `until` (the subclass may return earlier, e.g. to recheck a peer's liveness).
+  virtual void wait_ready(const std::vector<int>& readers, const std::vector<int>& writers,
+                          Clock::time_point until) = 0;
+  // Makes a wait_ready() in progress, or the next one, return soon. Any thread.
+  virtual void wake() = 0;
+  // Forgets the wake()s so far (after the driver has seen the interrupt).
+  virtual void clear_wakes() {}
+  // One pause of the spin before wait_ready(), `spun` into it: sched_yield, so that
+  // the peers this task waits for can run on its CPU.
+  virtual void idle(Clock::duration spun);
+
+  const int num_tasks_;
+  const int task_id_;
+
+ private:
+  struct Peer;
+  enum class Progress { kBlocked, kAdvanced, kDone };
+
+  Progress pump_send(Peer& p);
+  Progress pump_recv(Peer& p, const std::function<std::string(int)>& name, bool ending);
+  void start_frame(Peer& p, const FrameHeader& h, const void* data);
+  void lose(Peer& p, const std::string& why);
+  void drain_interrupts();
+  [[noreturn]] void throw_failed() const;
+
+  const std::chrono::microseconds spin_;
+  std::unique_ptr<Peer[]> peers_;
+  mutable std::mutex mu_;  // guards Peer::link changes by attach_link(), Peer::lost and failed_
+  std::mutex drive_mu_;    // one driver at a time: exchange() or end_step()
+  std::condition_variable attached_;
+  std::string failed_;     // the cluster's failure, once any
+  std::atomic<bool> has_failed_{false};
+  std::vector<std::unique_ptr<Link>> links_;  // every link attached, under mu_
+  std::unique_ptr<char[]> sink_;  // where discarded payload goes
+  std::atomic<bool> interrupted_{false};
+  uint64_t step_ = 0;
+  uint64_t seq_ = 0;
+  uint64_t digest_ = 0;
+};
+
+}  // namespace net
+}  // namespace tpurt
