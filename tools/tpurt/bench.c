@@ -238,14 +238,6 @@ static tpu_system *start_task(bench_config *cfg) {
    * quietly would leave the others' messages to a race with the launcher's SIGTERM. */
   char *transport = system_string(tpu_system_transport, system, "tpu_system_transport");
   char *reason = system_string(tpu_system_transport_reason, system, "tpu_system_transport_reason");
-  if (tasks > 1 && !strcmp(transport, "none")) {
-    /* TEMPORARY, until the library names its transport between tasks: this one says
-     * "none" (as for one task), and TCP is the only transport it has. */
-    static const char why[] = "this libtpurt names none, and TCP is its only transport";
-    free(reason);
-    reason = strcpy(xcalloc(sizeof why, 1), why);
-    strcpy(transport, "tcp");  /* "none" had room */
-  }
   const char *requested = getenv("TPURT_BENCH_TRANSPORT");
   if (requested && strcmp(requested, transport)) {
     fprintf(stderr, "tpurt bench: task %d: --transport %s was asked for, but the library chose "
