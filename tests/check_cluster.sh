@@ -237,9 +237,27 @@ if ip netns add "$ns0" 2>/dev/null && ip netns add "$ns1" 2>/dev/null &&
   for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
   out=$(cat "$BUILD"/hosts.*.log)
   if [ "${rcs[*]}" = "0 0" ] && grep -q 'task 0: collectives ok' <<<"$out" && grep -q 'task 1: collectives ok' <<<"$out" &&
-     [ "$(grep -c 'transport tcp (task [01] runs on another host' <<<"$out")" = 2 ]; then
+     [ "$(grep -c 'transport tcp (no other task runs on this host)' <<<"$out")" = 2 ]; then
     ok "two hosts (network namespaces over a veth pair): every collective, over TCP (chosen: another host)"
   else bad "two hosts (exits ${rcs[*]})" "$out"; fi
+  # Two tasks on each host: shared memory within a host, TCP between, in one step.
+  jobs4=192.168.77.1:29510,192.168.77.1:29511,192.168.77.2:29510,192.168.77.2:29511
+  pids=()
+  for i in 0 1 2 3; do
+    ns=$ns0; [ $i -ge 2 ] && ns=$ns1
+    (DTENSOR_JOBS=$jobs4 DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=2 \
+       exec timeout 90 ip netns exec "$ns" "$worker" collectives >"$BUILD/hosts.$i.log" 2>&1) &
+    pids+=($!)
+  done
+  rcs=()
+  for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
+  out=$(cat "$BUILD"/hosts.*.log)
+  if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: collectives ok' <<<"$out")" = 4 ] &&
+     grep -q 'task 0: transport shm+tcp (tasks 0, 1 share this host' <<<"$out" &&
+     grep -q 'task 3: transport shm+tcp (tasks 2, 3 share this host' <<<"$out"; then
+    ok "two hosts of two tasks: every collective, shared memory within a host and TCP between"
+  else bad "two hosts of two tasks (exits ${rcs[*]})" "$out"; fi
+  rm -f "$BUILD"/hosts.*.log
   pids=()
   for i in 0 1; do
     ns=$ns0; [ $i = 1 ] && ns=$ns1

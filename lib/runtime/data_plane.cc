@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <chrono>
+#include <cstdio>
 #include <vector>
 
 #include "core/env.h"
@@ -13,6 +15,7 @@
 #include "net/handshake.h"
 #include "net/mpi_transport.h"
 #include "net/shm_transport.h"
+#include "net/tcp_transport.h"
 
 namespace tpurt {
 namespace {
@@ -64,79 +67,140 @@ std::string host_identity() {
                  " net=", link_target("/proc/self/ns/net"), " pid=", link_target("/proc/self/ns/pid"));
 }
 
+DataConnections::~DataConnections() {
+  for (const auto& w : waiting_) ::close(w.second);
+}
+
+void DataConnections::accept(int peer, int fd) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!sink_) {
+    auto it = waiting_.find(peer);
+    if (it != waiting_.end()) ::close(it->second);  // the newer connection wins
+    waiting_[peer] = fd;
+    arrived_.notify_all();
+    return;
+  }
+  auto sink = sink_;
+  lock.unlock();
+  try {
+    sink(peer, fd);  // a refused connection is closed by the sink
+  } catch (const Error& e) {
+    if (std::getenv("TPURT_LOG")) std::fprintf(stderr, "tpurt: data connection refused: %s\n", e.message().c_str());
+  }
+}
+
+int DataConnections::take(int peer, int64_t deadline_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool arrived = arrived_.wait_for(lock, std::chrono::milliseconds(left_ms(deadline_ms)),
+                                         [&] { return waiting_.count(peer) > 0; });
+  if (!arrived)
+    fail(TPU_DEADLINE_EXCEEDED, "no data connection arrived from task ", peer,
+         " before the init deadline (TPURT_INIT_TIMEOUT_MS)");
+  const int fd = waiting_[peer];
+  waiting_.erase(peer);
+  return fd;
+}
+
+void DataConnections::forward_to(std::function<void(int, int)> sink) {
+  std::map<int, int> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sink_ = std::move(sink);
+    waiting.swap(waiting_);
+  }
+  for (const auto& w : waiting) accept(w.first, w.second);
+}
+
 DataPlane connect_data_plane(Coordination& coordination, const CoordinationConfig& cc,
-                             net::TcpTransport& tcp, int64_t deadline_ms) {
+                             DataConnections& connections, int64_t deadline_ms) {
   const int T = static_cast<int>(cc.addresses.size()), me = cc.task_id;
   const TransportChoice choice = env_transport();
+  const bool asked = choice != TransportChoice::kAuto;
   Published mine{transport_choice_name(choice), std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr,
                  host_identity()};
   coordination.kv_set(key("choice", me), encode(mine));
 
-  int other_host = -1;  // the first task on another host
-  std::string other_host_identity;
+  std::vector<bool> same_host(T, false);  // shares this task's host (not this task itself)
+  std::string first_remote;
   bool all_mpi_launched = true;
   for (int t = 0; t < T; ++t) {
     const Published p = t == me ? mine : decode(t, coordination.kv_get(key("choice", t), left_ms(deadline_ms)));
     if (p.choice != mine.choice)
       invalid_argument("task ", t, " has TPURT_TRANSPORT=", p.choice, " but task ", me, " has ",
                        mine.choice, ": every task of a cluster needs the same value");
-    if (p.host != mine.host && other_host < 0) {
-      other_host = t;
-      other_host_identity = p.host;
-    }
     all_mpi_launched &= p.mpi_launch;
+    if (t == me) continue;
+    same_host[t] = p.host == mine.host;
+    if (!same_host[t] && first_remote.empty()) first_remote = str_cat("task ", t, " (", p.host, ")");
   }
+  std::string local_tasks;  // this host's, in order
+  for (int t = 0; t < T; ++t)
+    if (t == me || same_host[t]) local_tasks += str_cat(local_tasks.empty() ? "" : ", ", t);
+  const bool any_local = local_tasks != str_cat(me), any_remote = !first_remote.empty();
 
   DataPlane plane;
-  const bool asked = choice != TransportChoice::kAuto;
   if (choice == TransportChoice::kMpi || (choice == TransportChoice::kAuto && all_mpi_launched)) {
     std::string why_not;
-    plane.owned = net::open_mpi_transport(T, me, &why_not);
-    if (plane.owned) {
+    plane.transport = net::open_mpi_transport(T, me, &why_not);
+    if (plane.transport) {
+      connections.forward_to([](int, int fd) { ::close(fd); });  // MPI carries all the data
       plane.name = "mpi";
       plane.reason = asked ? "TPURT_TRANSPORT=mpi"
                            : "every task was started by mpirun and the MPI plugin is installed";
-    } else if (asked) {
+      return plane;
+    }
+    if (asked)
       fail(TPU_FAILED_PRECONDITION, "TPURT_TRANSPORT=mpi, but the MPI transport is not available: ",
            why_not);
-    }
   }
-  if (!plane.owned && (choice == TransportChoice::kShm ||
-                       (choice == TransportChoice::kAuto && other_host < 0))) {
-    if (other_host >= 0)
-      invalid_argument("TPURT_TRANSPORT=shm, but task ", other_host, " runs on another host (",
-                       other_host_identity, ") than task ", me, " (", mine.host,
-                       "): shared memory joins only the tasks of one host");
-    auto shm = std::make_unique<net::ShmTransport>(T, me);
+  if (choice == TransportChoice::kShm && any_remote)
+    invalid_argument("TPURT_TRANSPORT=shm, but ", first_remote, " runs on another host than task ",
+                     me, " (", mine.host, "): shared memory joins only the tasks of one host");
+
+  // Shared memory with the tasks of this host, when there are any; TCP with the rest.
+  const bool use_shm = choice == TransportChoice::kShm || (choice == TransportChoice::kAuto && any_local);
+  net::ShmTransport* shm = nullptr;
+  net::TcpTransport* tcp = nullptr;
+  if (use_shm) {
+    plane.transport.reset(shm = new net::ShmTransport(T, me));
     coordination.kv_set(key("shm", me), shm->locator());
     for (int t = 0; t < T; ++t)
-      if (t != me) shm->attach(t, coordination.kv_get(key("shm", t), left_ms(deadline_ms)));
-    // Once every task has mapped every segment, nobody needs a segment's descriptor:
-    // the memory then lives exactly as long as the mappings, whatever ends a task.
-    coordination.barrier(str_cat(kReservedKeyPrefix, "transport/shm-attached"), left_ms(deadline_ms), {});
-    shm->seal();
-    plane.owned = std::move(shm);
-    plane.name = "shm";
-    plane.reason = asked ? "TPURT_TRANSPORT=shm" : "every task runs on this host";
+      if (same_host[t]) shm->attach(t, coordination.kv_get(key("shm", t), left_ms(deadline_ms)));
+  } else {
+    plane.transport.reset(tcp = new net::TcpTransport(T, me));
   }
-  if (plane.owned) {
-    plane.transport = plane.owned.get();
-    return plane;
-  }
-
-  // TCP: the higher task dials, so every pair gets exactly one connection.
+  auto attach_socket = [shm, tcp](int peer, int fd) {
+    if (shm) shm->attach_socket(peer, fd);
+    else tcp->attach(peer, fd);
+  };
+  // The higher task of a pair dials: every pair gets exactly one connection.
   net::Hello hello;
   hello.cluster_id = coordination.cluster_id();
   hello.task_id = me;
   hello.incarnation = coordination.incarnation();
   hello.kind = net::ConnectionKind::kData;
-  for (int peer = 0; peer < me; ++peer)
-    tcp.attach(peer, net::dial(cc.addresses[peer], hello, cc.token, deadline_ms));
-  tcp.wait_connected(left_ms(deadline_ms));
-  plane.transport = &tcp;
-  plane.name = "tcp";
-  plane.reason = asked ? "TPURT_TRANSPORT=tcp"
-                       : str_cat("task ", other_host, " runs on another host (", other_host_identity, ")");
+  for (int peer = 0; peer < T; ++peer) {
+    if (peer == me || (use_shm && same_host[peer])) continue;
+    attach_socket(peer, peer < me ? net::dial(cc.addresses[peer], hello, cc.token, deadline_ms)
+                                  : connections.take(peer, deadline_ms));
+  }
+  connections.forward_to(attach_socket);
+  // Once every task has mapped every segment, nobody needs a segment's descriptor:
+  // the memory then lives exactly as long as the mappings, whatever ends a task.
+  coordination.barrier(str_cat(kReservedKeyPrefix, "transport/attached"), left_ms(deadline_ms), {});
+  if (shm) shm->seal();
+
+  if (use_shm && !any_remote) {
+    plane.name = "shm";
+    plane.reason = asked ? "TPURT_TRANSPORT=shm" : "every task runs on this host";
+  } else if (use_shm) {
+    plane.name = "shm+tcp";
+    plane.reason = str_cat("tasks ", local_tasks, " share this host (shared memory); the others "
+                           "run on other hosts (TCP)");
+  } else {
+    plane.name = "tcp";
+    plane.reason = asked ? "TPURT_TRANSPORT=tcp" : "no other task runs on this host";
+  }
   return plane;
 }
 

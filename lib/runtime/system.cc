@@ -9,7 +9,6 @@
 #include "collectives/cluster_communicator.h"
 #include "collectives/communicator.h"
 #include "net/handshake.h"
-#include "net/tcp_transport.h"
 #include "runtime/data_plane.h"
 #include "core/status.h"
 #include "core/cpus.h"
@@ -211,26 +210,22 @@ void System::join_cluster(const ClusterSetup& setup) {
   CoordinationConfig cc = setup.coordination;
   cc.num_cores = config_.num_cores;
   const int me = config_.task_id;
-  // The TCP transport exists before the service starts: peers' data connections
-  // may arrive as soon as it listens. It stays idle when another transport is chosen.
-  tcp_.reset(new net::TcpTransport(config_.num_tasks, me));
-  net::TcpTransport* tcp = tcp_.get();
-  coordination_ = Coordination::start(cc, [tcp](int peer, int fd) { tcp->attach(peer, fd); });
-  coordination_->on_task_failure([tcp](const TaskFailure& f) { tcp->fail(f.message); });
+  // Peers' data connections may arrive as soon as the service listens: they wait
+  // in connections_ until the data plane is chosen.
+  connections_.reset(new DataConnections());
+  DataConnections* connections = connections_.get();
+  coordination_ = Coordination::start(cc, [connections](int peer, int fd) { connections->accept(peer, fd); });
   for (const TaskInfo& t : coordination_->tasks())
     if (t.num_cores != config_.num_cores)
       invalid_argument("task ", t.task_id, " (", t.address, ") has ", t.num_cores,
                        " cores but task ", me, " has ", config_.num_cores,
                        "; every task of a TPU system needs the same number (TPURT_NUM_CORES)");
-  DataPlane plane = connect_data_plane(*coordination_, cc, *tcp_, net::now_ms() + cc.init_timeout_ms);
-  data_plane_ = std::move(plane.owned);
-  transport_ = plane.transport;
+  DataPlane plane = connect_data_plane(*coordination_, cc, *connections_, net::now_ms() + cc.init_timeout_ms);
+  transport_ = std::move(plane.transport);
   transport_name_ = plane.name;
   transport_reason_ = plane.reason;
-  if (data_plane_) {
-    net::Transport* transport = transport_;
-    coordination_->on_task_failure([transport](const TaskFailure& f) { transport->fail(f.message); });
-  }
+  net::Transport* transport = transport_.get();
+  coordination_->on_task_failure([transport](const TaskFailure& f) { transport->fail(f.message); });
 }
 
 void System::check_live() const {
@@ -395,7 +390,7 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
   if (!cluster_comm_ || cluster_comm_->num_replicas() != spec.num_replicas ||
       cluster_comm_->task_of_replica() != replica_task_)
     cluster_comm_ = std::make_shared<ClusterCommunicator>(
-        replica_task_, task_id(), transport_, config_.collective_timeout_ms,
+        replica_task_, task_id(), transport_.get(), config_.collective_timeout_ms,
         num_usable_cpus(), config_.private_collective_results);
   std::shared_ptr<Communicator> comm = cluster_comm_;
   StepResult result;

@@ -27,8 +27,8 @@ namespace tpurt {
 
 class Communicator;
 class ClusterCommunicator;
+class DataConnections;
 namespace net {
-class TcpTransport;
 class Transport;
 }
 
@@ -157,9 +157,9 @@ class System {
   std::vector<int> local_replicas_;
 
   // A multi-task system's: the data plane, the coordination agent, the step count.
-  std::unique_ptr<net::TcpTransport> tcp_;         // takes the peers' TCP connections
-  std::unique_ptr<net::Transport> data_plane_;     // shm or mpi, when chosen
-  net::Transport* transport_ = nullptr;            // the one in use
+  // Before coordination_: the service's callbacks use them until it is gone.
+  std::unique_ptr<DataConnections> connections_;
+  std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<Coordination> coordination_;
   std::shared_ptr<ClusterCommunicator> cluster_comm_;  // guarded by step_mu_
   uint64_t step_number_ = 0;
