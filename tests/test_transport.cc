@@ -478,11 +478,14 @@ bool has(const Result& r, tpu_status code, const std::string& fragment) {
 }  // namespace
 
 // Transfers of sizes around the ring's (0, 1, odd, one byte short of it, past it, past
-// a frame), all of them to both peers at once, in both directions, over two steps:
-// every byte arrives where it is due. Sealed segments leave no descriptor behind.
-static void test_transport__shm_sizes(void **) {
+// a frame), all of them to both peers at once, in both directions, over two steps, with
+// the default ring and the smallest: every byte arrives where it is due. Sealed
+// segments leave no descriptor behind.
+static void shm_sizes(const char* ring_bytes) {
+  if (ring_bytes) setenv("TPURT_SHM_RING_BYTES", ring_bytes, 1);
   const int n = 3;
   auto t = make_shm(n);
+  unsetenv("TPURT_SHM_RING_BYTES");
   CHECK(open_segments() == 0);
   const uint64_t ring = t[0]->ring_bytes();
   const std::vector<uint64_t> sizes = {0, 1, 3, 57, 4095, ring - 56, ring - 1, ring, ring + 13,
@@ -528,6 +531,11 @@ static void test_transport__shm_sizes(void **) {
           for (size_t s = 0; s < sizes.size(); ++s) CHECK(got[i][p][s] == data[p][i][s]);
     }
   }
+}
+
+static void test_transport__shm_sizes(void **) {
+  shm_sizes(nullptr);  // the default ring
+  shm_sizes("4096");   // the smallest: every frame wraps around it many times
 }
 
 // A peer whose transport is destroyed in the middle of a step (after sending part of
