@@ -478,11 +478,14 @@ bool has(const Result& r, tpu_status code, const std::string& fragment) {
 }  // namespace
 
 // Transfers of sizes around the ring's (0, 1, odd, one byte short of it, past it, past
-// a frame), all of them to both peers at once, in both directions, over two steps:
-// every byte arrives where it is due. Sealed segments leave no descriptor behind.
-static void test_transport__shm_sizes(void **) {
+// a frame), all of them to both peers at once, in both directions, over two steps, with
+// the default ring and the smallest: every byte arrives where it is due. Sealed
+// segments leave no descriptor behind.
+static void shm_sizes(const char* ring_bytes) {
+  if (ring_bytes) setenv("TPURT_SHM_RING_BYTES", ring_bytes, 1);
   const int n = 3;
   auto t = make_shm(n);
+  unsetenv("TPURT_SHM_RING_BYTES");
   CHECK(open_segments() == 0);
   const uint64_t ring = t[0]->ring_bytes();
   const std::vector<uint64_t> sizes = {0, 1, 3, 57, 4095, ring - 56, ring - 1, ring, ring + 13,
@@ -528,6 +531,11 @@ static void test_transport__shm_sizes(void **) {
           for (size_t s = 0; s < sizes.size(); ++s) CHECK(got[i][p][s] == data[p][i][s]);
     }
   }
+}
+
+static void test_transport__shm_sizes(void **) {
+  shm_sizes(nullptr);  // the default ring
+  shm_sizes("4096");   // the smallest: every frame wraps around it many times
 }
 
 // A peer whose transport is destroyed in the middle of a step (after sending part of
@@ -689,6 +697,49 @@ static void test_transport__mixed_waits(void **) {
   close(sv2[1]);
 }
 
+// Random bytes in a ring, 300 inputs from a fixed seed (some starting with a valid
+// header so the checks past the magic are reached), then the ring closed: every one
+// ends the exchange with an error naming the peer, and nothing crashes.
+static void test_transport__shm_random_bytes(void **) {
+  uint64_t state = 54321;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  for (int i = 0; i < 300; ++i) {
+    auto t = make_shm(2, false);
+    auto m0 = map_locator(t[0]->locator());
+    CHECK(m0.base != nullptr);
+    for (auto& x : t) x->seal();
+    std::vector<unsigned char> bytes(next() % 200 + 1);
+    for (auto& b : bytes) b = static_cast<unsigned char>(next());
+    if (i % 2 && bytes.size() >= tpurt::net::kFrameHeaderBytes) {
+      tpurt::net::FrameHeader h;
+      h.type = static_cast<uint16_t>(tpurt::net::FrameType::kData);
+      h.step = 1;
+      h.seq = next() % 3;
+      h.tag = next() % 3;
+      h.length = next() % 64;
+      tpurt::net::encode_header(h, bytes.data());
+    }
+    unsigned char* ring = m0.base + tpurt::net::shm::ring_offset(2, t[0]->ring_bytes(), 1);
+    memcpy(ring, bytes.data(), bytes.size());
+    tpurt::net::shm::RingControl* from1 = m0.control(1);
+    __atomic_store_n(&from1->head, bytes.size(), __ATOMIC_SEQ_CST);
+    __atomic_store_n(&from1->closed, 1u, __ATOMIC_SEQ_CST);  // then nothing more
+    char in[16];
+    Recv r{1, 0, in, sizeof in};
+    t[0]->begin_step(1);
+    Result res = thrown([&] { t[0]->exchange(1, 0, nullptr, 0, &r, 1, in_ms(10000), no_check, name); });
+    // Only a well-formed frame of exactly what was due completes it.
+    if (res.code != TPU_OK) {
+      CHECK(res.message.find("task 1") != std::string::npos);
+      CHECK(res.code == TPU_UNAVAILABLE || res.code == TPU_INVALID_ARGUMENT);
+    }
+    tpurt::net::shm::unmap(&m0);
+  }
+}
+
 // A peer in another process: killed with SIGKILL in the middle of an exchange, the
 // waiting task gets TPU_UNAVAILABLE naming it (long before the deadline, which would
 // say TPU_DEADLINE_EXCEEDED); stopped with SIGSTOP, the deadline names it.
@@ -785,6 +836,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_transport__shm_peer_destroyed),
       cmocka_unit_test(test_transport__shm_bad_locators),
       cmocka_unit_test(test_transport__shm_corrupt_ring),
+      cmocka_unit_test(test_transport__shm_random_bytes),
       cmocka_unit_test(test_transport__shm_peer_process),
       cmocka_unit_test(test_transport__mixed_waits),
   };

@@ -243,6 +243,10 @@ void ShmTransport::attach(int peer, const std::string& locator) {
   shm::Mapping m = shm::map_peer_segment(num_tasks_, peer, locator, &pid, &start_time);
   // A pidfd pins the process: checked against the start time once it is open.
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0 && errno == ESRCH) {
+    shm::unmap(&m);
+    tpurt::fail(TPU_UNAVAILABLE, "task ", peer, "'s process (pid ", pid, ") is gone");
+  }
   if (pidfd >= 0) {
     uint64_t started = 0;
     bool zombie = false;

@@ -1,8 +1,9 @@
 // The data plane between the tasks of a cluster, as the collectives see it: a
 // collective is one exchange of sends and receives with peer tasks, and a step ends
-// with every peer agreeing that it ended (and how). TCP implements it
-// (tcp_transport.h); shared memory between processes on one host and MPI are meant
-// to implement the same interface.
+// with every peer agreeing that it ended (and how). One protocol over a byte stream
+// per pair of tasks (stream_transport.h) implements it over TCP (tcp_transport.h) and
+// over shared-memory rings between processes of one host (shm_transport.h, which can
+// also reach other hosts' tasks by TCP); MPI is meant to implement it too.
 //
 // One thread at a time drives a transport: the leader replica of a collective, or
 // the thread ending the step. interrupt() is the only call allowed from elsewhere.
