@@ -1129,15 +1129,27 @@ static void test_tensor__cache_env_rejected_at_init(void **state) {
   /* Every variable by index, with its effective value; the cache's is the default. */
   const char *names[] = {"TPURT_NUM_CORES", "TPURT_YIELD_NS", "TPURT_TENSOR_CACHE_MB",
                          "TPURT_INIT_TIMEOUT_MS", "TPURT_HEARTBEAT_INTERVAL_MS",
-                         "TPURT_HEARTBEAT_TIMEOUT_MS", "TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS"};
-  const int64_t defaults[] = {-1, -1, 256, 300000, 1000, 10000, 60000};
-  for (int i = 0; i < 7; i++) {
+                         "TPURT_HEARTBEAT_TIMEOUT_MS", "TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS",
+                         "TPURT_SHM_RING_BYTES"};
+  /* The ring size's 0: chosen by the cluster's size. */
+  const int64_t defaults[] = {-1, -1, 256, 300000, 1000, 10000, 60000, 0};
+  for (int i = 0; i < 8; i++) {
     CHECK_OK(tpu_environment_variable(i, &name, &value));
     assert_string_equal(name, names[i]);
-    assert_true(value >= 1 || (i == 1 && value == 0));
-    if (defaults[i] > 0 && !getenv(names[i])) assert_int_equal(value, defaults[i]);
+    assert_true(value >= 1 || ((i == 1 || i == 7) && value == 0));
+    if (defaults[i] >= 0 && !getenv(names[i])) assert_int_equal(value, defaults[i]);
   }
-  CHECK_ERROR(tpu_environment_variable(7, &name, &value), TPU_OUT_OF_RANGE, "index 7");
+  CHECK_ERROR(tpu_environment_variable(8, &name, &value), TPU_OUT_OF_RANGE, "index 8");
+  /* Sizes of rings are powers of two, within bounds. */
+  const char *bad_rings[] = {"5000", "2048", "134217728", "0x1000"};
+  for (size_t i = 0; i < sizeof bad_rings / sizeof bad_rings[0]; i++) {
+    setenv("TPURT_SHM_RING_BYTES", bad_rings[i], 1);
+    CHECK_ERROR(tpu_environment_variable(7, &name, &value), TPU_INVALID_ARGUMENT, "power of two");
+  }
+  setenv("TPURT_SHM_RING_BYTES", "65536", 1);
+  CHECK_OK(tpu_environment_variable(7, &name, &value));
+  assert_int_equal(value, 65536);
+  unsetenv("TPURT_SHM_RING_BYTES");
   CHECK_ERROR(tpu_environment_variable(-1, &name, &value), TPU_OUT_OF_RANGE, "index -1");
 }
 

@@ -26,26 +26,44 @@ int64_t default_init_timeout_ms() { return 300000; }
 int64_t default_heartbeat_interval_ms() { return 1000; }
 int64_t default_heartbeat_timeout_ms() { return 10000; }
 int64_t default_shutdown_barrier_timeout_ms() { return 60000; }
+// 0: the shared-memory transport sizes its rings by the cluster (net/shm_segment.cc).
+int64_t default_shm_ring_bytes() { return 0; }
 
 const EnvVarInfo kVars[] = {
-    {"TPURT_NUM_CORES", 1, kMaxCores, online_cores, false},
-    {"TPURT_YIELD_NS", 0, 1000000000, default_yield_ns, true},
-    {"TPURT_TENSOR_CACHE_MB", 0, int64_t(1) << 20, default_tensor_cache_mb, true},
-    {"TPURT_INIT_TIMEOUT_MS", 1, int64_t(1) << 40, default_init_timeout_ms, false},
-    {"TPURT_HEARTBEAT_INTERVAL_MS", 1, int64_t(1) << 40, default_heartbeat_interval_ms, false},
-    {"TPURT_HEARTBEAT_TIMEOUT_MS", 1, int64_t(1) << 40, default_heartbeat_timeout_ms, false},
-    {"TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS", 1, int64_t(1) << 40, default_shutdown_barrier_timeout_ms, false},
+    {"TPURT_NUM_CORES", 1, kMaxCores, online_cores, false, false},
+    {"TPURT_YIELD_NS", 0, 1000000000, default_yield_ns, true, false},
+    {"TPURT_TENSOR_CACHE_MB", 0, int64_t(1) << 20, default_tensor_cache_mb, true, false},
+    {"TPURT_INIT_TIMEOUT_MS", 1, int64_t(1) << 40, default_init_timeout_ms, false, false},
+    {"TPURT_HEARTBEAT_INTERVAL_MS", 1, int64_t(1) << 40, default_heartbeat_interval_ms, false, false},
+    {"TPURT_HEARTBEAT_TIMEOUT_MS", 1, int64_t(1) << 40, default_heartbeat_timeout_ms, false, false},
+    {"TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS", 1, int64_t(1) << 40, default_shutdown_barrier_timeout_ms, false, false},
+    {"TPURT_SHM_RING_BYTES", 4096, int64_t(64) << 20, default_shm_ring_bytes, false, true},
 };
 static_assert(sizeof kVars / sizeof kVars[0] == static_cast<size_t>(EnvVar::kCount),
               "one entry per EnvVar");
 
-// Decimal digits only, within [min, max]; false for anything else.
-bool parse_strict(const char* text, int64_t min, int64_t max, int64_t* out) {
+// Parses the current value; *bad gets the text of a value that does not parse.
+int64_t read_var(EnvVar var, const char** bad) {
+  const EnvVarInfo& info = env_info(var);
+  const char* text = std::getenv(info.name);
+  *bad = nullptr;
+  if (text == nullptr || *text == '\0') return info.fallback();
+  uint64_t v;
+  if (parse_decimal(text, static_cast<uint64_t>(info.min), static_cast<uint64_t>(info.max), &v) &&
+      (!info.power_of_two || (v & (v - 1)) == 0))
+    return static_cast<int64_t>(v);
+  *bad = text;
+  return info.fallback();
+}
+
+}  // namespace
+
+bool parse_decimal(const char* text, uint64_t min, uint64_t max, uint64_t* out) {
   if (*text == '\0') return false;
-  int64_t v = 0;
+  uint64_t v = 0;
   for (const char* p = text; *p; ++p) {
     if (*p < '0' || *p > '9') return false;
-    int digit = *p - '0';
+    const uint64_t digit = static_cast<uint64_t>(*p - '0');
     if (v > (max - digit) / 10) return false;  // above max, and no overflow
     v = v * 10 + digit;
   }
@@ -54,20 +72,6 @@ bool parse_strict(const char* text, int64_t min, int64_t max, int64_t* out) {
   return true;
 }
 
-// Parses the current value; *bad gets the text of a value that does not parse.
-int64_t read_var(EnvVar var, const char** bad) {
-  const EnvVarInfo& info = env_info(var);
-  const char* text = std::getenv(info.name);
-  *bad = nullptr;
-  if (text == nullptr || *text == '\0') return info.fallback();
-  int64_t v;
-  if (parse_strict(text, info.min, info.max, &v)) return v;
-  *bad = text;
-  return info.fallback();
-}
-
-}  // namespace
-
 const EnvVarInfo& env_info(EnvVar var) { return kVars[static_cast<int>(var)]; }
 
 int64_t env_value(EnvVar var) {
@@ -75,8 +79,8 @@ int64_t env_value(EnvVar var) {
   int64_t v = read_var(var, &bad);
   if (bad) {
     const EnvVarInfo& info = env_info(var);
-    invalid_argument("environment variable ", info.name, "='", bad,
-                     "' is not a decimal integer in [", info.min, ", ", info.max, "]");
+    invalid_argument("environment variable ", info.name, "='", bad, "' is not a decimal integer",
+                     info.power_of_two ? " power of two" : "", " in [", info.min, ", ", info.max, "]");
   }
   return v;
 }

@@ -19,6 +19,7 @@ enum class EnvVar {
   kHeartbeatIntervalMs,
   kHeartbeatTimeoutMs,
   kShutdownBarrierTimeoutMs,
+  kShmRingBytes,
   kCount
 };
 
@@ -28,7 +29,12 @@ struct EnvVarInfo {
   int64_t (*fallback)();  // the value when unset
   // Read once, at first use, by a hot path (else read where it is used, each time).
   bool read_once;
+  bool power_of_two;  // the value must also be a power of two
 };
+
+// Decimal digits only, within [min, max]; false for anything else (a sign, spaces, a
+// suffix, overflow). The one parser of numbers from the environment and peers' text.
+bool parse_decimal(const char* text, uint64_t min, uint64_t max, uint64_t* out);
 
 const EnvVarInfo& env_info(EnvVar var);
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.h"
 #include "core/status.h"
 
 namespace tpurt {
@@ -32,18 +33,8 @@ constexpr uint64_t kLeastDefaultRingBytes = 64u << 10;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-// Decimal digits only, at most max; false for anything else (sign, space, overflow).
 bool parse_decimal(const std::string& text, uint64_t max, uint64_t* out) {
-  if (text.empty() || text.size() > 20) return false;
-  uint64_t v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    const uint64_t digit = static_cast<uint64_t>(c - '0');
-    if (v > (max - digit) / 10) return false;
-    v = v * 10 + digit;
-  }
-  *out = v;
-  return true;
+  return text.size() <= 20 && tpurt::parse_decimal(text.c_str(), 0, max, out);
 }
 
 // Exactly 16 lowercase or uppercase hex digits.
@@ -67,17 +58,11 @@ bool power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 }  // namespace
 
 uint64_t ring_bytes_from_env(int num_tasks) {
-  const char* text = std::getenv("TPURT_SHM_RING_BYTES");
-  if (text == nullptr || *text == '\0') {
-    uint64_t v = kDefaultRingBytes;
-    while (v > kLeastDefaultRingBytes && v * static_cast<uint64_t>(num_tasks) > kDefaultSegmentRings)
-      v /= 2;
-    return v;
-  }
-  uint64_t v = 0;
-  if (!parse_decimal(text, kMaxRingBytes, &v) || v < kMinRingBytes || !power_of_two(v))
-    invalid_argument("TPURT_SHM_RING_BYTES='", text, "' is not a power of two in [",
-                     kMinRingBytes, ", ", kMaxRingBytes, "] (decimal digits only)");
+  const int64_t chosen = env_value(EnvVar::kShmRingBytes);
+  if (chosen != 0) return static_cast<uint64_t>(chosen);
+  uint64_t v = kDefaultRingBytes;
+  while (v > kLeastDefaultRingBytes && v * static_cast<uint64_t>(num_tasks) > kDefaultSegmentRings)
+    v /= 2;
   return v;
 }
 
