@@ -108,7 +108,8 @@ TPU_API tpu_status tpu_system_device_type(const tpu_system *system, char *out, s
 
 /* The data plane between the system's tasks, as `tpurt info` reports it: "none" (one
  * task: its replicas share this process's memory), "tcp", "shm" (tasks on one host,
- * through a shared segment) or "mpi" (the MPI plugin). Other names may be added. */
+ * through shared memory), "shm+tcp" (shared memory within a host, TCP between hosts)
+ * or "mpi" (the MPI plugin). Other names may be added. */
 TPU_API tpu_status tpu_system_transport(const tpu_system *system, char *out, size_t capacity,
                                         size_t *count);
 /* Why that transport was chosen: one sentence for people (TPURT_TRANSPORT, the
