@@ -1,0 +1,627 @@
+// libtpurt_mpi.so: tpurt's data plane over MPI (the table of net/mpi_plugin_api.h).
+// Point-to-point transfers become MPI_Isend/MPI_Irecv and all-reduces
+// MPI_Iallreduce, on a duplicate of MPI_COMM_WORLD (or a communicator per group of
+// tasks, made once), polled with MPI_Testsome until done so that every wait honours
+// its deadline and the runtime's check(). Each task ends a step by sending every
+// peer its outcome; a receive of each peer's is posted when the step begins, so a
+// wait also notices a peer that ended the step without it.
+//
+// What MPI cannot undo: a send or a collective in flight cannot be cancelled (only a
+// receive can). A wait that fails with one still in flight leaves the handle doomed
+// (tpurt_mpi_plugin::doomed); the caller must end the process with abort().
+#include <mpi.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "mpi_plugin/reduce_ops.h"
+#include "net/mpi_plugin_api.h"
+
+using tpurt::mpi::ReduceOps;
+
+namespace {
+
+// A step's outcome travels in one message of at most this many bytes.
+constexpr size_t kMaxEndBytes = 64 * 1024;
+// One MPI call moves at most this many bytes or elements (its counts are int).
+constexpr uint64_t kMaxChunk = 1u << 30;
+// Steps before the tags repeat: a message a failed step left unreceived can only
+// match a step this many later.
+constexpr uint64_t kTagCycle = 1024;
+// After a peer ends the step, how long a wait on it still polls: what it sent before
+// its end may still be arriving.
+constexpr int64_t kEndGraceNs = 200 * 1000 * 1000;
+// How long a failed wait lets cancelled receives and finished sends complete.
+constexpr int64_t kSettleNs = 100 * 1000 * 1000;
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void say(char* buf, size_t size, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+void say(char* buf, size_t size, const char* fmt, ...) {
+  if (buf == nullptr || size == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, size, fmt, ap);
+  va_end(ap);
+}
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, len);
+}
+
+std::string name_of(const tpurt_mpi_wait* w, int task) {
+  char buf[256] = "";
+  if (w && w->name) w->name(w->ctx, task, buf, sizeof buf);
+  if (buf[0] == '\0') snprintf(buf, sizeof buf, "task %d", task);
+  return buf;
+}
+
+}  // namespace
+
+struct tpurt_mpi_handle {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int size = 0, rank = 0;
+  uint64_t tag_slots = 1;  // data tags per step
+  int tag_ub = 32767;
+  uint64_t step = 0;
+  std::unique_ptr<ReduceOps> ops;
+  // This step's ends: a receive of each peer's, posted when the step begins.
+  std::vector<std::vector<char>> end_in;
+  std::vector<MPI_Request> end_req;
+  std::vector<char> ended;
+  std::vector<int> end_len;
+  std::vector<MPI_Request> end_send;
+  std::string end_out;
+  // Sends and collectives of failed waits that did not complete.
+  std::vector<MPI_Request> stuck;
+  std::map<std::vector<int32_t>, MPI_Comm> comms;  // by the group's tasks
+};
+
+namespace {
+
+int end_tag(const tpurt_mpi_handle* h) { return h->tag_ub - static_cast<int>(h->step % kTagCycle); }
+
+int data_tag(const tpurt_mpi_handle* h, uint64_t seq, uint64_t digest) {
+  uint64_t x = seq * 0x9e3779b97f4a7c15ull ^ digest;
+  x ^= x >> 29;
+  return static_cast<int>((h->step % kTagCycle) * h->tag_slots + x % h->tag_slots);
+}
+
+bool in_flight(const std::vector<MPI_Request>& reqs) {
+  for (MPI_Request r : reqs)
+    if (r != MPI_REQUEST_NULL) return true;
+  return false;
+}
+
+// Reads the ends of the step that have arrived.
+void poll_ends(tpurt_mpi_handle* h) {
+  for (int p = 0; p < h->size; ++p) {
+    if (h->end_req[p] == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    MPI_Status st;
+    if (MPI_Test(&h->end_req[p], &done, &st) != MPI_SUCCESS || !done) continue;
+    int len = 0;
+    MPI_Get_count(&st, MPI_BYTE, &len);
+    h->ended[p] = 1;
+    h->end_len[p] = st.MPI_ERROR == MPI_SUCCESS || st.MPI_ERROR == MPI_ERR_PENDING ? len : 0;
+  }
+}
+
+// A peer's end as an outcome; false for a malformed one.
+bool read_end(const tpurt_mpi_handle* h, int p, int32_t* code, int32_t* origin, std::string* message) {
+  if (h->end_len[p] < 8) return false;
+  const char* e = h->end_in[p].data();
+  std::memcpy(code, e, 4);
+  std::memcpy(origin, e + 4, 4);
+  message->assign(e + 8, h->end_len[p] - 8);
+  return true;
+}
+
+// A failed wait: cancels its receives, lets what can complete complete, and keeps
+// the rest (sends, collectives) as stuck.
+void give_up(tpurt_mpi_handle* h, std::vector<MPI_Request>& reqs, const std::vector<char>& cancelable) {
+  for (size_t i = 0; i < reqs.size(); ++i)
+    if (reqs[i] != MPI_REQUEST_NULL && cancelable[i]) MPI_Cancel(&reqs[i]);
+  const int64_t until = now_ns() + kSettleNs;
+  while (in_flight(reqs) && now_ns() < until) {
+    int outcount = 0;
+    std::vector<int> idx(reqs.size());
+    MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, idx.data(), MPI_STATUSES_IGNORE);
+    if (outcount == 0 || outcount == MPI_UNDEFINED) sched_yield();
+  }
+  for (MPI_Request r : reqs)
+    if (r != MPI_REQUEST_NULL) h->stuck.push_back(r);
+}
+
+// What the requests of a wait are: a receive from, a send to, or a collective with
+// peer (a collective watches every other task of its group: watch).
+struct Waiting {
+  std::vector<MPI_Request> reqs;
+  std::vector<int> peer;      // -1: a collective
+  std::vector<char> is_recv;
+  std::vector<int> watch;     // for a collective: its other tasks
+};
+
+// Polls w's requests until all are done. what: the collective, for messages.
+tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_mpi_wait* wait,
+                    const char* what, char* err, size_t err_size) {
+  const size_t n = w.reqs.size();
+  std::vector<int> idx(n);
+  std::vector<MPI_Status> st(n);
+  int64_t grace_until = -1;
+  auto fail = [&](tpu_status code, const std::string& message) {
+    give_up(h, w.reqs, w.is_recv);
+    say(err, err_size, "%s", message.c_str());
+    return code;
+  };
+  for (;;) {
+    bool advanced = false;
+    if (in_flight(w.reqs)) {
+      int outcount = 0;
+      int rc = MPI_Testsome(static_cast<int>(n), w.reqs.data(), &outcount, idx.data(), st.data());
+      if (rc != MPI_SUCCESS) {
+        int bad_peer = -1, bad = rc;
+        for (int i = 0; rc == MPI_ERR_IN_STATUS && i < outcount; ++i)
+          if (st[i].MPI_ERROR != MPI_SUCCESS) bad = st[i].MPI_ERROR, bad_peer = w.peer[idx[i]];
+        return fail(TPU_UNAVAILABLE, (bad_peer >= 0 ? name_of(wait, bad_peer) + ": " : std::string()) +
+                                         what + " #" + std::to_string(seq) + " failed in MPI: " +
+                                         mpi_error(bad));
+      }
+      advanced = outcount > 0 && outcount != MPI_UNDEFINED;
+    }
+    if (!in_flight(w.reqs)) return TPU_OK;
+    // A peer that ended the step will not take part: its end fails the wait, once what
+    // it sent before has had time to arrive.
+    poll_ends(h);
+    int gone = -1;
+    for (size_t i = 0; i < n && gone < 0; ++i) {
+      if (w.reqs[i] == MPI_REQUEST_NULL) continue;
+      if (w.peer[i] >= 0) {
+        if (h->ended[w.peer[i]]) gone = w.peer[i];
+      } else {
+        for (int t : w.watch)
+          if (h->ended[t]) gone = t;
+      }
+    }
+    if (gone >= 0) {
+      if (grace_until < 0) grace_until = now_ns() + kEndGraceNs;
+      if (now_ns() >= grace_until) {
+        int32_t code = 0, origin = -1;
+        std::string message;
+        if (!read_end(h, gone, &code, &origin, &message))
+          return fail(TPU_UNAVAILABLE, name_of(wait, gone) + " sent a malformed end of the step");
+        if (code != TPU_OK) return fail(TPU_ABORTED, message);
+        return fail(TPU_FAILED_PRECONDITION, name_of(wait, gone) + " finished the step without calling " +
+                                                 "collective #" + std::to_string(seq) +
+                                                 ", which this task's replicas are in");
+      }
+    }
+    if (wait->check && wait->check(wait->ctx)) {
+      give_up(h, w.reqs, w.is_recv);
+      say(err, err_size, "%s", "");
+      return TPU_CANCELLED;
+    }
+    if (now_ns() >= wait->deadline_ns) {
+      std::string owing, stuck, group;
+      std::vector<char> seen_recv(h->size, 0), seen_send(h->size, 0);
+      for (size_t i = 0; i < n; ++i) {
+        if (w.reqs[i] == MPI_REQUEST_NULL) continue;
+        const int p = w.peer[i];
+        if (p < 0) {
+          for (int t : w.watch) group += (group.empty() ? "" : "; ") + name_of(wait, t);
+        } else if (w.is_recv[i] && !seen_recv[p]++) {
+          owing += (owing.empty() ? "" : "; ") + name_of(wait, p);
+        } else if (!w.is_recv[i] && !seen_send[p]++) {
+          stuck += (stuck.empty() ? "" : "; ") + name_of(wait, p);
+        }
+      }
+      std::string m = "collective #" + std::to_string(seq) + " of the step did not complete: ";
+      if (!group.empty()) m += std::string(what) + " with " + group + " did not finish";
+      if (!owing.empty()) m += "no data arrived from " + owing;
+      if (!owing.empty() && !stuck.empty()) m += ", and ";
+      if (!stuck.empty()) m += "nothing could be sent to " + stuck;
+      m += " before the collective deadline (the task is stopped, hung, or has not reached this collective)";
+      return fail(TPU_DEADLINE_EXCEEDED, m);
+    }
+    if (!advanced) sched_yield();
+  }
+}
+
+bool check_peer(const tpurt_mpi_handle* h, int peer, const char* what, char* err, size_t err_size) {
+  if (peer >= 0 && peer < h->size && peer != h->rank) return true;
+  say(err, err_size, "%s names task %d of %d (this is task %d)", what, peer, h->size, h->rank);
+  return false;
+}
+
+// Posts the transfers, each in pieces MPI's int counts can hold.
+void post(tpurt_mpi_handle* h, Waiting& w, const tpurt_mpi_transfer* t, size_t num, bool recv, int tag) {
+  for (size_t i = 0; i < num; ++i) {
+    uint64_t off = 0;
+    do {
+      const int len = static_cast<int>(std::min<uint64_t>(kMaxChunk, t[i].bytes - off));
+      MPI_Request r;
+      char* at = static_cast<char*>(t[i].data) + off;
+      if (recv) MPI_Irecv(at, len, MPI_BYTE, t[i].peer, tag, h->comm, &r);
+      else MPI_Isend(at, len, MPI_BYTE, t[i].peer, tag, h->comm, &r);
+      w.reqs.push_back(r);
+      w.peer.push_back(t[i].peer);
+      w.is_recv.push_back(recv);
+      off += static_cast<uint64_t>(len);
+    } while (off < t[i].bytes);
+  }
+}
+
+tpu_status do_exchange(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const tpurt_mpi_transfer* sends,
+                       size_t num_sends, const tpurt_mpi_transfer* recvs, size_t num_recvs,
+                       const tpurt_mpi_wait* wait, char* err, size_t err_size) {
+  for (size_t i = 0; i < num_sends; ++i)
+    if (!check_peer(h, sends[i].peer, "a send", err, err_size)) return TPU_INTERNAL;
+  for (size_t i = 0; i < num_recvs; ++i)
+    if (!check_peer(h, recvs[i].peer, "a receive", err, err_size)) return TPU_INTERNAL;
+  Waiting w;
+  const int tag = data_tag(h, seq, digest);
+  post(h, w, recvs, num_recvs, true, tag);
+  post(h, w, sends, num_sends, false, tag);
+  return wait_all(h, w, seq, wait, "the exchange", err, err_size);
+}
+
+const char* library_version() {
+  static char text[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+  if (text[0] == '\0') {
+    int len = 0;
+    MPI_Get_library_version(text, &len);
+    text[strcspn(text, "\n,")] = '\0';
+  }
+  return text;
+}
+
+// Whether this plugin initialised MPI: then it finalises it when the process exits,
+// not when a handle closes, so that a program may shut its TPU system down and start
+// another (MPI cannot be initialised twice).
+bool g_initialized_here = false;
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char* why, size_t why_size) {
+  *out = nullptr;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    say(why, why_size, "MPI was already finalized in this process");
+    return TPU_FAILED_PRECONDITION;
+  }
+  auto h = std::make_unique<tpurt_mpi_handle>();
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    // Open MPI's default non-blocking all-reduce is far slower than its blocking one
+    // at large sizes; Rabenseifner's is as fast. The user's setting wins.
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
+    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) {
+      say(why, why_size, "MPI_Init_thread failed: %s", mpi_error(rc).c_str());
+      return TPU_UNAVAILABLE;
+    }
+    g_initialized_here = true;
+    atexit(finalize_at_exit);
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  auto refuse = [&](const std::string& message) {
+    say(why, why_size, "%s", message.c_str());
+    return TPU_FAILED_PRECONDITION;
+  };
+  // Not always the same thread drives the transport: FUNNELED is not enough.
+  if (provided < MPI_THREAD_SERIALIZED)
+    return refuse("MPI provides thread level " + std::to_string(provided) +
+                  "; the transport needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE (the program "
+                  "initialised MPI with less)");
+  MPI_Comm_size(MPI_COMM_WORLD, &h->size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &h->rank);
+  if (h->size != num_tasks || h->rank != task_id)
+    return refuse("MPI's world is rank " + std::to_string(h->rank) + " of " + std::to_string(h->size) +
+                  " but this is task " + std::to_string(task_id) + " of " + std::to_string(num_tasks) +
+                  " (the tasks must be the ranks of MPI_COMM_WORLD, in order)");
+  MPI_Comm_dup(MPI_COMM_WORLD, &h->comm);
+  MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
+  void* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  if (flag && ub) h->tag_ub = *static_cast<int*>(ub);
+  h->tag_slots = std::max<uint64_t>(1, (static_cast<uint64_t>(h->tag_ub) - kTagCycle) / kTagCycle);
+  h->ops.reset(new ReduceOps());
+  h->end_in.assign(h->size, std::vector<char>(kMaxEndBytes));
+  h->end_req.assign(h->size, MPI_REQUEST_NULL);
+  h->ended.assign(h->size, 0);
+  h->end_len.assign(h->size, 0);
+  *out = h.release();
+  return TPU_OK;
+}
+
+void close_handle(tpurt_mpi_handle* h) {
+  if (h == nullptr) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) {
+    for (MPI_Request& r : h->end_req)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
+    for (auto& c : h->comms) MPI_Comm_free(&c.second);
+    h->ops.reset();
+    if (h->comm != MPI_COMM_NULL) MPI_Comm_free(&h->comm);
+  }
+  delete h;
+}
+
+tpu_status begin_step(tpurt_mpi_handle* h, uint64_t step, char* err, size_t err_size) {
+  h->step = step;
+  for (int p = 0; p < h->size; ++p) {
+    h->ended[p] = 0;
+    h->end_len[p] = 0;
+    if (p == h->rank) continue;
+    if (h->end_req[p] != MPI_REQUEST_NULL) {  // a peer that did not end the last step
+      MPI_Cancel(&h->end_req[p]);
+      MPI_Wait(&h->end_req[p], MPI_STATUS_IGNORE);
+    }
+    int rc = MPI_Irecv(h->end_in[p].data(), static_cast<int>(kMaxEndBytes), MPI_BYTE, p, end_tag(h),
+                       h->comm, &h->end_req[p]);
+    if (rc != MPI_SUCCESS) {
+      say(err, err_size, "MPI_Irecv of task %d's end of step %llu failed: %s", p,
+          static_cast<unsigned long long>(step), mpi_error(rc).c_str());
+      return TPU_UNAVAILABLE;
+    }
+  }
+  return TPU_OK;
+}
+
+// The group's communicator: MPI_COMM_WORLD's duplicate for every task, else one made
+// once with MPI_Comm_create_group, which only the group's tasks call. That call
+// blocks until they all do: a zero-byte exchange with each first, bounded by the
+// deadline, makes sure they are there.
+tpu_status comm_for(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks, size_t num,
+                    const tpurt_mpi_wait* wait, MPI_Comm* comm, char* err, size_t err_size) {
+  if (static_cast<int>(num) == h->size) {
+    *comm = h->comm;
+    return TPU_OK;
+  }
+  std::vector<int32_t> key(tasks, tasks + num);
+  auto it = h->comms.find(key);
+  if (it != h->comms.end()) {
+    *comm = it->second;
+    return TPU_OK;
+  }
+  std::vector<tpurt_mpi_transfer> meet;
+  for (int32_t t : key)
+    if (t != h->rank) meet.push_back({t, 0, nullptr, 0});
+  tpu_status s = do_exchange(h, seq, digest ^ 0x636f6d6dull, meet.data(), meet.size(), meet.data(),
+                             meet.size(), wait, err, err_size);
+  if (s != TPU_OK) return s;
+  MPI_Group world, group;
+  MPI_Comm_group(h->comm, &world);
+  std::vector<int> ranks(key.begin(), key.end());
+  MPI_Group_incl(world, static_cast<int>(ranks.size()), ranks.data(), &group);
+  MPI_Comm made = MPI_COMM_NULL;
+  int rc = MPI_Comm_create_group(h->comm, group, 1, &made);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  if (rc != MPI_SUCCESS || made == MPI_COMM_NULL) {
+    say(err, err_size, "MPI_Comm_create_group for %zu tasks failed: %s", num, mpi_error(rc).c_str());
+    return TPU_INTERNAL;
+  }
+  MPI_Comm_set_errhandler(made, MPI_ERRORS_RETURN);
+  h->comms.emplace(std::move(key), made);
+  *comm = made;
+  return TPU_OK;
+}
+
+tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks,
+                      size_t num_tasks, tpu_dtype dtype, tpu_reduce_op op, const void* in, void* out,
+                      uint64_t count, int32_t divisor, const tpurt_mpi_wait* wait, char* err,
+                      size_t err_size) {
+  MPI_Datatype type;
+  MPI_Op mpi_op;
+  if (!h->ops->map(dtype, op, &type, &mpi_op)) {
+    say(err, err_size, "MPI cannot reduce dtype %d with op %d as tpurt does", static_cast<int>(dtype),
+        static_cast<int>(op));
+    return TPU_INTERNAL;
+  }
+  bool here = false;
+  for (size_t i = 0; i < num_tasks; ++i) {
+    if (tasks[i] < 0 || tasks[i] >= h->size || (i > 0 && tasks[i] <= tasks[i - 1])) {
+      say(err, err_size, "the group's tasks are not distinct tasks of 0..%d in increasing order (entry %zu is %d)",
+          h->size - 1, i, tasks[i]);
+      return TPU_INTERNAL;
+    }
+    here |= tasks[i] == h->rank;
+  }
+  if (!here) {
+    say(err, err_size, "task %d is not in the group it reduces over", h->rank);
+    return TPU_INTERNAL;
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  tpu_status s = comm_for(h, seq, digest, tasks, num_tasks, wait, &comm, err, err_size);
+  if (s != TPU_OK) return s;
+  int esize = 0;
+  MPI_Type_size(type, &esize);
+  Waiting w;
+  for (size_t i = 0; i < num_tasks; ++i)
+    if (tasks[i] != h->rank) w.watch.push_back(tasks[i]);
+  for (uint64_t off = 0; off < count || (count == 0 && off == 0);) {
+    const int len = static_cast<int>(std::min<uint64_t>(kMaxChunk, count - off));
+    w.reqs.assign(1, MPI_REQUEST_NULL);
+    w.peer.assign(1, -1);
+    w.is_recv.assign(1, 0);
+    int rc = MPI_Iallreduce(static_cast<const char*>(in) + off * esize, static_cast<char*>(out) + off * esize,
+                            len, type, mpi_op, comm, &w.reqs[0]);
+    if (rc != MPI_SUCCESS) {
+      say(err, err_size, "MPI_Iallreduce of collective #%llu failed: %s", static_cast<unsigned long long>(seq),
+          mpi_error(rc).c_str());
+      return TPU_UNAVAILABLE;
+    }
+    s = wait_all(h, w, seq, wait, "MPI_Iallreduce", err, err_size);
+    if (s != TPU_OK) return s;
+    off += static_cast<uint64_t>(len);
+    if (count == 0) break;
+  }
+  if (op == TPU_REDUCE_MEAN) tpurt::mpi::divide(dtype, out, count, divisor);
+  return TPU_OK;
+}
+
+tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t timeout_ms,
+                    const tpurt_mpi_wait* wait, tpurt_mpi_outcome* remote, int* failed, char* err,
+                    size_t err_size) {
+  *failed = 0;
+  // What failed waits left may have completed since (a peer that took its data late).
+  if (!h->stuck.empty()) {
+    std::vector<int> idx(h->stuck.size());
+    int outcount = 0;
+    MPI_Testsome(static_cast<int>(h->stuck.size()), h->stuck.data(), &outcount, idx.data(), MPI_STATUSES_IGNORE);
+    h->stuck.erase(std::remove(h->stuck.begin(), h->stuck.end(), MPI_REQUEST_NULL), h->stuck.end());
+  }
+  const size_t len = mine->message ? std::min(strlen(mine->message), kMaxEndBytes - 8) : 0;
+  h->end_out.assign(8 + len, '\0');
+  std::memcpy(&h->end_out[0], &mine->code, 4);
+  std::memcpy(&h->end_out[4], &mine->origin_replica, 4);
+  if (len) std::memcpy(&h->end_out[8], mine->message, len);
+  h->end_send.assign(h->size, MPI_REQUEST_NULL);
+  for (int p = 0; p < h->size; ++p)
+    if (p != h->rank)
+      MPI_Isend(h->end_out.data(), static_cast<int>(h->end_out.size()), MPI_BYTE, p, end_tag(h), h->comm,
+                &h->end_send[p]);
+  const int64_t deadline = now_ns() + timeout_ms * 1000000;
+  tpu_status status = TPU_OK;
+  for (;;) {
+    poll_ends(h);
+    int all_sent = 0;
+    MPI_Testall(h->size, h->end_send.data(), &all_sent, MPI_STATUSES_IGNORE);
+    if (all_sent && !in_flight(h->end_req)) break;
+    if (wait->check && wait->check(wait->ctx)) {
+      status = TPU_CANCELLED;
+      break;
+    }
+    if (now_ns() >= deadline) {
+      std::string late;
+      for (int p = 0; p < h->size; ++p)
+        if (h->end_req[p] != MPI_REQUEST_NULL) late += (late.empty() ? "" : "; ") + name_of(wait, p);
+      say(err, err_size, "%s did not end step %llu within %lld ms", late.c_str(),
+          static_cast<unsigned long long>(h->step), static_cast<long long>(timeout_ms));
+      break;
+    }
+    sched_yield();
+  }
+  // Ends that never came are not waited for again; unsent ones are stuck.
+  std::vector<char> recv_flags(h->size, 1);
+  give_up(h, h->end_req, recv_flags);
+  h->end_req.assign(h->size, MPI_REQUEST_NULL);
+  std::vector<char> send_flags(h->size, 0);
+  give_up(h, h->end_send, send_flags);
+  if (status != TPU_OK) return status;
+  // The failure to report: a task's own error before the aborts it caused elsewhere.
+  for (int p = 0; p < h->size; ++p) {
+    int32_t code = 0, origin = -1;
+    std::string message;
+    if (p == h->rank || !h->ended[p] || !read_end(h, p, &code, &origin, &message) || code == TPU_OK) continue;
+    if (*failed && !(remote->code == TPU_ABORTED && code != TPU_ABORTED)) continue;
+    remote->code = code;
+    remote->origin_replica = origin;
+    say(remote->message, remote->message_size, "%s", message.c_str());
+    *failed = 1;
+  }
+  return TPU_OK;
+}
+
+int doomed(tpurt_mpi_handle* h) { return !h->stuck.empty(); }
+
+int can_all_reduce(tpurt_mpi_handle* h, tpu_dtype dtype, tpu_reduce_op op) {
+  MPI_Datatype type;
+  MPI_Op mpi_op;
+  return h->ops->map(dtype, op, &type, &mpi_op);
+}
+
+void abort_all(tpurt_mpi_handle* h, int code) {
+  fflush(stdout);
+  fflush(stderr);
+  MPI_Abort(h && h->comm != MPI_COMM_NULL ? h->comm : MPI_COMM_WORLD, code);
+  _exit(code);  // MPI_Abort does not return; should it, this process still ends
+}
+
+// No exception crosses into libtpurt.
+template <typename Fn>
+tpu_status guarded(char* err, size_t err_size, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    say(err, err_size, "out of memory in the MPI plugin");
+    return TPU_RESOURCE_EXHAUSTED;
+  } catch (...) {
+    say(err, err_size, "unexpected exception in the MPI plugin");
+    return TPU_INTERNAL;
+  }
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const tpurt_mpi_plugin* tpurt_mpi_plugin_v1(void) {
+  static const tpurt_mpi_plugin table = {
+      sizeof(tpurt_mpi_plugin),
+      TPURT_MPI_PLUGIN_VERSION,
+      library_version,
+      [](int num_tasks, int task_id, tpurt_mpi_handle** out, char* why, size_t why_size) {
+        return guarded(why, why_size, [&] { return open_handle(num_tasks, task_id, out, why, why_size); });
+      },
+      close_handle,
+      [](tpurt_mpi_handle* h, uint64_t step, char* err, size_t err_size) {
+        return guarded(err, err_size, [&] { return begin_step(h, step, err, err_size); });
+      },
+      [](tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const tpurt_mpi_transfer* sends, size_t num_sends,
+         const tpurt_mpi_transfer* recvs, size_t num_recvs, const tpurt_mpi_wait* wait, char* err,
+         size_t err_size) {
+        return guarded(err, err_size, [&] {
+          return do_exchange(h, seq, digest, sends, num_sends, recvs, num_recvs, wait, err, err_size);
+        });
+      },
+      can_all_reduce,
+      [](tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks, size_t num_tasks,
+         tpu_dtype dtype, tpu_reduce_op op, const void* in, void* out, uint64_t count, int32_t divisor,
+         const tpurt_mpi_wait* wait, char* err, size_t err_size) {
+        return guarded(err, err_size, [&] {
+          return all_reduce(h, seq, digest, tasks, num_tasks, dtype, op, in, out, count, divisor, wait, err,
+                            err_size);
+        });
+      },
+      [](tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t timeout_ms, const tpurt_mpi_wait* wait,
+         tpurt_mpi_outcome* remote, int* failed, char* err, size_t err_size) {
+        return guarded(err, err_size, [&] {
+          return end_step(h, mine, timeout_ms, wait, remote, failed, err, err_size);
+        });
+      },
+      doomed,
+      abort_all,
+  };
+  return &table;
+}
