@@ -6,9 +6,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "collectives/cluster_communicator.h"
 #include "collectives/communicator.h"
 #include "net/handshake.h"
+#include "net/mpi_transport.h"
 #include "net/tcp_transport.h"
 #include "core/status.h"
 #include "core/cpus.h"
@@ -210,15 +213,31 @@ void System::join_cluster(const ClusterSetup& setup) {
   CoordinationConfig cc = setup.coordination;
   cc.num_cores = config_.num_cores;
   const int T = config_.num_tasks, me = config_.task_id;
-  transport_.reset(new net::TcpTransport(T, me));
-  net::TcpTransport* transport = transport_.get();
-  coordination_ = Coordination::start(cc, [transport](int peer, int fd) { transport->attach(peer, fd); });
+  // TEMPORARY (h-mpi, until the lead wires TPURT_TRANSPORT in): MPI's data plane has
+  // no TCP data connections to dial.
+  const char* chosen = std::getenv("TPURT_TRANSPORT");
+  const bool mpi = chosen && std::strcmp(chosen, "mpi") == 0;
+  net::TcpTransport* transport = nullptr;
+  if (mpi) {
+    std::string why_not;
+    transport_ = net::open_mpi_transport(T, me, &why_not);
+    if (!transport_) fail(TPU_FAILED_PRECONDITION, "TPURT_TRANSPORT=mpi: ", why_not);
+  } else {
+    transport = new net::TcpTransport(T, me);
+    transport_.reset(transport);
+  }
+  coordination_ = Coordination::start(cc, [transport](int peer, int fd) {
+    if (transport) transport->attach(peer, fd);
+    else ::close(fd);
+  });
   for (const TaskInfo& t : coordination_->tasks())
     if (t.num_cores != config_.num_cores)
       invalid_argument("task ", t.task_id, " (", t.address, ") has ", t.num_cores,
                        " cores but task ", me, " has ", config_.num_cores,
                        "; every task of a TPU system needs the same number (TPURT_NUM_CORES)");
-  coordination_->on_task_failure([transport](const TaskFailure& f) { transport->fail(f.message); });
+  net::Transport* data = transport_.get();
+  coordination_->on_task_failure([data](const TaskFailure& f) { data->fail(f.message); });
+  if (mpi) return;
   // The higher task dials: every pair gets exactly one connection.
   const int64_t deadline = net::now_ms() + cc.init_timeout_ms;
   net::Hello hello;
@@ -227,8 +246,8 @@ void System::join_cluster(const ClusterSetup& setup) {
   hello.incarnation = coordination_->incarnation();
   hello.kind = net::ConnectionKind::kData;
   for (int peer = 0; peer < me; ++peer)
-    transport_->attach(peer, net::dial(cc.addresses[peer], hello, cc.token, deadline));
-  transport_->wait_connected(std::max<int64_t>(1, deadline - net::now_ms()));
+    transport->attach(peer, net::dial(cc.addresses[peer], hello, cc.token, deadline));
+  transport->wait_connected(std::max<int64_t>(1, deadline - net::now_ms()));
 }
 
 void System::check_live() const {

@@ -29,6 +29,7 @@ class Communicator;
 class ClusterCommunicator;
 namespace net {
 class TcpTransport;
+class Transport;
 }
 
 // The options after defaults and validation.
@@ -156,7 +157,7 @@ class System {
   std::vector<int> local_replicas_;
 
   // A multi-task system's: the data plane, the coordination agent, the step count.
-  std::unique_ptr<net::TcpTransport> transport_;
+  std::unique_ptr<net::Transport> transport_;
   std::unique_ptr<Coordination> coordination_;
   std::shared_ptr<ClusterCommunicator> cluster_comm_;  // guarded by step_mu_
   uint64_t step_number_ = 0;
