@@ -122,7 +122,7 @@ void poll_ends(tpurt_mpi_handle* h) {
     int len = 0;
     MPI_Get_count(&st, MPI_BYTE, &len);
     h->ended[p] = 1;
-    h->end_len[p] = st.MPI_ERROR == MPI_SUCCESS || st.MPI_ERROR == MPI_ERR_PENDING ? len : 0;
+    h->end_len[p] = len == MPI_UNDEFINED ? 0 : len;
   }
 }
 

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The multi-process tests over the MPI plugin (TPURT_TRANSPORT=mpi): Open MPI's
+# mpirun --oversubscribe on loopback starts the tasks (the cluster worker,
+# tests/cluster/worker.c), which join through the coordination service and move
+# their data through libtpurt_mpi.so. Every collective, dtype and group assignment
+# against the single-process references; a task killed (kill -9), stopped or skipping
+# a collective ends in the named errors, then MPI_Abort where an MPI operation was
+# left in flight. Skipped, saying why, when MPI is not installed. Every run is bounded
+# by `timeout`.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+BUILD=${BUILD:-build}
+worker=$BUILD/tests/cluster_worker
+plugin=$BUILD/lib/libtpurt_mpi.so
+
+skip() {
+  echo "check_mpi: the MPI tests were skipped: $1"
+  exit 0
+}
+command -v mpirun >/dev/null 2>&1 || skip "mpirun not found (Debian's openmpi-bin: tools/install-deps.sh)"
+if [ ! -e "$plugin" ]; then
+  command -v mpicxx >/dev/null 2>&1 || command -v mpicc >/dev/null 2>&1 ||
+    skip "no MPI compiler to build $plugin (Debian's libopenmpi-dev: tools/install-deps.sh)"
+  make --no-print-directory mpi BUILD="$BUILD" SANITIZE="${SANITIZE:-}" >/dev/null || {
+    echo "check_mpi: make mpi failed" >&2
+    exit 1
+  }
+fi
+[ -n "${SANITIZE:-}" ] &&
+  skip "SANITIZE=$SANITIZE: Open MPI's own leaks and unsynchronised progress would be reported as tpurt's"
+[ -x "$worker" ] || { echo "check_mpi: build $worker first" >&2; exit 1; }
+
+passed=0
+failed=0
+ok() { echo "ok: $1"; passed=$((passed + 1)); }
+bad() {
+  echo "FAILED: $1" >&2
+  [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -n 40 >&2
+  failed=$((failed + 1))
+}
+
+# libtpurt itself never links MPI.
+if readelf -d "$BUILD/lib/libtpurt.so" | grep -qi 'NEEDED.*mpi' ||
+   nm -D --undefined-only "$BUILD/lib/libtpurt.so" | grep -q ' MPI_'; then
+  bad "libtpurt.so links MPI"
+else ok "libtpurt.so does not link MPI; libtpurt_mpi.so exports only its entry point"
+fi
+exports=$(nm -D --defined-only "$plugin" | awk '{print $3}')
+[ "$exports" = tpurt_mpi_plugin_v1 ] || bad "libtpurt_mpi.so exports more than its entry: $exports"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export TPURT_TRANSPORT=mpi TPURT_MPI_PLUGIN=$root/$plugin
+export TPURT_HEARTBEAT_INTERVAL_MS=200 TPURT_HEARTBEAT_TIMEOUT_MS=3000
+export TPURT_INIT_TIMEOUT_MS=30000 TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS=5000
+unset TF_CONFIG SLURM_JOB_ID DTENSOR_JOBS TPURT_CLUSTER_TOKEN TEST_REORDERED_FOLDS
+# Loopback only.
+MPIRUN=(mpirun --oversubscribe --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+
+# mpi N CORES SECONDS ARGS...: runs the worker on N ranks of CORES cores; out, rc.
+# The coordination service and the tasks listen on ports of their own.
+mpi() {
+  local n=$1 cores=$2 bound=$3 base=$((20000 + RANDOM % 20000)) addresses= i
+  shift 3
+  for ((i = 0; i < n; i++)); do addresses+=${addresses:+,}127.0.0.1:$((base + i)); done
+  out=$(TPURT_NUM_CORES=$cores TPURT_TASK_ADDRESSES=$addresses TPURT_COORDINATOR_ADDRESS=127.0.0.1:$base \
+        timeout -k 5 "$bound" "${MPIRUN[@]}" -n "$n" "$worker" "$@" 2>&1)
+  rc=$?
+}
+every_task_says() {
+  local n=$1 text=$2 i
+  for ((i = 0; i < n; i++)); do grep -qF "task $i: $text" <<<"$out" || return 1; done
+}
+
+# Two tasks: MPI adds two numbers in the only order there is, so every result is
+# bit for bit one process's. From three on MPI folds one member per task in its own
+# order: those floating-point all-reduces are checked within the error bound of a
+# reordered fold (TEST_REORDERED_FOLDS); everything else still bit for bit.
+for shape in "2 1" "2 2" "3 1" "3 2" "4 1" "4 2"; do
+  set -- $shape
+  how="bit for bit"
+  unset TEST_REORDERED_FOLDS
+  if [ "$1" -gt 2 ]; then
+    export TEST_REORDERED_FOLDS=1
+    how="floats within the reordered-fold bound"
+  fi
+  mpi "$1" "$2" 240 collectives
+  if [ $rc -eq 0 ] && every_task_says "$1" "collectives ok" "$out"; then
+    ok "every collective, dtype and group assignment over MPI: $1 ranks of $2 cores ($how)"
+  else bad "collectives over MPI, $1 ranks of $2 cores (exit $rc)" "$out"; fi
+done
+unset TEST_REORDERED_FOLDS
+
+abort_note='an MPI collective in flight cannot be cancelled'
+
+# kill -9 of rank 2 in a step: the others get TPU_UNAVAILABLE naming it (from the
+# coordination service), print it, then MPI_Abort (their all-reduce is in flight).
+# --enable-recovery: mpirun does not end the others when a rank dies (nor does it
+# then report MPI_Abort in its exit status): they must notice and name it themselves.
+saved=("${MPIRUN[@]}")
+MPIRUN+=(--enable-recovery)
+mpi 3 1 90 kill 2
+MPIRUN=("${saved[@]}")
+if grep -q 'task 0: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
+   grep -q 'task 1: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
+   grep -q "tpurt: task [01]: TPU_UNAVAILABLE: .*task 2.*$abort_note" <<<"$out" &&
+   grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "kill -9 of rank 2: ranks 0 and 1 get TPU_UNAVAILABLE naming it, then MPI_Abort saying why"
+else bad "kill -9 of a rank over MPI (exit $rc)" "$out"; fi
+
+# Task 1 skips a collective. With two cores a task the all-reduce goes point to
+# point: the small sends completed, nothing is left in flight and the tasks go on.
+mpi 2 2 90 skip 1
+if [ $rc -eq 0 ] && every_task_says 2 "skip ok" "$out" && grep -q 'FAILED_PRECONDITION.*task 1' <<<"$out" &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "task 1 skipping a collective is named at once (TPU_FAILED_PRECONDITION); nothing in flight, no abort"
+else bad "a skipped collective over MPI, point to point (exit $rc)" "$out"; fi
+# With one core a task it is MPI_Iallreduce, which cannot be cancelled: named error, then MPI_Abort.
+mpi 2 1 90 skip 1
+if [ $rc -ne 0 ] && grep -q 'task 0: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out" &&
+   grep -q "tpurt: task 0: TPU_FAILED_PRECONDITION: .*task 1.*$abort_note" <<<"$out" &&
+   grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "task 1 skipping an MPI_Iallreduce: TPU_FAILED_PRECONDITION naming it, then MPI_Abort saying why"
+else bad "a skipped MPI_Iallreduce (exit $rc)" "$out"; fi
+
+# SIGSTOP of rank 2 (heartbeats too slow to notice): the deadline names it.
+TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 mpi 3 1 90 stop 2
+if [ $rc -ne 0 ] && grep -q 'task 0: stop of task 2: DEADLINE_EXCEEDED.*task 2' <<<"$out" &&
+   grep -q 'task 1: stop of task 2: DEADLINE_EXCEEDED.*task 2' <<<"$out" &&
+   grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "SIGSTOP of rank 2: ranks 0 and 1 get TPU_DEADLINE_EXCEEDED naming it, then MPI_Abort"
+else bad "SIGSTOP of a rank over MPI (exit $rc)" "$out"; fi
+
+# Tasks that are not MPI's ranks (tpurt launch starts them, each its own MPI world):
+# TPURT_TRANSPORT=mpi refuses, saying why.
+out=$(timeout 60 "$BUILD/bin/tpurt" launch -n 2 --cores-per-task 1 -- "$worker" init 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: TPURT_TRANSPORT=mpi: MPI's world is rank 0 of 1 but this is task 1 of 2" <<<"$out"; then
+  ok "tasks that are not the ranks of one MPI world: TPU_FAILED_PRECONDITION saying so"
+else bad "TPURT_TRANSPORT=mpi outside mpirun (exit $rc)" "$out"; fi
+
+echo "mpi: $passed passed, $failed failed"
+[ $failed -eq 0 ]
