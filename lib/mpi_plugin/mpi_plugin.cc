@@ -45,6 +45,12 @@ constexpr uint64_t kTagCycle = 1024;
 constexpr int64_t kEndGraceNs = 200 * 1000 * 1000;
 // How long a failed wait lets cancelled receives and finished sends complete.
 constexpr int64_t kSettleNs = 100 * 1000 * 1000;
+// A wait spins on MPI as MPI's blocking calls do; only after this long without
+// progress does it yield the CPU (a yield on a busy host may cost a time slice).
+constexpr int64_t kSpinNs = 1000 * 1000;
+// The peers' step ends are polled once in this many polls of the wait's requests:
+// every MPI_Test runs MPI's progress engine once more.
+constexpr unsigned kEndPollEvery = 64;
 
 int64_t now_ns() {
   timespec ts;
@@ -167,7 +173,8 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
   const size_t n = w.reqs.size();
   std::vector<int> idx(n);
   std::vector<MPI_Status> st(n);
-  int64_t grace_until = -1;
+  int64_t grace_until = -1, last_progress = now_ns();
+  unsigned polls = 0;
   auto fail = [&](tpu_status code, const std::string& message) {
     give_up(h, w.reqs, w.is_recv);
     say(err, err_size, "%s", message.c_str());
@@ -189,9 +196,11 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
       advanced = outcount > 0 && outcount != MPI_UNDEFINED;
     }
     if (!in_flight(w.reqs)) return TPU_OK;
+    const int64_t now = now_ns();
+    if (advanced) last_progress = now;
     // A peer that ended the step will not take part: its end fails the wait, once what
     // it sent before has had time to arrive.
-    poll_ends(h);
+    if (++polls % kEndPollEvery == 0 || now - last_progress > kSpinNs) poll_ends(h);
     int gone = -1;
     for (size_t i = 0; i < n && gone < 0; ++i) {
       if (w.reqs[i] == MPI_REQUEST_NULL) continue;
@@ -220,7 +229,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
       say(err, err_size, "%s", "");
       return TPU_CANCELLED;
     }
-    if (now_ns() >= wait->deadline_ns) {
+    if (now >= wait->deadline_ns) {
       std::string owing, stuck, group;
       std::vector<char> seen_recv(h->size, 0), seen_send(h->size, 0);
       for (size_t i = 0; i < n; ++i) {
@@ -242,7 +251,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
       m += " before the collective deadline (the task is stopped, hung, or has not reached this collective)";
       return fail(TPU_DEADLINE_EXCEEDED, m);
     }
-    if (!advanced) sched_yield();
+    if (now - last_progress > kSpinNs) sched_yield();
   }
 }
 
@@ -298,11 +307,22 @@ const char* library_version() {
 // not when a handle closes, so that a program may shut its TPU system down and start
 // another (MPI cannot be initialised twice).
 bool g_initialized_here = false;
+// Handles not yet closed: one with an operation in flight at exit aborts the job
+// rather than finalise MPI under it.
+std::vector<tpurt_mpi_handle*> g_open;
 
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  for (tpurt_mpi_handle* h : g_open)
+    if (!h->stuck.empty()) {
+      fprintf(stderr, "tpurt: task %d: MPI_Abort at exit: an MPI collective in flight cannot be cancelled\n",
+              h->rank);
+      fflush(stderr);
+      MPI_Abort(h->comm, 1);
+    }
+  MPI_Finalize();
 }
 
 tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char* why, size_t why_size) {
@@ -358,11 +378,13 @@ tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char*
   h->ended.assign(h->size, 0);
   h->end_len.assign(h->size, 0);
   *out = h.release();
+  g_open.push_back(*out);
   return TPU_OK;
 }
 
 void close_handle(tpurt_mpi_handle* h) {
   if (h == nullptr) return;
+  g_open.erase(std::remove(g_open.begin(), g_open.end(), h), g_open.end());
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) {
