@@ -14,10 +14,57 @@ BUILD=${BUILD:-build}
 worker=$BUILD/tests/cluster_worker
 plugin=$BUILD/lib/libtpurt_mpi.so
 
+passed=0
+failed=0
+ok() { echo "ok: $1"; passed=$((passed + 1)); }
+bad() {
+  echo "FAILED: $1" >&2
+  [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -n 40 >&2
+  failed=$((failed + 1))
+}
 skip() {
   echo "check_mpi: the MPI tests were skipped: $1"
-  exit 0
+  echo "mpi: $passed passed, $failed failed"
+  [ $failed -eq 0 ]
+  exit
 }
+[ -x "$worker" ] && [ -x "$BUILD/bin/tpurt" ] || { echo "check_mpi: build $worker and $BUILD/bin/tpurt first" >&2; exit 1; }
+
+# The loader, which needs no MPI: a missing plugin, a library that is not one, and a
+# plugin of another version are refused, saying so (TPU_FAILED_PRECONDITION at init).
+# init_with PLUGIN: two tasks (tpurt launch) initialise with TPURT_MPI_PLUGIN=PLUGIN.
+init_with() {
+  out=$(TPURT_TRANSPORT=mpi TPURT_MPI_PLUGIN=$1 timeout 60 "$BUILD/bin/tpurt" launch -n 2 --cores-per-task 1 -- \
+        "$worker" init 2>&1)
+  rc=$?
+}
+init_with "$root/$BUILD/no-such-plugin.so"
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*the MPI plugin .*no-such-plugin.so could not be loaded" <<<"$out"; then
+  ok "a missing plugin: TPU_FAILED_PRECONDITION naming it"
+else bad "a missing plugin (exit $rc)" "$out"; fi
+init_with "$root/$BUILD/lib/libtpurt.so"
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*libtpurt.so has no tpurt_mpi_plugin_v1" <<<"$out"; then
+  ok "a library that is not a plugin: refused, naming the missing entry point"
+else bad "a library that is not a plugin (exit $rc)" "$out"; fi
+fake=$BUILD/tests/fake_mpi_plugin.so
+printf '%s\n' '#include <stdint.h>' \
+  'const void *tpurt_mpi_plugin_v1(void) { static const uint32_t t[2] = {8, 99}; return t; }' |
+  ${CC:-cc} -shared -fPIC -x c -o "$fake" - || bad "compiling $fake"
+init_with "$root/$fake"
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*fake_mpi_plugin.so is MPI plugin version 99 .*needs version 1" <<<"$out"; then
+  ok "a plugin of another version: refused before any call into it"
+else bad "a plugin of another version (exit $rc)" "$out"; fi
+rm -f "$fake"
+
+# libtpurt itself never links MPI.
+if readelf -d "$BUILD/lib/libtpurt.so" | grep -qi 'NEEDED.*mpi' ||
+   nm -D --undefined-only "$BUILD/lib/libtpurt.so" | grep -q ' MPI_'; then
+  bad "libtpurt.so links MPI"
+else ok "libtpurt.so does not link MPI"
+fi
+
+[ -n "${SANITIZE:-}" ] &&
+  skip "SANITIZE=$SANITIZE: Open MPI's own leaks and unsynchronised progress would be reported as tpurt's"
 command -v mpirun >/dev/null 2>&1 || skip "mpirun not found (Debian's openmpi-bin: tools/install-deps.sh)"
 if [ ! -e "$plugin" ]; then
   command -v mpicxx >/dev/null 2>&1 || command -v mpicc >/dev/null 2>&1 ||
@@ -27,27 +74,10 @@ if [ ! -e "$plugin" ]; then
     exit 1
   }
 fi
-[ -n "${SANITIZE:-}" ] &&
-  skip "SANITIZE=$SANITIZE: Open MPI's own leaks and unsynchronised progress would be reported as tpurt's"
-[ -x "$worker" ] || { echo "check_mpi: build $worker first" >&2; exit 1; }
 
-passed=0
-failed=0
-ok() { echo "ok: $1"; passed=$((passed + 1)); }
-bad() {
-  echo "FAILED: $1" >&2
-  [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -n 40 >&2
-  failed=$((failed + 1))
-}
-
-# libtpurt itself never links MPI.
-if readelf -d "$BUILD/lib/libtpurt.so" | grep -qi 'NEEDED.*mpi' ||
-   nm -D --undefined-only "$BUILD/lib/libtpurt.so" | grep -q ' MPI_'; then
-  bad "libtpurt.so links MPI"
-else ok "libtpurt.so does not link MPI; libtpurt_mpi.so exports only its entry point"
-fi
 exports=$(nm -D --defined-only "$plugin" | awk '{print $3}')
-[ "$exports" = tpurt_mpi_plugin_v1 ] || bad "libtpurt_mpi.so exports more than its entry: $exports"
+if [ "$exports" = tpurt_mpi_plugin_v1 ]; then ok "libtpurt_mpi.so exports only its entry point"
+else bad "libtpurt_mpi.so exports more than its entry: $exports"; fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export TPURT_TRANSPORT=mpi TPURT_MPI_PLUGIN=$root/$plugin
@@ -125,6 +155,20 @@ if [ $rc -ne 0 ] && grep -q 'task 0: skip of task 1: FAILED_PRECONDITION.*task 1
   ok "task 1 skipping an MPI_Iallreduce: TPU_FAILED_PRECONDITION naming it, then MPI_Abort saying why"
 else bad "a skipped MPI_Iallreduce (exit $rc)" "$out"; fi
 
+# A replica of task 1 fails. Two cores a task: point to point, and the sends to task 1
+# (of a size MPI sends only once received) complete when task 1 drains them at the end
+# of the step; every task gets the error and the next step runs. One core a task: the
+# others are in an MPI_Iallreduce task 1 never joins: the error, then MPI_Abort.
+mpi 3 2 90 fail 1
+if [ $rc -eq 0 ] && every_task_says 3 "fail ok" "$out" && ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "a replica's failure on task 1 (point to point): every task gets its error; the next step runs"
+else bad "a failing replica over MPI, point to point (exit $rc)" "$out"; fi
+mpi 3 1 90 fail 1
+if [ $rc -ne 0 ] && grep -q 'task [02]: fail of task 1: DATA_LOSS.*injected failure' <<<"$out" &&
+   grep -q "tpurt: task [02]: MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "a replica's failure on task 1 while the others are in MPI_Iallreduce: its error, then MPI_Abort"
+else bad "a failing replica over MPI, MPI_Iallreduce (exit $rc)" "$out"; fi
+
 # SIGSTOP of rank 2 (heartbeats too slow to notice): the deadline names it.
 TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 mpi 3 1 90 stop 2
 if [ $rc -ne 0 ] && grep -q 'task 0: stop of task 2: DEADLINE_EXCEEDED.*task 2' <<<"$out" &&
@@ -137,7 +181,7 @@ else bad "SIGSTOP of a rank over MPI (exit $rc)" "$out"; fi
 # TPURT_TRANSPORT=mpi refuses, saying why.
 out=$(timeout 60 "$BUILD/bin/tpurt" launch -n 2 --cores-per-task 1 -- "$worker" init 2>&1)
 rc=$?
-if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: TPURT_TRANSPORT=mpi: MPI's world is rank 0 of 1 but this is task 1 of 2" <<<"$out"; then
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*MPI's world is rank 0 of 1 but this is task 1 of 2" <<<"$out"; then
   ok "tasks that are not the ranks of one MPI world: TPU_FAILED_PRECONDITION saying so"
 else bad "TPURT_TRANSPORT=mpi outside mpirun (exit $rc)" "$out"; fi
 

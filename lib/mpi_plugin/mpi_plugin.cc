@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <map>
 #include <memory>
 #include <new>
@@ -97,8 +98,11 @@ struct tpurt_mpi_handle {
   std::vector<int> end_len;
   std::vector<MPI_Request> end_send;
   std::string end_out;
-  // Sends and collectives of failed waits that did not complete.
+  // Sends and collectives of failed waits that did not complete; stuck_send: which
+  // are sends (the peer drains them when the step ends, a collective never ends).
   std::vector<MPI_Request> stuck;
+  std::vector<char> stuck_send;
+  std::list<std::vector<char>> sinks;  // of drains that did not finish
   std::map<std::vector<int32_t>, MPI_Comm> comms;  // by the group's tasks
 };
 
@@ -142,11 +146,13 @@ bool read_end(const tpurt_mpi_handle* h, int p, int32_t* code, int32_t* origin, 
   return true;
 }
 
+enum Kind : char { kReceive, kSend, kCollective };
+
 // A failed wait: cancels its receives, lets what can complete complete, and keeps
 // the rest (sends, collectives) as stuck.
-void give_up(tpurt_mpi_handle* h, std::vector<MPI_Request>& reqs, const std::vector<char>& cancelable) {
+void give_up(tpurt_mpi_handle* h, std::vector<MPI_Request>& reqs, const std::vector<char>& kind) {
   for (size_t i = 0; i < reqs.size(); ++i)
-    if (reqs[i] != MPI_REQUEST_NULL && cancelable[i]) MPI_Cancel(&reqs[i]);
+    if (reqs[i] != MPI_REQUEST_NULL && kind[i] == kReceive) MPI_Cancel(&reqs[i]);
   const int64_t until = now_ns() + kSettleNs;
   while (in_flight(reqs) && now_ns() < until) {
     int outcount = 0;
@@ -154,8 +160,30 @@ void give_up(tpurt_mpi_handle* h, std::vector<MPI_Request>& reqs, const std::vec
     MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, idx.data(), MPI_STATUSES_IGNORE);
     if (outcount == 0 || outcount == MPI_UNDEFINED) sched_yield();
   }
-  for (MPI_Request r : reqs)
-    if (r != MPI_REQUEST_NULL) h->stuck.push_back(r);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    if (reqs[i] != MPI_REQUEST_NULL) {
+      h->stuck.push_back(reqs[i]);
+      h->stuck_send.push_back(kind[i] == kSend);
+    }
+}
+
+// Completes what stuck requests can; whether a send is still stuck.
+bool sends_stuck(tpurt_mpi_handle* h) {
+  bool any = false;
+  for (size_t i = 0; i < h->stuck.size(); ++i) {
+    int done = 0;
+    MPI_Test(&h->stuck[i], &done, MPI_STATUS_IGNORE);
+    any |= !done && h->stuck_send[i];
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < h->stuck.size(); ++i)
+    if (h->stuck[i] != MPI_REQUEST_NULL) {
+      h->stuck[k] = h->stuck[i];
+      h->stuck_send[k++] = h->stuck_send[i];
+    }
+  h->stuck.resize(k);
+  h->stuck_send.resize(k);
+  return any;
 }
 
 // What the requests of a wait are: a receive from, a send to, or a collective with
@@ -163,7 +191,7 @@ void give_up(tpurt_mpi_handle* h, std::vector<MPI_Request>& reqs, const std::vec
 struct Waiting {
   std::vector<MPI_Request> reqs;
   std::vector<int> peer;      // -1: a collective
-  std::vector<char> is_recv;
+  std::vector<char> kind;     // Kind
   std::vector<int> watch;     // for a collective: its other tasks
 };
 
@@ -176,7 +204,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
   int64_t grace_until = -1, last_progress = now_ns();
   unsigned polls = 0;
   auto fail = [&](tpu_status code, const std::string& message) {
-    give_up(h, w.reqs, w.is_recv);
+    give_up(h, w.reqs, w.kind);
     say(err, err_size, "%s", message.c_str());
     return code;
   };
@@ -225,7 +253,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
       }
     }
     if (wait->check && wait->check(wait->ctx)) {
-      give_up(h, w.reqs, w.is_recv);
+      give_up(h, w.reqs, w.kind);
       say(err, err_size, "%s", "");
       return TPU_CANCELLED;
     }
@@ -237,9 +265,9 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
         const int p = w.peer[i];
         if (p < 0) {
           for (int t : w.watch) group += (group.empty() ? "" : "; ") + name_of(wait, t);
-        } else if (w.is_recv[i] && !seen_recv[p]++) {
+        } else if (w.kind[i] == kReceive && !seen_recv[p]++) {
           owing += (owing.empty() ? "" : "; ") + name_of(wait, p);
-        } else if (!w.is_recv[i] && !seen_send[p]++) {
+        } else if (w.kind[i] == kSend && !seen_send[p]++) {
           stuck += (stuck.empty() ? "" : "; ") + name_of(wait, p);
         }
       }
@@ -273,7 +301,7 @@ void post(tpurt_mpi_handle* h, Waiting& w, const tpurt_mpi_transfer* t, size_t n
       else MPI_Isend(at, len, MPI_BYTE, t[i].peer, tag, h->comm, &r);
       w.reqs.push_back(r);
       w.peer.push_back(t[i].peer);
-      w.is_recv.push_back(recv);
+      w.kind.push_back(recv ? kReceive : kSend);
       off += static_cast<uint64_t>(len);
     } while (off < t[i].bytes);
   }
@@ -497,7 +525,7 @@ tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const 
     const int len = static_cast<int>(std::min<uint64_t>(kMaxChunk, count - off));
     w.reqs.assign(1, MPI_REQUEST_NULL);
     w.peer.assign(1, -1);
-    w.is_recv.assign(1, 0);
+    w.kind.assign(1, kCollective);
     int rc = MPI_Iallreduce(static_cast<const char*>(in) + off * esize, static_cast<char*>(out) + off * esize,
                             len, type, mpi_op, comm, &w.reqs[0]);
     if (rc != MPI_SUCCESS) {
@@ -514,17 +542,38 @@ tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const 
   return TPU_OK;
 }
 
+// Receives, into nothing, the data peer p sent for this step that is still
+// unreceived (every message before its end: MPI matches a peer's messages in order).
+// False while one is still arriving; stops at a message of another step.
+bool drain(tpurt_mpi_handle* h, int p, int64_t deadline) {
+  const uint64_t slot = h->step % kTagCycle;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(p, MPI_ANY_TAG, h->comm, &flag, &st);
+    if (!flag) return true;
+    const uint64_t tag = static_cast<uint64_t>(st.MPI_TAG);
+    if (tag >= kTagCycle * h->tag_slots || tag / h->tag_slots != slot) return true;
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    std::vector<char> sink(std::max(count, 1));
+    MPI_Request r;
+    MPI_Irecv(sink.data(), count, MPI_BYTE, p, st.MPI_TAG, h->comm, &r);
+    int done = 0;
+    while (!done && now_ns() < deadline) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (!done) {  // mid-transfer at the deadline: the sink lives as long as the handle
+      h->sinks.push_back(std::move(sink));
+      h->stuck.push_back(r);
+      h->stuck_send.push_back(0);
+      return false;
+    }
+  }
+}
+
 tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t timeout_ms,
                     const tpurt_mpi_wait* wait, tpurt_mpi_outcome* remote, int* failed, char* err,
                     size_t err_size) {
   *failed = 0;
-  // What failed waits left may have completed since (a peer that took its data late).
-  if (!h->stuck.empty()) {
-    std::vector<int> idx(h->stuck.size());
-    int outcount = 0;
-    MPI_Testsome(static_cast<int>(h->stuck.size()), h->stuck.data(), &outcount, idx.data(), MPI_STATUSES_IGNORE);
-    h->stuck.erase(std::remove(h->stuck.begin(), h->stuck.end(), MPI_REQUEST_NULL), h->stuck.end());
-  }
   const size_t len = mine->message ? std::min(strlen(mine->message), kMaxEndBytes - 8) : 0;
   h->end_out.assign(8 + len, '\0');
   std::memcpy(&h->end_out[0], &mine->code, 4);
@@ -537,11 +586,19 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
                 &h->end_send[p]);
   const int64_t deadline = now_ns() + timeout_ms * 1000000;
   tpu_status status = TPU_OK;
+  std::vector<char> drained(h->size, 0);
   for (;;) {
     poll_ends(h);
+    // What a peer sent for this step that nobody received (its step failed, or this
+    // one's): drained, so that its sends complete and it need not abort.
+    for (int p = 0; p < h->size; ++p)
+      if (h->ended[p] && !drained[p]) drained[p] = drain(h, p, deadline);
     int all_sent = 0;
     MPI_Testall(h->size, h->end_send.data(), &all_sent, MPI_STATUSES_IGNORE);
-    if (all_sent && !in_flight(h->end_req)) break;
+    const bool sending = sends_stuck(h);
+    bool all_drained = true;
+    for (int p = 0; p < h->size; ++p) all_drained &= p == h->rank || drained[p];
+    if (all_sent && !in_flight(h->end_req) && !sending && all_drained) break;
     if (wait->check && wait->check(wait->ctx)) {
       status = TPU_CANCELLED;
       break;
@@ -557,11 +614,9 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
     sched_yield();
   }
   // Ends that never came are not waited for again; unsent ones are stuck.
-  std::vector<char> recv_flags(h->size, 1);
-  give_up(h, h->end_req, recv_flags);
+  give_up(h, h->end_req, std::vector<char>(h->size, kReceive));
   h->end_req.assign(h->size, MPI_REQUEST_NULL);
-  std::vector<char> send_flags(h->size, 0);
-  give_up(h, h->end_send, send_flags);
+  give_up(h, h->end_send, std::vector<char>(h->size, kSend));
   if (status != TPU_OK) return status;
   // The failure to report: a task's own error before the aborts it caused elsewhere.
   for (int p = 0; p < h->size; ++p) {
@@ -577,7 +632,12 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
   return TPU_OK;
 }
 
-int doomed(tpurt_mpi_handle* h) { return !h->stuck.empty(); }
+int doomed(tpurt_mpi_handle* h) {
+  if (h->stuck.empty()) return 0;
+  for (char send : h->stuck_send)
+    if (!send) return 2;
+  return 1;
+}
 
 int can_all_reduce(tpurt_mpi_handle* h, tpu_dtype dtype, tpu_reduce_op op) {
   MPI_Datatype type;

@@ -88,7 +88,9 @@ typedef struct tpurt_mpi_plugin {
                          const tpurt_mpi_wait *wait, tpurt_mpi_outcome *remote, int *failed,
                          char *err, size_t err_size);
   /* Nonzero when an MPI operation of a failed wait is still in flight: MPI cannot
-   * cancel it, so the process must end with abort() before its buffers are reused. */
+   * cancel it, so the process must end with abort() before its buffers are reused.
+   * 1: only sends, which peers that end the step drain (end_step waits for that);
+   * 2: a receive or a collective, which nothing completes. */
   int (*doomed)(tpurt_mpi_handle *h);
   /* MPI_Abort of every rank with errorcode. Does not return. */
   void (*abort)(tpurt_mpi_handle *h, int errorcode);

@@ -240,7 +240,10 @@ class MpiTransport : public Transport, public CollectiveOffload {
         message = e.message();
       }
     }
-    if (api_->doomed(h_)) {
+    // Sends a live peer will drain when it ends the step are not final yet; a lost or
+    // silent peer drains nothing.
+    const int doomed = api_->doomed(h_);
+    if (doomed == 2 || (doomed == 1 && code != TPU_ABORTED && code != TPU_FAILED_PRECONDITION)) {
       message += kAbortNote;
       report_doomed(code, message);
     }
