@@ -181,7 +181,7 @@ else bad "SIGSTOP of a rank over MPI (exit $rc)" "$out"; fi
 # TPURT_TRANSPORT=mpi refuses, saying why.
 out=$(timeout 60 "$BUILD/bin/tpurt" launch -n 2 --cores-per-task 1 -- "$worker" init 2>&1)
 rc=$?
-if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*MPI's world is rank 0 of 1 but this is task 1 of 2" <<<"$out"; then
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*MPI's world is rank 0 of 1 but this is task [01] of 2" <<<"$out"; then
   ok "tasks that are not the ranks of one MPI world: TPU_FAILED_PRECONDITION saying so"
 else bad "TPURT_TRANSPORT=mpi outside mpirun (exit $rc)" "$out"; fi
 

@@ -90,6 +90,7 @@ struct tpurt_mpi_handle {
   uint64_t tag_slots = 1;  // data tags per step
   int tag_ub = 32767;
   uint64_t step = 0;
+  uint64_t reached = 0;  // the last collective of the step this task waited in
   std::unique_ptr<ReduceOps> ops;
   // This step's ends: a receive of each peer's, posted when the step begins.
   std::vector<std::vector<char>> end_in;
@@ -137,12 +138,18 @@ void poll_ends(tpurt_mpi_handle* h) {
 }
 
 // A peer's end as an outcome; false for a malformed one.
-bool read_end(const tpurt_mpi_handle* h, int p, int32_t* code, int32_t* origin, std::string* message) {
-  if (h->end_len[p] < 8) return false;
+// A step's end: code (4 bytes), origin replica (4), the last collective the task
+// reached (8), message.
+constexpr size_t kEndHeaderBytes = 16;
+
+bool read_end(const tpurt_mpi_handle* h, int p, int32_t* code, int32_t* origin, uint64_t* reached,
+              std::string* message) {
+  if (h->end_len[p] < static_cast<int>(kEndHeaderBytes)) return false;
   const char* e = h->end_in[p].data();
   std::memcpy(code, e, 4);
   std::memcpy(origin, e + 4, 4);
-  message->assign(e + 8, h->end_len[p] - 8);
+  std::memcpy(reached, e + 8, 8);
+  message->assign(e + kEndHeaderBytes, h->end_len[p] - kEndHeaderBytes);
   return true;
 }
 
@@ -240,16 +247,20 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
       }
     }
     if (gone >= 0) {
-      if (grace_until < 0) grace_until = now_ns() + kEndGraceNs;
-      if (now_ns() >= grace_until) {
-        int32_t code = 0, origin = -1;
-        std::string message;
-        if (!read_end(h, gone, &code, &origin, &message))
-          return fail(TPU_UNAVAILABLE, name_of(wait, gone) + " sent a malformed end of the step");
-        if (code != TPU_OK) return fail(TPU_ABORTED, message);
-        return fail(TPU_FAILED_PRECONDITION, name_of(wait, gone) + " finished the step without calling " +
-                                                 "collective #" + std::to_string(seq) +
-                                                 ", which this task's replicas are in");
+      int32_t code = 0, origin = -1;
+      uint64_t reached = 0;
+      std::string message;
+      if (!read_end(h, gone, &code, &origin, &reached, &message))
+        return fail(TPU_UNAVAILABLE, name_of(wait, gone) + " sent a malformed end of the step");
+      if (code != TPU_OK) return fail(TPU_ABORTED, message);
+      // A peer that finished this collective (its part of an all-reduce may end
+      // before ours) is waited for; one that never reached it skipped it.
+      if (reached < seq) {
+        if (grace_until < 0) grace_until = now + kEndGraceNs;
+        if (now >= grace_until)
+          return fail(TPU_FAILED_PRECONDITION, name_of(wait, gone) + " finished the step without calling " +
+                                                   "collective #" + std::to_string(seq) +
+                                                   ", which this task's replicas are in");
       }
     }
     if (wait->check && wait->check(wait->ctx)) {
@@ -315,6 +326,7 @@ tpu_status do_exchange(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const
   for (size_t i = 0; i < num_recvs; ++i)
     if (!check_peer(h, recvs[i].peer, "a receive", err, err_size)) return TPU_INTERNAL;
   Waiting w;
+  h->reached = std::max(h->reached, seq);
   const int tag = data_tag(h, seq, digest);
   post(h, w, recvs, num_recvs, true, tag);
   post(h, w, sends, num_sends, false, tag);
@@ -430,6 +442,7 @@ void close_handle(tpurt_mpi_handle* h) {
 
 tpu_status begin_step(tpurt_mpi_handle* h, uint64_t step, char* err, size_t err_size) {
   h->step = step;
+  h->reached = 0;
   for (int p = 0; p < h->size; ++p) {
     h->ended[p] = 0;
     h->end_len[p] = 0;
@@ -514,6 +527,7 @@ tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const 
     return TPU_INTERNAL;
   }
   MPI_Comm comm = MPI_COMM_NULL;
+  h->reached = std::max(h->reached, seq);
   tpu_status s = comm_for(h, seq, digest, tasks, num_tasks, wait, &comm, err, err_size);
   if (s != TPU_OK) return s;
   int esize = 0;
@@ -574,11 +588,12 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
                     const tpurt_mpi_wait* wait, tpurt_mpi_outcome* remote, int* failed, char* err,
                     size_t err_size) {
   *failed = 0;
-  const size_t len = mine->message ? std::min(strlen(mine->message), kMaxEndBytes - 8) : 0;
-  h->end_out.assign(8 + len, '\0');
+  const size_t len = mine->message ? std::min(strlen(mine->message), kMaxEndBytes - kEndHeaderBytes) : 0;
+  h->end_out.assign(kEndHeaderBytes + len, '\0');
   std::memcpy(&h->end_out[0], &mine->code, 4);
   std::memcpy(&h->end_out[4], &mine->origin_replica, 4);
-  if (len) std::memcpy(&h->end_out[8], mine->message, len);
+  std::memcpy(&h->end_out[8], &h->reached, 8);
+  if (len) std::memcpy(&h->end_out[kEndHeaderBytes], mine->message, len);
   h->end_send.assign(h->size, MPI_REQUEST_NULL);
   for (int p = 0; p < h->size; ++p)
     if (p != h->rank)
@@ -621,8 +636,10 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
   // The failure to report: a task's own error before the aborts it caused elsewhere.
   for (int p = 0; p < h->size; ++p) {
     int32_t code = 0, origin = -1;
+    uint64_t reached = 0;
     std::string message;
-    if (p == h->rank || !h->ended[p] || !read_end(h, p, &code, &origin, &message) || code == TPU_OK) continue;
+    if (p == h->rank || !h->ended[p] || !read_end(h, p, &code, &origin, &reached, &message) || code == TPU_OK)
+      continue;
     if (*failed && !(remote->code == TPU_ABORTED && code != TPU_ABORTED)) continue;
     remote->code = code;
     remote->origin_replica = origin;
