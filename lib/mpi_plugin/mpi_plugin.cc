@@ -283,7 +283,8 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
         }
       }
       std::string m = "collective #" + std::to_string(seq) + " of the step did not complete: ";
-      if (!group.empty()) m += std::string(what) + " with " + group + " did not finish";
+      // MPI does not tell which member of a collective is missing.
+      if (!group.empty()) m += std::string(what) + " with " + group + " (one of them) did not finish";
       if (!owing.empty()) m += "no data arrived from " + owing;
       if (!owing.empty() && !stuck.empty()) m += ", and ";
       if (!stuck.empty()) m += "nothing could be sent to " + stuck;
