@@ -44,6 +44,9 @@ constexpr uint64_t kTagCycle = 1024;
 // After a peer ends the step, how long a wait on it still polls: what it sent before
 // its end may still be arriving.
 constexpr int64_t kEndGraceNs = 200 * 1000 * 1000;
+// How long the tasks of a collective that missed its deadline have to say which
+// collective they have reached.
+constexpr int64_t kAskNs = 200 * 1000 * 1000;
 // How long a failed wait lets cancelled receives and finished sends complete.
 constexpr int64_t kSettleNs = 100 * 1000 * 1000;
 // A wait spins on MPI as MPI's blocking calls do; only after this long without
@@ -104,6 +107,7 @@ struct tpurt_mpi_handle {
   std::vector<MPI_Request> stuck;
   std::vector<char> stuck_send;
   std::list<std::vector<char>> sinks;  // of drains that did not finish
+  std::list<std::pair<MPI_Request, uint64_t>> answers;  // to peers' queries, in flight
   std::map<std::vector<int32_t>, MPI_Comm> comms;  // by the group's tasks
 };
 
@@ -111,10 +115,12 @@ namespace {
 
 int end_tag(const tpurt_mpi_handle* h) { return h->tag_ub - static_cast<int>(h->step % kTagCycle); }
 
+// A step's tags: tag_slots - 2 for data, then one for "which collective have you
+// reached?" and one for the answers (all drained with the step's data).
 int data_tag(const tpurt_mpi_handle* h, uint64_t seq, uint64_t digest) {
   uint64_t x = seq * 0x9e3779b97f4a7c15ull ^ digest;
   x ^= x >> 29;
-  return static_cast<int>((h->step % kTagCycle) * h->tag_slots + x % h->tag_slots);
+  return static_cast<int>((h->step % kTagCycle) * h->tag_slots + x % (h->tag_slots - 2));
 }
 
 bool in_flight(const std::vector<MPI_Request>& reqs) {
@@ -151,6 +157,77 @@ bool read_end(const tpurt_mpi_handle* h, int p, int32_t* code, int32_t* origin, 
   std::memcpy(reached, e + 8, 8);
   message->assign(e + kEndHeaderBytes, h->end_len[p] - kEndHeaderBytes);
   return true;
+}
+
+int query_tag(const tpurt_mpi_handle* h) {
+  return static_cast<int>((h->step % kTagCycle + 1) * h->tag_slots - 2);
+}
+int answer_tag(const tpurt_mpi_handle* h) { return query_tag(h) + 1; }
+
+// Answers the peers asking which collective this task has reached (a wait whose
+// collective missed its deadline asks, to name the tasks that are not in it).
+void serve_queries(tpurt_mpi_handle* h) {
+  for (auto it = h->answers.begin(); it != h->answers.end();) {
+    int done = 0;
+    MPI_Test(&it->first, &done, MPI_STATUS_IGNORE);
+    it = done ? h->answers.erase(it) : std::next(it);
+  }
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, query_tag(h), h->comm, &flag, &st);
+    if (!flag) return;
+    MPI_Recv(nullptr, 0, MPI_BYTE, st.MPI_SOURCE, query_tag(h), h->comm, MPI_STATUS_IGNORE);
+    h->answers.emplace_back(MPI_REQUEST_NULL, h->reached);
+    MPI_Isend(&h->answers.back().second, 8, MPI_BYTE, st.MPI_SOURCE, answer_tag(h), h->comm,
+              &h->answers.back().first);
+  }
+}
+
+// Of the tasks `watch`, those that have not reached collective seq: asked, and given
+// kAskNs to answer (the step ends of those that ended say it already).
+std::vector<int> not_reached(tpurt_mpi_handle* h, const std::vector<int>& watch, uint64_t seq) {
+  std::vector<uint64_t> reached(h->size, 0);
+  std::vector<char> known(h->size, 0);
+  std::vector<MPI_Request> asks;
+  for (int t : watch) {
+    if (h->ended[t]) continue;
+    asks.push_back(MPI_REQUEST_NULL);
+    MPI_Isend(nullptr, 0, MPI_BYTE, t, query_tag(h), h->comm, &asks.back());
+  }
+  const int64_t until = now_ns() + kAskNs;
+  for (bool waiting = true; waiting && now_ns() < until;) {
+    serve_queries(h);  // the others ask at the same time
+    poll_ends(h);
+    waiting = false;
+    for (int t : watch) {
+      if (known[t] || h->ended[t]) continue;
+      int flag = 0;
+      MPI_Iprobe(t, answer_tag(h), h->comm, &flag, MPI_STATUS_IGNORE);
+      if (flag) {
+        MPI_Recv(&reached[t], 8, MPI_BYTE, t, answer_tag(h), h->comm, MPI_STATUS_IGNORE);
+        known[t] = 1;
+      } else {
+        waiting = true;
+      }
+    }
+    if (waiting) sched_yield();
+  }
+  for (MPI_Request& r : asks) {  // zero bytes: done, or dropped with the step's data
+    int done = 0;
+    MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (!done) MPI_Request_free(&r);
+  }
+  std::vector<int> missing;
+  for (int t : watch) {
+    if (h->ended[t]) {
+      int32_t code = 0, origin = -1;
+      std::string message;
+      if (read_end(h, t, &code, &origin, &reached[t], &message)) known[t] = 1;
+    }
+    if (!known[t] || reached[t] < seq) missing.push_back(t);
+  }
+  return missing;
 }
 
 enum Kind : char { kReceive, kSend, kCollective };
@@ -235,7 +312,10 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
     if (advanced) last_progress = now;
     // A peer that ended the step will not take part: its end fails the wait, once what
     // it sent before has had time to arrive.
-    if (++polls % kEndPollEvery == 0 || now - last_progress > kSpinNs) poll_ends(h);
+    if (++polls % kEndPollEvery == 0 || now - last_progress > kSpinNs) {
+      poll_ends(h);
+      serve_queries(h);
+    }
     int gone = -1;
     for (size_t i = 0; i < n && gone < 0; ++i) {
       if (w.reqs[i] == MPI_REQUEST_NULL) continue;
@@ -275,7 +355,12 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
         if (w.reqs[i] == MPI_REQUEST_NULL) continue;
         const int p = w.peer[i];
         if (p < 0) {
-          for (int t : w.watch) group += (group.empty() ? "" : "; ") + name_of(wait, t);
+          std::vector<int> missing = not_reached(h, w.watch, seq);
+          const bool known = !missing.empty();
+          if (!known) missing = w.watch;
+          for (int t : missing) group += (group.empty() ? "" : "; ") + name_of(wait, t);
+          group = known ? std::string(what) + " waited for " + group + ", which never joined it,"
+                        : std::string(what) + " with " + group + " (one of them; MPI does not say which) did not finish";
         } else if (w.kind[i] == kReceive && !seen_recv[p]++) {
           owing += (owing.empty() ? "" : "; ") + name_of(wait, p);
         } else if (w.kind[i] == kSend && !seen_send[p]++) {
@@ -283,8 +368,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
         }
       }
       std::string m = "collective #" + std::to_string(seq) + " of the step did not complete: ";
-      // MPI does not tell which member of a collective is missing.
-      if (!group.empty()) m += std::string(what) + " with " + group + " (one of them) did not finish";
+      m += group;
       if (!owing.empty()) m += "no data arrived from " + owing;
       if (!owing.empty() && !stuck.empty()) m += ", and ";
       if (!stuck.empty()) m += "nothing could be sent to " + stuck;
@@ -406,13 +490,16 @@ tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char*
     return refuse("MPI's world is rank " + std::to_string(h->rank) + " of " + std::to_string(h->size) +
                   " but this is task " + std::to_string(task_id) + " of " + std::to_string(num_tasks) +
                   " (the tasks must be the ranks of MPI_COMM_WORLD, in order)");
-  MPI_Comm_dup(MPI_COMM_WORLD, &h->comm);
-  MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
   void* ub = nullptr;
   int flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) h->tag_ub = *static_cast<int*>(ub);
-  h->tag_slots = std::max<uint64_t>(1, (static_cast<uint64_t>(h->tag_ub) - kTagCycle) / kTagCycle);
+  h->tag_slots = (static_cast<uint64_t>(h->tag_ub) - kTagCycle) / kTagCycle;
+  if (h->tag_slots < 3)
+    return refuse("MPI_TAG_UB is " + std::to_string(h->tag_ub) + "; the transport needs at least " +
+                  std::to_string(4 * kTagCycle) + " tags");
+  MPI_Comm_dup(MPI_COMM_WORLD, &h->comm);
+  MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
   h->ops.reset(new ReduceOps());
   h->end_in.assign(h->size, std::vector<char>(kMaxEndBytes));
   h->end_req.assign(h->size, MPI_REQUEST_NULL);
@@ -434,6 +521,8 @@ void close_handle(tpurt_mpi_handle* h) {
         MPI_Cancel(&r);
         MPI_Request_free(&r);
       }
+    for (auto& a : h->answers)
+      if (a.first != MPI_REQUEST_NULL) MPI_Request_free(&a.first);
     for (auto& c : h->comms) MPI_Comm_free(&c.second);
     h->ops.reset();
     if (h->comm != MPI_COMM_NULL) MPI_Comm_free(&h->comm);
@@ -605,6 +694,7 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
   std::vector<char> drained(h->size, 0);
   for (;;) {
     poll_ends(h);
+    serve_queries(h);
     // What a peer sent for this step that nobody received (its step failed, or this
     // one's): drained, so that its sends complete and it need not abort.
     for (int p = 0; p < h->size; ++p)
