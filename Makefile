@@ -3,6 +3,7 @@
 #   make test                every test (unit, ABI, header, pkg-config)
 #   make demo                the main job: `tpurt demo`
 #   make bench               `tpurt bench` sweep
+#   make mpi                 the MPI plugin, libtpurt_mpi.so (needs mpicxx or mpicc)
 #   make bindings            the C#, Java and Go bindings (bindings/<lang>/<lang>.mk)
 #   make bench-bindings      one step from C, C#, Java and Go (bench/bindings.sh)
 #   make install PREFIX=/usr/local DESTDIR=   (also BINDIR, LIBDIR, INCLUDEDIR, MANDIR, DOCDIR)
@@ -56,7 +57,8 @@ TPURT_LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
 PROTOS := $(wildcard proto/*.proto)
 PROTO_C := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTOS))
 PROTO_H := $(PROTO_C:.c=.h)
-LIB_CXX := $(shell find lib -name '*.cc' | sort)
+# lib/mpi_plugin is the MPI plugin's (make mpi): libtpurt never links MPI.
+LIB_CXX := $(shell find lib -name '*.cc' -not -path 'lib/mpi_plugin/*' | sort)
 LIB_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_CXX)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
 # protobuf-c: TopologyProto and the wire; libuv: the transport's event loop;
 # libcrypto: HMAC-SHA256 for cluster tokens; jansson: TF_CONFIG.
@@ -166,8 +168,27 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
 	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt -lm $(RPATH)
 
-# The runner runs exactly the tests listed here.
-test: all
+# The MPI plugin, libtpurt_mpi.so beside libtpurt.so (loaded by TPURT_TRANSPORT=mpi):
+# built with mpicxx, or with mpicc's flags (--showme, Open MPI) when only it is here.
+MPICXX ?= $(shell command -v mpicxx || command -v mpic++ 2>/dev/null)
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+MPI_PLUGIN := $(BUILD)/lib/libtpurt_mpi.so
+MPI_PLUGIN_SRCS := $(wildcard lib/mpi_plugin/*.cc)
+MPI_BUILD_CXX := $(if $(MPICXX),$(MPICXX),$(if $(MPICC),$(CXX) $$($(MPICC) --showme:compile)))
+MPI_BUILD_LIBS := $(if $(MPICXX),,$(if $(MPICC),$$($(MPICC) --showme:link)))
+.PHONY: mpi
+mpi: $(MPI_PLUGIN)
+$(MPI_PLUGIN): $(MPI_PLUGIN_SRCS) $(wildcard lib/mpi_plugin/*.h) lib/mpi_plugin/plugin.map lib/net/mpi_plugin_api.h lib/core/float16.h
+	@if [ -z "$(MPI_BUILD_CXX)" ]; then echo "make mpi: no MPI compiler (mpicxx or mpicc); install libopenmpi-dev (tools/install-deps.sh)" >&2; exit 1; fi
+	@mkdir -p $(@D)
+	$(MPI_BUILD_CXX) -std=c++17 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden \
+	  -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX -Iinclude -Ilib $(SAN_FLAGS) $(CPPFLAGS) $(CXXFLAGS) -shared -Wl,--no-undefined -Wl,--version-script=lib/mpi_plugin/plugin.map $(TPURT_LDFLAGS) \
+	  -o $@ $(MPI_PLUGIN_SRCS) $(MPI_BUILD_LIBS)
+
+# The runner runs exactly the tests listed here. With an MPI compiler the plugin is
+# built for tests/check_mpi.sh; without one (or under a sanitizer, whose reports on
+# Open MPI itself would drown tpurt's) that script says the MPI tests were skipped.
+test: all $(if $(and $(MPI_BUILD_CXX),$(if $(SANITIZE),,yes)),mpi)
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1} \
 	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} bash tests/run_tests.sh $(TEST_BINS) $(TEST_SCRIPTS)
 

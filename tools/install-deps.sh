@@ -30,6 +30,9 @@ PKGS=(
   libjansson-dev      "module jansson"                          # TF_CONFIG; the tests' JSON vectors
   libcmocka-dev       "module cmocka"                           # tests
   iproute2            "have ip"                                 # the tests' network namespaces
+  # The MPI plugin (make mpi) and its tests (tests/check_mpi.sh); libtpurt never links MPI
+  openmpi-bin         "have mpirun"
+  libopenmpi-dev      "have mpicxx || have mpicc"
   # The bindings (make bindings; their tests run in make test)
   swig                "have swig"
   python3-dev         "have python3-config"                     # tpurt.i is language-neutral: proven on Python

@@ -12,6 +12,7 @@
 #include "core/float16.h"
 #include "core/tensor_ops.h"
 #include "core/tensor_ref.h"
+#include "net/collective_offload.h"
 #include "topology/group_assignment.h"
 
 namespace tpurt {
@@ -82,6 +83,7 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_replica, int t
       task_of_replica_(std::move(task_of_replica)),
       task_id_(task_id),
       transport_(transport),
+      offload_(dynamic_cast<net::CollectiveOffload*>(transport)),
       local_rank_(task_of_replica_.size(), -1),
       all_replicas_(task_of_replica_.size()) {
   for (size_t r = 0; r < task_of_replica_.size(); ++r) {
@@ -220,16 +222,42 @@ void ClusterCommunicator::exchange(Call& call, std::vector<net::Send>& sends,
 void ClusterCommunicator::exchange_once(Call& call, std::vector<net::Send>& sends,
                                         std::vector<net::Recv>& recvs) {
   if (sends.empty() && recvs.empty()) return;
-  Rendezvous& rv = rendezvous();
-  transport_->exchange(
-      call.seq, call.digest, sends.data(), sends.size(), recvs.data(), recvs.size(), call.deadline,
-      [&] {
-        int origin;
-        tpu_status code;
-        std::string message;
-        if (rv.failure(&origin, &code, &message)) throw Error(code, message);
-      },
-      [this](int task) { return describe_task(task); });
+  transport_->exchange(call.seq, call.digest, sends.data(), sends.size(), recvs.data(), recvs.size(),
+                       call.deadline, step_check(), task_namer());
+}
+
+std::function<void()> ClusterCommunicator::step_check() {
+  Rendezvous* rv = &rendezvous();
+  return [rv] {
+    int origin;
+    tpu_status code;
+    std::string message;
+    if (rv->failure(&origin, &code, &message)) throw Error(code, message);
+  };
+}
+
+std::function<std::string(int)> ClusterCommunicator::task_namer() const {
+  return [this](int task) { return describe_task(task); };
+}
+
+bool ClusterCommunicator::offload_row(Call& call, const int32_t* row, int size, const TaskSplit& split,
+                                      const Tensor* x, tpu_reduce_op op, char* result) {
+  if (offload_ == nullptr || split.tasks.size() < 2 || !offload_->can_all_reduce(x->dtype, op)) return false;
+  bool one_each = true;
+  for (const std::vector<int>& m : split.members) one_each &= m.size() == 1;
+  if (!one_each && !partials_exact(x->dtype, op)) return false;
+  const std::vector<int>& mine = split.members[split.mine];
+  const void* in = call.input[local_rank_[row[mine[0]]]];
+  if (mine.size() > 1) {
+    grow(&partial_buffer_, x->byte_size);
+    SourceList srcs(static_cast<int>(mine.size()));
+    for (size_t j = 0; j < mine.size(); ++j) srcs.data()[j] = call.input[local_rank_[row[mine[j]]]];
+    reduce(x->dtype, op, srcs.data(), static_cast<int>(mine.size()), 0, x->num_elements, partial_buffer_.data.get());
+    in = partial_buffer_.data.get();
+  }
+  offload_->all_reduce(call.seq, call.digest, split.tasks, x->dtype, op, in, result, x->num_elements, size,
+                       call.deadline, step_check(), task_namer());
+  return true;
 }
 
 namespace {
@@ -395,6 +423,10 @@ void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tenso
     } else {
       grow(&result_buffer_, x->byte_size);
       result = result_buffer_.data.get();
+    }
+    if (into_output && offload_row(call, row, g.group_size, split, x, op, result)) {
+      for (int k : mine) deliver(row[k], result);
+      continue;
     }
     if (np == 1 || x->byte_size * static_cast<size_t>(g.group_size) <= kGatherReduceBytes) {
       // Small (or all here): every task gets every input and reduces them all.

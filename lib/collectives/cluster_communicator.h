@@ -12,6 +12,12 @@
 // each pass the fold along the tasks instead (reduce_chain): each folds its members
 // in memory onto the fold so far, so a task sends one partial, not one input per
 // member. The other collectives send each task the inputs it needs.
+//
+// A transport that runs collectives itself (net::CollectiveOffload: MPI) takes the
+// all-reduces of rows whose order cannot matter here: one member per task (the
+// engine's order among the tasks is its own, so floating-point results may differ in
+// bits from one process's: docs/MPI.md), or exact reductions, each task's members
+// reduced in memory first. The others keep the exact-order path above.
 #pragma once
 
 #include <functional>
@@ -22,6 +28,9 @@
 #include "net/transport.h"
 
 namespace tpurt {
+namespace net {
+class CollectiveOffload;
+}
 
 struct Descriptor;
 
@@ -90,6 +99,13 @@ class ClusterCommunicator : public Communicator {
   void exchange(Call& call, std::vector<net::Send>& sends, std::vector<net::Recv>& recvs,
                 const std::vector<int>* tasks = nullptr);
   void exchange_once(Call& call, std::vector<net::Send>& sends, std::vector<net::Recv>& recvs);
+  // What a transport's wait calls: check() throws the step's failure; name words a task.
+  std::function<void()> step_check();
+  std::function<std::string(int)> task_namer() const;
+  // All-reduces one row through offload_ into result when it applies (see the top);
+  // false: the caller reduces it.
+  bool offload_row(Call& call, const int32_t* row, int size, const TaskSplit& split, const Tensor* x,
+                   tpu_reduce_op op, char* result);
   // Reduces every group with members here. into_output: the result goes into the
   // group's first local member's output (else into a buffer of ours); deliver then
   // gives it to each local member.
@@ -116,6 +132,7 @@ class ClusterCommunicator : public Communicator {
   const std::vector<int> task_of_replica_;
   const int task_id_;
   net::Transport* const transport_;
+  net::CollectiveOffload* const offload_;  // the transport's, or nullptr
   std::vector<int> local_replicas_;
   std::vector<int> local_rank_;  // by replica; -1 elsewhere
   std::vector<int32_t> all_replicas_;

@@ -1,0 +1,176 @@
+// The plugin's state (tpurt_mpi_handle) and what its parts share: limits, tags, the
+// requests of a wait, and the functions one part calls in another.
+#pragma once
+
+#include <mpi.h>
+#include <time.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mpi_plugin/reduce_ops.h"
+#include "net/mpi_plugin_api.h"
+
+namespace tpurt {
+namespace mpi {
+
+// A step's outcome travels in one message of at most this many bytes.
+constexpr size_t kMaxEndBytes = 64 * 1024;
+// One MPI call moves at most this many bytes or elements (its counts are int).
+constexpr uint64_t kMaxChunk = 1u << 30;
+// Steps before the tags repeat: a message a failed step left unreceived can only
+// match a step this many later.
+constexpr uint64_t kTagCycle = 1024;
+// After a peer ends the step, how long a wait on it still polls: what it sent before
+// its end may still be arriving.
+constexpr int64_t kEndGraceNs = 200 * 1000 * 1000;
+// How long the tasks of a collective that missed its deadline have to say which
+// collective they have reached.
+constexpr int64_t kAskNs = 200 * 1000 * 1000;
+// How long a failed wait lets cancelled receives and finished sends complete.
+constexpr int64_t kSettleNs = 100 * 1000 * 1000;
+// A wait spins on MPI as MPI's blocking calls do; only after this long without
+// progress does it yield the CPU (a yield on a busy host may cost a time slice).
+constexpr int64_t kSpinNs = 1000 * 1000;
+// The peers' step ends are polled once in this many polls of the wait's requests:
+// every MPI_Test runs MPI's progress engine once more.
+constexpr unsigned kEndPollEvery = 64;
+// A step's end: code (4 bytes), origin replica (4), the last collective the task
+// reached (8), message.
+constexpr size_t kEndHeaderBytes = 16;
+
+inline int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+inline void say(char* buf, size_t size, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+inline void say(char* buf, size_t size, const char* fmt, ...) {
+  if (buf == nullptr || size == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, size, fmt, ap);
+  va_end(ap);
+}
+
+inline std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, len);
+}
+
+inline std::string name_of(const tpurt_mpi_wait* w, int task) {
+  char buf[256] = "";
+  if (w && w->name) w->name(w->ctx, task, buf, sizeof buf);
+  if (buf[0] == '\0') snprintf(buf, sizeof buf, "task %d", task);
+  return buf;
+}
+
+}  // namespace mpi
+}  // namespace tpurt
+
+struct tpurt_mpi_handle {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int size = 0, rank = 0;
+  uint64_t tag_slots = 1;  // data tags per step
+  int tag_ub = 32767;
+  uint64_t step = 0;
+  uint64_t reached = 0;  // the last collective of the step this task waited in
+  std::unique_ptr<tpurt::mpi::ReduceOps> ops;
+  // This step's ends: a receive of each peer's, posted when the step begins.
+  std::vector<std::vector<char>> end_in;
+  std::vector<MPI_Request> end_req;
+  std::vector<char> ended;
+  std::vector<int> end_len;
+  std::vector<MPI_Request> end_send;
+  std::string end_out;
+  // Sends and collectives of failed waits that did not complete; stuck_send: which
+  // are sends (the peer drains them when the step ends, a collective never ends).
+  std::vector<MPI_Request> stuck;
+  std::vector<char> stuck_send;
+  std::list<std::vector<char>> sinks;  // of drains that did not finish
+  std::list<std::pair<MPI_Request, uint64_t>> answers;  // to peers' queries, in flight
+  std::map<std::vector<int32_t>, MPI_Comm> comms;  // by the group's tasks
+};
+
+namespace tpurt {
+namespace mpi {
+
+inline int end_tag(const tpurt_mpi_handle* h) { return h->tag_ub - static_cast<int>(h->step % kTagCycle); }
+
+// A step's tags: tag_slots - 2 for data, then one for "which collective have you
+// reached?" and one for the answers (all drained with the step's data).
+inline int data_tag(const tpurt_mpi_handle* h, uint64_t seq, uint64_t digest) {
+  uint64_t x = seq * 0x9e3779b97f4a7c15ull ^ digest;
+  x ^= x >> 29;
+  return static_cast<int>((h->step % kTagCycle) * h->tag_slots + x % (h->tag_slots - 2));
+}
+inline int query_tag(const tpurt_mpi_handle* h) {
+  return static_cast<int>((h->step % kTagCycle + 1) * h->tag_slots - 2);
+}
+inline int answer_tag(const tpurt_mpi_handle* h) { return query_tag(h) + 1; }
+
+inline bool in_flight(const std::vector<MPI_Request>& reqs) {
+  for (MPI_Request r : reqs)
+    if (r != MPI_REQUEST_NULL) return true;
+  return false;
+}
+
+enum Kind : char { kReceive, kSend, kCollective };
+
+// What the requests of a wait are: a receive from, a send to, or a collective with
+// peer (a collective watches every other task of its group: watch).
+struct Waiting {
+  std::vector<MPI_Request> reqs;
+  std::vector<int> peer;      // -1: a collective
+  std::vector<char> kind;     // Kind
+  std::vector<int> watch;     // for a collective: its other tasks
+};
+
+// wait.cc
+// A failed wait: cancels its receives, lets what can complete complete, and keeps
+// the rest (sends, collectives) as stuck.
+void give_up(tpurt_mpi_handle* h, std::vector<MPI_Request>& reqs, const std::vector<char>& kind);
+// Completes what stuck requests can; whether a send is still stuck.
+bool sends_stuck(tpurt_mpi_handle* h);
+// Polls w's requests until all are done. what: the collective, for messages.
+tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_mpi_wait* wait,
+                    const char* what, char* err, size_t err_size);
+tpu_status do_exchange(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const tpurt_mpi_transfer* sends,
+                       size_t num_sends, const tpurt_mpi_transfer* recvs, size_t num_recvs,
+                       const tpurt_mpi_wait* wait, char* err, size_t err_size);
+
+// step.cc
+// Reads the ends of the step that have arrived.
+void poll_ends(tpurt_mpi_handle* h);
+// A peer's end as an outcome; false for a malformed one.
+bool read_end(const tpurt_mpi_handle* h, int p, int32_t* code, int32_t* origin, uint64_t* reached,
+              std::string* message);
+// Answers the peers asking which collective this task has reached (a wait whose
+// collective missed its deadline asks, to name the tasks that are not in it).
+void serve_queries(tpurt_mpi_handle* h);
+// Of the tasks `watch`, those that have not reached collective seq: asked, and given
+// kAskNs to answer (the step ends of those that ended say it already).
+std::vector<int> not_reached(tpurt_mpi_handle* h, const std::vector<int>& watch, uint64_t seq);
+tpu_status begin_step(tpurt_mpi_handle* h, uint64_t step, char* err, size_t err_size);
+tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t timeout_ms,
+                    const tpurt_mpi_wait* wait, tpurt_mpi_outcome* remote, int* failed, char* err,
+                    size_t err_size);
+
+// all_reduce.cc
+tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks,
+                      size_t num_tasks, tpu_dtype dtype, tpu_reduce_op op, const void* in, void* out,
+                      uint64_t count, int32_t divisor, const tpurt_mpi_wait* wait, char* err,
+                      size_t err_size);
+
+}  // namespace mpi
+}  // namespace tpurt

@@ -1,0 +1,194 @@
+// Waits on MPI requests: point-to-point exchanges, and the polling loop every wait
+// runs (deadline, check(), a peer's end of the step); what a failed wait leaves.
+#include "mpi_plugin/handle.h"
+
+#include <sched.h>
+
+#include <algorithm>
+
+namespace tpurt {
+namespace mpi {
+
+namespace {
+
+bool check_peer(const tpurt_mpi_handle* h, int peer, const char* what, char* err, size_t err_size) {
+  if (peer >= 0 && peer < h->size && peer != h->rank) return true;
+  say(err, err_size, "%s names task %d of %d (this is task %d)", what, peer, h->size, h->rank);
+  return false;
+}
+
+// Posts the transfers, each in pieces MPI's int counts can hold.
+void post(tpurt_mpi_handle* h, Waiting& w, const tpurt_mpi_transfer* t, size_t num, bool recv, int tag) {
+  for (size_t i = 0; i < num; ++i) {
+    uint64_t off = 0;
+    do {
+      const int len = static_cast<int>(std::min<uint64_t>(kMaxChunk, t[i].bytes - off));
+      MPI_Request r;
+      char* at = static_cast<char*>(t[i].data) + off;
+      if (recv) MPI_Irecv(at, len, MPI_BYTE, t[i].peer, tag, h->comm, &r);
+      else MPI_Isend(at, len, MPI_BYTE, t[i].peer, tag, h->comm, &r);
+      w.reqs.push_back(r);
+      w.peer.push_back(t[i].peer);
+      w.kind.push_back(recv ? kReceive : kSend);
+      off += static_cast<uint64_t>(len);
+    } while (off < t[i].bytes);
+  }
+}
+
+}  // namespace
+
+// A failed wait: cancels its receives, lets what can complete complete, and keeps
+// the rest (sends, collectives) as stuck.
+void give_up(tpurt_mpi_handle* h, std::vector<MPI_Request>& reqs, const std::vector<char>& kind) {
+  for (size_t i = 0; i < reqs.size(); ++i)
+    if (reqs[i] != MPI_REQUEST_NULL && kind[i] == kReceive) MPI_Cancel(&reqs[i]);
+  const int64_t until = now_ns() + kSettleNs;
+  while (in_flight(reqs) && now_ns() < until) {
+    int outcount = 0;
+    std::vector<int> idx(reqs.size());
+    MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, idx.data(), MPI_STATUSES_IGNORE);
+    if (outcount == 0 || outcount == MPI_UNDEFINED) sched_yield();
+  }
+  for (size_t i = 0; i < reqs.size(); ++i)
+    if (reqs[i] != MPI_REQUEST_NULL) {
+      h->stuck.push_back(reqs[i]);
+      h->stuck_send.push_back(kind[i] == kSend);
+    }
+}
+
+// Completes what stuck requests can; whether a send is still stuck.
+bool sends_stuck(tpurt_mpi_handle* h) {
+  bool any = false;
+  for (size_t i = 0; i < h->stuck.size(); ++i) {
+    int done = 0;
+    MPI_Test(&h->stuck[i], &done, MPI_STATUS_IGNORE);
+    any |= !done && h->stuck_send[i];
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < h->stuck.size(); ++i)
+    if (h->stuck[i] != MPI_REQUEST_NULL) {
+      h->stuck[k] = h->stuck[i];
+      h->stuck_send[k++] = h->stuck_send[i];
+    }
+  h->stuck.resize(k);
+  h->stuck_send.resize(k);
+  return any;
+}
+
+// Polls w's requests until all are done. what: the collective, for messages.
+tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_mpi_wait* wait,
+                    const char* what, char* err, size_t err_size) {
+  const size_t n = w.reqs.size();
+  std::vector<int> idx(n);
+  std::vector<MPI_Status> st(n);
+  int64_t grace_until = -1, last_progress = now_ns();
+  unsigned polls = 0;
+  auto fail = [&](tpu_status code, const std::string& message) {
+    give_up(h, w.reqs, w.kind);
+    say(err, err_size, "%s", message.c_str());
+    return code;
+  };
+  for (;;) {
+    bool advanced = false;
+    if (in_flight(w.reqs)) {
+      int outcount = 0;
+      int rc = MPI_Testsome(static_cast<int>(n), w.reqs.data(), &outcount, idx.data(), st.data());
+      if (rc != MPI_SUCCESS) {
+        int bad_peer = -1, bad = rc;
+        for (int i = 0; rc == MPI_ERR_IN_STATUS && i < outcount; ++i)
+          if (st[i].MPI_ERROR != MPI_SUCCESS) bad = st[i].MPI_ERROR, bad_peer = w.peer[idx[i]];
+        return fail(TPU_UNAVAILABLE, (bad_peer >= 0 ? name_of(wait, bad_peer) + ": " : std::string()) +
+                                         what + " #" + std::to_string(seq) + " failed in MPI: " +
+                                         mpi_error(bad));
+      }
+      advanced = outcount > 0 && outcount != MPI_UNDEFINED;
+    }
+    if (!in_flight(w.reqs)) return TPU_OK;
+    const int64_t now = now_ns();
+    if (advanced) last_progress = now;
+    // A peer that ended the step will not take part: its end fails the wait, once what
+    // it sent before has had time to arrive.
+    if (++polls % kEndPollEvery == 0 || now - last_progress > kSpinNs) {
+      poll_ends(h);
+      serve_queries(h);
+    }
+    int gone = -1;
+    for (size_t i = 0; i < n && gone < 0; ++i) {
+      if (w.reqs[i] == MPI_REQUEST_NULL) continue;
+      if (w.peer[i] >= 0) {
+        if (h->ended[w.peer[i]]) gone = w.peer[i];
+      } else {
+        for (int t : w.watch)
+          if (h->ended[t]) gone = t;
+      }
+    }
+    if (gone >= 0) {
+      int32_t code = 0, origin = -1;
+      uint64_t reached = 0;
+      std::string message;
+      if (!read_end(h, gone, &code, &origin, &reached, &message))
+        return fail(TPU_UNAVAILABLE, name_of(wait, gone) + " sent a malformed end of the step");
+      if (code != TPU_OK) return fail(TPU_ABORTED, message);
+      // A peer that finished this collective (its part of an all-reduce may end
+      // before ours) is waited for; one that never reached it skipped it.
+      if (reached < seq) {
+        if (grace_until < 0) grace_until = now + kEndGraceNs;
+        if (now >= grace_until)
+          return fail(TPU_FAILED_PRECONDITION, name_of(wait, gone) + " finished the step without calling " +
+                                                   "collective #" + std::to_string(seq) +
+                                                   ", which this task's replicas are in");
+      }
+    }
+    if (wait->check && wait->check(wait->ctx)) {
+      give_up(h, w.reqs, w.kind);
+      say(err, err_size, "%s", "");
+      return TPU_CANCELLED;
+    }
+    if (now >= wait->deadline_ns) {
+      std::string owing, stuck, group;
+      std::vector<char> seen_recv(h->size, 0), seen_send(h->size, 0);
+      for (size_t i = 0; i < n; ++i) {
+        if (w.reqs[i] == MPI_REQUEST_NULL) continue;
+        const int p = w.peer[i];
+        if (p < 0) {
+          std::vector<int> missing = not_reached(h, w.watch, seq);
+          const bool known = !missing.empty();
+          if (!known) missing = w.watch;
+          for (int t : missing) group += (group.empty() ? "" : "; ") + name_of(wait, t);
+          group = known ? std::string(what) + " waited for " + group + ", which never joined it,"
+                        : std::string(what) + " with " + group + " (one of them; MPI does not say which) did not finish";
+        } else if (w.kind[i] == kReceive && !seen_recv[p]++) {
+          owing += (owing.empty() ? "" : "; ") + name_of(wait, p);
+        } else if (w.kind[i] == kSend && !seen_send[p]++) {
+          stuck += (stuck.empty() ? "" : "; ") + name_of(wait, p);
+        }
+      }
+      std::string m = "collective #" + std::to_string(seq) + " of the step did not complete: ";
+      m += group;
+      if (!owing.empty()) m += "no data arrived from " + owing;
+      if (!owing.empty() && !stuck.empty()) m += ", and ";
+      if (!stuck.empty()) m += "nothing could be sent to " + stuck;
+      m += " before the collective deadline (the task is stopped, hung, or has not reached this collective)";
+      return fail(TPU_DEADLINE_EXCEEDED, m);
+    }
+    if (now - last_progress > kSpinNs) sched_yield();
+  }
+}
+
+tpu_status do_exchange(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const tpurt_mpi_transfer* sends,
+                       size_t num_sends, const tpurt_mpi_transfer* recvs, size_t num_recvs,
+                       const tpurt_mpi_wait* wait, char* err, size_t err_size) {
+  for (size_t i = 0; i < num_sends; ++i)
+    if (!check_peer(h, sends[i].peer, "a send", err, err_size)) return TPU_INTERNAL;
+  for (size_t i = 0; i < num_recvs; ++i)
+    if (!check_peer(h, recvs[i].peer, "a receive", err, err_size)) return TPU_INTERNAL;
+  Waiting w;
+  h->reached = std::max(h->reached, seq);
+  const int tag = data_tag(h, seq, digest);
+  post(h, w, recvs, num_recvs, true, tag);
+  post(h, w, sends, num_sends, false, tag);
+  return wait_all(h, w, seq, wait, "the exchange", err, err_size);
+}
+
+}  // namespace mpi
+}  // namespace tpurt

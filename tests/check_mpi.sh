@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# The multi-process tests over the MPI plugin (TPURT_TRANSPORT=mpi): Open MPI's
+# mpirun --oversubscribe on loopback starts the tasks (the cluster worker,
+# tests/cluster/worker.c), which join through the coordination service and move
+# their data through libtpurt_mpi.so. Every collective, dtype and group assignment
+# against the single-process references; a task killed (kill -9), stopped or skipping
+# a collective ends in the named errors, then MPI_Abort where an MPI operation was
+# left in flight. Skipped, saying why, when MPI is not installed. Every run is bounded
+# by `timeout`.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+BUILD=${BUILD:-build}
+worker=$BUILD/tests/cluster_worker
+plugin=$BUILD/lib/libtpurt_mpi.so
+
+passed=0
+failed=0
+ok() { echo "ok: $1"; passed=$((passed + 1)); }
+bad() {
+  echo "FAILED: $1" >&2
+  [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -n 40 >&2
+  failed=$((failed + 1))
+}
+skip() {
+  echo "check_mpi: the MPI tests were skipped: $1"
+  echo "mpi: $passed passed, $failed failed"
+  [ $failed -eq 0 ]
+  exit
+}
+[ -x "$worker" ] && [ -x "$BUILD/bin/tpurt" ] || { echo "check_mpi: build $worker and $BUILD/bin/tpurt first" >&2; exit 1; }
+
+# The loader, which needs no MPI: a missing plugin, a library that is not one, and a
+# plugin of another version are refused, saying so (TPU_FAILED_PRECONDITION at init).
+# init_with PLUGIN: two tasks (tpurt launch) initialise with TPURT_MPI_PLUGIN=PLUGIN.
+init_with() {
+  out=$(TPURT_TRANSPORT=mpi TPURT_MPI_PLUGIN=$1 timeout 60 "$BUILD/bin/tpurt" launch -n 2 --cores-per-task 1 -- \
+        "$worker" init 2>&1)
+  rc=$?
+}
+init_with "$root/$BUILD/no-such-plugin.so"
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*the MPI plugin .*no-such-plugin.so could not be loaded" <<<"$out"; then
+  ok "a missing plugin: TPU_FAILED_PRECONDITION naming it"
+else bad "a missing plugin (exit $rc)" "$out"; fi
+init_with "$root/$BUILD/lib/libtpurt.so"
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*libtpurt.so has no tpurt_mpi_plugin_v1" <<<"$out"; then
+  ok "a library that is not a plugin: refused, naming the missing entry point"
+else bad "a library that is not a plugin (exit $rc)" "$out"; fi
+fake=$BUILD/tests/fake_mpi_plugin.so
+printf '%s\n' '#include <stdint.h>' \
+  'const void *tpurt_mpi_plugin_v1(void) { static const uint32_t t[2] = {8, 99}; return t; }' |
+  ${CC:-cc} -shared -fPIC -x c -o "$fake" - || bad "compiling $fake"
+init_with "$root/$fake"
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*fake_mpi_plugin.so is MPI plugin version 99 .*needs version 1" <<<"$out"; then
+  ok "a plugin of another version: refused before any call into it"
+else bad "a plugin of another version (exit $rc)" "$out"; fi
+rm -f "$fake"
+
+# libtpurt itself never links MPI.
+if readelf -d "$BUILD/lib/libtpurt.so" | grep -qi 'NEEDED.*mpi' ||
+   nm -D --undefined-only "$BUILD/lib/libtpurt.so" | grep -q ' MPI_'; then
+  bad "libtpurt.so links MPI"
+else ok "libtpurt.so does not link MPI"
+fi
+
+[ -n "${SANITIZE:-}" ] &&
+  skip "SANITIZE=$SANITIZE: Open MPI's own leaks and unsynchronised progress would be reported as tpurt's"
+command -v mpirun >/dev/null 2>&1 || skip "mpirun not found (Debian's openmpi-bin: tools/install-deps.sh)"
+if [ ! -e "$plugin" ]; then
+  command -v mpicxx >/dev/null 2>&1 || command -v mpicc >/dev/null 2>&1 ||
+    skip "no MPI compiler to build $plugin (Debian's libopenmpi-dev: tools/install-deps.sh)"
+  make --no-print-directory mpi BUILD="$BUILD" SANITIZE="${SANITIZE:-}" >/dev/null || {
+    echo "check_mpi: make mpi failed" >&2
+    exit 1
+  }
+fi
+
+exports=$(nm -D --defined-only "$plugin" | awk '{print $3}')
+if [ "$exports" = tpurt_mpi_plugin_v1 ]; then ok "libtpurt_mpi.so exports only its entry point"
+else bad "libtpurt_mpi.so exports more than its entry: $exports"; fi
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export TPURT_TRANSPORT=mpi TPURT_MPI_PLUGIN=$root/$plugin
+export TPURT_HEARTBEAT_INTERVAL_MS=200 TPURT_HEARTBEAT_TIMEOUT_MS=3000
+export TPURT_INIT_TIMEOUT_MS=30000 TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS=5000
+unset TF_CONFIG SLURM_JOB_ID DTENSOR_JOBS TPURT_CLUSTER_TOKEN TEST_REORDERED_FOLDS
+# Loopback only.
+MPIRUN=(mpirun --oversubscribe --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+
+# mpi N CORES SECONDS ARGS...: runs the worker on N ranks of CORES cores; out, rc.
+# The coordination service and the tasks listen on ports of their own.
+mpi() {
+  local n=$1 cores=$2 bound=$3 base=$((20000 + RANDOM % 20000)) addresses= i
+  shift 3
+  for ((i = 0; i < n; i++)); do addresses+=${addresses:+,}127.0.0.1:$((base + i)); done
+  out=$(TPURT_NUM_CORES=$cores TPURT_TASK_ADDRESSES=$addresses TPURT_COORDINATOR_ADDRESS=127.0.0.1:$base \
+        timeout -k 5 "$bound" "${MPIRUN[@]}" -n "$n" "$worker" "$@" 2>&1)
+  rc=$?
+}
+every_task_says() {
+  local n=$1 text=$2 i
+  for ((i = 0; i < n; i++)); do grep -qF "task $i: $text" <<<"$out" || return 1; done
+}
+
+# Two tasks: MPI adds two numbers in the only order there is, so every result is
+# bit for bit one process's. From three on MPI folds one member per task in its own
+# order: those floating-point all-reduces are checked within the error bound of a
+# reordered fold (TEST_REORDERED_FOLDS); everything else still bit for bit.
+for shape in "2 1" "2 2" "3 1" "3 2" "4 1" "4 2"; do
+  set -- $shape
+  how="bit for bit"
+  unset TEST_REORDERED_FOLDS
+  if [ "$1" -gt 2 ]; then
+    export TEST_REORDERED_FOLDS=1
+    how="floats within the reordered-fold bound"
+  fi
+  mpi "$1" "$2" 240 collectives
+  if [ $rc -eq 0 ] && every_task_says "$1" "collectives ok" "$out"; then
+    ok "every collective, dtype and group assignment over MPI: $1 ranks of $2 cores ($how)"
+  else bad "collectives over MPI, $1 ranks of $2 cores (exit $rc)" "$out"; fi
+done
+unset TEST_REORDERED_FOLDS
+
+abort_note='an MPI collective in flight cannot be cancelled'
+
+# kill -9 of rank 2 in a step: the others get TPU_UNAVAILABLE naming it (from the
+# coordination service). One already in its MPI_Iallreduce prints it, then calls
+# MPI_Abort; one that learns it before it starts the collective has nothing in flight.
+# --enable-recovery: mpirun does not end the others when a rank dies (nor does it
+# then report MPI_Abort in its exit status): they must notice and name it themselves.
+saved=("${MPIRUN[@]}")
+MPIRUN+=(--enable-recovery)
+mpi 3 1 90 kill 2
+MPIRUN=("${saved[@]}")
+if grep -q 'task 0: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
+   grep -q 'task 1: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
+   { ! grep -q "MPI_Abort follows" <<<"$out" ||
+     { grep -q "tpurt: task [01]: TPU_UNAVAILABLE: .*task 2.*$abort_note" <<<"$out" &&
+       grep -q "tpurt: task [01]: MPI_Abort.*$abort_note" <<<"$out"; }; }; then
+  ok "kill -9 of rank 2: ranks 0 and 1 get TPU_UNAVAILABLE naming it (then MPI_Abort if in flight)"
+else bad "kill -9 of a rank over MPI (exit $rc)" "$out"; fi
+
+# Task 1 skips a collective. With two cores a task the all-reduce goes point to
+# point: the small sends completed, nothing is left in flight and the tasks go on.
+mpi 2 2 90 skip 1
+if [ $rc -eq 0 ] && every_task_says 2 "skip ok" "$out" && grep -q 'FAILED_PRECONDITION.*task 1' <<<"$out" &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "task 1 skipping a collective is named at once (TPU_FAILED_PRECONDITION); nothing in flight, no abort"
+else bad "a skipped collective over MPI, point to point (exit $rc)" "$out"; fi
+# With one core a task it is MPI_Iallreduce, which cannot be cancelled: named error, then MPI_Abort.
+mpi 2 1 90 skip 1
+if [ $rc -ne 0 ] && grep -q 'task 0: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out" &&
+   grep -q "tpurt: task 0: TPU_FAILED_PRECONDITION: .*task 1.*$abort_note" <<<"$out" &&
+   grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "task 1 skipping an MPI_Iallreduce: TPU_FAILED_PRECONDITION naming it, then MPI_Abort saying why"
+else bad "a skipped MPI_Iallreduce (exit $rc)" "$out"; fi
+
+# A replica of task 1 fails. Two cores a task: point to point, and the sends to task 1
+# (of a size MPI sends only once received) complete when task 1 drains them at the end
+# of the step; every task gets the error and the next step runs. One core a task: the
+# others are in an MPI_Iallreduce task 1 never joins: the error, then MPI_Abort.
+mpi 3 2 90 fail 1
+if [ $rc -eq 0 ] && every_task_says 3 "fail ok" "$out" && ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "a replica's failure on task 1 (point to point): every task gets its error; the next step runs"
+else bad "a failing replica over MPI, point to point (exit $rc)" "$out"; fi
+mpi 3 1 90 fail 1
+if [ $rc -ne 0 ] && grep -q 'task [02]: fail of task 1: DATA_LOSS.*injected failure' <<<"$out" &&
+   grep -q "tpurt: task [02]: MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "a replica's failure on task 1 while the others are in MPI_Iallreduce: its error, then MPI_Abort"
+else bad "a failing replica over MPI, MPI_Iallreduce (exit $rc)" "$out"; fi
+
+# SIGSTOP of rank 2 (heartbeats too slow to notice): the deadline names it, and only
+# it, though MPI_Iallreduce does not say who is missing (the others answer who asks).
+TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 mpi 4 1 90 stop 2
+if [ $rc -ne 0 ] && every_task_says 2 "stop of task 2: DEADLINE_EXCEEDED" "$out" &&
+   grep -q 'task 3: stop of task 2: DEADLINE_EXCEEDED' <<<"$out" &&
+   [ "$(grep -c '^task [013]: stop of task 2: DEADLINE_EXCEEDED.*MPI_Iallreduce waited for task 2 (replica 2), which never joined it' <<<"$out")" = 3 ] &&
+   grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "SIGSTOP of rank 2: ranks 0, 1 and 3 get TPU_DEADLINE_EXCEEDED naming it alone, then MPI_Abort"
+else bad "SIGSTOP of a rank over MPI (exit $rc)" "$out"; fi
+
+# Tasks that are not MPI's ranks (tpurt launch starts them, each its own MPI world):
+# TPURT_TRANSPORT=mpi refuses, saying why.
+out=$(timeout 60 "$BUILD/bin/tpurt" launch -n 2 --cores-per-task 1 -- "$worker" init 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*MPI's world is rank 0 of 1 but this is task [01] of 2" <<<"$out"; then
+  ok "tasks that are not the ranks of one MPI world: TPU_FAILED_PRECONDITION saying so"
+else bad "TPURT_TRANSPORT=mpi outside mpirun (exit $rc)" "$out"; fi
+
+echo "mpi: $passed passed, $failed failed"
+[ $failed -eq 0 ]
