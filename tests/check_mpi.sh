@@ -187,5 +187,17 @@ if [ $rc -ne 0 ] && grep -q "init: FAILED_PRECONDITION: .*MPI's world is rank 0 
   ok "tasks that are not the ranks of one MPI world: TPU_FAILED_PRECONDITION saying so"
 else bad "TPURT_TRANSPORT=mpi outside mpirun (exit $rc)" "$out"; fi
 
+# Chosen by itself: under mpirun with the plugin installed, auto takes MPI; without
+# the plugin, the tasks of this host share memory instead, and say why.
+unset TPURT_TRANSPORT
+mpi 3 1 90 init
+if [ $rc -eq 0 ] && every_task_says 3 "transport mpi (every task was started by mpirun and the MPI plugin is installed)" "$out"; then
+  ok "TPURT_TRANSPORT unset under mpirun with the plugin: mpi, saying why"
+else bad "auto under mpirun (exit $rc)" "$out"; fi
+TPURT_MPI_PLUGIN=$root/$BUILD/no-such-plugin.so mpi 2 1 90 init
+if [ $rc -eq 0 ] && every_task_says 2 "transport shm (every task runs on this host; mpirun started the tasks, but not MPI: " "$out"; then
+  ok "TPURT_TRANSPORT unset under mpirun without the plugin: shared memory, saying why not MPI"
+else bad "auto under mpirun without the plugin (exit $rc)" "$out"; fi
+
 echo "mpi: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -564,7 +564,8 @@ void ClusterCommunicator::gather_groups(
     TaskSplit split = split_row(row, g.group_size, task_of_replica_, task_id_);
     if (split.mine < 0) continue;
     const int np = static_cast<int>(split.tasks.size());
-    if (np > 2 && bytes * static_cast<size_t>(g.group_size) <= kGatherReduceBytes) {
+    if (np > 2 && !transport_->fans_out_cheaply() &&
+        bytes * static_cast<size_t>(g.group_size) <= kGatherReduceBytes) {
       gather_in_rounds(call, row, split, bytes, static_cast<uint32_t>(gi), inputs.data());
       use(row, g.group_size, inputs.data());
       continue;

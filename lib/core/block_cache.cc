@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <utility>
 #include <mutex>
@@ -105,9 +106,22 @@ void* alloc_block(size_t bytes, size_t* block_bytes) {
       return p;
     }
   }
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  if (size >= (size_t(2) << 20)) madvise(p, size, MADV_HUGEPAGE);  // fewer faults, fewer TLB misses
+  constexpr size_t kHugePage = size_t(2) << 20;
+  if (size < kHugePage) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  // Huge pages (fewer faults, fewer TLB misses) back only 2 MiB-aligned 2 MiB spans: a
+  // 4 MiB block mapped anywhere gets one, not two (MPI all-reduce at 4 MiB: 1.45x slower
+  // unaligned, docs/MPI.md). Map a huge page more, keep the aligned part.
+  char* raw = static_cast<char*>(
+      mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (raw == MAP_FAILED) return nullptr;
+  char* p = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(kHugePage - 1));
+  if (p > raw) munmap(raw, static_cast<size_t>(p - raw));
+  const size_t tail = static_cast<size_t>(raw + size + kHugePage - (p + size));
+  if (tail > 0) munmap(p + size, tail);
+  madvise(p, size, MADV_HUGEPAGE);
   return p;
 }
 

@@ -273,6 +273,7 @@ void ShmTransport::attach_socket(int peer, int fd) {
                      num_tasks_, " tasks");
   std::lock_guard<std::mutex> lock(attach_mu_);
   if (link(peer) != nullptr) invalid_argument("task ", peer, " is attached already");
+  socket_peers_.fetch_add(1, std::memory_order_relaxed);
   attach_link(peer, std::move(socket));
 }
 

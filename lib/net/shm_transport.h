@@ -58,6 +58,9 @@ class ShmTransport : public StreamTransport {
   // included. TPU_FAILED_PRECONDITION naming the peers not attached yet.
   void seal();
 
+  // True while every peer is reached through shared memory.
+  bool fans_out_cheaply() const override { return socket_peers_.load(std::memory_order_relaxed) == 0; }
+
   // The ring size in use (TPURT_SHM_RING_BYTES or the default).
   uint64_t ring_bytes() const { return ring_bytes_; }
 
@@ -78,6 +81,7 @@ class ShmTransport : public StreamTransport {
   std::string locator_;
   std::vector<shm::Mapping> peer_maps_;  // by peer; under attach_mu_
   std::mutex attach_mu_;
+  std::atomic<int> socket_peers_{0};  // peers attached by socket
   bool spin_hot_ = false;  // tasks <= usable CPUs
   // wait_ready()'s lists, kept to spare allocations.
   std::vector<ShmLink*> shm_readers_, shm_writers_;

@@ -77,6 +77,10 @@ class Transport {
   virtual bool end_step(const StepOutcome& mine, int64_t timeout_ms, StepOutcome* remote,
                         const std::function<std::string(int)>& name) = 0;
 
+  // Whether one exchange with every peer costs about one with a single peer (shared
+  // memory), so that small gathers need no rounds of log2(tasks) exchanges.
+  virtual bool fans_out_cheaply() const { return false; }
+
   // Marks the cluster failed: later calls throw TPU_UNAVAILABLE with this message.
   virtual void fail(const std::string& message) = 0;
 };

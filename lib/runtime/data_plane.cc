@@ -139,9 +139,25 @@ DataPlane connect_data_plane(Coordination& coordination, const CoordinationConfi
   const bool any_local = local_tasks != str_cat(me), any_remote = !first_remote.empty();
 
   DataPlane plane;
+  std::string mpi_note;  // why auto did not take MPI under mpirun
   if (choice == TransportChoice::kMpi || (choice == TransportChoice::kAuto && all_mpi_launched)) {
     std::string why_not;
     plane.transport = net::open_mpi_transport(T, me, &why_not);
+    if (!asked) {
+      // Chosen only if every task has it; tasks that differ fail alike, naming one without.
+      coordination.kv_set(key("mpi", me), plane.transport ? "" : "-" + why_not);
+      int with = 0, without = -1;
+      std::string without_why;
+      for (int t = 0; t < T; ++t) {
+        const std::string theirs = coordination.kv_get(key("mpi", t), left_ms(deadline_ms));
+        if (theirs.empty()) ++with;
+        else if (without < 0) without = t, without_why = theirs.substr(1);
+      }
+      if (with > 0 && without >= 0)
+        fail(TPU_FAILED_PRECONDITION, "every task was started by mpirun, but task ", without,
+             " cannot use the MPI plugin (", without_why, ") while ", with,
+             " task(s) can: install it alike everywhere, or set TPURT_TRANSPORT");
+    }
     if (plane.transport) {
       connections.forward_to([](int, int fd) { ::close(fd); });  // MPI carries all the data
       plane.name = "mpi";
@@ -152,6 +168,7 @@ DataPlane connect_data_plane(Coordination& coordination, const CoordinationConfi
     if (asked)
       fail(TPU_FAILED_PRECONDITION, "TPURT_TRANSPORT=mpi, but the MPI transport is not available: ",
            why_not);
+    mpi_note = str_cat("; mpirun started the tasks, but not MPI: ", why_not);
   }
   if (choice == TransportChoice::kShm && any_remote)
     invalid_argument("TPURT_TRANSPORT=shm, but ", first_remote, " runs on another host than task ",
@@ -201,6 +218,7 @@ DataPlane connect_data_plane(Coordination& coordination, const CoordinationConfi
     plane.name = "tcp";
     plane.reason = asked ? "TPURT_TRANSPORT=tcp" : "no other task runs on this host";
   }
+  plane.reason += mpi_note;
   return plane;
 }
 
