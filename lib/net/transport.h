@@ -78,7 +78,8 @@ class Transport {
                         const std::function<std::string(int)>& name) = 0;
 
   // Whether one exchange with every peer costs about one with a single peer (shared
-  // memory), so that small gathers need no rounds of log2(tasks) exchanges.
+  // memory), so that small gathers need no rounds of log2(tasks) exchanges and large
+  // transfers no rounds of one peer each.
   virtual bool fans_out_cheaply() const { return false; }
 
   // Marks the cluster failed: later calls throw TPU_UNAVAILABLE with this message.
