@@ -204,6 +204,7 @@ headertest:
 # What install writes (without DESTDIR); uninstall removes exactly these.
 INSTALL_FILES = $(INCLUDEDIR)/tpurt.h $(addprefix $(INCLUDEDIR)/,$(patsubst include/%,%,$(wildcard include/tpurt/*.h))) \
   $(LIBDIR)/$(notdir $(SHLIB)) $(LIBDIR)/$(SONAME) $(LIBDIR)/libtpurt.so $(LIBDIR)/libtpurt.a \
+  $(LIBDIR)/libtpurt_mpi.so \
   $(PKGCONFIGDIR)/tpurt.pc $(PKGCONFIGDIR)/tpurt-static.pc $(BINDIR)/tpurt $(MANDIR)/man1/tpurt.1 \
   $(addprefix $(DOCDIR)/,$(notdir $(DOC_FILES)))
 DOC_FILES := LICENSE $(wildcard CHANGELOG.md)
@@ -243,6 +244,8 @@ install: lib tool $(if $(filter yes,$(INSTALL_BINDINGS)),bindings)
 	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libtpurt.so
 	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
+	@# The MPI plugin, when built (make mpi), goes beside libtpurt.so, where the loader looks.
+	if [ -e $(MPI_PLUGIN) ]; then install -m 755 $(MPI_PLUGIN) $(DESTDIR)$(LIBDIR)/; fi
 	$(PC_GEN) pkgconfig/tpurt.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/tpurt.pc
 	$(PC_GEN) pkgconfig/tpurt-static.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/tpurt-static.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/tpurt.pc $(DESTDIR)$(PKGCONFIGDIR)/tpurt-static.pc
