@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make install` as a user of the library meets it, in temporary prefixes:
-# - it installs the headers, libraries, tpurt.pc and tpurt-static.pc, the tpurt tool,
+# - it installs the headers, libraries (the MPI plugin when built), tpurt.pc and tpurt-static.pc, the tpurt tool,
 #   its man page (documenting every option `tpurt --help` lists), LICENSE/CHANGELOG;
 # - a program built with `pkg-config --cflags --libs tpurt` runs (LD_LIBRARY_PATH or an
 #   rpath, as for any prefix the loader does not search);
@@ -45,6 +45,7 @@ expected_files() {  # the files install must create under $1
     "$1/lib/libtpurt.a" "$1/lib/pkgconfig/tpurt.pc" "$1/lib/pkgconfig/tpurt-static.pc" \
     "$1/bin/tpurt" "$1/share/man/man1/tpurt.1" "$1/share/doc/tpurt/LICENSE"
   [ ! -f CHANGELOG.md ] || echo "$1/share/doc/tpurt/CHANGELOG.md"
+  [ ! -e "$BUILD/lib/libtpurt_mpi.so" ] || echo "$1/lib/libtpurt_mpi.so"  # when make mpi built it
 }
 check_installed() {  # check_installed <dir> [files of others]: the expected files, no others
   local f unexpected dir=$1
