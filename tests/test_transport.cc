@@ -609,6 +609,33 @@ static void test_transport__shm_bad_locators(void **) {
   unsetenv("TPURT_SHM_RING_BYTES");
 }
 
+// The staging windows (net::SharedWindows): each task's own, and every peer's through
+// the peer's mapping, the same memory end to end; none for a peer not yet attached,
+// one attached by socket, or a task out of range.
+static void test_transport__shm_windows(void **) {
+  auto t = make_shm(3);
+  const size_t w = t[0]->window_bytes();
+  CHECK(w >= 4096 && w == t[2]->window_bytes());
+  for (int i = 0; i < 3; ++i)
+    for (size_t k = 0; k < w; ++k) t[i]->window(i)[k] = static_cast<char>(i * 37 + k * 11 + k / 4096);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      const char* p = t[i]->window(j);
+      CHECK(p != nullptr);
+      size_t wrong = 0;
+      for (size_t k = 0; k < w; ++k) wrong += p[k] != static_cast<char>(j * 37 + k * 11 + k / 4096);
+      CHECK(wrong == 0);
+    }
+  CHECK(t[0]->window(-1) == nullptr && t[0]->window(3) == nullptr);
+  ShmTransport lone(2, 0);
+  CHECK(lone.window(0) != nullptr && lone.window(1) == nullptr);
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  lone.attach_socket(1, sv[0]);
+  CHECK(lone.window(1) == nullptr && !lone.fans_out_cheaply());
+  ::close(sv[1]);
+}
+
 // Ring indices a peer corrupts (a head far past the tail, a tail past the head, seen
 // once the writer needs the room) and garbage bytes within a valid head: the link is
 // lost with a message naming the peer, nothing is written out of bounds, nothing crashes.
@@ -835,6 +862,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_transport__shm_sizes),
       cmocka_unit_test(test_transport__shm_peer_destroyed),
       cmocka_unit_test(test_transport__shm_bad_locators),
+      cmocka_unit_test(test_transport__shm_windows),
       cmocka_unit_test(test_transport__shm_corrupt_ring),
       cmocka_unit_test(test_transport__shm_random_bytes),
       cmocka_unit_test(test_transport__shm_peer_process),

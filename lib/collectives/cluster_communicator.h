@@ -18,6 +18,12 @@
 // engine's order among the tasks is its own, so floating-point results may differ in
 // bits from one process's: docs/MPI.md), or exact reductions, each task's members
 // reduced in memory first. The others keep the exact-order path above.
+//
+// Over shared memory (net::SharedWindows, every task of the row mapped) large
+// all-reduces of such rows are staged through the tasks' windows instead: each task
+// copies its input (or partial) into its window, reduces its slice reading every
+// window in member order (so the bits stay a single process's), and copies the
+// slices out of the owners' windows; zero-byte exchanges are the barriers.
 #pragma once
 
 #include <functional>
@@ -30,6 +36,7 @@
 namespace tpurt {
 namespace net {
 class CollectiveOffload;
+class SharedWindows;
 }
 
 struct Descriptor;
@@ -106,6 +113,10 @@ class ClusterCommunicator : public Communicator {
   // false: the caller reduces it.
   bool offload_row(Call& call, const int32_t* row, int size, const TaskSplit& split, const Tensor* x,
                    tpu_reduce_op op, char* result);
+  // All-reduces one row through the shared windows into result when it applies (see
+  // the top); false: the caller reduces it. tag: the barriers' tag.
+  bool staged_row(Call& call, const int32_t* row, int size, const TaskSplit& split, const Tensor* x,
+                  tpu_reduce_op op, char* result, uint32_t tag);
   // Reduces every group with members here. into_output: the result goes into the
   // group's first local member's output (else into a buffer of ours); deliver then
   // gives it to each local member.
@@ -133,6 +144,7 @@ class ClusterCommunicator : public Communicator {
   const int task_id_;
   net::Transport* const transport_;
   net::CollectiveOffload* const offload_;  // the transport's, or nullptr
+  net::SharedWindows* const windows_;      // the transport's, or nullptr
   std::vector<int> local_replicas_;
   std::vector<int> local_rank_;  // by replica; -1 elsewhere
   std::vector<int32_t> all_replicas_;

@@ -45,6 +45,11 @@ int checked_tasks(int num_tasks, int task_id) {
   return num_tasks;
 }
 
+// The staging window of a mapped segment, whose size was checked against its ring size.
+char* window_in(const shm::Mapping& m) {
+  return reinterpret_cast<char*>(m.base + (m.bytes - shm::kWindowBytes));
+}
+
 }  // namespace
 
 // The pair of rings joining this task and one peer: `in` in this task's segment
@@ -206,6 +211,8 @@ ShmTransport::ShmTransport(int num_tasks, int task_id)
   own_ = shm::create_segment(num_tasks, task_id, ring_bytes_, &fd_);
   locator_ = shm::format_locator(own_, fd_);
   peer_maps_.resize(num_tasks);
+  windows_ = std::vector<std::atomic<char*>>(num_tasks);
+  windows_[task_id].store(window_in(own_), std::memory_order_release);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
     const int err = errno;
@@ -228,6 +235,11 @@ ShmTransport::~ShmTransport() {
   shm::unmap(&own_);
   if (fd_ >= 0) ::close(fd_);
   ::close(wake_fd_);
+}
+
+char* ShmTransport::window(int task) {
+  if (task < 0 || task >= num_tasks_) return nullptr;
+  return windows_[task].load(std::memory_order_acquire);
 }
 
 std::string ShmTransport::locator() const { return locator_; }
@@ -257,12 +269,13 @@ void ShmTransport::attach(int peer, const std::string& locator) {
     }
   }
   // The peer's ring size follows from its segment's size, which is checked and ours.
-  const uint64_t peer_ring = (m.bytes - shm::data_offset(num_tasks_)) / num_tasks_;
+  const uint64_t peer_ring = (m.bytes - shm::kWindowBytes - shm::data_offset(num_tasks_)) / num_tasks_;
   ShmLink::Ring in{own_.control(peer), own_.base + shm::ring_offset(num_tasks_, ring_bytes_, peer),
                    ring_bytes_};
   ShmLink::Ring out{m.control(task_id_),
                     m.base + shm::ring_offset(num_tasks_, peer_ring, task_id_), peer_ring};
   peer_maps_[peer] = m;
+  windows_[peer].store(window_in(m), std::memory_order_release);
   attach_link(peer, std::unique_ptr<Link>(new ShmLink(in, out, m.header(), pid, start_time, pidfd)));
 }
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "net/shared_windows.h"
 #include "net/shm_segment.h"
 #include "net/stream_transport.h"
 
@@ -34,7 +35,7 @@ namespace net {
 
 class ShmLink;
 
-class ShmTransport : public StreamTransport {
+class ShmTransport : public StreamTransport, public SharedWindows {
  public:
   // Creates this task's segment: an anonymous memfd (memfd_create, MFD_CLOEXEC) holding
   // the rings in which every peer writes to this task, plus a header with liveness words.
@@ -64,6 +65,10 @@ class ShmTransport : public StreamTransport {
   // The ring size in use (TPURT_SHM_RING_BYTES or the default).
   uint64_t ring_bytes() const { return ring_bytes_; }
 
+  // SharedWindows: the staging window at the end of each task's segment.
+  size_t window_bytes() const override { return shm::kWindowBytes; }
+  char* window(int task) override;
+
  protected:
   void wait_ready(const std::vector<int>& readers, const std::vector<int>& writers,
                   Clock::time_point until) override;
@@ -80,6 +85,7 @@ class ShmTransport : public StreamTransport {
   int wake_fd_ = -1;  // eventfd: wakes a poll() on sockets
   std::string locator_;
   std::vector<shm::Mapping> peer_maps_;  // by peer; under attach_mu_
+  std::vector<std::atomic<char*>> windows_;  // by task: set once mapped, read by window()
   std::mutex attach_mu_;
   std::atomic<int> socket_peers_{0};  // peers attached by socket
   bool spin_hot_ = false;  // tasks <= usable CPUs

@@ -349,6 +349,20 @@ static tpu_status collectives_fn(tpu_replica_context *ctx, tpu_tensor *const *in
     OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, fold_sizes[i], reversed, g_n, 0));
   }
   if (g_tasks > 1) OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, 100003, spread, g_tasks, 0));
+  /* Over shared memory, from 3 tasks and 128 KiB, rows of one member per task (or exact
+   * partials) are staged through windows in chunks of 512 KiB: several chunks, an odd
+   * tail, member order against task order, and 2-byte types. */
+  int32_t spread_back[4096];
+  for (int t = 0; t < g_tasks; t++) spread_back[t] = (g_tasks - 1 - t) * g_local + g_local - 1;
+  if (g_tasks > 1) {
+    OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, (1 << 20) + 5, spread, g_tasks, 0));
+    OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, (1 << 20) + 5, spread_back, g_tasks, 0));
+    OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_MEAN, 300007, spread_back, g_tasks, 0));
+    OK(check_fold(ctx, r, TPU_BFLOAT16, TPU_REDUCE_SUM, 300007, spread_back, g_tasks, 0));
+    OK(check_fold(ctx, r, TPU_HALF, TPU_REDUCE_MEAN, 300007, spread, g_tasks, 0));
+  }
+  OK(check_all_reduce(ctx, r, TPU_INT32, TPU_REDUCE_SUM, (1 << 18) + 3, 0));
+  OK(check_all_reduce(ctx, r, TPU_INT32, TPU_REDUCE_MAX, (1 << 18) + 3, 0));
   if (g_tasks >= 3 && g_local == 2 && g_n % 4 == 0) {
     /* Small rows whose tasks hold 2, 1 and 1 members: blocks of unequal size. */
     const int32_t uneven[4] = {0, 1, 2, 4};
