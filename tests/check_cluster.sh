@@ -12,14 +12,7 @@ BUILD=${BUILD:-build}
 tpurt=$BUILD/bin/tpurt
 worker=$BUILD/tests/cluster_worker
 [ -x "$tpurt" ] && [ -x "$worker" ] || { echo "check_cluster: build $tpurt and $worker first" >&2; exit 1; }
-passed=0
-failed=0
-ok() { echo "ok: $1"; passed=$((passed + 1)); }
-bad() {
-  echo "FAILED: $1" >&2
-  [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -n 40 >&2
-  failed=$((failed + 1))
-}
+source "$root/tests/cluster/report.sh"
 # Faults end within seconds, not the defaults' minutes.
 export TPURT_HEARTBEAT_INTERVAL_MS=200 TPURT_HEARTBEAT_TIMEOUT_MS=3000
 export TPURT_INIT_TIMEOUT_MS=30000 TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS=5000
@@ -225,69 +218,57 @@ if ip netns add "$ns0" 2>/dev/null && ip netns add "$ns1" 2>/dev/null &&
   for ns in "$ns0" "$ns1"; do ip -n "$ns" link set lo up; done
   ip -n "$ns0" link set veth-tpa-$$ up
   ip -n "$ns1" link set veth-tpb-$$ up
+  # on_hosts JOBS BOUND "VAR=VALUE..." ARGS...: starts task i of JOBS (host:port, ...) in
+  # the namespace that holds its address, running the worker with ARGS, each bounded by
+  # BOUND seconds; sets pids. on_hosts_wait: their exits in rcs, their logs in out.
+  on_hosts() {
+    local jobs=$1 bound=$2 vars=$3 i=0 address ns
+    shift 3
+    pids=()
+    for address in ${jobs//,/ }; do
+      ns=$ns0; [[ $address == 192.168.77.2:* ]] && ns=$ns1
+      (exec env $vars DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i \
+         timeout "$bound" ip netns exec "$ns" "$worker" "$@" >"$BUILD/hosts.$i.log" 2>&1) &
+      pids+=($!)
+      i=$((i + 1))
+    done
+  }
+  on_hosts_wait() {
+    local p
+    rcs=()
+    for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
+    out=$(cat "$BUILD"/hosts.*.log)
+    rm -f "$BUILD"/hosts.*.log
+  }
   jobs=192.168.77.1:29500,192.168.77.2:29500
-  pids=()
-  for i in 0 1; do
-    ns=$ns0; [ $i = 1 ] && ns=$ns1
-    (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=2 \
-       exec timeout 60 ip netns exec "$ns" "$worker" collectives >"$BUILD/hosts.$i.log" 2>&1) &
-    pids+=($!)
-  done
-  rcs=()
-  for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
-  out=$(cat "$BUILD"/hosts.*.log)
+  on_hosts $jobs 60 TPURT_NUM_CORES=2 collectives
+  on_hosts_wait
   if [ "${rcs[*]}" = "0 0" ] && grep -q 'task 0: collectives ok' <<<"$out" && grep -q 'task 1: collectives ok' <<<"$out" &&
      [ "$(grep -c 'transport tcp (no other task runs on this host)' <<<"$out")" = 2 ]; then
     ok "two hosts (network namespaces over a veth pair): every collective, over TCP (chosen: another host)"
   else bad "two hosts (exits ${rcs[*]})" "$out"; fi
   # Two tasks on each host: shared memory within a host, TCP between, in one step.
-  jobs4=192.168.77.1:29510,192.168.77.1:29511,192.168.77.2:29510,192.168.77.2:29511
-  pids=()
-  for i in 0 1 2 3; do
-    ns=$ns0; [ $i -ge 2 ] && ns=$ns1
-    (DTENSOR_JOBS=$jobs4 DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=2 \
-       exec timeout 90 ip netns exec "$ns" "$worker" collectives >"$BUILD/hosts.$i.log" 2>&1) &
-    pids+=($!)
-  done
-  rcs=()
-  for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
-  out=$(cat "$BUILD"/hosts.*.log)
+  on_hosts 192.168.77.1:29510,192.168.77.1:29511,192.168.77.2:29510,192.168.77.2:29511 90 \
+    TPURT_NUM_CORES=2 collectives
+  on_hosts_wait
   if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: collectives ok' <<<"$out")" = 4 ] &&
      grep -q 'task 0: transport shm+tcp (tasks 0, 1 share this host' <<<"$out" &&
      grep -q 'task 3: transport shm+tcp (tasks 2, 3 share this host' <<<"$out"; then
     ok "two hosts of two tasks: every collective, shared memory within a host and TCP between"
   else bad "two hosts of two tasks (exits ${rcs[*]})" "$out"; fi
-  rm -f "$BUILD"/hosts.*.log
-  pids=()
-  for i in 0 1; do
-    ns=$ns0; [ $i = 1 ] && ns=$ns1
-    (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=1 TPURT_TRANSPORT=shm \
-       exec timeout 60 ip netns exec "$ns" "$worker" init >"$BUILD/hosts.$i.log" 2>&1) &
-    pids+=($!)
-  done
-  rcs=()
-  for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
-  out=$(cat "$BUILD"/hosts.*.log)
+  on_hosts $jobs 60 "TPURT_NUM_CORES=1 TPURT_TRANSPORT=shm" init
+  on_hosts_wait
   if [ "${rcs[*]}" = "3 3" ] && [ "$(grep -c 'init: INVALID_ARGUMENT.*TPURT_TRANSPORT=shm.*another host' <<<"$out")" = 2 ]; then
     ok "TPURT_TRANSPORT=shm across two hosts: both get TPU_INVALID_ARGUMENT naming the other host"
   else bad "shm across two hosts (exits ${rcs[*]})" "$out"; fi
-  pids=()
-  for i in 0 1; do
-    ns=$ns0; [ $i = 1 ] && ns=$ns1
-    (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i TPURT_NUM_CORES=1 \
-       exec timeout 60 ip netns exec "$ns" "$worker" soak 100000 >"$BUILD/hosts.$i.log" 2>&1) &
-    pids+=($!)
-  done
+  on_hosts $jobs 60 TPURT_NUM_CORES=1 soak 100000
   sleep 2
   ip -n "$ns1" link set veth-tpb-$$ down
-  rcs=()
-  for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
-  out=$(cat "$BUILD"/hosts.*.log)
+  on_hosts_wait
   if [ "${rcs[*]}" = "1 1" ] && grep -q 'task 0:.*UNAVAILABLE.*task 1' <<<"$out" &&
      grep -q 'task 1:.*UNAVAILABLE.*task 0' <<<"$out"; then
     ok "a host whose link goes down (no socket closes): both sides get TPU_UNAVAILABLE from the heartbeats"
   else bad "a vanished host (exits ${rcs[*]})" "$out"; fi
-  rm -f "$BUILD"/hosts.*.log
   cleanup_netns
   trap - EXIT
 else

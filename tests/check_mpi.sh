@@ -14,14 +14,7 @@ BUILD=${BUILD:-build}
 worker=$BUILD/tests/cluster_worker
 plugin=$BUILD/lib/libtpurt_mpi.so
 
-passed=0
-failed=0
-ok() { echo "ok: $1"; passed=$((passed + 1)); }
-bad() {
-  echo "FAILED: $1" >&2
-  [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -n 40 >&2
-  failed=$((failed + 1))
-}
+source "$root/tests/cluster/report.sh"
 skip() {
   echo "check_mpi: the MPI tests were skipped: $1"
   echo "mpi: $passed passed, $failed failed"

@@ -365,19 +365,15 @@ static void interrupted_send(MakeCluster make_cluster) {
 }
 
 
-// Random bytes from a peer, 300 inputs from a fixed seed (some starting with a valid
-// header so the checks past the magic are reached): every one ends the exchange with an
-// error that names the peer, within the deadline, and never crashes.
-static void test_transport__random_bytes(void **) {
-  uint64_t state = 12345;
-  auto next = [&] {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<uint32_t>(state >> 33);
-  };
-  for (int i = 0; i < 300; ++i) {
+// What a broken or hostile peer sends: 1 to 200 random bytes from a fixed seed, some
+// starting with a valid data-frame header so that the checks past the magic are reached.
+class RandomInputs {
+ public:
+  explicit RandomInputs(uint64_t seed) : state_(seed) {}
+  std::vector<unsigned char> next_input(bool with_header) {
     std::vector<unsigned char> bytes(next() % 200 + 1);
     for (auto& b : bytes) b = static_cast<unsigned char>(next());
-    if (i % 2 && bytes.size() >= tpurt::net::kFrameHeaderBytes) {
+    if (with_header && bytes.size() >= tpurt::net::kFrameHeaderBytes) {
       tpurt::net::FrameHeader h;
       h.type = static_cast<uint16_t>(tpurt::net::FrameType::kData);
       h.step = 1;
@@ -386,6 +382,24 @@ static void test_transport__random_bytes(void **) {
       h.length = next() % 64;
       tpurt::net::encode_header(h, bytes.data());
     }
+    return bytes;
+  }
+
+ private:
+  uint32_t next() {
+    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state_ >> 33);
+  }
+  uint64_t state_;
+};
+
+// Random bytes from a peer, 300 inputs from a fixed seed (some starting with a valid
+// header so the checks past the magic are reached): every one ends the exchange with an
+// error that names the peer, within the deadline, and never crashes.
+static void test_transport__random_bytes(void **) {
+  RandomInputs inputs(12345);
+  for (int i = 0; i < 300; ++i) {
+    const std::vector<unsigned char> bytes = inputs.next_input(i % 2 == 1);
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
     TcpTransport t(2, 0);
@@ -728,27 +742,13 @@ static void test_transport__mixed_waits(void **) {
 // header so the checks past the magic are reached), then the ring closed: every one
 // ends the exchange with an error naming the peer, and nothing crashes.
 static void test_transport__shm_random_bytes(void **) {
-  uint64_t state = 54321;
-  auto next = [&] {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<uint32_t>(state >> 33);
-  };
+  RandomInputs inputs(54321);
   for (int i = 0; i < 300; ++i) {
     auto t = make_shm(2, false);
     auto m0 = map_locator(t[0]->locator());
     CHECK(m0.base != nullptr);
     for (auto& x : t) x->seal();
-    std::vector<unsigned char> bytes(next() % 200 + 1);
-    for (auto& b : bytes) b = static_cast<unsigned char>(next());
-    if (i % 2 && bytes.size() >= tpurt::net::kFrameHeaderBytes) {
-      tpurt::net::FrameHeader h;
-      h.type = static_cast<uint16_t>(tpurt::net::FrameType::kData);
-      h.step = 1;
-      h.seq = next() % 3;
-      h.tag = next() % 3;
-      h.length = next() % 64;
-      tpurt::net::encode_header(h, bytes.data());
-    }
+    const std::vector<unsigned char> bytes = inputs.next_input(i % 2 == 1);
     unsigned char* ring = m0.base + tpurt::net::shm::ring_offset(2, t[0]->ring_bytes(), 1);
     memcpy(ring, bytes.data(), bytes.size());
     tpurt::net::shm::RingControl* from1 = m0.control(1);
