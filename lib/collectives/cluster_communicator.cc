@@ -13,6 +13,7 @@
 #include "core/tensor_ops.h"
 #include "core/tensor_ref.h"
 #include "net/collective_offload.h"
+#include "net/posted_gather.h"
 #include "net/shared_windows.h"
 #include "topology/group_assignment.h"
 
@@ -96,10 +97,24 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_replica, int t
       transport_(transport),
       offload_(dynamic_cast<net::CollectiveOffload*>(transport)),
       windows_(dynamic_cast<net::SharedWindows*>(transport)),
+      posts_(dynamic_cast<net::PostedGather*>(transport)),
+      index_on_task_(task_of_replica_.size()),
+      replicas_on_task_(transport->num_tasks(), 0),
       local_rank_(task_of_replica_.size(), -1),
-      all_replicas_(task_of_replica_.size()) {
+      all_replicas_(task_of_replica_.size()),
+      check_([rv = &rendezvous()] {
+        int origin;
+        tpu_status code;
+        std::string message;
+        if (rv->failure(&origin, &code, &message)) throw Error(code, message);
+      }),
+      namer_([this](int task) { return describe_task(task); }),
+      call_(new Call) {
   for (size_t r = 0; r < task_of_replica_.size(); ++r) {
     all_replicas_[r] = static_cast<int32_t>(r);
+    const int t = task_of_replica_[r];
+    index_on_task_[r] = replicas_on_task_[t]++;
+    most_replicas_on_a_task_ = std::max(most_replicas_on_a_task_, replicas_on_task_[t]);
     if (task_of_replica_[r] != task_id_) continue;
     local_rank_[r] = static_cast<int>(local_replicas_.size());
     local_replicas_.push_back(static_cast<int>(r));
@@ -169,7 +184,7 @@ int ClusterCommunicator::shares_with(int rank, const Groups& g, size_t bytes) co
 }
 
 void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out,
-                              int share_with, const std::function<void(Call&)>& leader) {
+                              int share_with, FunctionRef<void(Call&)> leader) {
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   uint64_t seq;
@@ -185,9 +200,9 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
     *out = share(first, first->dims, first->rank, 0);
   }
   if (lr == 0) {
-    Call call;
+    Call& call = *call_;
     call.seq = seq;
-    call.digest = desc.digest();
+    call.digest = rv.arrival_digest(lr, seq);
     const int n = static_cast<int>(local_replicas_.size());
     call.input.resize(n);
     call.output.resize(n);
@@ -196,7 +211,7 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
       call.output[j] = rv.record(j, seq).output;
     }
     const int64_t timeout = call_timeout_ms_[0] > 0 ? call_timeout_ms_[0] : rv.step_timeout();
-    call.deadline = net::Transport::Clock::now() + std::chrono::milliseconds(timeout);
+    call.deadline = coarse_now() + std::chrono::milliseconds(timeout);
     try {
       leader(call);
     } catch (const Error& e) {
@@ -235,21 +250,7 @@ void ClusterCommunicator::exchange_once(Call& call, std::vector<net::Send>& send
                                         std::vector<net::Recv>& recvs) {
   if (sends.empty() && recvs.empty()) return;
   transport_->exchange(call.seq, call.digest, sends.data(), sends.size(), recvs.data(), recvs.size(),
-                       call.deadline, step_check(), task_namer());
-}
-
-std::function<void()> ClusterCommunicator::step_check() {
-  Rendezvous* rv = &rendezvous();
-  return [rv] {
-    int origin;
-    tpu_status code;
-    std::string message;
-    if (rv->failure(&origin, &code, &message)) throw Error(code, message);
-  };
-}
-
-std::function<std::string(int)> ClusterCommunicator::task_namer() const {
-  return [this](int task) { return describe_task(task); };
+                       call.deadline, check_, namer_);
 }
 
 bool ClusterCommunicator::offload_row(Call& call, const int32_t* row, int size, const TaskSplit& split,
@@ -268,7 +269,7 @@ bool ClusterCommunicator::offload_row(Call& call, const int32_t* row, int size, 
     in = partial_buffer_.data.get();
   }
   offload_->all_reduce(call.seq, call.digest, split.tasks, x->dtype, op, in, result, x->num_elements, size,
-                       call.deadline, step_check(), task_namer());
+                       call.deadline, check_, namer_);
   return true;
 }
 
@@ -474,11 +475,29 @@ void ClusterCommunicator::reduce_chain(Call& call, const int32_t* row, int size,
 
 void ClusterCommunicator::reduce_groups(Call& call, const Groups& g, const Tensor* x,
                                         tpu_reduce_op op, bool into_output,
-                                        const std::function<void(int, const char*)>& deliver) {
+                                        FunctionRef<void(int, const char*)> deliver) {
   const tpu_dtype dtype = x->dtype;
   const size_t esize = dtype_size(dtype);
   const int64_t n = x->num_elements;
   const bool exact = partials_exact(dtype, op);
+  if (posts_take(x->byte_size) && x->byte_size * static_cast<size_t>(g.group_size) <= kGatherReduceBytes) {
+    // Every row here at once: a task posts once per collective.
+    gather_posted(call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
+      int first = 0;
+      while (task_of_replica_[row[first]] != task_id_) ++first;
+      char* result;
+      if (into_output) {
+        result = static_cast<char*>(call.output[local_rank_[row[first]]]);
+      } else {
+        grow(&result_buffer_, x->byte_size);
+        result = result_buffer_.data.get();
+      }
+      reduce(dtype, op, in, size, 0, n, result);
+      for (int k = first; k < size; ++k)
+        if (task_of_replica_[row[k]] == task_id_) deliver(row[k], result);
+    });
+    return;
+  }
   for (int gi = 0; gi < g.num_groups; ++gi) {
     const int32_t* row = g.ids + int64_t(gi) * g.group_size;
     TaskSplit split = split_row(row, g.group_size, task_of_replica_, task_id_);
@@ -631,9 +650,68 @@ void ClusterCommunicator::gather_in_rounds(Call& call, const int32_t* row, const
   }
 }
 
+bool ClusterCommunicator::posts_take(size_t bytes) const {
+  return posts_ != nullptr && posts_->posts_reach_all() &&
+         bytes * static_cast<size_t>(most_replicas_on_a_task_) <= posts_->post_bytes();
+}
+
+void ClusterCommunicator::gather_posted(
+    Call& call, const Groups& g, size_t bytes,
+    FunctionRef<void(const int32_t*, int, const void* const*)> use) {
+  const int num_tasks = static_cast<int>(replicas_on_task_.size());
+  const size_t n_local = local_replicas_.size();
+  // This task's post: its members' inputs in replica order (one member's, as it is).
+  const void* mine = n_local == 1 ? call.input[0] : nullptr;
+  if (n_local > 1) {
+    post_out_.resize(n_local * bytes);
+    for (size_t j = 0; j < n_local && bytes; ++j) std::memcpy(&post_out_[j * bytes], call.input[j], bytes);
+    mine = post_out_.data();
+  }
+  // The tasks sharing a row with this one, and where their posts go.
+  post_at_.assign(num_tasks, SIZE_MAX);
+  auto here = [&](const int32_t* row) {
+    for (int k = 0; k < g.group_size; ++k)
+      if (task_of_replica_[row[k]] == task_id_) return true;
+    return false;
+  };
+  size_t total = 0;
+  post_from_.clear();
+  for (int gi = 0; gi < g.num_groups; ++gi) {
+    const int32_t* row = g.ids + int64_t(gi) * g.group_size;
+    if (!here(row)) continue;
+    for (int k = 0; k < g.group_size; ++k) {
+      const int t = task_of_replica_[row[k]];
+      if (t == task_id_ || post_at_[t] != SIZE_MAX) continue;
+      post_at_[t] = total;
+      const size_t its = static_cast<size_t>(replicas_on_task_[t]) * bytes;
+      post_from_.push_back({t, 0, nullptr, its});
+      total += its;
+    }
+  }
+  post_in_.resize(total);
+  for (net::Recv& r : post_from_) r.data = post_in_.data() + post_at_[r.peer];
+  posts_->gather_posts(call.seq, call.digest, mine, n_local * bytes, post_from_.data(), post_from_.size(),
+                       call.deadline, check_, namer_);
+  post_inputs_.resize(g.group_size);
+  for (int gi = 0; gi < g.num_groups; ++gi) {
+    const int32_t* row = g.ids + int64_t(gi) * g.group_size;
+    if (!here(row)) continue;
+    for (int k = 0; k < g.group_size; ++k) {
+      const int r = row[k], t = task_of_replica_[r];
+      post_inputs_[k] = t == task_id_ ? call.input[local_rank_[r]]
+                                      : post_in_.data() + post_at_[t] + static_cast<size_t>(index_on_task_[r]) * bytes;
+    }
+    use(row, g.group_size, post_inputs_.data());
+  }
+}
+
 void ClusterCommunicator::gather_groups(
     Call& call, const Groups& g, size_t bytes,
-    const std::function<void(const int32_t*, int, const void* const*)>& use) {
+    FunctionRef<void(const int32_t*, int, const void* const*)> use) {
+  if (posts_take(bytes)) {
+    gather_posted(call, g, bytes, use);
+    return;
+  }
   std::vector<const void*> inputs(g.group_size);
   for (int gi = 0; gi < g.num_groups; ++gi) {
     const int32_t* row = g.ids + int64_t(gi) * g.group_size;

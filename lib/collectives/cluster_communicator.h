@@ -19,6 +19,12 @@
 // bits from one process's: docs/MPI.md), or exact reductions, each task's members
 // reduced in memory first. The others keep the exact-order path above.
 //
+// Over shared memory small collectives (every task's post of all its members'
+// inputs within net::PostedGather's limit, and for reductions all of a row's inputs
+// within kGatherReduceBytes) are gathers of posts: each task posts its members'
+// inputs once and copies those of the tasks it shares rows with out of their memory,
+// then reduces or assembles every row in member order as above.
+//
 // Over shared memory (net::SharedWindows, every task of the row mapped) large
 // all-reduces of such rows are staged through the tasks' windows instead: each task
 // copies its input (or partial) into its window, reduces its slice reading every
@@ -31,11 +37,13 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "core/function_ref.h"
 #include "net/transport.h"
 
 namespace tpurt {
 namespace net {
 class CollectiveOffload;
+class PostedGather;
 class SharedWindows;
 }
 
@@ -100,15 +108,12 @@ class ClusterCommunicator : public Communicator {
   // shares, a handle on the first member's is made here); call.output of such a
   // replica is NULL.
   void run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out, int share_with,
-           const std::function<void(Call&)>& leader);
+           FunctionRef<void(Call&)> leader);
   // One collective's transfers with the other tasks; tasks: those of the group, for
   // large transfers to go in rounds (NULL: all at once).
   void exchange(Call& call, std::vector<net::Send>& sends, std::vector<net::Recv>& recvs,
                 const std::vector<int>* tasks = nullptr);
   void exchange_once(Call& call, std::vector<net::Send>& sends, std::vector<net::Recv>& recvs);
-  // What a transport's wait calls: check() throws the step's failure; name words a task.
-  std::function<void()> step_check();
-  std::function<std::string(int)> task_namer() const;
   // All-reduces one row through offload_ into result when it applies (see the top);
   // false: the caller reduces it.
   bool offload_row(Call& call, const int32_t* row, int size, const TaskSplit& split, const Tensor* x,
@@ -122,7 +127,7 @@ class ClusterCommunicator : public Communicator {
   // gives it to each local member.
   void reduce_groups(Call& call, const Groups& g, const Tensor* x, tpu_reduce_op op,
                      bool into_output,
-                     const std::function<void(int member, const char* result)>& deliver);
+                     FunctionRef<void(int member, const char* result)> deliver);
   // Reduces one row by passing the fold along its runs of members (each task folds its
   // own members onto what the previous run's task sends, in member order, so the
   // bits are a single process's), in pieces, pipelined; the last run's task then
@@ -134,7 +139,13 @@ class ClusterCommunicator : public Communicator {
   void gather_in_rounds(Call& call, const int32_t* row, const TaskSplit& split, size_t bytes,
                         uint32_t tag, const void** inputs);
   void gather_groups(Call& call, const Groups& g, size_t bytes,
-                     const std::function<void(const int32_t* row, int size, const void* const* inputs)>& use);
+                     FunctionRef<void(const int32_t* row, int size, const void* const* inputs)> use);
+  // Whether a gather of `bytes` per member goes by posts (the same answer on every task).
+  bool posts_take(size_t bytes) const;
+  // The gather of every row with members here through posts_ (posts_take(bytes)):
+  // use(row, size, inputs) per such row, inputs by position in the row.
+  void gather_posted(Call& call, const Groups& g, size_t bytes,
+                     FunctionRef<void(const int32_t* row, int size, const void* const* inputs)> use);
   Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op, const tpu_group_assignment* groups,
                       bool bf16_wire);
   Tensor* scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,
@@ -145,6 +156,16 @@ class ClusterCommunicator : public Communicator {
   net::Transport* const transport_;
   net::CollectiveOffload* const offload_;  // the transport's, or nullptr
   net::SharedWindows* const windows_;      // the transport's, or nullptr
+  net::PostedGather* const posts_;         // the transport's, or nullptr
+  int most_replicas_on_a_task_ = 0;
+  std::vector<int> index_on_task_;   // by replica: its position among its task's replicas
+  std::vector<int> replicas_on_task_;  // by task
+  // gather_posted()'s: what this task posts, what it copies from each peer (post_at_:
+  // where each task's post starts there, by task; SIZE_MAX: not read), the transfers.
+  std::vector<char> post_out_, post_in_;
+  std::vector<size_t> post_at_;
+  std::vector<net::Recv> post_from_;
+  std::vector<const void*> post_inputs_;
   std::vector<int> local_replicas_;
   std::vector<int> local_rank_;  // by replica; -1 elsewhere
   std::vector<int32_t> all_replicas_;
@@ -157,6 +178,10 @@ class ClusterCommunicator : public Communicator {
   };
   static void grow(Buffer* buffer, size_t bytes);
   Buffer received_buffer_, partial_buffer_, result_buffer_;
+  // What a transport's wait calls: check_ throws the step's failure; namer_ words a task.
+  const std::function<void()> check_;
+  const std::function<std::string(int)> namer_;
+  std::unique_ptr<Call> call_;  // the leader's, reused (its vectors keep their capacity)
   std::vector<char> gather_staging_;
 };
 

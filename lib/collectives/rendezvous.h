@@ -104,6 +104,8 @@ class Rendezvous {
   void finish(int rank, uint64_t seq);
 
   const Record& record(int rank, uint64_t seq) const { return slots_[rank].rec[seq & 1]; }
+  // The digest of rank's descriptor for seq, once it has arrived.
+  uint64_t arrival_digest(int rank, uint64_t seq) const { return slots_[rank].line[seq & 1].digest; }
 
   // Takes the reference to an output that `rank` published for peers to write into
   // when its collective failed: a peer may still be writing, so it is released only

@@ -24,6 +24,13 @@ void WakeWord::sleep(uint32_t seen, Clock::time_point deadline) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
 }
 
+Clock::time_point coarse_now() {
+  // steady_clock is CLOCK_MONOTONIC; its coarse reading is the same clock at the last tick.
+  timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return Clock::now();
+  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
+
 void WakeWord::wake() {
   if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
   word_.fetch_add(1, std::memory_order_seq_cst);

@@ -48,6 +48,10 @@ enum class WaitResult { kReady, kStopped, kTimedOut };
 
 // A timeout that starts when a waiter first needs it (when it is about to sleep), so
 // the many waits that end while spinning or yielding never read the clock.
+// The monotonic clock at its coarse resolution (a few milliseconds, no more than
+// steady_clock's now() behind it): cheap enough to start every collective's deadline.
+Clock::time_point coarse_now();
+
 class Deadline {
  public:
   static Deadline never() { return Deadline(-1); }

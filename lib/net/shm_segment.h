@@ -1,6 +1,7 @@
 // One task's shared-memory segment: an anonymous memfd holding a header (identity,
-// liveness words, the task's doorbell), one single-producer/single-consumer byte
-// ring per peer, in which that peer writes to the task, and at its end a staging
+// liveness words, the task's doorbell), two post slots that the task writes and its
+// peers read (small gathers, net/posted_gather.h), one single-producer/single-consumer
+// byte ring per peer, in which that peer writes to the task, and at its end a staging
 // window of kWindowBytes that the task writes and its peers read (net/shared_windows.h).
 // Peers map it by opening /proc/<pid>/fd/<fd> (the locator says which); once every
 // peer has mapped it the owner closes the memfd, so the memory lives exactly as long
@@ -21,7 +22,7 @@ namespace net {
 namespace shm {
 
 constexpr uint64_t kMagic = 0x31676573746d6873;  // "shmtseg1" read little-endian
-constexpr uint32_t kVersion = 2;  // 2: the staging window
+constexpr uint32_t kVersion = 3;  // 2: the staging window; 3: the post slots
 constexpr uint64_t kMinRingBytes = 4096;
 constexpr uint64_t kMaxRingBytes = 64u << 20;
 constexpr int kMaxTasks = 4096;
@@ -56,12 +57,31 @@ struct RingControl {
   alignas(kLine) uint32_t closed;  // 1: either side ended the link
 };
 
+// The largest post: a task's share of a small gather (all its replicas' inputs).
+constexpr uint64_t kPostBytes = 16 * 1024;
+// A post's fields and its first bytes share a line: a peer reading an 8-byte post
+// misses once.
+struct PostSlot {
+  alignas(kLine) uint64_t stamp;  // which post this is (written last); 0: none yet
+  uint64_t seq;                   // the collective's number in its step
+  uint64_t digest;                // the collective's descriptor digest
+  uint64_t bytes;                 // the payload's size, at most kPostBytes
+  unsigned char data[kPostBytes];
+};
+// Posts alternate between two slots; a slot is written again only once every peer
+// that read its previous post says so in `consumed`.
+struct PostArea {
+  alignas(kLine) uint64_t consumed;  // the stamp of the last post this task has read
+  PostSlot slot[2];
+};
+
 constexpr size_t kHeaderBytes = sizeof(SegmentHeader);
 static_assert(kHeaderBytes % kLine == 0, "the rings' control words start on a line");
 
 inline size_t control_offset(int writer) { return kHeaderBytes + writer * sizeof(RingControl); }
+inline size_t posts_offset(int num_tasks) { return control_offset(num_tasks); }
 inline uint64_t data_offset(int num_tasks) {
-  return (control_offset(num_tasks) + 4095) & ~uint64_t(4095);
+  return (posts_offset(num_tasks) + sizeof(PostArea) + 4095) & ~uint64_t(4095);
 }
 inline uint64_t ring_offset(int num_tasks, uint64_t ring_bytes, int writer) {
   return data_offset(num_tasks) + writer * ring_bytes;
@@ -77,6 +97,9 @@ struct Mapping {
   SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base); }
   RingControl* control(int writer) const {
     return reinterpret_cast<RingControl*>(base + control_offset(writer));
+  }
+  PostArea* posts(int num_tasks) const {
+    return reinterpret_cast<PostArea*>(base + posts_offset(num_tasks));
   }
 };
 

@@ -25,6 +25,9 @@ constexpr auto kSpin = std::chrono::microseconds(20);
 constexpr auto kLiveness = std::chrono::milliseconds(10);
 // The longest poll() on sockets while rings are awaited too: rings cannot wake a poll().
 constexpr auto kMixedPoll = std::chrono::milliseconds(1);
+// Rounds of a posted gather's wait that pause without reading the clock, when tasks
+// fit the CPUs: about a microsecond.
+constexpr unsigned kHotPauses = 64;
 // CPU pauses per retry while spinning hot: one pause is tens of cycles on some CPUs,
 // and every one of them delays noticing a reply.
 constexpr int kPauses = 1;
@@ -34,6 +37,13 @@ constexpr auto kHotSpin = std::chrono::microseconds(3);
 // A ring's counters are published after at most this many bytes copied (or a quarter
 // of the ring), so that writer and reader copy at the same time.
 constexpr uint64_t kGrainBytes = 64 * 1024;
+
+// A post's stamp: the step (modulo 2^32) and the post's number in it plus one, so
+// that 0 is no post and a later post of a step has a larger stamp.
+constexpr uint64_t kMaxPostsPerStep = 0xfffffffeu;
+uint64_t post_stamp(uint64_t step, uint64_t k) { return (step << 32) | (k + 1); }
+uint64_t stamp_step(uint64_t stamp) { return stamp >> 32; }
+uint64_t stamp_post(uint64_t stamp) { return (stamp & 0xffffffffu) - 1; }  // when nonzero
 
 // num_tasks, once it and task_id are known to be valid.
 int checked_tasks(int num_tasks, int task_id) {
@@ -213,6 +223,8 @@ ShmTransport::ShmTransport(int num_tasks, int task_id)
   peer_maps_.resize(num_tasks);
   windows_ = std::vector<std::atomic<char*>>(num_tasks);
   windows_[task_id].store(window_in(own_), std::memory_order_release);
+  from_index_.assign(num_tasks, -1);
+  read_post_.assign(num_tasks, UINT64_MAX);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
     const int err = errno;
@@ -327,6 +339,193 @@ void ShmTransport::idle(Clock::duration spun) {
     asm volatile("yield");
 #endif
   }
+}
+
+void ShmTransport::begin_step(uint64_t step) {
+  StreamTransport::begin_step(step);
+  // Every peer that read a post of the last step has ended it, so both slots are free.
+  posts_in_step_ = 0;
+  std::fill(read_post_.begin(), read_post_.end(), UINT64_MAX);
+}
+
+shm::PostArea* ShmTransport::peer_posts(int peer, const std::function<std::string(int)>& name) {
+  if (peer < 0 || peer >= num_tasks_ || peer == task_id_)
+    tpurt::fail(TPU_INTERNAL, "a posted gather names task ", peer, " of ", num_tasks_);
+  // The mapping is set before the link is published (attach).
+  if (link(peer) == nullptr || peer_maps_[peer].base == nullptr)
+    tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no shared memory with this task");
+  return peer_maps_[peer].posts(num_tasks_);
+}
+
+template <typename Ready, typename Prefetch>
+void ShmTransport::await_peers(std::vector<int>* pending, Ready&& ready, Prefetch&& prefetch,
+                               Clock::time_point deadline,
+                               const std::function<void()>& check,
+                               const std::function<std::string(int)>& name) {
+  Clock::time_point spin_start{};
+  bool spinning = false;
+  unsigned hot = 0;  // pauses since the last progress, before the clock is read
+  for (unsigned round = 0;; ++round) {
+    poll_interrupts(check);
+    bool advanced = false;
+    // The peers' lines are fetched together: their misses overlap.
+    for (int peer : *pending) prefetch(peer);
+    for (size_t i = 0; i < pending->size();) {
+      const int peer = (*pending)[i];
+      if (ready(peer)) {
+        (*pending)[i] = pending->back();
+        pending->pop_back();
+        advanced = true;
+        continue;
+      }
+      // A peer that sends rather than posts is elsewhere: its frame says where.
+      if (static_cast<ShmLink*>(link(peer))->readable()) probe(peer, name);
+      ++i;
+    }
+    if (pending->empty()) return;
+    if (advanced) {
+      spinning = false;
+      hot = 0;
+      continue;
+    }
+    // A running peer's reply comes within a few pauses: those read no clock.
+    if (spin_hot_ && hot < kHotPauses) {
+      ++hot;
+      idle(Clock::duration::zero());
+      continue;
+    }
+    // Then the clock is read every few rounds of the spin.
+    if (spinning && (round & 7) != 0) {
+      idle(now_spun_);
+      continue;
+    }
+    const auto now = Clock::now();
+    if (!spinning) {
+      spinning = true;
+      spin_start = now;
+    }
+    if (now >= deadline) missed_deadline(*pending, {}, name);
+    now_spun_ = now - spin_start;
+    if (now_spun_ < kSpin) {
+      idle(now_spun_);
+      continue;
+    }
+    // Asleep on the doorbell, announced before the posts are looked at again (see
+    // shm::ring_doorbell); peers ring it when they post and when they have read.
+    shm::SegmentHeader* h = own_.header();
+    shm::store(&h->sleeping, 1u);
+    const uint32_t seen = __atomic_load_n(&h->bell, __ATOMIC_SEQ_CST);
+    bool wake = wake_pending_.load(std::memory_order_seq_cst);
+    for (size_t i = 0; !wake && i < pending->size(); ++i) {
+      const int peer = (*pending)[i];
+      wake = ready(peer) || static_cast<ShmLink*>(link(peer))->readable();
+    }
+    if (!wake) {
+      const auto left = std::min<Clock::duration>(deadline - now, kLiveness);
+      shm::futex_wait(&h->bell, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+    }
+    shm::store(&h->sleeping, 0u);
+    const auto after = Clock::now();
+    if (after - last_liveness_check_ >= kLiveness) {
+      last_liveness_check_ = after;
+      for (int peer : *pending) static_cast<ShmLink*>(link(peer))->check_alive();
+    }
+  }
+}
+
+void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine, size_t bytes,
+                                const Recv* from, size_t num_from, Clock::time_point deadline,
+                                const std::function<void()>& check,
+                                const std::function<std::string(int)>& name) {
+  std::lock_guard<std::mutex> driving(drive_mutex());
+  throw_if_failed();
+  enter_collective(seq, digest);
+  if (bytes > shm::kPostBytes)
+    tpurt::fail(TPU_INTERNAL, "a post of ", bytes, " bytes (at most ", shm::kPostBytes, ")");
+  for (size_t i = 0; i < num_from; ++i) {
+    peer_posts(from[i].peer, name);
+    if (from[i].bytes > shm::kPostBytes)
+      tpurt::fail(TPU_INTERNAL, "a post of ", from[i].bytes, " bytes expected (at most ",
+                  shm::kPostBytes, ")");
+  }
+  const uint64_t step = current_step(), k = posts_in_step_;
+  if (k >= kMaxPostsPerStep)
+    tpurt::fail(TPU_RESOURCE_EXHAUSTED, "more than ", kMaxPostsPerStep,
+                " small collectives over shared memory in one step");
+  const uint64_t stamp = post_stamp(step, k);
+  const int parity = static_cast<int>(k & 1);
+  shm::PostArea* own = own_.posts(num_tasks_);
+  shm::PostSlot& slot = own->slot[parity];
+
+  // The slot is written again once every peer that read its last post (two posts
+  // ago) has read it: its `consumed` holds that stamp or a later one of this step. A
+  // peer whose post before this one this task has read had: it posts after it reads.
+  if (k >= 2) {
+    const uint64_t previous = slot_stamp_[parity];
+    pending_.clear();
+    for (int peer : slot_readers_[parity])
+      if (read_post_[peer] != k - 1) pending_.push_back(peer);
+    await_peers(&pending_, [&](int peer) {
+      const uint64_t c = shm::load(&peer_posts(peer, name)->consumed);
+      return stamp_step(c) == stamp_step(previous) && (c & 0xffffffffu) != 0 &&
+             stamp_post(c) >= stamp_post(previous);
+    }, [&](int peer) { __builtin_prefetch(&peer_posts(peer, name)->consumed); }, deadline, check, name);
+  }
+  slot.seq = seq;
+  slot.digest = digest;
+  slot.bytes = bytes;
+  if (bytes) std::memcpy(slot.data, mine, bytes);
+  shm::store(&slot.stamp, stamp);
+  posts_in_step_ = k + 1;
+  slot_stamp_[parity] = stamp;
+  std::vector<int>& readers = slot_readers_[parity];
+  readers.clear();
+  for (size_t i = 0; i < num_from; ++i) {
+    readers.push_back(from[i].peer);
+    shm::ring_doorbell(peer_maps_[from[i].peer].header());
+  }
+
+  // Every peer's post of this collective, copied out and checked again after the copy.
+  pending_.clear();
+  for (size_t i = 0; i < num_from; ++i) {
+    pending_.push_back(from[i].peer);
+    from_index_[from[i].peer] = static_cast<int>(i);
+  }
+  await_peers(&pending_, [&](int peer) {
+    const shm::PostSlot& post = peer_posts(peer, name)->slot[parity];
+    const uint64_t its = shm::load(&post.stamp);
+    if (its != stamp) {
+      // Not yet: the slot's post two before, or one of an earlier step.
+      if (stamp_step(its) != stamp_step(stamp) || (its & 0xffffffffu) == 0 || stamp_post(its) < k)
+        return false;
+      tpurt::fail(TPU_INVALID_ARGUMENT, name(peer), " posted the step's small collective #",
+                  stamp_post(its), " while this task is in #", k,
+                  " (collective #", seq, "): the tasks' replicas called different collectives, or "
+                  "with different groups");
+    }
+    const Recv& r = from[from_index_[peer]];
+    const uint64_t its_seq = post.seq, its_digest = post.digest, its_bytes = post.bytes;
+    if (its_seq != seq || its_digest != digest)
+      tpurt::fail(TPU_INVALID_ARGUMENT, name(peer), " is in collective #", its_seq,
+                  " of the step (descriptor digest ", std::hex, its_digest, std::dec,
+                  ") while this task is in collective #", seq, " (digest ", std::hex, digest,
+                  std::dec, "): the tasks' replicas called different collectives, or with "
+                  "different dtypes, shapes, operations or groups");
+    if (its_bytes != r.bytes)
+      tpurt::fail(TPU_INVALID_ARGUMENT, name(peer), " posted ", its_bytes, " bytes for collective #",
+                  seq, " where this task expects ", r.bytes);
+    if (r.bytes) std::memcpy(r.data, post.data, r.bytes);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (shm::load(&post.stamp) != stamp)
+      tpurt::fail(TPU_INVALID_ARGUMENT, name(peer), " overwrote its post of collective #", seq,
+                  " before this task had read it: the tasks' replicas called different "
+                  "collectives, or with different groups");
+    read_post_[peer] = k;
+    return true;
+  }, [&](int peer) { __builtin_prefetch(&peer_posts(peer, name)->slot[parity]); }, deadline, check, name);
+  // Read: the peers may write their slots again (they wait for this, see above).
+  shm::store(&own->consumed, stamp);
+  for (size_t i = 0; i < num_from; ++i) shm::ring_doorbell(peer_maps_[from[i].peer].header());
 }
 
 void ShmTransport::wait_ready(const std::vector<int>& readers, const std::vector<int>& writers,

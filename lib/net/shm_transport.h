@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "net/posted_gather.h"
 #include "net/shared_windows.h"
 #include "net/shm_segment.h"
 #include "net/stream_transport.h"
@@ -35,7 +36,7 @@ namespace net {
 
 class ShmLink;
 
-class ShmTransport : public StreamTransport, public SharedWindows {
+class ShmTransport : public StreamTransport, public SharedWindows, public PostedGather {
  public:
   // Creates this task's segment: an anonymous memfd (memfd_create, MFD_CLOEXEC) holding
   // the rings in which every peer writes to this task, plus a header with liveness words.
@@ -69,6 +70,18 @@ class ShmTransport : public StreamTransport, public SharedWindows {
   size_t window_bytes() const override { return shm::kWindowBytes; }
   char* window(int task) override;
 
+  // PostedGather: two post slots in each task's segment, used in turn. Each post is
+  // stamped with the step and its number among the step's posts; a peer's slot
+  // holding another stamp of this step than the one awaited or the one before (a
+  // peer posting ahead: groups that differ) is TPU_INVALID_ARGUMENT, and a post is
+  // checked again after it is copied, so a torn copy is never used.
+  bool posts_reach_all() const override { return fans_out_cheaply(); }
+  size_t post_bytes() const override { return shm::kPostBytes; }
+  void gather_posts(uint64_t seq, uint64_t digest, const void* mine, size_t bytes, const Recv* from,
+                    size_t num_from, Clock::time_point deadline, const std::function<void()>& check,
+                    const std::function<std::string(int)>& name) override;
+  void begin_step(uint64_t step) override;
+
  protected:
   void wait_ready(const std::vector<int>& readers, const std::vector<int>& writers,
                   Clock::time_point until) override;
@@ -79,6 +92,15 @@ class ShmTransport : public StreamTransport, public SharedWindows {
   void idle(Clock::duration spun) override;
 
  private:
+  // Waits until ready(peer) holds for every peer in *pending (emptied as they do), or
+  // throws: the deadline (missed_deadline, the pending peers as owing), what a peer's
+  // stream says (probe), an interrupt. ready may throw.
+  // prefetch(peer) fetches what ready(peer) will read.
+  template <typename Ready, typename Prefetch>
+  void await_peers(std::vector<int>* pending, Ready&& ready, Prefetch&& prefetch, Clock::time_point deadline,
+                   const std::function<void()>& check, const std::function<std::string(int)>& name);
+  shm::PostArea* peer_posts(int peer, const std::function<std::string(int)>& name);
+
   const uint64_t ring_bytes_;
   shm::Mapping own_;
   int fd_ = -1;  // the memfd until seal()
@@ -94,6 +116,14 @@ class ShmTransport : public StreamTransport, public SharedWindows {
   std::vector<pollfd> sockets_;
   std::atomic<bool> wake_pending_{false};
   Clock::time_point last_liveness_check_{};
+  // Posts: how many this step, each slot's last stamp and the peers that read it.
+  uint64_t posts_in_step_ = 0;
+  uint64_t slot_stamp_[2] = {0, 0};
+  std::vector<int> slot_readers_[2];
+  std::vector<int> pending_;
+  std::vector<int> from_index_;  // by peer: its position in gather_posts()'s list
+  std::vector<uint64_t> read_post_;  // by peer: the number of its last post read this step
+  Clock::duration now_spun_{};  // how long await_peers() has spun, when last read
 };
 
 }  // namespace net

@@ -224,10 +224,10 @@ StreamTransport::Progress StreamTransport::pump_send(Peer& p) {
 }
 
 StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::function<std::string(int)>& name,
-                                               bool ending) {
+                                                     bool ending, bool probing) {
   bool advanced = false;
   for (;;) {
-    if (!ending && !p.receiving()) return Progress::kDone;
+    if (!ending && !probing && !p.receiving()) return Progress::kDone;
     if (ending && p.ended && !p.in_payload && p.in_header_got == 0) return Progress::kDone;
     Link* link = p.link.load(std::memory_order_relaxed);
     std::string error;
@@ -376,11 +376,7 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
   Clock::time_point spin_until{};
   bool spinning = false;
   for (;;) {
-    if (interrupted_.load(std::memory_order_acquire)) {
-      drain_interrupts();
-      if (has_failed_.load(std::memory_order_acquire)) throw_failed();
-      check();
-    }
+    poll_interrupts(check);
     bool advanced = false;
     readers.clear();
     writers.clear();
@@ -411,24 +407,45 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
       spinning = true;
       spin_until = now + spin_;
     }
-    if (now >= deadline) {
-      std::string owing;
-      for (int i : readers) owing += str_cat(owing.empty() ? "" : "; ", name(i));
-      std::string stuck;
-      for (int i : writers) stuck += str_cat(stuck.empty() ? "" : "; ", name(i));
-      tpurt::fail(TPU_DEADLINE_EXCEEDED, "collective #", seq_, " of the step did not complete: ",
-                  owing.empty() ? "" : "no data arrived from ", owing,
-                  owing.empty() || stuck.empty() ? "" : ", and ",
-                  stuck.empty() ? "" : "nothing could be sent to ", stuck,
-                  " before the collective deadline (the task is stopped, hung, or has not "
-                  "reached this collective)");
-    }
+    if (now >= deadline) missed_deadline(readers, writers, name);
     if (now < spin_until) {
       idle(now - (spin_until - spin_));
       continue;
     }
     wait_ready(readers, writers, deadline);
   }
+}
+
+void StreamTransport::poll_interrupts(const std::function<void()>& check) {
+  if (!interrupted_.load(std::memory_order_acquire)) return;
+  drain_interrupts();
+  throw_if_failed();
+  check();
+}
+
+void StreamTransport::probe(int peer, const std::function<std::string(int)>& name) {
+  Peer& p = peers_[peer];
+  if (p.link.load(std::memory_order_acquire) == nullptr)
+    tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no data connection");
+  if (!p.lost.empty())
+    tpurt::fail(TPU_UNAVAILABLE, name(peer), ": the data connection is gone (", p.lost, ")");
+  p.recvs.clear();
+  p.recv_index = 0;
+  p.recv_offset = 0;
+  pump_recv(p, name, false, /*probing=*/true);
+}
+
+void StreamTransport::missed_deadline(const std::vector<int>& owing, const std::vector<int>& stuck,
+                                      const std::function<std::string(int)>& name) const {
+  std::string from, to;
+  for (int i : owing) from += str_cat(from.empty() ? "" : "; ", name(i));
+  for (int i : stuck) to += str_cat(to.empty() ? "" : "; ", name(i));
+  tpurt::fail(TPU_DEADLINE_EXCEEDED, "collective #", seq_, " of the step did not complete: ",
+              from.empty() ? "" : "no data arrived from ", from,
+              from.empty() || to.empty() ? "" : ", and ",
+              to.empty() ? "" : "nothing could be sent to ", to,
+              " before the collective deadline (the task is stopped, hung, or has not "
+              "reached this collective)");
 }
 
 bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, StepOutcome* remote,

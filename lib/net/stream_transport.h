@@ -91,6 +91,33 @@ class StreamTransport : public Transport {
   // the peers this task waits for can run on its CPU.
   virtual void idle(Clock::duration spun);
 
+  // For a subclass's own ways of moving a collective's data beside the streams
+  // (ShmTransport's posts), under the same rules:
+  // the lock that lets one thread at a time drive the transport;
+  std::mutex& drive_mutex() { return drive_mu_; }
+  uint64_t current_step() const { return step_; }
+  // throws the cluster's failure (TPU_UNAVAILABLE) once any;
+  void throw_if_failed() const {
+    if (has_failed_.load(std::memory_order_acquire)) throw_failed();
+  }
+  // after an interrupt(), throws the cluster's failure or what check() throws;
+  void poll_interrupts(const std::function<void()>& check);
+  // names the collective in progress (what probe() and missed_deadline() speak of);
+  void enter_collective(uint64_t seq, uint64_t digest) {
+    seq_ = seq;
+    digest_ = digest;
+  }
+  // reads what `peer` sent while this task expects nothing from it, and throws what
+  // that means: a frame of another collective (TPU_INVALID_ARGUMENT), the end of the
+  // peer's step (TPU_FAILED_PRECONDITION, or TPU_ABORTED with its failure), a lost or
+  // failed link (TPU_UNAVAILABLE). Returns while nothing (or only part of a frame's
+  // header) has come.
+  void probe(int peer, const std::function<std::string(int)>& name);
+  // throws TPU_DEADLINE_EXCEEDED for the collective, naming the peers it still waits
+  // for data from (owing) and to take data (stuck).
+  [[noreturn]] void missed_deadline(const std::vector<int>& owing, const std::vector<int>& stuck,
+                                    const std::function<std::string(int)>& name) const;
+
   const int num_tasks_;
   const int task_id_;
 
@@ -99,7 +126,9 @@ class StreamTransport : public Transport {
   enum class Progress { kBlocked, kAdvanced, kDone };
 
   Progress pump_send(Peer& p);
-  Progress pump_recv(Peer& p, const std::function<std::string(int)>& name, bool ending);
+  // ending: during end_step(); probing: nothing is expected (see probe()).
+  Progress pump_recv(Peer& p, const std::function<std::string(int)>& name, bool ending,
+                     bool probing = false);
   void start_frame(Peer& p, const FrameHeader& h, const void* data);
   void lose(Peer& p, const std::string& why);
   void drain_interrupts();
