@@ -4,7 +4,7 @@
 # variables removed), prefixed output on the right stream (partial last lines, long
 # lines split whole), the first failure (exit status, signal, a program that cannot
 # run) taking the others down, --keep-going, --timeout, SIGTERM and SIGINT to the
-# launcher, and bad usage. After every run nothing of it is left: the sleeping tasks
+# launcher, --bind (each task on its share of the CPUs), and bad usage. After every run nothing of it is left: the sleeping tasks
 # run a copy of sleep under a unique name that pgrep looks for. Every run is bounded
 # by `timeout`.
 set -euo pipefail
@@ -80,6 +80,38 @@ env -u TPURT_NUM_CORES timeout 30 "$TPURT" launch -n 1 --host 127.0.0.2 --port-b
   sh -c "$show" >"$out" 2>"$err" || rc=$?
 grep -qxF '[0] 0 127.0.0.2:30000 worker 1 cores=unset tf=unset slurm=unset mpi=unset' "$out" ||
   fail "--host 127.0.0.2 without --cores-per-task: $(cat "$out") $(cat "$err")"
+
+# --bind: with --cores-per-task C, task i runs on the launcher's CPUs i*C .. i*C+C-1
+# (wrapping around); --bind none and no --cores-per-task leave the launcher's mask.
+allowed='sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status'
+cpus=$(sh -c "$allowed")
+# The launcher's CPUs one per line ("0-2,5" -> 0 1 2 5).
+mapfile -t list < <(tr ',' '\n' <<<"$cpus" | while IFS=- read -r lo hi; do seq "$lo" "${hi:-$lo}"; done)
+rc=0
+timeout 30 "$TPURT" launch -n 3 --cores-per-task 1 -- sh -c "$allowed" >"$out" 2>"$err" || rc=$?
+[ "$rc" -eq 0 ] || fail "--bind spread: exit $rc: $(cat "$err")"
+for i in 0 1 2; do
+  want=${list[$((i % ${#list[@]}))]}
+  grep -qxF "[$i] $want" "$out" || fail "--bind spread: task $i runs on '$(cat "$out")', not CPU $want"
+done
+# On one CPU (the launcher's first) every task shares it, whatever C.
+rc=0
+timeout 30 taskset -c "${list[0]}" "$TPURT" launch -n 3 --cores-per-task 2 -- sh -c "$allowed" \
+  >"$out" 2>"$err" || rc=$?
+[ "$rc" -eq 0 ] || fail "--bind on one CPU: exit $rc: $(cat "$err")"
+for i in 0 1 2; do
+  grep -qxF "[$i] ${list[0]}" "$out" || fail "--bind, one CPU: task $i runs on '$(cat "$out")'"
+done
+for args in "--cores-per-task 1 --bind none" ""; do
+  rc=0
+  # shellcheck disable=SC2086
+  timeout 30 "$TPURT" launch -n 2 $args -- sh -c "$allowed" >"$out" 2>"$err" || rc=$?
+  [ "$rc" -eq 0 ] || fail "launch $args: exit $rc: $(cat "$err")"
+  for i in 0 1; do
+    grep -qxF "[$i] $cpus" "$out" ||
+      fail "launch ${args:-without --cores-per-task}: task $i runs on '$(cat "$out")', not $cpus"
+  done
+done
 
 # stderr lines are prefixed and stay on stderr; a partial last line is printed whole.
 run rc -n 2 -- sh -c 'echo to-out; echo to-err >&2; printf "no newline $DTENSOR_CLIENT_ID"'
@@ -177,7 +209,8 @@ expect_usage "--port-base past 65535" "--port-base: 65535 + 2 tasks passes port 
   -n 2 --port-base 65535 -- true
 expect_usage "--cores-per-task 0" "--cores-per-task: 0 is outside" -n 2 --cores-per-task 0 -- true
 expect_usage "unknown option" "unknown option '--bogus'" -n 2 --bogus -- true
+expect_usage "--bind bogus" "--bind: unknown mode 'bogus' (spread or none)" -n 2 --bind bogus -- true
 expect_usage "--host with a comma" "--host: 'a,b'" -n 2 --host a,b -- true
 
-echo "check_launch: environment, ports, prefixed streams, long and partial lines, first failure," \
+echo "check_launch: environment, ports, CPU binding, prefixed streams, long and partial lines, first failure," \
   "signals, --keep-going, --timeout, unrunnable program, SIGTERM/SIGINT, usage errors OK"

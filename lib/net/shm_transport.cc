@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/cpus.h"
 #include "core/status.h"
 #include "net/tcp_transport.h"
 
@@ -233,7 +234,11 @@ ShmTransport::ShmTransport(int num_tasks, int task_id)
     tpurt::fail(TPU_RESOURCE_EXHAUSTED, "eventfd: ", std::strerror(err));
   }
   cpu_set_t cpus;
-  spin_hot_ = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && num_tasks <= CPU_COUNT(&cpus);
+  // Spinning pays while every task can have a CPU: free to run on as many CPUs as
+  // there are tasks, or bound to CPUs of its own (tpurt launch --bind spread) with the
+  // tasks no more than the machine's CPUs.
+  const int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  spin_hot_ = num_tasks <= usable || (usable < online_cpus() && num_tasks <= online_cpus());
 }
 
 ShmTransport::~ShmTransport() {

@@ -110,7 +110,7 @@ class ShmTransport : public StreamTransport, public SharedWindows, public Posted
   std::vector<std::atomic<char*>> windows_;  // by task: set once mapped, read by window()
   std::mutex attach_mu_;
   std::atomic<int> socket_peers_{0};  // peers attached by socket
-  bool spin_hot_ = false;  // tasks <= usable CPUs
+  bool spin_hot_ = false;  // every task can have a CPU (see the constructor)
   // wait_ready()'s lists, kept to spare allocations.
   std::vector<ShmLink*> shm_readers_, shm_writers_;
   std::vector<pollfd> sockets_;

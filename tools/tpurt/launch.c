@@ -14,6 +14,7 @@
 #include <math.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,11 @@ static const char launch_usage[] =
     "\n"
     "  -n, --tasks N          number of tasks, 1 to 1024 (required)\n"
     "  --cores-per-task C     logical cores of each task (sets TPURT_NUM_CORES)\n"
+    "  --bind MODE            with --cores-per-task C, where the tasks run: spread\n"
+    "                         (default) binds task i to C of the launcher's CPUs, taken\n"
+    "                         in turn (i*C to i*C+C-1, wrapping around), so tasks share\n"
+    "                         CPUs evenly when they need more than there are; none leaves\n"
+    "                         placement to the OS\n"
     "  --port-base P          task i listens on P+i (default: N free ports picked by\n"
     "                         binding to port 0)\n"
     "  --host H               the tasks' host in DTENSOR_JOBS (default 127.0.0.1)\n"
@@ -67,6 +73,7 @@ static const char launch_usage[] =
 typedef struct launch_options {
   int tasks;
   int cores_per_task;  /* 0: TPURT_NUM_CORES is left alone */
+  int bind;            /* with cores_per_task: bind each task to its share of the CPUs */
   int port_base;       /* 0: free ports are picked */
   const char *host;
   double timeout;      /* seconds; 0: none */
@@ -145,7 +152,7 @@ static const char *signal_name(int sig) {
 
 /* ---- Options ------------------------------------------------------------------- */
 
-enum { OPT_CORES_PER_TASK = 256, OPT_PORT_BASE, OPT_HOST, OPT_TIMEOUT, OPT_KEEP_GOING };
+enum { OPT_CORES_PER_TASK = 256, OPT_BIND, OPT_PORT_BASE, OPT_HOST, OPT_TIMEOUT, OPT_KEEP_GOING };
 
 /* Returns 1 after printing the help. Everything after the first "--" is the program;
  * getopt sees only what comes before it, so the program's own options stay its own. */
@@ -153,6 +160,7 @@ static int parse_options(int argc, char **argv, launch_options *o) {
   static const struct option longopts[] = {
       {"tasks", required_argument, NULL, 'n'},
       {"cores-per-task", required_argument, NULL, OPT_CORES_PER_TASK},
+      {"bind", required_argument, NULL, OPT_BIND},
       {"port-base", required_argument, NULL, OPT_PORT_BASE},
       {"host", required_argument, NULL, OPT_HOST},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -163,6 +171,7 @@ static int parse_options(int argc, char **argv, launch_options *o) {
   while (dashes < argc && strcmp(argv[dashes], "--")) dashes++;
   memset(o, 0, sizeof *o);
   o->host = "127.0.0.1";
+  o->bind = 1;
   opterr = 0;
   /* '+': stop at the first operand instead of permuting it behind the options; ':':
    * our messages for a missing value. */
@@ -171,6 +180,11 @@ static int parse_options(int argc, char **argv, launch_options *o) {
       case 'n': o->tasks = (int)parse_long("launch", "-n", optarg, 1, MAX_TASKS); break;
       case OPT_CORES_PER_TASK:
         o->cores_per_task = (int)parse_long("launch", "--cores-per-task", optarg, 1, 4096);
+        break;
+      case OPT_BIND:
+        if (!strcmp(optarg, "spread")) o->bind = 1;
+        else if (!strcmp(optarg, "none")) o->bind = 0;
+        else usage_error("launch", "--bind: unknown mode '%s' (spread or none)", optarg);
         break;
       case OPT_PORT_BASE:
         o->port_base = (int)parse_long("launch", "--port-base", optarg, 1, 65535);
@@ -361,6 +375,8 @@ typedef struct launcher {
   int failures;
   char first_failure[256]; /* "" until a task fails */
   struct rlimit nofile;   /* the limit the launcher was started with, for the tasks */
+  int cpus[CPU_SETSIZE];  /* the launcher's CPUs, in order, that --bind spreads over */
+  int num_cpus;
   int devnull;
 } launcher;
 
@@ -371,8 +387,14 @@ static void record_failure(launcher *l, const char *message) {
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
 static void exec_task(const launcher *l, int out_w, int err_w, int exec_w,
-                      const sigset_t *mask) {
+                      const sigset_t *mask, const cpu_set_t *cpus) {
   setpgid(0, l->pgid);  /* 0 for task 0: a new group with its own pid */
+  if (cpus && sched_setaffinity(0, sizeof *cpus, cpus) != 0) {
+    int e = errno;
+    ssize_t ignored = write(exec_w, &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  }
   if (dup2(l->devnull, STDIN_FILENO) < 0 || dup2(out_w, STDOUT_FILENO) < 0 ||
       dup2(err_w, STDERR_FILENO) < 0) {
     int e = errno;
@@ -405,6 +427,14 @@ static int start_task(launcher *l, int i) {
   char id[16], message[256];
   snprintf(id, sizeof id, "%d", i);
   set_env("DTENSOR_CLIENT_ID", id);
+  cpu_set_t share;
+  const cpu_set_t *cpus = NULL;
+  if (l->options->bind && l->options->cores_per_task && l->num_cpus > 0) {
+    CPU_ZERO(&share);
+    for (int j = 0; j < l->options->cores_per_task; j++)
+      CPU_SET(l->cpus[((long)i * l->options->cores_per_task + j) % l->num_cpus], &share);
+    cpus = &share;
+  }
   if (make_pipe(out) || make_pipe(err) || make_pipe(exec_pipe)) {
     snprintf(message, sizeof message, "task %d: cannot make its pipes: %s", i, strerror(errno));
     goto fail;
@@ -414,7 +444,7 @@ static int start_task(launcher *l, int i) {
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, &old);
   pid_t pid = fork();
-  if (pid == 0) exec_task(l, out[1], err[1], exec_pipe[1], &old);
+  if (pid == 0) exec_task(l, out[1], err[1], exec_pipe[1], &old, cpus);
   int fork_errno = errno;
   if (pid > 0) {
     /* Also from here: whichever of the two setpgid calls comes first makes it so. */
@@ -690,6 +720,10 @@ static int cmd_launch(int argc, char **argv) {
   l.options = &o;
   l.tasks = xcalloc((size_t)o.tasks, sizeof *l.tasks);
   prepare_descriptors(&l, o.tasks);
+  cpu_set_t mine;
+  if (sched_getaffinity(0, sizeof mine, &mine) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &mine)) l.cpus[l.num_cpus++] = c;
 
   int *ports = xcalloc((size_t)o.tasks, sizeof *ports);
   int *sockets = xcalloc((size_t)o.tasks, sizeof *sockets);
