@@ -119,6 +119,7 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_replica, int t
     local_rank_[r] = static_cast<int>(local_replicas_.size());
     local_replicas_.push_back(static_cast<int>(r));
   }
+  all_replicas_hash_ = hash_ids(all_replicas_.data(), num_replicas());
   call_timeout_ms_.assign(local_replicas_.size(), 0);
 }
 
@@ -157,7 +158,7 @@ ClusterCommunicator::Groups ClusterCommunicator::groups_of(const tpu_group_assig
   if (groups == nullptr) {
     desc->num_groups = 1;
     desc->group_size = num_replicas();
-    desc->groups_hash = hash_ids(all_replicas_.data(), num_replicas());
+    desc->groups_hash = all_replicas_hash_;
     return {all_replicas_.data(), 1, num_replicas()};
   }
   validate_group_assignment(groups, num_replicas());
@@ -667,35 +668,40 @@ void ClusterCommunicator::gather_posted(
     for (size_t j = 0; j < n_local && bytes; ++j) std::memcpy(&post_out_[j * bytes], call.input[j], bytes);
     mine = post_out_.data();
   }
-  // The tasks sharing a row with this one, and where their posts go.
-  post_at_.assign(num_tasks, SIZE_MAX);
-  auto here = [&](const int32_t* row) {
-    for (int k = 0; k < g.group_size; ++k)
-      if (task_of_replica_[row[k]] == task_id_) return true;
-    return false;
-  };
-  size_t total = 0;
-  post_from_.clear();
-  for (int gi = 0; gi < g.num_groups; ++gi) {
-    const int32_t* row = g.ids + int64_t(gi) * g.group_size;
-    if (!here(row)) continue;
-    for (int k = 0; k < g.group_size; ++k) {
-      const int t = task_of_replica_[row[k]];
-      if (t == task_id_ || post_at_[t] != SIZE_MAX) continue;
-      post_at_[t] = total;
-      const size_t its = static_cast<size_t>(replicas_on_task_[t]) * bytes;
-      post_from_.push_back({t, 0, nullptr, its});
-      total += its;
+  // The tasks sharing a row with this one, and where their posts go: planned once for
+  // a collective like the last (the digest covers the groups, shape and dtype).
+  if (post_plan_digest_ != call.digest || post_plan_ids_ != g.ids || !post_plan_valid_) {
+    post_plan_valid_ = false;
+    post_at_.assign(num_tasks, SIZE_MAX);
+    post_rows_.clear();
+    post_from_.clear();
+    size_t total = 0;
+    for (int gi = 0; gi < g.num_groups; ++gi) {
+      const int32_t* row = g.ids + int64_t(gi) * g.group_size;
+      bool here = false;
+      for (int k = 0; k < g.group_size && !here; ++k) here = task_of_replica_[row[k]] == task_id_;
+      if (!here) continue;
+      post_rows_.push_back(gi);
+      for (int k = 0; k < g.group_size; ++k) {
+        const int t = task_of_replica_[row[k]];
+        if (t == task_id_ || post_at_[t] != SIZE_MAX) continue;
+        post_at_[t] = total;
+        const size_t its = static_cast<size_t>(replicas_on_task_[t]) * bytes;
+        post_from_.push_back({t, 0, nullptr, its});
+        total += its;
+      }
     }
+    post_in_.resize(total);
+    for (net::Recv& r : post_from_) r.data = post_in_.data() + post_at_[r.peer];
+    post_plan_digest_ = call.digest;
+    post_plan_ids_ = g.ids;
+    post_plan_valid_ = true;
   }
-  post_in_.resize(total);
-  for (net::Recv& r : post_from_) r.data = post_in_.data() + post_at_[r.peer];
   posts_->gather_posts(call.seq, call.digest, mine, n_local * bytes, post_from_.data(), post_from_.size(),
                        call.deadline, check_, namer_);
   post_inputs_.resize(g.group_size);
-  for (int gi = 0; gi < g.num_groups; ++gi) {
+  for (int gi : post_rows_) {
     const int32_t* row = g.ids + int64_t(gi) * g.group_size;
-    if (!here(row)) continue;
     for (int k = 0; k < g.group_size; ++k) {
       const int r = row[k], t = task_of_replica_[r];
       post_inputs_[k] = t == task_id_ ? call.input[local_rank_[r]]

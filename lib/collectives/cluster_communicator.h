@@ -165,10 +165,15 @@ class ClusterCommunicator : public Communicator {
   std::vector<char> post_out_, post_in_;
   std::vector<size_t> post_at_;
   std::vector<net::Recv> post_from_;
+  std::vector<int> post_rows_;  // the groups with members here
+  uint64_t post_plan_digest_ = 0;  // the collective the plan above is for
+  const int32_t* post_plan_ids_ = nullptr;
+  bool post_plan_valid_ = false;
   std::vector<const void*> post_inputs_;
   std::vector<int> local_replicas_;
   std::vector<int> local_rank_;  // by replica; -1 elsewhere
   std::vector<int32_t> all_replicas_;
+  uint64_t all_replicas_hash_ = 0;
   std::vector<int64_t> call_timeout_ms_;  // by local rank
   // The leader's buffers, grown as needed and never cleared: a collective of the
   // same size again allocates and faults nothing.
