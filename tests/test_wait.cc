@@ -26,6 +26,7 @@ extern "C" {
 #include "test_util.h"
 
 using tpurt::Clock;
+using tpurt::coarse_now;
 using tpurt::Deadline;
 using tpurt::SpinPolicy;
 using tpurt::WaitResult;
@@ -300,6 +301,21 @@ static void test_wait__deadline_starts_when_first_needed(void **state) {
   assert_string_equal(log.kinds.c_str(), "RS");
 }
 
+// The coarse clock is steady_clock's, at most a tick (a few ms) behind it, and moves:
+// a collective's deadline started with it is never later than asked.
+static void test_wait__coarse_clock_trails_the_steady_clock(void **state) {
+  (void)state;
+  for (int i = 0; i < 100; ++i) {
+    const auto coarse = coarse_now();
+    const auto now = Clock::now();
+    assert_true(coarse <= now);
+    assert_true(now - coarse < std::chrono::milliseconds(50));
+  }
+  const auto first = coarse_now();
+  sleep_ms(30);
+  assert_true(coarse_now() > first);
+}
+
 // Spin while waiters fit the CPUs; with more waiters than CPUs, yield at once
 // (for TPURT_YIELD_NS, 20 us by default).
 static void test_wait__policy_for_threads(void **state) {
@@ -324,6 +340,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_wait__wake_word),
       cmocka_unit_test(test_wait__deadline_starts_when_first_needed),
       cmocka_unit_test(test_wait__policy_for_threads),
+      cmocka_unit_test(test_wait__coarse_clock_trails_the_steady_clock),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }
