@@ -92,8 +92,24 @@ void check_all_ok(const std::vector<Result>& results, const char* what) {
   std::string errors;
   for (size_t i = 0; i < results.size(); ++i)
     if (results[i].code != TPU_OK)
-      errors += tpurt::str_cat("\n  task ", i, ": ", tpurt::status_name(results[i].code), " ", results[i].message);
+      errors += tpurt::str_cat("\n  task ", i, ": ", tpurt::status_name(results[i].code), " ",
+                               results[i].message);
   if (!errors.empty()) CHECK_FAIL("%s:%s", what, errors.c_str());
+}
+
+// One task's step: body() between begin_step and end_step. A failure ends the step with
+// it, so that the peers abort at once rather than at their deadlines, and is rethrown.
+// Returns whether a peer's step failed.
+bool run_step(ShmTransport& t, uint64_t step, const std::function<void()>& body) {
+  t.begin_step(step);
+  StepOutcome remote;
+  try {
+    body();
+  } catch (const tpurt::Error& e) {
+    t.end_step(StepOutcome{e.code(), -1, e.message()}, time_limit_ms(10000), &remote, name);
+    throw;
+  }
+  return t.end_step(StepOutcome{}, time_limit_ms(10000), &remote, name);
 }
 
 }  // namespace
@@ -113,43 +129,42 @@ static void test_posts__many_posts(void **) {
   std::vector<int> remote_failed(n, -1);
   for (uint64_t step = 1; step <= 2; ++step) {
     auto results = run_tasks(n, [&](int me) {
-      t[me]->begin_step(step);
       std::vector<Inbox> in(n);
       std::vector<std::vector<unsigned char>> out(n);
       std::vector<unsigned char> mine;
       std::vector<Recv> from;
       std::vector<Send> sends;
-      for (uint64_t c = 1; c <= kCollectives; ++c) {
-        from.clear();
-        if (c % 7 == 0) {
-          sends.clear();
-          for (int p = 0; p < n; ++p) {
-            if (p == me) continue;
-            fill(&out[p], exchange_size(me, p, c), Pattern(step, me, p, c));
-            sends.push_back({p, 1, out[p].data(), out[p].size()});
-            in[p].poison(exchange_size(p, me, c));
-            from.push_back({p, 1, in[p].buf.data(), exchange_size(p, me, c)});
+      remote_failed[me] = run_step(*t[me], step, [&] {
+        for (uint64_t c = 1; c <= kCollectives; ++c) {
+          from.clear();
+          if (c % 7 == 0) {
+            sends.clear();
+            for (int p = 0; p < n; ++p) {
+              if (p == me) continue;
+              fill(&out[p], exchange_size(me, p, c), Pattern(step, me, p, c));
+              sends.push_back({p, 1, out[p].data(), out[p].size()});
+              in[p].poison(exchange_size(p, me, c));
+              from.push_back({p, 1, in[p].buf.data(), exchange_size(p, me, c)});
+            }
+            t[me]->exchange(c, digest_of(c), sends.data(), sends.size(), from.data(), from.size(),
+                            in_ms(time_limit_ms(20000)), no_check, name);
+            for (int p = 0; p < n; ++p)
+              if (p != me) wrong[me] += in[p].wrong(exchange_size(p, me, c), Pattern(step, p, me, c));
+            ++exchanges[me];
+          } else {
+            fill(&mine, post_size(me, c), Pattern(step, me, kPost, c));
+            for (int p = 0; p < n; ++p) {
+              if (p == me) continue;
+              in[p].poison(post_size(p, c));
+              from.push_back({p, 0, in[p].buf.data(), post_size(p, c)});
+            }
+            gather(*t[me], c, digest_of(c), mine.data(), mine.size(), from, in_ms(time_limit_ms(20000)));
+            for (int p = 0; p < n; ++p)
+              if (p != me) wrong[me] += in[p].wrong(post_size(p, c), Pattern(step, p, kPost, c));
+            ++posts[me];
           }
-          t[me]->exchange(c, digest_of(c), sends.data(), sends.size(), from.data(), from.size(),
-                          in_ms(time_limit_ms(20000)), no_check, name);
-          for (int p = 0; p < n; ++p)
-            if (p != me) wrong[me] += in[p].wrong(exchange_size(p, me, c), Pattern(step, p, me, c));
-          ++exchanges[me];
-        } else {
-          fill(&mine, post_size(me, c), Pattern(step, me, kPost, c));
-          for (int p = 0; p < n; ++p) {
-            if (p == me) continue;
-            in[p].poison(post_size(p, c));
-            from.push_back({p, 0, in[p].buf.data(), post_size(p, c)});
-          }
-          gather(*t[me], c, digest_of(c), mine.data(), mine.size(), from, in_ms(time_limit_ms(20000)));
-          for (int p = 0; p < n; ++p)
-            if (p != me) wrong[me] += in[p].wrong(post_size(p, c), Pattern(step, p, kPost, c));
-          ++posts[me];
         }
-      }
-      StepOutcome remote;
-      remote_failed[me] = t[me]->end_step(StepOutcome{}, time_limit_ms(10000), &remote, name);
+      });
     });
     check_all_ok(results, step == 1 ? "step 1" : "step 2");
     for (int i = 0; i < n; ++i) {
@@ -157,7 +172,51 @@ static void test_posts__many_posts(void **) {
       CHECK(wrong[i] == 0);
     }
   }
-  for (int i = 0; i < n; ++i) CHECK(posts[i] == 2 * (kCollectives - kCollectives / 7) && exchanges[i] == 2 * (kCollectives / 7));
+  for (int i = 0; i < n; ++i)
+    CHECK(posts[i] == 2 * (kCollectives - kCollectives / 7) && exchanges[i] == 2 * (kCollectives / 7));
+}
+
+// 4 tasks (more than this machine's CPUs, so that tasks are preempted anywhere), 100 steps
+// of 1001 collectives: posted gathers alternating with exchanges, a gather last before
+// the end of the step. A task still waiting for posts may find a peer's frames of the
+// next collective, or its step's end, in its ring: the peer has posted since, and its
+// post is taken, not reported as a peer elsewhere.
+static void test_posts__posts_between_exchanges(void **) {
+  const int n = 4;
+  auto t = make_shm(n);
+  std::vector<size_t> wrong(n, 0);
+  std::vector<int> remote_failed(n, -1);
+  for (uint64_t step = 1; step <= 100; ++step) {
+    auto results = run_tasks(n, [&](int me) {
+      std::vector<Inbox> in(n);
+      std::vector<std::vector<unsigned char>> out(n);
+      std::vector<Recv> from;
+      std::vector<Send> sends;
+      remote_failed[me] = run_step(*t[me], step, [&] {
+        for (uint64_t c = 1; c <= 1001; ++c) {
+          from.clear();
+          sends.clear();
+          const int to = c % 2 ? kPost : 0;  // a post, or the exchange's pattern (to: the receiver)
+          for (int p = 0; p < n; ++p) {
+            if (p == me) continue;
+            fill(&out[p], 8, Pattern(step, me, to == kPost ? kPost : p, c));
+            sends.push_back({p, 0, out[p].data(), 8});
+            in[p].poison(8);
+            from.push_back({p, 0, in[p].buf.data(), 8});
+          }
+          if (c % 2)
+            gather(*t[me], c, digest_of(c), out[(me + 1) % n].data(), 8, from, in_ms(time_limit_ms(20000)));
+          else
+            t[me]->exchange(c, digest_of(c), sends.data(), sends.size(), from.data(), from.size(),
+                            in_ms(time_limit_ms(20000)), no_check, name);
+          for (const Recv& r : from)
+            wrong[me] += in[r.peer].wrong(8, Pattern(step, r.peer, to == kPost ? kPost : me, c));
+        }
+      });
+    });
+    check_all_ok(results, tpurt::str_cat("step ", step).c_str());
+    for (int i = 0; i < n; ++i) CHECK(remote_failed[i] == 0 && wrong[i] == 0);
+  }
 }
 
 // Peer sets that change from one collective to the next: in every other collective only
@@ -173,28 +232,28 @@ static void test_posts__varying_peers(void **) {
   std::vector<int> remote_failed(n, -1);
   for (uint64_t step = 1; step <= 2; ++step) {
     auto results = run_tasks(n, [&](int me) {
-      t[me]->begin_step(step);
       std::vector<Inbox> in(n);
       std::vector<unsigned char> mine;
       std::vector<Recv> from;
       auto size = [](int task, uint64_t c) { return size_t(8 + (c * 3 + task) % 93); };
-      for (uint64_t c = 1; c <= kCollectives; ++c) {
-        from.clear();
-        const int a = step == 1 ? 0 : int((c / 2) % 3), b = (a + 1) % 3;
-        for (int p = 0; p < n; ++p) {
-          if (p == me) continue;
-          const bool reads_p = c % 2 == 0 || (me == a && p == b) || (me == b && p == a);
-          if (!reads_p) continue;
-          in[p].poison(size(p, c));
-          from.push_back({p, 0, in[p].buf.data(), size(p, c)});
+      remote_failed[me] = run_step(*t[me], step, [&] {
+        for (uint64_t c = 1; c <= kCollectives; ++c) {
+          from.clear();
+          const int a = step == 1 ? 0 : int((c / 2) % 3), b = (a + 1) % 3;
+          for (int p = 0; p < n; ++p) {
+            if (p == me) continue;
+            const bool reads_p = c % 2 == 0 || (me == a && p == b) || (me == b && p == a);
+            if (!reads_p) continue;
+            in[p].poison(size(p, c));
+            from.push_back({p, 0, in[p].buf.data(), size(p, c)});
+          }
+          fill(&mine, size(me, c), Pattern(step, me, kPost, c));
+          gather(*t[me], c, digest_of(c), mine.data(), mine.size(), from, in_ms(time_limit_ms(20000)));
+          for (const Recv& r : from)
+            wrong[me] += in[r.peer].wrong(r.bytes, Pattern(step, r.peer, kPost, c));
+          reads[me] += from.size();
         }
-        fill(&mine, size(me, c), Pattern(step, me, kPost, c));
-        gather(*t[me], c, digest_of(c), mine.data(), mine.size(), from, in_ms(time_limit_ms(20000)));
-        for (const Recv& r : from) wrong[me] += in[r.peer].wrong(r.bytes, Pattern(step, r.peer, kPost, c));
-        reads[me] += from.size();
-      }
-      StepOutcome remote;
-      remote_failed[me] = t[me]->end_step(StepOutcome{}, time_limit_ms(10000), &remote, name);
+      });
     });
     check_all_ok(results, step == 1 ? "step 1" : "step 2");
     for (int i = 0; i < n; ++i) {
@@ -242,7 +301,8 @@ static void test_posts__peer_ends_step(void **) {
   results = run_tasks(2, [&](int me) {
     t[me]->begin_step(2);
     if (me == 1) {
-      t[1]->end_step(StepOutcome{TPU_DATA_LOSS, 3, "replica 3: broken"}, time_limit_ms(10000), &remote[1], name);
+      t[1]->end_step(StepOutcome{TPU_DATA_LOSS, 3, "replica 3: broken"}, time_limit_ms(10000), &remote[1],
+                     name);
       return;
     }
     try {
@@ -256,7 +316,8 @@ static void test_posts__peer_ends_step(void **) {
   CHECK(results[0].code == TPU_ABORTED);
   CHECK(results[0].message == "replica 3: broken");
   CHECK(remote_failed[0] == 1);
-  CHECK(remote[0].code == TPU_DATA_LOSS && remote[0].origin_replica == 3 && remote[0].message == "replica 3: broken");
+  CHECK(remote[0].code == TPU_DATA_LOSS && remote[0].origin_replica == 3 &&
+        remote[0].message == "replica 3: broken");
 
   for (uint64_t step = 3; step <= 4; ++step) {
     remote_failed.assign(2, -1);
@@ -300,8 +361,8 @@ static void test_posts__peer_in_exchange(void **) {
         t[1]->exchange(2, 20, &s, 1, &r, 1, in_ms(time_limit_ms(30000)), no_check, name);
       }
     } catch (const tpurt::Error& e) {
-      remote_failed[me] = t[me]->end_step(StepOutcome{e.code(), -1, me == 0 ? "posts mismatch" : "collateral"},
-                                          time_limit_ms(10000), &remote[me], name);
+      const StepOutcome mine_failed{e.code(), -1, me == 0 ? "posts mismatch" : "collateral"};
+      remote_failed[me] = t[me]->end_step(mine_failed, time_limit_ms(10000), &remote[me], name);
       throw;
     }
   });
@@ -345,28 +406,33 @@ static void test_posts__mismatches(void **) {
   auto results = run_tasks(2, [&](int me) {
     t[me]->begin_step(1);
     try {
-      gather(*t[me], 1, me == 0 ? 100 : 200, mine[me], 8, {{1 - me, 0, got[me], 8}}, in_ms(time_limit_ms(20000)));
+      gather(*t[me], 1, me == 0 ? 100 : 200, mine[me], 8, {{1 - me, 0, got[me], 8}},
+             in_ms(time_limit_ms(20000)));
     } catch (const tpurt::Error& e) {
       end_failed(me, e);
       throw;
     }
   });
-  CHECK(has(results[0], TPU_INVALID_ARGUMENT, "task 1 is in collective #1 of the step (descriptor digest c8)"));
-  CHECK(has(results[1], TPU_INVALID_ARGUMENT, "task 0 is in collective #1 of the step (descriptor digest 64)"));
+  CHECK(has(results[0], TPU_INVALID_ARGUMENT,
+            "task 1 is in collective #1 of the step (descriptor digest c8)"));
+  CHECK(has(results[1], TPU_INVALID_ARGUMENT,
+            "task 0 is in collective #1 of the step (descriptor digest 64)"));
 
   remote_failed.assign(2, -1);
   std::memset(got, kPoison, sizeof got);
   results = run_tasks(2, [&](int me) {
     t[me]->begin_step(2);
     try {
-      gather(*t[me], 1, 100, mine[me], me == 1 ? 4 : 8, {{1 - me, 0, got[me], 8}}, in_ms(time_limit_ms(20000)));
+      gather(*t[me], 1, 100, mine[me], me == 1 ? 4 : 8, {{1 - me, 0, got[me], 8}},
+             in_ms(time_limit_ms(20000)));
     } catch (const tpurt::Error& e) {
       end_failed(me, e);
       throw;
     }
     remote_failed[me] = t[me]->end_step(StepOutcome{}, time_limit_ms(10000), &remote[me], name);
   });
-  CHECK(has(results[0], TPU_INVALID_ARGUMENT, "task 1 posted 4 bytes for collective #1 where this task expects 8"));
+  CHECK(has(results[0], TPU_INVALID_ARGUMENT,
+            "task 1 posted 4 bytes for collective #1 where this task expects 8"));
   CHECK(results[1].code == TPU_OK);
   CHECK(remote_failed[1] == 1 && remote[1].code == TPU_INVALID_ARGUMENT);
   for (size_t k = 0; k < sizeof got[0]; ++k) CHECK(got[0][k] == kPoison);  // nothing copied
@@ -393,7 +459,8 @@ static void test_posts__deadline(void **) {
     auto t = make_shm(2);
     unsigned char mine[8] = {1}, got[8];
     t[0]->begin_step(1);
-    CHECK(has(thrown([&] { gather(*t[0], 1, 5, mine, 8, {{1, 0, got, 8}}, in_ms(200)); }), TPU_DEADLINE_EXCEEDED,
+    CHECK(has(thrown([&] { gather(*t[0], 1, 5, mine, 8, {{1, 0, got, 8}}, in_ms(200)); }),
+              TPU_DEADLINE_EXCEEDED,
               "collective #1 of the step did not complete: no data arrived from task 1"));
   }
   auto t = make_shm(3, false);
@@ -498,10 +565,12 @@ static void test_posts__peer_process(void **) {
       char x;
       if (read(up[0], &x, 1) == 1) kill(child, sig);  // the child read the post and waits
     });
-    Result first = thrown([&] { gather(*parent, 1, 9, mine, sizeof mine, {{1, 0, got, sizeof got}}, in_ms(30000)); });
-    Result second = thrown([&] {
-      gather(*parent, 2, 9, mine, sizeof mine, {{1, 0, got, sizeof got}}, in_ms(sig == SIGKILL ? 30000 : 300));
-    });
+    const std::vector<Recv> from{{1, 0, got, sizeof got}};
+    Result first =
+        thrown([&] { gather(*parent, 1, 9, mine, sizeof mine, from, in_ms(time_limit_ms(30000))); });
+    // Stopped, the peer never posts: the short deadline is what names it.
+    const int deadline_ms = sig == SIGKILL ? time_limit_ms(30000) : 300;
+    Result second = thrown([&] { gather(*parent, 2, 9, mine, sizeof mine, from, in_ms(deadline_ms)); });
     signaller.join();
     if (first.code != TPU_OK) {
       kill(child, SIGKILL);
@@ -510,7 +579,8 @@ static void test_posts__peer_process(void **) {
     CHECK(got[0] == 7 && got[99] == 7);
     if (sig == SIGKILL) {
       CHECK(has(second, TPU_UNAVAILABLE, "task 1"));
-      CHECK(has(second, TPU_UNAVAILABLE, "the peer's process (pid " + std::to_string(child) + ") has exited"));
+      CHECK(has(second, TPU_UNAVAILABLE,
+                "the peer's process (pid " + std::to_string(child) + ") has exited"));
     } else {
       CHECK(has(second, TPU_DEADLINE_EXCEEDED, "no data arrived from task 1"));
       kill(child, SIGKILL);
@@ -539,7 +609,8 @@ static void test_posts__hostile_slots(void **) {
 
   t[0]->begin_step(1);
   __atomic_store_n(&slot.stamp, stamp_of(1, 2), __ATOMIC_SEQ_CST);
-  CHECK(has(thrown([&] { gather(*t[0], 1, 5, mine, 8, {{1, 0, in.data(), 8}}, in_ms(time_limit_ms(5000))); }),
+  const std::vector<Recv> eight{{1, 0, in.data(), 8}};
+  CHECK(has(thrown([&] { gather(*t[0], 1, 5, mine, 8, eight, in_ms(time_limit_ms(5000))); }),
             TPU_INVALID_ARGUMENT, "task 1 posted the step's small collective #2 while this task is in #0"));
 
   const uint64_t huge[] = {uint64_t(1) << 40, ~uint64_t(0), shm::kPostBytes + 1, 9};
@@ -552,8 +623,10 @@ static void test_posts__hostile_slots(void **) {
     std::memset(slot.data, 0x11, sizeof slot.data);
     __atomic_store_n(&slot.stamp, stamp_of(step, 0), __ATOMIC_SEQ_CST);
     std::memset(in.data(), kPoison, in.size());
-    CHECK(has(thrown([&] { gather(*t[0], 1, 5, mine, 8, {{1, 0, in.data(), 8}}, in_ms(time_limit_ms(5000))); }),
-              TPU_INVALID_ARGUMENT, "task 1 posted " + std::to_string(huge[i]) + " bytes for collective #1 where this task expects 8"));
+    CHECK(has(thrown([&] { gather(*t[0], 1, 5, mine, 8, eight, in_ms(time_limit_ms(5000))); }),
+              TPU_INVALID_ARGUMENT,
+              "task 1 posted " + std::to_string(huge[i]) +
+                  " bytes for collective #1 where this task expects 8"));
     size_t touched = 0;
     for (unsigned char b : in) touched += b != kPoison;
     CHECK(touched == 0);
@@ -642,6 +715,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_posts__many_posts),
       cmocka_unit_test(test_posts__varying_peers),
+      cmocka_unit_test(test_posts__posts_between_exchanges),
       cmocka_unit_test(test_posts__peer_ends_step),
       cmocka_unit_test(test_posts__peer_in_exchange),
       cmocka_unit_test(test_posts__mismatches),
