@@ -40,7 +40,7 @@ using Cluster = std::vector<std::unique_ptr<StreamTransport>>;
 using MakeCluster = Cluster (*)(int n);
 
 // n transports, every pair joined by a socket pair.
-Cluster make_cluster(int n) {
+[[maybe_unused]] Cluster make_cluster(int n) {
   std::vector<std::unique_ptr<TcpTransport>> t;
   for (int i = 0; i < n; ++i) t.emplace_back(new TcpTransport(n, i));
   for (int i = 0; i < n; ++i)
@@ -65,14 +65,14 @@ std::vector<std::unique_ptr<ShmTransport>> make_shm(int n, bool seal = true) {
     for (auto& x : t) x->seal();
   return t;
 }
-Cluster make_shm_cluster(int n) {
+[[maybe_unused]] Cluster make_shm_cluster(int n) {
   auto t = make_shm(n);
   return Cluster(std::make_move_iterator(t.begin()), std::make_move_iterator(t.end()));
 }
 
 // Two hosts: tasks 0..n-2 share memory, task n-1 is a TcpTransport joined to each of
 // them by a socket (ShmTransport::attach_socket).
-Cluster make_mixed_cluster(int n) {
+[[maybe_unused]] Cluster make_mixed_cluster(int n) {
   std::vector<std::unique_ptr<ShmTransport>> local;
   for (int i = 0; i < n - 1; ++i) local.emplace_back(new ShmTransport(n, i));
   std::unique_ptr<TcpTransport> remote(new TcpTransport(n, n - 1));
