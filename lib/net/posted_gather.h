@@ -34,7 +34,9 @@ class PostedGather {
   // Collective `seq` (digest: its descriptor) as a gather: posts `mine` (at most
   // post_bytes()) and copies the post of every peer in `from` into it; a peer's
   // post must have exactly from[i].bytes (tag is unused). Every task that takes part
-  // in the step's collective posts, also one with nothing to read. Errors as
+  // in the step's collective posts, also one with nothing to read. The peers read
+  // must be those that read this task's post (a task's groups are its peers', which
+  // equal digests ensure); a slot is rewritten once they have read it. Errors as
   // Transport::exchange; a post of another size is TPU_INVALID_ARGUMENT.
   virtual void gather_posts(uint64_t seq, uint64_t digest, const void* mine, size_t bytes,
                             const Recv* from, size_t num_from, Transport::Clock::time_point deadline,

@@ -225,6 +225,7 @@ ShmTransport::ShmTransport(int num_tasks, int task_id)
   windows_ = std::vector<std::atomic<char*>>(num_tasks);
   windows_[task_id].store(window_in(own_), std::memory_order_release);
   from_index_.assign(num_tasks, -1);
+  from_mark_.assign(num_tasks, 0);
   read_post_.assign(num_tasks, UINT64_MAX);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
@@ -363,7 +364,7 @@ shm::PostArea* ShmTransport::peer_posts(int peer, const std::function<std::strin
 }
 
 template <typename Ready, typename Prefetch>
-void ShmTransport::await_peers(std::vector<int>* pending, Ready&& ready, Prefetch&& prefetch,
+void ShmTransport::await_peers(std::vector<int>* pending, Owed owed, Ready&& ready, Prefetch&& prefetch,
                                Clock::time_point deadline,
                                const std::function<void()>& check,
                                const std::function<std::string(int)>& name) {
@@ -386,7 +387,17 @@ void ShmTransport::await_peers(std::vector<int>* pending, Ready&& ready, Prefetc
       // A peer that sends rather than posts is elsewhere: its frame says where. Looked
       // at every few rounds: it is an error's path, and the ring's words are on other
       // pages than the post.
-      if ((round & 7) == 7 && static_cast<ShmLink*>(link(peer))->readable()) probe(peer, name);
+      // A peer posts before it sends its next frame: one whose frame is there but whose
+      // post was not a moment ago has posted since, and is not elsewhere.
+      if ((round & 7) == 7 && static_cast<ShmLink*>(link(peer))->readable()) {
+        if (ready(peer)) {
+          (*pending)[i] = pending->back();
+          pending->pop_back();
+          advanced = true;
+          continue;
+        }
+        probe(peer, name);
+      }
       ++i;
     }
     if (pending->empty()) return;
@@ -411,7 +422,10 @@ void ShmTransport::await_peers(std::vector<int>* pending, Ready&& ready, Prefetc
       spinning = true;
       spin_start = now;
     }
-    if (now >= deadline) missed_deadline(*pending, {}, name);
+    if (now >= deadline) {
+      if (owed == Owed::kPost) missed_deadline(*pending, {}, name);
+      missed_deadline({}, *pending, name);
+    }
     now_spun_ = now - spin_start;
     if (now_spun_ < kSpin) {
       idle(now_spun_);
@@ -449,8 +463,12 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
   enter_collective(seq, digest);
   if (bytes > shm::kPostBytes)
     tpurt::fail(TPU_INTERNAL, "a post of ", bytes, " bytes (at most ", shm::kPostBytes, ")");
+  ++gathers_;
   for (size_t i = 0; i < num_from; ++i) {
     peer_posts(from[i].peer, name);
+    if (from_mark_[from[i].peer] == gathers_)
+      tpurt::fail(TPU_INTERNAL, "a posted gather names task ", from[i].peer, " twice");
+    from_mark_[from[i].peer] = gathers_;
     if (from[i].bytes > shm::kPostBytes)
       tpurt::fail(TPU_INTERNAL, "a post of ", from[i].bytes, " bytes expected (at most ",
                   shm::kPostBytes, ")");
@@ -472,12 +490,16 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
     pending_.clear();
     for (int peer : slot_readers_[parity])
       if (read_post_[peer] != k - 1) pending_.push_back(peer);
-    await_peers(&pending_, [&](int peer) {
+    await_peers(&pending_, Owed::kRead, [&](int peer) {
       const uint64_t c = shm::load(&peer_posts(peer, name)->consumed);
       return stamp_step(c) == stamp_step(previous) && (c & 0xffffffffu) != 0 &&
              stamp_post(c) >= stamp_post(previous);
     }, [&](int peer) { __builtin_prefetch(&peer_posts(peer, name)->consumed); }, deadline, check, name);
   }
+  // As a seqlock: no stamp while the fields change, so a reader that copied them
+  // meanwhile sees its check after the copy fail.
+  __atomic_store_n(&slot.stamp, uint64_t{0}, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
   slot.seq = seq;
   slot.digest = digest;
   slot.bytes = bytes;
@@ -498,7 +520,7 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
     pending_.push_back(from[i].peer);
     from_index_[from[i].peer] = static_cast<int>(i);
   }
-  await_peers(&pending_, [&](int peer) {
+  await_peers(&pending_, Owed::kPost, [&](int peer) {
     const shm::PostSlot& post = peer_posts(peer, name)->slot[parity];
     const uint64_t its = shm::load(&post.stamp);
     if (its != stamp) {

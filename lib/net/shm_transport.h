@@ -93,11 +93,15 @@ class ShmTransport : public StreamTransport, public SharedWindows, public Posted
 
  private:
   // Waits until ready(peer) holds for every peer in *pending (emptied as they do), or
-  // throws: the deadline (missed_deadline, the pending peers as owing), what a peer's
+  // throws: the deadline (missed_deadline naming the pending peers as owing data, or
+  // for Owed::kRead as not taking it), what a peer's
   // stream says (probe), an interrupt. ready may throw.
   // prefetch(peer) fetches what ready(peer) will read.
+  // What the peers awaited owe: their post, or their reading of this task's.
+  enum class Owed { kPost, kRead };
   template <typename Ready, typename Prefetch>
-  void await_peers(std::vector<int>* pending, Ready&& ready, Prefetch&& prefetch, Clock::time_point deadline,
+  void await_peers(std::vector<int>* pending, Owed owed, Ready&& ready, Prefetch&& prefetch,
+                   Clock::time_point deadline,
                    const std::function<void()>& check, const std::function<std::string(int)>& name);
   shm::PostArea* peer_posts(int peer, const std::function<std::string(int)>& name);
 
@@ -122,6 +126,8 @@ class ShmTransport : public StreamTransport, public SharedWindows, public Posted
   std::vector<int> slot_readers_[2];
   std::vector<int> pending_;
   std::vector<int> from_index_;  // by peer: its position in gather_posts()'s list
+  std::vector<uint64_t> from_mark_;  // by peer: the last gather that listed it
+  uint64_t gathers_ = 0;
   std::vector<uint64_t> read_post_;  // by peer: the number of its last post read this step
   Clock::duration now_spun_{};  // how long await_peers() has spun, when last read
 };
