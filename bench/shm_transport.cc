@@ -5,6 +5,8 @@
 //              (one round of a ring collective)
 //   all8       every task sends 8 B to every other and receives from every other in one
 //              exchange (an all-reduce of 8 bytes, less the local sum)
+//   posts8     the same as a posted gather (shm only, net/posted_gather.h): each task
+//              posts 8 B and copies every other's post
 //   oneway     16 MiB from task 0 to 1, back to back: bandwidth
 //   ring16M    every task sends 16 MiB to the next at once: bandwidth per task
 // Every figure is the median of RUNS runs (each a step of its own). Not part of make:
@@ -12,7 +14,7 @@
 //   g++ -std=c++17 -O2 -pthread -Iinclude -Ilib -Ibuild/gen bench/shm_transport.cc \
 //       build/lib/libtpurt.a $(pkg-config --libs libprotobuf-c libuv libcrypto jansson) \
 //       -o build/shm_transport_bench
-//   build/shm_transport_bench [tasks=2] [runs=5] [shm|tcp|both] [pingpong,ring8,all8,oneway,ring16M]
+//   build/shm_transport_bench [tasks=2] [runs=5] [shm|tcp|both] [pingpong,ring8,all8,posts8,oneway,ring16M]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -99,7 +101,7 @@ struct Bench {
   }
 };
 
-std::string g_phases = "pingpong,ring8,all8,oneway,ring16M";
+std::string g_phases = "pingpong,ring8,all8,posts8,oneway,ring16M";
 bool phase(const char* name) { return g_phases.find(name) != std::string::npos; }
 
 void run_task(Transport* t, int me, int n, int runs, int out_fd) {
@@ -154,6 +156,21 @@ void run_task(Transport* t, int me, int n, int runs, int out_fd) {
     for (int i = 0; i < iters; ++i) b.xchg(sends.data(), sends.size(), recvs.data(), recvs.size());
   });
   snprintf(line, sizeof line, "all8 8 B to and from every task: %.2f us per exchange\n", a8 * 1e6);
+  report += line;
+  }
+
+  auto* posts = dynamic_cast<tpurt::net::PostedGather*>(t);
+  if (phase("posts8") && posts) {
+  std::vector<uint64_t> from(n);
+  std::vector<Recv> recvs;
+  for (int p = 0; p < n; ++p)
+    if (p != me) recvs.push_back({p, 0, &from[p], 8});
+  double p8 = b.timed(runs, 20000, [&](int iters) {
+    for (int i = 0; i < iters; ++i)
+      posts->gather_posts(++b.seq, 1, &small_out, 8, recvs.data(), recvs.size(),
+                          Clock::now() + std::chrono::seconds(60), no_check, name);
+  });
+  snprintf(line, sizeof line, "posts8 8 B posted, every other's copied: %.2f us per gather\n", p8 * 1e6);
   report += line;
   }
 
