@@ -64,17 +64,21 @@ std::string Descriptor::describe() const {
 }
 
 uint64_t Descriptor::digest() const {
-  auto mix = [](uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h * 0xff51afd7ed558ccdull;
-  };
-  uint64_t h = mix(static_cast<uint64_t>(kind), (uint64_t(uint32_t(op)) << 32) | uint32_t(dtype));
-  h = mix(h, (uint64_t(uint32_t(rank)) << 32) | uint32_t(bf16_wire));
-  for (int i = 0; i < rank; ++i) h = mix(h, static_cast<uint64_t>(dims[i]));
-  h = mix(h, (uint64_t(uint32_t(params[0])) << 32) | uint32_t(params[1]));
-  h = mix(h, (uint64_t(uint32_t(params[2])) << 32) | uint32_t(num_groups));
-  h = mix(h, uint32_t(group_size));
-  return mix(h, groups_hash);
+  // Every field in a lane of its own, multiplied by its own odd constant (the products
+  // are independent, so they overlap: this runs on every collective), then one mix.
+  auto word = [](int32_t hi, int32_t lo) { return (uint64_t(uint32_t(hi)) << 32) | uint32_t(lo); };
+  uint64_t h = word(static_cast<int32_t>(kind), op) * 0x9e3779b97f4a7c15ull ^
+               word(dtype, rank) * 0xc2b2ae3d27d4eb4full ^
+               word(params[0], params[1]) * 0x165667b19e3779f9ull ^
+               word(params[2], bf16_wire) * 0xd6e8feb86659fd93ull ^
+               word(num_groups, group_size) * 0xff51afd7ed558ccdull ^
+               groups_hash * 0xc4ceb9fe1a85ec53ull;
+  for (int i = 0; i < rank; ++i)
+    h ^= static_cast<uint64_t>(dims[i]) * (0x9fb21c651e98df25ull + 2 * static_cast<uint64_t>(i));
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
 }
 
 Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus)

@@ -26,6 +26,8 @@ constexpr auto kSpin = std::chrono::microseconds(20);
 constexpr auto kLiveness = std::chrono::milliseconds(10);
 // The longest poll() on sockets while rings are awaited too: rings cannot wake a poll().
 constexpr auto kMixedPoll = std::chrono::milliseconds(1);
+// The longest sleep of a wait for peers to read this task's post (see gather_posts).
+constexpr auto kReadNap = std::chrono::milliseconds(1);
 // Rounds of a posted gather's wait that pause without reading the clock, when tasks
 // fit the CPUs: about a microsecond.
 constexpr unsigned kHotPauses = 64;
@@ -45,6 +47,17 @@ constexpr uint64_t kMaxPostsPerStep = 0xfffffffeu;
 uint64_t post_stamp(uint64_t step, uint64_t k) { return (step << 32) | (k + 1); }
 uint64_t stamp_step(uint64_t stamp) { return stamp >> 32; }
 uint64_t stamp_post(uint64_t stamp) { return (stamp & 0xffffffffu) - 1; }  // when nonzero
+
+// A post's bytes: the usual few without a call to memcpy.
+inline void copy_post(void* to, const void* from, size_t bytes) {
+  if (bytes == 8) {
+    uint64_t v;
+    __builtin_memcpy(&v, from, 8);
+    __builtin_memcpy(to, &v, 8);
+  } else if (bytes) {
+    std::memcpy(to, from, bytes);
+  }
+}
 
 // num_tasks, once it and task_id are known to be valid.
 int checked_tasks(int num_tasks, int task_id) {
@@ -226,6 +239,7 @@ ShmTransport::ShmTransport(int num_tasks, int task_id)
   windows_[task_id].store(window_in(own_), std::memory_order_release);
   from_index_.assign(num_tasks, -1);
   from_mark_.assign(num_tasks, 0);
+  posts_of_.assign(num_tasks, nullptr);
   read_post_.assign(num_tasks, UINT64_MAX);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
@@ -442,7 +456,7 @@ void ShmTransport::await_peers(std::vector<int>* pending, Owed owed, Ready&& rea
       wake = ready(peer) || static_cast<ShmLink*>(link(peer))->readable();
     }
     if (!wake) {
-      const auto left = std::min<Clock::duration>(deadline - now, kLiveness);
+      const auto left = std::min<Clock::duration>(deadline - now, owed == Owed::kRead ? kReadNap : kLiveness);
       shm::futex_wait(&h->bell, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
     }
     shm::store(&h->sleeping, 0u);
@@ -458,14 +472,14 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
                                 const Recv* from, size_t num_from, Clock::time_point deadline,
                                 const std::function<void()>& check,
                                 const std::function<std::string(int)>& name) {
-  std::lock_guard<std::mutex> driving(drive_mutex());
+  std::lock_guard<DriveLock> driving(drive_mutex());
   throw_if_failed();
   enter_collective(seq, digest);
   if (bytes > shm::kPostBytes)
     tpurt::fail(TPU_INTERNAL, "a post of ", bytes, " bytes (at most ", shm::kPostBytes, ")");
   ++gathers_;
   for (size_t i = 0; i < num_from; ++i) {
-    peer_posts(from[i].peer, name);
+    posts_of_[from[i].peer] = peer_posts(from[i].peer, name);
     if (from_mark_[from[i].peer] == gathers_)
       tpurt::fail(TPU_INTERNAL, "a posted gather names task ", from[i].peer, " twice");
     from_mark_[from[i].peer] = gathers_;
@@ -491,10 +505,10 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
     for (int peer : slot_readers_[parity])
       if (read_post_[peer] != k - 1) pending_.push_back(peer);
     await_peers(&pending_, Owed::kRead, [&](int peer) {
-      const uint64_t c = shm::load(&peer_posts(peer, name)->consumed);
+      const uint64_t c = shm::load(&posts_of_[peer]->consumed);
       return stamp_step(c) == stamp_step(previous) && (c & 0xffffffffu) != 0 &&
              stamp_post(c) >= stamp_post(previous);
-    }, [&](int peer) { __builtin_prefetch(&peer_posts(peer, name)->consumed); }, deadline, check, name);
+    }, [&](int peer) { __builtin_prefetch(&posts_of_[peer]->consumed); }, deadline, check, name);
   }
   // As a seqlock: no stamp while the fields change, so a reader that copied them
   // meanwhile sees its check after the copy fail.
@@ -503,7 +517,7 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
   slot.seq = seq;
   slot.digest = digest;
   slot.bytes = bytes;
-  if (bytes) std::memcpy(slot.data, mine, bytes);
+  copy_post(slot.data, mine, bytes);
   shm::store(&slot.stamp, stamp);
   posts_in_step_ = k + 1;
   slot_stamp_[parity] = stamp;
@@ -521,7 +535,7 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
     from_index_[from[i].peer] = static_cast<int>(i);
   }
   await_peers(&pending_, Owed::kPost, [&](int peer) {
-    const shm::PostSlot& post = peer_posts(peer, name)->slot[parity];
+    const shm::PostSlot& post = posts_of_[peer]->slot[parity];
     const uint64_t its = shm::load(&post.stamp);
     if (its != stamp) {
       // Not yet: the slot's post two before, or one of an earlier step.
@@ -543,7 +557,7 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
     if (its_bytes != r.bytes)
       tpurt::fail(TPU_INVALID_ARGUMENT, name(peer), " posted ", its_bytes, " bytes for collective #",
                   seq, " where this task expects ", r.bytes);
-    if (r.bytes) std::memcpy(r.data, post.data, r.bytes);
+    copy_post(r.data, post.data, r.bytes);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (shm::load(&post.stamp) != stamp)
       tpurt::fail(TPU_INVALID_ARGUMENT, name(peer), " overwrote its post of collective #", seq,
@@ -551,9 +565,11 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
                   "collectives, or with different groups");
     read_post_[peer] = k;
     return true;
-  }, [&](int peer) { __builtin_prefetch(&peer_posts(peer, name)->slot[parity]); }, deadline, check, name);
+  }, [&](int peer) { __builtin_prefetch(&posts_of_[peer]->slot[parity]); }, deadline, check, name);
   // Read: the peers may write their slots again (they wait for this, see above).
-  shm::store(&own->consumed, stamp);
+  // A release store, not a fence: the doorbells below may then miss a peer falling
+  // asleep this instant, which is why a wait for reads sleeps kReadNap at most.
+  __atomic_store_n(&own->consumed, stamp, __ATOMIC_RELEASE);
   for (size_t i = 0; i < num_from; ++i) shm::ring_doorbell(peer_maps_[from[i].peer].header());
 }
 

@@ -127,6 +127,7 @@ class ShmTransport : public StreamTransport, public SharedWindows, public Posted
   std::vector<int> pending_;
   std::vector<int> from_index_;  // by peer: its position in gather_posts()'s list
   std::vector<uint64_t> from_mark_;  // by peer: the last gather that listed it
+  std::vector<shm::PostArea*> posts_of_;  // by peer: its posts, once a gather listed it
   uint64_t gathers_ = 0;
   std::vector<uint64_t> read_post_;  // by peer: the number of its last post read this step
   Clock::duration now_spun_{};  // how long await_peers() has spun, when last read

@@ -347,7 +347,7 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
                             const Recv* recvs, size_t num_recvs, Clock::time_point deadline,
                             const std::function<void()>& check,
                             const std::function<std::string(int)>& name) {
-  std::lock_guard<std::mutex> driving(drive_mu_);
+  std::lock_guard<DriveLock> driving(drive_mu_);
   if (has_failed_.load(std::memory_order_acquire)) throw_failed();
   seq_ = seq;
   digest_ = digest;
@@ -451,7 +451,7 @@ void StreamTransport::missed_deadline(const std::vector<int>& owing, const std::
 bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, StepOutcome* remote,
                             const std::function<std::string(int)>& name) {
   // A late replica's leader, interrupted by the step's abort, leaves exchange() first.
-  std::lock_guard<std::mutex> driving(drive_mu_);
+  std::lock_guard<DriveLock> driving(drive_mu_);
   if (num_tasks_ == 1 || has_failed_.load(std::memory_order_acquire)) return false;
   std::string end_payload(8 + mine.message.size(), '\0');
   const int32_t code = mine.code, origin = mine.origin_replica;

@@ -7,6 +7,7 @@
 // the links, spins briefly, then sleeps in the subclass's wait_ready().
 #pragma once
 
+#include <sched.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "net/frame.h"
@@ -44,6 +46,22 @@ class Link {
   virtual int64_t recv(void* dest, size_t bytes, std::string* error) = 0;
   // Ends the link both ways; the peer's reads then see kClosed, its sends fail.
   virtual void shutdown() = 0;
+};
+
+// One driver at a time, rarely contended (a late leader against the step's end): a
+// flag taken with one exchange; a waiter yields, then naps.
+class DriveLock {
+ public:
+  void lock() {
+    for (int tries = 0; taken_.exchange(true, std::memory_order_acquire); ++tries) {
+      if (tries < 1000) sched_yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  void unlock() { taken_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> taken_{false};
 };
 
 class StreamTransport : public Transport {
@@ -94,7 +112,7 @@ class StreamTransport : public Transport {
   // For a subclass's own ways of moving a collective's data beside the streams
   // (ShmTransport's posts), under the same rules:
   // the lock that lets one thread at a time drive the transport;
-  std::mutex& drive_mutex() { return drive_mu_; }
+  DriveLock& drive_mutex() { return drive_mu_; }
   uint64_t current_step() const { return step_; }
   // throws the cluster's failure (TPU_UNAVAILABLE) once any;
   void throw_if_failed() const {
@@ -137,7 +155,7 @@ class StreamTransport : public Transport {
   const std::chrono::microseconds spin_;
   std::unique_ptr<Peer[]> peers_;
   mutable std::mutex mu_;  // guards Peer::link changes by attach_link(), Peer::lost and failed_
-  std::mutex drive_mu_;    // one driver at a time: exchange() or end_step()
+  DriveLock drive_mu_;     // one driver at a time: exchange() or end_step()
   std::condition_variable attached_;
   std::string failed_;     // the cluster's failure, once any
   std::atomic<bool> has_failed_{false};
