@@ -517,53 +517,19 @@ static void test_posts__interrupt(void **) {
 static void test_posts__peer_process(void **) {
   for (int sig : {SIGKILL, SIGSTOP}) {
     auto parent = std::unique_ptr<ShmTransport>(new ShmTransport(2, 0));
-    const std::string parent_locator = parent->locator();
-    int up[2], down[2];  // child to parent, parent to child
-    CHECK(pipe(up) == 0 && pipe(down) == 0);
-    const pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-      alarm(60);  // never outlives a test that went wrong
-      close(up[0]);
-      close(down[1]);
-      int rc = 0;
-      try {
-        ShmTransport me(2, 1);
-        me.attach(0, parent_locator);
-        std::string loc = me.locator() + "\n";
-        char ack;
-        if (write(up[1], loc.data(), loc.size()) != static_cast<ssize_t>(loc.size()) ||
-            read(down[0], &ack, 1) != 1)
-          _exit(3);
-        me.seal();
-        me.begin_step(1);
-        unsigned char mine[100], got[100];
-        std::memset(mine, 7, sizeof mine);
-        gather(me, 1, 9, mine, sizeof mine, {{0, 0, got, sizeof got}}, in_ms(30000));
-        for (unsigned char c : got)
-          if (c != 5) _exit(5);
-        if (write(up[1], "x", 1) != 1) _exit(4);
-        pause();
-      } catch (...) {
-        rc = 2;
-      }
-      _exit(rc);
-    }
-    close(up[1]);
-    close(down[0]);
-    std::string loc;
-    char c;
-    while (read(up[0], &c, 1) == 1 && c != '\n' && loc.size() < 200) loc += c;
-    parent->attach(1, loc);
-    CHECK(write(down[1], "a", 1) == 1);
-    parent->seal();
+    ForkedPeer child(parent.get(), [](ShmTransport& me) {
+      unsigned char mine[100], got[100];
+      std::memset(mine, 7, sizeof mine);
+      gather(me, 1, 9, mine, sizeof mine, {{0, 0, got, sizeof got}}, in_ms(30000));
+      for (unsigned char c : got)
+        if (c != 5) return 5;
+      return 0;
+    });
     CHECK(open_segments() == 0);  // sealed, and the child's was closed once mapped
-    parent->begin_step(1);
     unsigned char mine[100], got[100];
     std::memset(mine, 5, sizeof mine);
     std::thread signaller([&] {
-      char x;
-      if (read(up[0], &x, 1) == 1) kill(child, sig);  // the child read the post and waits
+      if (child.body_done()) kill(child.pid, sig);  // the child read the post and waits
     });
     const std::vector<Recv> from{{1, 0, got, sizeof got}};
     Result first =
@@ -573,23 +539,19 @@ static void test_posts__peer_process(void **) {
     Result second = thrown([&] { gather(*parent, 2, 9, mine, sizeof mine, from, in_ms(deadline_ms)); });
     signaller.join();
     if (first.code != TPU_OK) {
-      kill(child, SIGKILL);
+      kill(child.pid, SIGKILL);
       CHECK_FAIL("the first gather: %s", first.message.c_str());
     }
     CHECK(got[0] == 7 && got[99] == 7);
     if (sig == SIGKILL) {
       CHECK(has(second, TPU_UNAVAILABLE, "task 1"));
       CHECK(has(second, TPU_UNAVAILABLE,
-                "the peer's process (pid " + std::to_string(child) + ") has exited"));
+                "the peer's process (pid " + std::to_string(child.pid) + ") has exited"));
     } else {
       CHECK(has(second, TPU_DEADLINE_EXCEEDED, "no data arrived from task 1"));
-      kill(child, SIGKILL);
+      kill(child.pid, SIGKILL);
     }
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    close(up[0]);
-    close(down[1]);
+    CHECK(child.reap_killed());
   }
 }
 

@@ -628,51 +628,17 @@ static void test_transport__shm_random_bytes(void **) {
 static void test_transport__shm_peer_process(void **) {
   for (int sig : {SIGKILL, SIGSTOP}) {
     auto parent = std::unique_ptr<ShmTransport>(new ShmTransport(2, 0));
-    const std::string parent_locator = parent->locator();
-    int up[2], down[2];  // child to parent, parent to child
-    CHECK(pipe(up) == 0 && pipe(down) == 0);
-    const pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-      alarm(60);  // never outlives a test that went wrong
-      close(up[0]);
-      close(down[1]);
-      int rc = 0;
-      try {
-        ShmTransport me(2, 1);
-        me.attach(0, parent_locator);
-        std::string loc = me.locator() + "\n";
-        char ack;
-        if (write(up[1], loc.data(), loc.size()) != static_cast<ssize_t>(loc.size()) ||
-            read(down[0], &ack, 1) != 1)
-          _exit(3);
-        me.seal();
-        me.begin_step(1);
-        std::vector<char> data(4u << 20, 7);
-        Send s{0, 1, data.data(), data.size()};
-        me.exchange(1, 9, &s, 1, nullptr, 0, in_ms(30000), no_check, name);
-        if (write(up[1], "x", 1) != 1) _exit(4);
-        pause();
-      } catch (...) {
-        rc = 2;
-      }
-      _exit(rc);
-    }
-    close(up[1]);
-    close(down[0]);
-    std::string loc;
-    char c;
-    while (read(up[0], &c, 1) == 1 && c != '\n' && loc.size() < 200) loc += c;
-    parent->attach(1, loc);
-    CHECK(write(down[1], "a", 1) == 1);
-    parent->seal();
+    ForkedPeer child(parent.get(), [](ShmTransport& me) {
+      std::vector<char> data(4u << 20, 7);
+      Send s{0, 1, data.data(), data.size()};
+      me.exchange(1, 9, &s, 1, nullptr, 0, in_ms(30000), no_check, name);
+      return 0;
+    });
     CHECK(open_segments() == 0);  // sealed, and the child's was closed once mapped
-    parent->begin_step(1);
     std::vector<char> got(4u << 20), rest(8);
     Recv r[2] = {{1, 1, got.data(), got.size()}, {1, 2, rest.data(), rest.size()}};
     std::thread signaller([&] {
-      char x;
-      if (read(up[0], &x, 1) == 1) kill(child, sig);  // the child sent tag 1 and waits
+      if (child.body_done()) kill(child.pid, sig);  // the child sent tag 1 and waits
     });
     const int deadline_ms = sig == SIGKILL ? 30000 : 300;
     Result res = thrown([&] {
@@ -681,17 +647,13 @@ static void test_transport__shm_peer_process(void **) {
     signaller.join();
     if (sig == SIGKILL) {
       CHECK(has(res, TPU_UNAVAILABLE, "task 1: data connection failed: the peer's process (pid " +
-                                          std::to_string(child) + ") has exited"));
+                                          std::to_string(child.pid) + ") has exited"));
     } else {
       CHECK(has(res, TPU_DEADLINE_EXCEEDED, "no data arrived from task 1"));
-      kill(child, SIGKILL);
+      kill(child.pid, SIGKILL);
     }
     CHECK(got == std::vector<char>(4u << 20, 7));
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    close(up[0]);
-    close(down[1]);
+    CHECK(child.reap_killed());
   }
 }
 

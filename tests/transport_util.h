@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -167,6 +168,72 @@ bool has(const Result& r, tpu_status code, const std::string& fragment) {
               r.message.c_str(), tpurt::status_name(code), fragment.c_str());
   return false;
 }
+
+// Task 1 of a cluster of two, in a forked process joined to `parent` (task 0) over
+// shared memory: both attach and seal, and start step 1. The child runs body(its
+// transport) (a nonzero return or a throw ends it with that status or 2), then says
+// so (body_done() in the parent returns) and waits to be killed or stopped; alarm(60)
+// bounds it whatever happens.
+struct ForkedPeer {
+  pid_t pid = -1;
+  int from_child = -1, to_child = -1;
+
+  ForkedPeer(ShmTransport* parent, const std::function<int(ShmTransport&)>& body) {
+    const std::string parent_locator = parent->locator();
+    int up[2], down[2];  // child to parent, parent to child
+    if (pipe(up) != 0 || pipe(down) != 0) abort();
+    pid = fork();
+    if (pid < 0) abort();
+    if (pid == 0) {
+      alarm(60);
+      close(up[0]);
+      close(down[1]);
+      int rc = 0;
+      try {
+        ShmTransport me(2, 1);
+        me.attach(0, parent_locator);
+        std::string loc = me.locator() + "\n";
+        char ack;
+        if (write(up[1], loc.data(), loc.size()) != static_cast<ssize_t>(loc.size()) ||
+            read(down[0], &ack, 1) != 1)
+          _exit(3);
+        me.seal();
+        me.begin_step(1);
+        rc = body(me);
+        if (rc == 0 && write(up[1], "x", 1) != 1) _exit(4);
+        if (rc == 0) pause();
+      } catch (...) {
+        rc = 2;
+      }
+      _exit(rc);
+    }
+    close(up[1]);
+    close(down[0]);
+    from_child = up[0];
+    to_child = down[1];
+    std::string loc;
+    char c;
+    while (read(from_child, &c, 1) == 1 && c != '\n' && loc.size() < 200) loc += c;
+    parent->attach(1, loc);
+    if (write(to_child, "a", 1) != 1) abort();
+    parent->seal();
+    parent->begin_step(1);
+  }
+  ~ForkedPeer() {
+    close(from_child);
+    close(to_child);
+  }
+  // Waits until the child's body has returned; false if it ended otherwise.
+  bool body_done() {
+    char x;
+    return read(from_child, &x, 1) == 1;
+  }
+  // Reaps the child; true when SIGKILL ended it.
+  bool reap_killed() {
+    int status = 0;
+    return waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  }
+};
 
 }  // namespace
 
