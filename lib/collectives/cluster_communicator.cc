@@ -670,8 +670,8 @@ void ClusterCommunicator::gather_posted(
   }
   // The tasks sharing a row with this one, and where their posts go: planned once for
   // a collective like the last (the digest covers the groups, shape and dtype).
-  if (post_plan_digest_ != call.digest || post_plan_ids_ != g.ids || !post_plan_valid_) {
-    post_plan_valid_ = false;
+  if (post_plan_digest_ != call.digest || post_plan_ids_ != g.ids) {
+    post_plan_ids_ = nullptr;  // no plan until this one is whole
     post_at_.assign(num_tasks, SIZE_MAX);
     post_rows_.clear();
     post_from_.clear();
@@ -695,7 +695,6 @@ void ClusterCommunicator::gather_posted(
     for (net::Recv& r : post_from_) r.data = post_in_.data() + post_at_[r.peer];
     post_plan_digest_ = call.digest;
     post_plan_ids_ = g.ids;
-    post_plan_valid_ = true;
   }
   posts_->gather_posts(call.seq, call.digest, mine, n_local * bytes, post_from_.data(), post_from_.size(),
                        call.deadline, check_, namer_);

@@ -167,8 +167,7 @@ class ClusterCommunicator : public Communicator {
   std::vector<net::Recv> post_from_;
   std::vector<int> post_rows_;  // the groups with members here
   uint64_t post_plan_digest_ = 0;  // the collective the plan above is for
-  const int32_t* post_plan_ids_ = nullptr;
-  bool post_plan_valid_ = false;
+  const int32_t* post_plan_ids_ = nullptr;  // nullptr: no plan
   std::vector<const void*> post_inputs_;
   std::vector<int> local_replicas_;
   std::vector<int> local_rank_;  // by replica; -1 elsewhere

@@ -377,12 +377,25 @@ shm::PostArea* ShmTransport::peer_posts(int peer, const std::function<std::strin
   return peer_maps_[peer].posts(num_tasks_);
 }
 
+template <typename Ready>
+void ShmTransport::doze(Ready&& ready, Clock::duration longest) {
+  // Sleeping is announced before ready() looks (see shm::ring_doorbell): a peer's
+  // progress after that bumps the bell, and the futex wait returns at once.
+  shm::SegmentHeader* h = own_.header();
+  shm::store(&h->sleeping, 1u);
+  const uint32_t seen = __atomic_load_n(&h->bell, __ATOMIC_SEQ_CST);
+  if (!wake_pending_.load(std::memory_order_seq_cst) && !ready())
+    shm::futex_wait(&h->bell, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(longest).count());
+  shm::store(&h->sleeping, 0u);
+}
+
 template <typename Ready, typename Prefetch>
 void ShmTransport::await_peers(std::vector<int>* pending, Owed owed, Ready&& ready, Prefetch&& prefetch,
                                Clock::time_point deadline,
                                const std::function<void()>& check,
                                const std::function<std::string(int)>& name) {
   Clock::time_point spin_start{};
+  Clock::duration spun{};  // when the clock was last read
   bool spinning = false;
   unsigned hot = 0;  // pauses since the last progress, before the clock is read
   for (unsigned round = 0;; ++round) {
@@ -392,27 +405,22 @@ void ShmTransport::await_peers(std::vector<int>* pending, Owed owed, Ready&& rea
     for (int peer : *pending) prefetch(peer);
     for (size_t i = 0; i < pending->size();) {
       const int peer = (*pending)[i];
-      if (ready(peer)) {
-        (*pending)[i] = pending->back();
-        pending->pop_back();
-        advanced = true;
-        continue;
-      }
+      bool done = ready(peer);
       // A peer that sends rather than posts is elsewhere: its frame says where. Looked
       // at every few rounds: it is an error's path, and the ring's words are on other
-      // pages than the post.
-      // A peer posts before it sends its next frame: one whose frame is there but whose
-      // post was not a moment ago has posted since, and is not elsewhere.
-      if ((round & 7) == 7 && static_cast<ShmLink*>(link(peer))->readable()) {
-        if (ready(peer)) {
-          (*pending)[i] = pending->back();
-          pending->pop_back();
-          advanced = true;
-          continue;
-        }
-        probe(peer, name);
+      // pages than the post. A peer posts before it sends its next frame, so one whose
+      // frame is there is looked at again first: it may have posted since.
+      if (!done && (round & 7) == 7 && static_cast<ShmLink*>(link(peer))->readable()) {
+        done = ready(peer);
+        if (!done) probe(peer, name);
       }
-      ++i;
+      if (!done) {
+        ++i;
+        continue;
+      }
+      (*pending)[i] = pending->back();
+      pending->pop_back();
+      advanced = true;
     }
     if (pending->empty()) return;
     if (advanced) {
@@ -428,7 +436,7 @@ void ShmTransport::await_peers(std::vector<int>* pending, Owed owed, Ready&& rea
     }
     // Then the clock is read every few rounds of the spin.
     if (spinning && (round & 7) != 0) {
-      idle(now_spun_);
+      idle(spun);
       continue;
     }
     const auto now = Clock::now();
@@ -440,26 +448,17 @@ void ShmTransport::await_peers(std::vector<int>* pending, Owed owed, Ready&& rea
       if (owed == Owed::kPost) missed_deadline(*pending, {}, name);
       missed_deadline({}, *pending, name);
     }
-    now_spun_ = now - spin_start;
-    if (now_spun_ < kSpin) {
-      idle(now_spun_);
+    spun = now - spin_start;
+    if (spun < kSpin) {
+      idle(spun);
       continue;
     }
-    // Asleep on the doorbell, announced before the posts are looked at again (see
-    // shm::ring_doorbell); peers ring it when they post and when they have read.
-    shm::SegmentHeader* h = own_.header();
-    shm::store(&h->sleeping, 1u);
-    const uint32_t seen = __atomic_load_n(&h->bell, __ATOMIC_SEQ_CST);
-    bool wake = wake_pending_.load(std::memory_order_seq_cst);
-    for (size_t i = 0; !wake && i < pending->size(); ++i) {
-      const int peer = (*pending)[i];
-      wake = ready(peer) || static_cast<ShmLink*>(link(peer))->readable();
-    }
-    if (!wake) {
-      const auto left = std::min<Clock::duration>(deadline - now, owed == Owed::kRead ? kReadNap : kLiveness);
-      shm::futex_wait(&h->bell, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
-    }
-    shm::store(&h->sleeping, 0u);
+    // Peers ring the doorbell when they post and when they have read.
+    doze([&] {
+      for (int peer : *pending)
+        if (ready(peer) || static_cast<ShmLink*>(link(peer))->readable()) return true;
+      return false;
+    }, std::min<Clock::duration>(deadline - now, owed == Owed::kRead ? kReadNap : kLiveness));
     const auto after = Clock::now();
     if (after - last_liveness_check_ >= kLiveness) {
       last_liveness_check_ = after;
@@ -589,27 +588,24 @@ void ShmTransport::wait_ready(const std::vector<int>& readers, const std::vector
     if (auto* s = dynamic_cast<SocketLink*>(l)) sockets_.push_back({s->fd(), POLLOUT, 0});
     else shm_writers_.push_back(static_cast<ShmLink*>(l));
   }
-  shm::SegmentHeader* h = own_.header();
+  auto rings_ready = [&] {
+    for (ShmLink* l : shm_readers_)
+      if (l->readable()) return true;
+    for (ShmLink* l : shm_writers_)
+      if (l->writable()) return true;
+    return false;
+  };
+  auto left = std::min<Clock::duration>(until - Clock::now(), kLiveness);
   if (wake_pending_.load(std::memory_order_seq_cst)) {
     sched_yield();  // end_step() does not clear wakes: it must not spin on one
-  } else {
-    // Sleeping is announced before the rings are rechecked (see shm::ring_doorbell).
-    shm::store(&h->sleeping, 1u);
-    const uint32_t seen = __atomic_load_n(&h->bell, __ATOMIC_SEQ_CST);
-    bool ready = wake_pending_.load(std::memory_order_seq_cst);
-    for (size_t i = 0; !ready && i < shm_readers_.size(); ++i) ready = shm_readers_[i]->readable();
-    for (size_t i = 0; !ready && i < shm_writers_.size(); ++i) ready = shm_writers_[i]->writable();
-    auto left = std::min<Clock::duration>(until - Clock::now(), kLiveness);
-    if (!ready && sockets_.empty()) {
-      shm::futex_wait(&h->bell, seen,
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
-    } else if (!ready) {
-      if (!shm_readers_.empty() || !shm_writers_.empty()) left = std::min<Clock::duration>(left, kMixedPoll);
-      sockets_.push_back({wake_fd_, POLLIN, 0});
-      const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
-      if (ms > 0) ::poll(sockets_.data(), sockets_.size(), static_cast<int>(ms));
-    }
-    shm::store(&h->sleeping, 0u);
+  } else if (sockets_.empty()) {
+    doze(rings_ready, left);
+  } else if (!rings_ready()) {
+    // Rings cannot wake a poll(): it sleeps kMixedPoll at most while rings are awaited.
+    if (!shm_readers_.empty() || !shm_writers_.empty()) left = std::min<Clock::duration>(left, kMixedPoll);
+    sockets_.push_back({wake_fd_, POLLIN, 0});
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+    if (ms > 0) ::poll(sockets_.data(), sockets_.size(), static_cast<int>(ms));
   }
   const auto now = Clock::now();
   if (now - last_liveness_check_ < kLiveness) return;

@@ -97,6 +97,10 @@ class ShmTransport : public StreamTransport, public SharedWindows, public Posted
   // for Owed::kRead as not taking it), what a peer's
   // stream says (probe), an interrupt. ready may throw.
   // prefetch(peer) fetches what ready(peer) will read.
+  // Sleeps on this task's doorbell for at most `longest`, unless ready() or a wake()
+  // says there is something to do.
+  template <typename Ready>
+  void doze(Ready&& ready, Clock::duration longest);
   // What the peers awaited owe: their post, or their reading of this task's.
   enum class Owed { kPost, kRead };
   template <typename Ready, typename Prefetch>
@@ -130,7 +134,6 @@ class ShmTransport : public StreamTransport, public SharedWindows, public Posted
   std::vector<shm::PostArea*> posts_of_;  // by peer: its posts, once a gather listed it
   uint64_t gathers_ = 0;
   std::vector<uint64_t> read_post_;  // by peer: the number of its last post read this step
-  Clock::duration now_spun_{};  // how long await_peers() has spun, when last read
 };
 
 }  // namespace net
