@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make install` as a user of the library meets it, in temporary prefixes:
 # - it installs the headers, libraries (the MPI plugin when built), tpurt.pc and tpurt-static.pc, the tpurt tool,
-#   its man page (documenting every option `tpurt --help` lists), LICENSE/CHANGELOG;
+#   its man page (a section for every command `tpurt --help` lists, documenting every option of that
+#   command's usage, and every variable `tpurt info` shows), LICENSE/CHANGELOG;
 # - a program built with `pkg-config --cflags --libs tpurt` runs (LD_LIBRARY_PATH or an
 #   rpath, as for any prefix the loader does not search);
 # - static links: tpurt-static.pc (libtpurt.a, system libraries shared) and
@@ -110,11 +111,51 @@ check_installed "$prefix"
 [ "$(ldconfig_runs)" -eq 0 ] || fail "install into $prefix (not a loader directory) ran ldconfig"
 
 # The installed tool finds the installed library by itself, and its man page
-# documents every option its usage lists.
+# documents what the tool's usages list: every command `tpurt --help` names has its
+# section (.SS) and SYNOPSIS line, and each option of `tpurt CMD --help` is in CMD's
+# section (-h/--help, common to all, anywhere); every variable `tpurt info` shows is
+# in ENVIRONMENT. So an option or variable added without its documentation fails here.
 runs_ok "installed tpurt version" sh -c "'$prefix/bin/tpurt' version | sed 's/ (runtime.*//'"
-man_text=$(sed 's/\\-/-/g' "$prefix/share/man/man1/tpurt.1")
-for opt in $("$prefix/bin/tpurt" --help | grep -oE -- '(^|[ ,])--?[a-z][a-z-]*' | tr -d ' ,' | sort -u); do
-  grep -qe "$opt\b" <<<"$man_text" || fail "tpurt.1 does not document $opt (in tpurt --help)"
+tool=$prefix/bin/tpurt
+# The page's source without font changes, \- as -.
+man_text=$(sed -e 's/\\f[BIRP]//g' -e 's/\\f\[[^]]*\]//g' -e 's/\\-/-/g' -e 's/\\&//g' \
+             "$prefix/share/man/man1/tpurt.1")
+man_part() {  # man_part <.SH or .SS line>: from that line to the next .SH or .SS
+  awk -v head="$1" '$0 == head {on = 1; next} /^\.S[HS]( |$)/ {on = 0} on' <<<"$man_text"
+}
+options_of() { grep -oE -- '(^|[ ,])--?[a-z][a-z-]*' | tr -d ' ,' | sort -u; }
+has_option() {  # has_option <text> <option>: the option as a whole word
+  grep -qE -- "(^|[^[:alnum:]-])$2([^[:alnum:]-]|\$)" <<<"$1"
+}
+overview=$("$tool" --help)
+for opt in $(options_of <<<"$overview"); do
+  has_option "$man_text" "$opt" || fail "tpurt.1 does not document $opt (in tpurt --help)"
+done
+commands=$(sed -n '/^commands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p' <<<"$overview")
+[ -n "$commands" ] || fail "tpurt --help lists no commands"
+synopsis=$(man_part ".SH SYNOPSIS")
+for cmd in $commands; do
+  grep -qE "^\.B tpurt $cmd( |\$)" <<<"$synopsis" || fail "tpurt.1's SYNOPSIS lacks tpurt $cmd"
+  section=$(man_part ".SS $cmd")
+  [ -n "$section" ] || fail "tpurt.1 has no section .SS $cmd (a command of tpurt --help)"
+  [ "$cmd" != version ] || continue  # main.c's own command: no usage, it prints versions
+  usage=$("$tool" "$cmd" --help) || fail "tpurt $cmd --help failed"
+  [[ "$usage" == "usage: tpurt $cmd "* ]] || fail "tpurt $cmd --help printed no usage: $usage"
+  for opt in $(options_of <<<"$usage"); do
+    case $opt in
+      -h | --help) has_option "$man_text" "$opt" ;;
+      *) has_option "$section" "$opt" ;;
+    esac || fail "tpurt.1's section on $cmd does not document $opt (in tpurt $cmd --help)"
+  done
+done
+# One core, with no launcher's variables: a one-process system whatever the caller's.
+vars=$(env -u DTENSOR_JOBS -u TF_CONFIG -u SLURM_JOB_ID -u OMPI_COMM_WORLD_SIZE -u TPU_NAME \
+         -u KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS "$tool" info --cores 1 |
+       sed -n '/^Environment/,/^$/s/^  \(TPURT_[A-Z0-9_]*\) .*/\1/p')
+[ -n "$vars" ] || fail "tpurt info showed no environment variables"
+environment=$(sed -n '/^\.SH ENVIRONMENT$/,/^\.SH /p' <<<"$man_text")  # with its subsections
+for var in $vars; do
+  grep -qx "\.B $var" <<<"$environment" || fail "tpurt.1's ENVIRONMENT does not document $var (in tpurt info)"
 done
 if command -v groff >/dev/null; then
   warnings=$(groff -man -ww -z "$prefix/share/man/man1/tpurt.1" 2>&1)
