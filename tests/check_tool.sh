@@ -57,6 +57,7 @@ expect_usage "--transport --step" "--step measures one process" \
   "$TPURT" bench --tasks 2 --transport tcp --step
 expect_usage "--timeout 0" "--timeout: 0 is outside" "$TPURT" bench --tasks 2 --timeout 0
 expect_usage "--timeout alone" "--timeout 5: needs --tasks N" "$TPURT" bench --timeout 5
+expect_usage "--cores-per-task alone" "--cores-per-task 2: needs --tasks N" "$TPURT" bench --cores-per-task 2
 # mpi: a TPURT_MPI_PLUGIN naming no file is a bad variable; a missing plugin or mpirun
 # fails (exit 1) naming what is missing, whether or not MPI is installed here.
 expect_usage "TPURT_MPI_PLUGIN" "TPURT_MPI_PLUGIN='/nonexistent/libtpurt_mpi.so'" \

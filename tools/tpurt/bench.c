@@ -140,7 +140,9 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
   printf("# reading each input it needs once and writing every replica's output (--private), %s\n"
          "# cannot beat busbw = %s = %.2f GB/s (P = %d) once the data outgrow the caches\n",
          coll->name, coll->ceiling_formula, ceiling, n);
-  if (floor_us < 0)
+  if (cfg->tasks)
+    printf("# meeting floor: not measured (the replicas are in %d tasks)\n#\n", cfg->tasks);
+  else if (floor_us < 0)
     printf("# meeting floor: could not be measured (threads could not start)\n#\n");
   else
     printf("# meeting floor: %d bare threads meet at a barrier in %.2f us, waiting as tpurt does\n"
@@ -381,7 +383,7 @@ static int cmd_bench(int argc, char **argv) {
       {"transport", required_argument, NULL, OPT_TRANSPORT},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {NULL, 0, NULL, 0}};
-  long tasks = 0, cores_per_task = 1, timeout = 0;
+  long tasks = 0, cores_per_task = 0, timeout = 0;
   const char *transport = NULL;
   bench_config cfg = {.coll = bench_find_collective("all_reduce"),
                       .dtype = TPU_FLOAT,
@@ -449,6 +451,10 @@ static int cmd_bench(int argc, char **argv) {
                 transport);
   if (timeout && tasks == 0 && !getenv("TPURT_BENCH_TASKS"))
     usage_error("bench", "--timeout %ld: needs --tasks N (it bounds the tasks)", timeout);
+  if (cores_per_task && tasks == 0 && !getenv("TPURT_BENCH_TASKS"))
+    usage_error("bench", "--cores-per-task %ld: needs --tasks N (-r sets the replicas of one process)",
+                cores_per_task);
+  if (!cores_per_task) cores_per_task = 1;
   if (!timeout) timeout = TASKS_TIMEOUT_DEFAULT;
   if (tasks > 0 && !getenv("TPURT_BENCH_TASKS")) {
     if (step) usage_error("bench", "--tasks: --step measures one process");
