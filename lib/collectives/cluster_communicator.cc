@@ -125,10 +125,8 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_replica, int t
 
 ClusterCommunicator::~ClusterCommunicator() = default;
 
-int ClusterCommunicator::local_rank(int replica) const {
-  if (replica < 0 || replica >= num_replicas() || local_rank_[replica] < 0)
-    fail(TPU_INTERNAL, "replica ", replica, " is not one of task ", task_id_, "'s");
-  return local_rank_[replica];
+void ClusterCommunicator::not_local(int replica) const {
+  fail(TPU_INTERNAL, "replica ", replica, " is not one of task ", task_id_, "'s");
 }
 
 std::string ClusterCommunicator::describe_task(int task) const {
@@ -774,7 +772,7 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
     fill_desc(&desc, CollectiveKind::kAllReduce, x);
     g = groups_of(groups, &desc);
     shared_with = shares_with(rank, g, x->byte_size);
-    if (shared_with < 0 || shared_with == rank) out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
+    if (shared_with < 0 || shared_with == rank) out.t = new_tensor_like(x);
   });
   desc.op = op;
   desc.bf16_wire = bf16_wire;
@@ -913,7 +911,7 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kCollectivePermute, x);
     permute_source(pairs, num_pairs, num_replicas(), rank);
-    out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
+    out.t = new_tensor_like(x);
   });
   desc.num_groups = num_pairs;
   desc.group_size = 2;
@@ -957,7 +955,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
     if (root < 0 || root >= g.group_size)
       invalid_argument("root ", root, " is outside the group of ", g.group_size);
     shared_with = shares_with(rank, g, x->byte_size);
-    if (shared_with < 0 || shared_with == rank) out.t = new_tensor_uninitialized(x->dtype, x->dims, x->rank);
+    if (shared_with < 0 || shared_with == rank) out.t = new_tensor_like(x);
   });
   desc.params[0] = root;
   run(rank, desc, x, &out.t, shared_with, [&](Call& call) {

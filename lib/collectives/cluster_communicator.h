@@ -97,7 +97,11 @@ class ClusterCommunicator : public Communicator {
     int group_size;
   };
 
-  int local_rank(int replica) const;
+  int local_rank(int replica) const {
+    if (replica < 0 || replica >= num_replicas() || local_rank_[replica] < 0) not_local(replica);
+    return local_rank_[replica];
+  }
+  [[noreturn]] void not_local(int replica) const;
   Groups groups_of(const tpu_group_assignment* groups, Descriptor* desc) const;
   // The replica whose result buffer `rank` shares: the first member of its group
   // on this task, when results are shared and its group has another member here;

@@ -399,7 +399,7 @@ Tensor* Communicator::collective_permute(int rank, const Tensor* x, const int32_
     require_not_null(x, "x");
     setup(rank, CollectiveKind::kCollectivePermute, x, nullptr, &desc, &g);
     source = permute_source(pairs, num_pairs, size(), rank);
-    out.reset(new_tensor_uninitialized(x->dtype, x->dims, x->rank));
+    out.reset(new_tensor_like(x));
   });
   desc.num_groups = num_pairs;
   desc.group_size = 2;

@@ -227,10 +227,13 @@ void check_reduction(tpu_dtype dtype, tpu_reduce_op op) {
 
 void reduce(tpu_dtype dtype, tpu_reduce_op op, const void* const* srcs, int n, int64_t offset,
             int64_t count, void* dst) {
-  SourceList shifted(n);
-  const void** buf = shifted.data();
-  size_t esize = dtype_size(dtype);
-  for (int j = 0; j < n; ++j) buf[j] = static_cast<const char*>(srcs[j]) + offset * esize;
+  SourceList shifted(offset != 0 ? n : 0);
+  const void* const* buf = srcs;
+  if (offset != 0) {
+    const size_t esize = dtype_size(dtype);
+    for (int j = 0; j < n; ++j) shifted.data()[j] = static_cast<const char*>(srcs[j]) + offset * esize;
+    buf = shifted.data();
+  }
   void* d = dst;
   switch (dtype) {
     case TPU_FLOAT: reduce_typed<float>(op, buf, n, static_cast<float*>(d), count); break;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <utility>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -42,14 +43,36 @@ struct SmallCache {
   void* blocks[kSmallClasses][kSmallPerClass];
   int count[kSmallClasses] = {0};
   bool alive = true;
-  ~SmallCache() {
-    for (int c = 0; c < kSmallClasses; ++c)
-      for (int i = 0; i < count[c]; ++i) std::free(blocks[c][i]);
-    alive = false;
+};
+
+// The thread's cache: a plain pointer, so that reaching it takes one TLS lookup and no
+// initialisation guard (a thread_local object with a destructor takes two and one).
+thread_local SmallCache* t_small = nullptr;
+// Stands for a thread's cache once it is gone: blocks freed during the thread's exit
+// go back to the heap.
+SmallCache g_gone_cache{{}, {0}, false};
+
+// Frees the thread's cache when the thread exits.
+struct SmallCacheOwner {
+  ~SmallCacheOwner() {
+    SmallCache* c = t_small;
+    if (c == nullptr || c == &g_gone_cache) return;
+    for (int k = 0; k < kSmallClasses; ++k)
+      for (int i = 0; i < c->count[k]; ++i) std::free(c->blocks[k][i]);
+    t_small = &g_gone_cache;
+    delete c;
   }
 };
 
-thread_local SmallCache t_small;
+SmallCache* thread_cache() {
+  SmallCache* c = t_small;
+  if (c != nullptr) return c;
+  static thread_local SmallCacheOwner owner;  // constructed here, once per thread
+  (void)owner;
+  c = new (std::nothrow) SmallCache;
+  t_small = c != nullptr ? c : &g_gone_cache;
+  return t_small;
+}
 
 int small_class(size_t bytes, size_t* class_bytes) {
   size_t size = kSmallMin;
@@ -69,7 +92,7 @@ void* alloc_small(size_t bytes, size_t* block_bytes) {
     return std::aligned_alloc(64, *block_bytes);
   }
   *block_bytes = size;
-  SmallCache& cache = t_small;
+  SmallCache& cache = *thread_cache();
   if (cache.alive && cache.count[c] > 0) return cache.blocks[c][--cache.count[c]];
   return std::aligned_alloc(64, size);
 }
@@ -77,7 +100,7 @@ void* alloc_small(size_t bytes, size_t* block_bytes) {
 void free_small(void* p, size_t block_bytes) {
   size_t size;
   int c = small_class(block_bytes, &size);
-  SmallCache& cache = t_small;
+  SmallCache& cache = *thread_cache();
   if (c >= 0 && size == block_bytes && cache.alive && cache.count[c] < kSmallPerClass) {
     cache.blocks[c][cache.count[c]++] = p;
     return;

@@ -68,16 +68,22 @@ Tensor* init_tensor(void* at, tpu_dtype dtype, const int64_t* dims, int rank, in
   return t;
 }
 
-// One block: the handle, its Buffer, then (unless borrowed) the data.
-Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, bool with_data) {
-  int64_t n;
-  size_t bytes;
-  check_shape(dtype, dims, rank, &n, &bytes);
+// One block: the handle, its Buffer, then (unless borrowed) the data; the shape is
+// checked (n elements, bytes).
+Tensor* allocate_checked(tpu_dtype dtype, const int64_t* dims, int rank, int64_t n, size_t bytes,
+                         bool with_data) {
   size_t block_bytes;
   char* mem = static_cast<char*>(alloc_any(kTensorBytes + kBufferBytes, with_data ? bytes : 0, &block_bytes));
   void* data = with_data ? mem + kTensorBytes + kBufferBytes : nullptr;
   Buffer* b = init_buffer(mem + kTensorBytes, mem, block_bytes, data, 2);
   return init_tensor(mem, dtype, dims, rank, n, bytes, data, b, 0);
+}
+
+Tensor* allocate(tpu_dtype dtype, const int64_t* dims, int rank, bool with_data) {
+  int64_t n;
+  size_t bytes;
+  check_shape(dtype, dims, rank, &n, &bytes);
+  return allocate_checked(dtype, dims, rank, n, bytes, with_data);
 }
 
 void free_buffer(Buffer* b) {
@@ -128,6 +134,10 @@ Tensor* new_tensor(tpu_dtype dtype, const int64_t* dims, int rank) {
 
 Tensor* new_tensor_uninitialized(tpu_dtype dtype, const int64_t* dims, int rank) {
   return allocate(dtype, dims, rank, true);
+}
+
+Tensor* new_tensor_like(const Tensor* t) {
+  return allocate_checked(t->dtype, t->dims, t->rank, t->num_elements, t->byte_size, true);
 }
 
 Tensor* wrap_tensor(tpu_dtype dtype, const int64_t* dims, int rank, void* data,

@@ -61,6 +61,8 @@ void check_shape(tpu_dtype dtype, const int64_t* dims, int rank, int64_t* num_el
 Tensor* new_tensor(tpu_dtype dtype, const int64_t* dims, int rank);
 // Same, without zero-filling (the caller writes every byte).
 Tensor* new_tensor_uninitialized(tpu_dtype dtype, const int64_t* dims, int rank);
+// Same, with t's dtype and shape (checked when t was made).
+Tensor* new_tensor_like(const Tensor* t);
 
 // A tensor over the caller's `data` (tpu_tensor_wrap): release(data, user_data) runs
 // when no handle uses the data any more.
