@@ -137,6 +137,8 @@ std::vector<int> not_reached(tpurt_mpi_handle* h, const std::vector<int>& watch,
 tpu_status begin_step(tpurt_mpi_handle* h, uint64_t step, char* err, size_t err_size) {
   h->step = step;
   h->reached = 0;
+  h->noted.assign(h->size, 0);
+  h->agreed.assign(h->size, 0);
   for (int p = 0; p < h->size; ++p) {
     h->ended[p] = 0;
     h->end_len[p] = 0;
