@@ -47,7 +47,7 @@ constexpr unsigned kEndPollEvery = 64;
 constexpr size_t kEndHeaderBytes = 16;
 
 // A note on the control communicator: the collective (step, seq, digest) a task has
-// entered, sent once to each peer it waits on there (notes.cc).
+// entered (notes.cc).
 struct Note {
   uint64_t step = 0, seq = 0, digest = 0;
 };
@@ -118,6 +118,7 @@ struct tpurt_mpi_handle {
   std::vector<tpurt::mpi::Note> note_in;
   std::vector<MPI_Request> note_req;
   std::vector<char> note_have;
+  std::vector<int> note_index;  // MPI_Testsome's
   std::vector<uint64_t> noted, agreed;
   std::list<tpurt::mpi::NoteOut> notes_out;
   // What the plugin ran (printed at close with TPURT_MPI_STATS=1, for the tests).
@@ -190,9 +191,10 @@ int find_mismatch(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, Note* thei
 // The error naming peer p, in collective `theirs` while this task is in seq, digest.
 std::string mismatch_message(const tpurt_mpi_wait* wait, int p, const Note& theirs, uint64_t seq,
                              uint64_t digest);
-// After an engine's collective completed: whether each of watch took part in this
-// one (its note agrees) rather than another with the same counts, waiting for the
-// notes (sent before the collective, they are due) kAskNs at most.
+// After an engine's collective completed: whether each of watch (the group's other
+// tasks) took part in this one (its note agrees) rather than another with the same
+// counts, waiting for the notes (sent before the collective, they are due) kAskNs at
+// most.
 tpu_status confirm(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const std::vector<int>& watch,
                    const tpurt_mpi_wait* wait, char* err, size_t err_size);
 

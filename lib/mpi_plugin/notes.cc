@@ -3,10 +3,13 @@
 // deadline. Transfers carry the collective's digest in their tag, so mismatched ones
 // never match; engine collectives on one communicator match in call order whatever
 // they are, so two with the same counts and another op would complete with wrong
-// results. Each task sends every peer it waits on in a collective one note (24 bytes,
-// on a communicator of its own) when it enters it; waits read the peers' notes as
-// they poll, and an engine's collective, once complete, waits for its peers' notes
-// (sent before their part, so due) to know they were in the same collective.
+// results. A note (24 bytes, on a communicator of its own) says which collective a
+// task is in. Entering an engine collective, a task sends one to each other task of
+// the group; once the collective completes, it waits for theirs (sent before their
+// part, so due). In an exchange a task sends its note to the peers it waits on only
+// when the transfers stall (mismatched ones never complete), or when it finds one in
+// another collective. Waits read the notes that arrived as they poll; a peer in the
+// same collective number with another digest fails the wait, naming it.
 #include "mpi_plugin/handle.h"
 
 #include <sched.h>
@@ -46,6 +49,7 @@ tpu_status open_notes(tpurt_mpi_handle* h, char* err, size_t err_size) {
   h->note_in.assign(h->size, Note{});
   h->note_req.assign(h->size, MPI_REQUEST_NULL);
   h->note_have.assign(h->size, 0);
+  h->note_index.assign(h->size, 0);
   h->noted.assign(h->size, 0);
   h->agreed.assign(h->size, 0);
   for (int p = 0; p < h->size; ++p) {
@@ -90,16 +94,14 @@ void note_entry(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int* p
 }
 
 int find_mismatch(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, Note* theirs) {
-  for (int p = 0; p < h->size; ++p) {
-    if (p == h->rank) continue;
-    for (;;) {
-      if (!h->note_have[p]) {
-        int done = 0;
-        if (h->note_req[p] == MPI_REQUEST_NULL || MPI_Test(&h->note_req[p], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
-            !done)
-          break;
-        h->note_have[p] = 1;
-      }
+  // One MPI_Testsome for every peer's next note (each MPI call runs MPI's progress
+  // engine once more): a note queued behind one passed here is read at the next look.
+  {
+    int outcount = 0;
+    MPI_Testsome(h->size, h->note_req.data(), &outcount, h->note_index.data(), MPI_STATUSES_IGNORE);
+    for (int i = 0; outcount != MPI_UNDEFINED && i < outcount; ++i) h->note_have[h->note_index[i]] = 1;
+    for (int p = 0; p < h->size; ++p) {
+      if (!h->note_have[p]) continue;
       const Note& n = h->note_in[p];
       const bool behind = n.step < h->step || (n.step == h->step && n.seq < seq);
       const bool here = n.step == h->step && n.seq == seq;
@@ -107,9 +109,9 @@ int find_mismatch(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, Note* thei
         *theirs = n;
         return p;
       }
-      if (!behind && !here) break;  // the peer is ahead: its note waits for this task
+      if (!behind && !here) continue;  // the peer is ahead: its note waits for this task
       if (here) h->agreed[p] = seq + 1;
-      if (post_note(h, p) != MPI_SUCCESS) break;
+      post_note(h, p);
     }
   }
   return -1;
