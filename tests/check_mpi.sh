@@ -128,6 +128,25 @@ for shape in "2 1" "4 1" "2 2"; do
   else bad "offloaded reduce-scatters, $1 ranks of $2 cores ($used tasks used MPI_Ireduce_scatter_block, exit $rc)" "$out"; fi
 done
 
+# A plugin of this version built before reduce_scatter was appended to its table (a
+# shim giving the real plugin's table with the first fields' struct_size): it loads,
+# and its reduce-scatters go to its all-reduce (the block copied out) or point to point.
+old_plugin=$BUILD/tests/old_mpi_plugin.so
+printf '%s\n' '#include <dlfcn.h>' '#include <stdlib.h>' '#include <string.h>' '#include "net/mpi_plugin_api.h"' \
+  'const tpurt_mpi_plugin *tpurt_mpi_plugin_v1(void) {' \
+  '  static tpurt_mpi_plugin t;' \
+  '  void *lib = t.version ? NULL : dlopen(getenv("TEST_REAL_MPI_PLUGIN"), RTLD_NOW | RTLD_GLOBAL);' \
+  '  tpurt_mpi_plugin_entry e = lib ? (tpurt_mpi_plugin_entry)dlsym(lib, TPURT_MPI_PLUGIN_ENTRY) : NULL;' \
+  '  if (e) memcpy(&t, e(), TPURT_MPI_PLUGIN_BASE_SIZE), t.struct_size = TPURT_MPI_PLUGIN_BASE_SIZE;' \
+  '  return t.version ? &t : NULL;' '}' |
+  ${CC:-cc} -shared -fPIC -Iinclude -Ilib -x c -o "$old_plugin" - -ldl || bad "compiling $old_plugin"
+TEST_REAL_MPI_PLUGIN=$root/$plugin TPURT_MPI_PLUGIN=$root/$old_plugin TPURT_MPI_STATS=1 mpi 2 1 240 collectives
+if [ $rc -eq 0 ] && every_task_says 2 "collectives ok" &&
+   [ "$(grep -c '^tpurt_mpi: task [01]: .* [1-9][0-9]* MPI_Iallreduce, 0 MPI_Ireduce_scatter_block' <<<"$out")" = 2 ]; then
+  ok "a plugin table without reduce_scatter (older, same version): loads; reduce-scatters correct without it"
+else bad "a plugin table without reduce_scatter (exit $rc)" "$out"; fi
+rm -f "$old_plugin"
+
 abort_note='an MPI collective in flight cannot be cancelled'
 
 # kill -9 of rank 2 in a step: the others get TPU_UNAVAILABLE naming it (from the
