@@ -226,13 +226,14 @@ if [ $rc -ne 0 ] && [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMEN
    grep -q "tpurt: task [02]: MPI_Abort.*$abort_note" <<<"$out"; then
   ok "task 1 in another collective while the others are in MPI_Iallreduce: TPU_INVALID_ARGUMENT naming it, then MPI_Abort"
 else bad "a task in another collective than MPI_Iallreduce (exit $rc)" "$out"; fi
-# It all-reduces with MAX: MPI would match the two all-reduces (same counts) and
-# complete both with wrong sums; the notes name it, and nothing is left in flight.
-TEST_MISMATCH=max mpi 3 1 90 mismatch 1
+# It all-reduces with MAX: MPI matches the two all-reduces (same counts) and completes
+# both with wrong sums. With TPURT_MPI_CHECK_COLLECTIVES=1 (a note on entering every
+# MPI collective, checked once it completes) every task names it; nothing is left in flight.
+TPURT_MPI_CHECK_COLLECTIVES=1 TEST_MISMATCH=max mpi 3 1 90 mismatch 1
 if [ $rc -eq 0 ] && every_task_says 3 "mismatch ok" &&
    [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replica 1) is in collective #2' <<<"$out")" = 2 ] &&
    ! grep -q 'MPI_Abort' <<<"$out"; then
-  ok "task 1 in an MPI_Iallreduce of another op: TPU_INVALID_ARGUMENT naming it, no abort"
+  ok "task 1 in an MPI_Iallreduce of another op (TPURT_MPI_CHECK_COLLECTIVES=1): TPU_INVALID_ARGUMENT naming it, no abort"
 else bad "a task in an all-reduce of another op over MPI (exit $rc)" "$out"; fi
 # Two cores a task: point to point on both sides; named, no abort.
 mpi 2 2 90 mismatch 1

@@ -77,7 +77,7 @@ tpu_status enter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32
   for (size_t i = 0; i < num_tasks; ++i)
     if (tasks[i] != h->rank) w->watch.push_back(tasks[i]);
   // Before this task's part: a peer that completes the collective finds the note due.
-  note_entry(h, seq, digest, w->watch.data(), w->watch.size());
+  if (h->eager_notes) note_entry(h, seq, digest, w->watch.data(), w->watch.size());
   return comm_for(h, seq, digest, tasks, num_tasks, wait, comm, err, err_size);
 }
 
@@ -122,7 +122,7 @@ tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const 
     off += static_cast<uint64_t>(len);
     if (count == 0) break;
   }
-  s = confirm(h, seq, digest, w.watch, wait, err, err_size);
+  s = h->eager_notes ? confirm(h, seq, digest, w.watch, wait, err, err_size) : TPU_OK;
   if (s != TPU_OK) return s;
   if (op == TPU_REDUCE_MEAN) tpurt::mpi::divide(dtype, out, count, divisor);
   return TPU_OK;
@@ -166,7 +166,7 @@ tpu_status reduce_scatter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, co
     off += static_cast<uint64_t>(len);
     if (block == 0) break;
   }
-  s = confirm(h, seq, digest, w.watch, wait, err, err_size);
+  s = h->eager_notes ? confirm(h, seq, digest, w.watch, wait, err, err_size) : TPU_OK;
   if (s != TPU_OK) return s;
   if (op == TPU_REDUCE_MEAN) tpurt::mpi::divide(dtype, out, block, divisor);
   return TPU_OK;

@@ -105,6 +105,8 @@ tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char*
                   std::to_string(4 * kTagCycle) + " tags");
   MPI_Comm_dup(MPI_COMM_WORLD, &h->comm);
   MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
+  const char* check = getenv("TPURT_MPI_CHECK_COLLECTIVES");
+  h->eager_notes = check && strcmp(check, "1") == 0;
   MPI_Comm_dup(MPI_COMM_WORLD, &h->ctl);
   MPI_Comm_set_errhandler(h->ctl, MPI_ERRORS_RETURN);
   if (tpu_status s = open_notes(h.get(), why, why_size); s != TPU_OK) {

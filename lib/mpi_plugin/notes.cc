@@ -4,12 +4,16 @@
 // never match; engine collectives on one communicator match in call order whatever
 // they are, so two with the same counts and another op would complete with wrong
 // results. A note (24 bytes, on a communicator of its own) says which collective a
-// task is in. Entering an engine collective, a task sends one to each other task of
-// the group; once the collective completes, it waits for theirs (sent before their
-// part, so due). In an exchange a task sends its note to the peers it waits on only
-// when the transfers stall (mismatched ones never complete), or when it finds one in
-// another collective. Waits read the notes that arrived as they poll; a peer in the
-// same collective number with another digest fails the wait, naming it.
+// task is in. A task sends its note to the peers it waits on when its wait stalls
+// (kSpinNs without progress: mismatched transfers never complete, nor do most
+// mismatched MPI collectives) or when it finds a peer in another collective; waits
+// read the notes that arrived as they poll, and a peer in the same collective number
+// with another digest fails the wait, naming it. Nothing is sent while collectives
+// progress. With TPURT_MPI_CHECK_COLLECTIVES=1 a task also sends its note on entering
+// every MPI collective, and once the collective completes looks for its peers' (sent
+// before their parts, so due): two MPI collectives that MPI matched and completed
+// (the same counts, another op) are caught too, for one small message a peer a
+// collective.
 #include "mpi_plugin/handle.h"
 
 #include <sched.h>

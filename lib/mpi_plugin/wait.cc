@@ -94,8 +94,9 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
     Note theirs;
     const int bad = find_mismatch(h, seq, digest, &theirs);
     if (bad < 0) return false;
-    // The peers of an exchange have not heard which collective this task is in.
+    // The peers may not have heard which collective this task is in.
     note_entry(h, seq, digest, w.peer.data(), w.peer.size());
+    note_entry(h, seq, digest, w.watch.data(), w.watch.size());
     *code = TPU_INVALID_ARGUMENT;
     *message = mismatch_message(wait, bad, theirs, seq, digest);
     return true;
@@ -128,9 +129,13 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
       serve_queries(h);
       if (mismatch(&code, &message)) return fail(code, message);
     }
-    // Transfers stalled: those of another collective never match (their tags differ),
-    // so this task tells the peers it waits on which collective it is in (once each).
-    if (now - last_progress > kSpinNs) note_entry(h, seq, digest, w.peer.data(), w.peer.size());
+    // Stalled: transfers of another collective never match (their tags differ), nor
+    // MPI collectives of other counts, so this task tells the peers it waits on which
+    // collective it is in (once each).
+    if (now - last_progress > kSpinNs) {
+      note_entry(h, seq, digest, w.peer.data(), w.peer.size());
+      note_entry(h, seq, digest, w.watch.data(), w.watch.size());
+    }
     int gone = -1;
     for (size_t i = 0; i < n && gone < 0; ++i) {
       if (w.reqs[i] == MPI_REQUEST_NULL) continue;
