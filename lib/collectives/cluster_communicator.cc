@@ -57,8 +57,8 @@ constexpr int kStagedTasks = 3;
 // (MPI). Above it the exchanges are faster: Open MPI's non-blocking reduce-scatter
 // reduces every block at one task through a fresh buffer of twice the input, and an
 // all-reduce moves every block to every task. tpurt bench --tasks 4 --transport mpi
-// -c reduce_scatter, medians of 3 alternated: 4 MiB 1.8-3.8 ms offloaded against
-// 2.5-9.9 exchanged, 8 MiB 3.8-8.8 against 7.2-15.2, 16 MiB 55-63 against 13-27.
+// -c reduce_scatter, runs alternated (docs/MPI.md): 1-8 MiB 0.62-0.74x the
+// exchanges' time; 16 MiB 55-63 ms against 13-27 (under load).
 constexpr size_t kOffloadScatterBytes = 8 << 20;
 
 // A chained reduction passes its fold along in pieces of this many bytes (of the

@@ -124,15 +124,18 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
     if (advanced) last_progress = now;
     // A peer that ended the step will not take part: its end fails the wait, once what
     // it sent before has had time to arrive.
-    if (++polls % kEndPollEvery == 0 || now - last_progress > kSpinNs) {
+    const bool stalled = now - last_progress > kSpinNs;
+    if (++polls % kEndPollEvery == 0 || stalled) {
       poll_ends(h);
       serve_queries(h);
-      if (mismatch(&code, &message)) return fail(code, message);
+      // Peers send notes when they stall, so only a stalled wait looks (each look is
+      // one more pass of MPI's progress engine).
+      if ((stalled || h->eager_notes) && mismatch(&code, &message)) return fail(code, message);
     }
     // Stalled: transfers of another collective never match (their tags differ), nor
     // MPI collectives of other counts, so this task tells the peers it waits on which
     // collective it is in (once each).
-    if (now - last_progress > kSpinNs) {
+    if (stalled) {
       note_entry(h, seq, digest, w.peer.data(), w.peer.size());
       note_entry(h, seq, digest, w.watch.data(), w.watch.size());
     }
