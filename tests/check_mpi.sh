@@ -3,9 +3,9 @@
 # mpirun --oversubscribe on loopback starts the tasks (the cluster worker,
 # tests/cluster/worker.c), which join through the coordination service and move
 # their data through libtpurt_mpi.so. Every collective, dtype and group assignment
-# against the single-process references; a task killed (kill -9), stopped or skipping
-# a collective ends in the named errors, then MPI_Abort where an MPI operation was
-# left in flight. Skipped, saying why, when MPI is not installed. Every run is bounded
+# against the single-process references (reduce-scatters offloaded to MPI, counted);
+# a task killed (kill -9), stopped, skipping a collective or calling another one ends
+# in the named errors, then MPI_Abort where an MPI operation was left in flight. Skipped, saying why, when MPI is not installed. Every run is bounded
 # by `timeout`.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -114,6 +114,39 @@ for shape in "2 1" "2 2" "3 1" "3 2" "4 1" "4 2"; do
 done
 unset TEST_REORDERED_FOLDS
 
+# The reduce-scatters above went to MPI: every task counts its
+# MPI_Ireduce_scatter_block calls (TPURT_MPI_STATS, printed when the transport
+# closes). One member per task (1 core, all replicas) and pairs across 2 tasks of 2 cores.
+for shape in "2 1" "4 1" "2 2"; do
+  set -- $shape
+  [ "$1" -gt 2 ] && export TEST_REORDERED_FOLDS=1
+  TPURT_MPI_STATS=1 mpi "$1" "$2" 240 collectives
+  unset TEST_REORDERED_FOLDS
+  used=$(grep -c "^tpurt_mpi: task [0-9]*: .* [1-9][0-9]* MPI_Ireduce_scatter_block" <<<"$out")
+  if [ $rc -eq 0 ] && every_task_says "$1" "collectives ok" && [ "$used" = "$1" ]; then
+    ok "reduce-scatters offloaded to MPI_Ireduce_scatter_block on every task: $1 ranks of $2 cores"
+  else bad "offloaded reduce-scatters, $1 ranks of $2 cores ($used tasks used MPI_Ireduce_scatter_block, exit $rc)" "$out"; fi
+done
+
+# A plugin of this version built before reduce_scatter was appended to its table (a
+# shim giving the real plugin's table with the first fields' struct_size): it loads,
+# and its reduce-scatters go to its all-reduce (the block copied out) or point to point.
+old_plugin=$BUILD/tests/old_mpi_plugin.so
+printf '%s\n' '#include <dlfcn.h>' '#include <stdlib.h>' '#include <string.h>' '#include "net/mpi_plugin_api.h"' \
+  'const tpurt_mpi_plugin *tpurt_mpi_plugin_v1(void) {' \
+  '  static tpurt_mpi_plugin t;' \
+  '  void *lib = t.version ? NULL : dlopen(getenv("TEST_REAL_MPI_PLUGIN"), RTLD_NOW | RTLD_GLOBAL);' \
+  '  tpurt_mpi_plugin_entry e = lib ? (tpurt_mpi_plugin_entry)dlsym(lib, TPURT_MPI_PLUGIN_ENTRY) : NULL;' \
+  '  if (e) memcpy(&t, e(), TPURT_MPI_PLUGIN_BASE_SIZE), t.struct_size = TPURT_MPI_PLUGIN_BASE_SIZE;' \
+  '  return t.version ? &t : NULL;' '}' |
+  ${CC:-cc} -shared -fPIC -Iinclude -Ilib -x c -o "$old_plugin" - -ldl || bad "compiling $old_plugin"
+TEST_REAL_MPI_PLUGIN=$root/$plugin TPURT_MPI_PLUGIN=$root/$old_plugin TPURT_MPI_STATS=1 mpi 2 1 240 collectives
+if [ $rc -eq 0 ] && every_task_says 2 "collectives ok" &&
+   [ "$(grep -c '^tpurt_mpi: task [01]: .* [1-9][0-9]* MPI_Iallreduce, 0 MPI_Ireduce_scatter_block' <<<"$out")" = 2 ]; then
+  ok "a plugin table without reduce_scatter (older, same version): loads; reduce-scatters correct without it"
+else bad "a plugin table without reduce_scatter (exit $rc)" "$out"; fi
+rm -f "$old_plugin"
+
 abort_note='an MPI collective in flight cannot be cancelled'
 
 # kill -9 of rank 2 in a step: the others get TPU_UNAVAILABLE naming it (from the
@@ -161,6 +194,54 @@ if [ $rc -ne 0 ] && grep -q 'task [02]: fail of task 1: DATA_LOSS.*injected fail
    grep -q "tpurt: task [02]: MPI_Abort.*$abort_note" <<<"$out"; then
   ok "a replica's failure on task 1 while the others are in MPI_Iallreduce: its error, then MPI_Abort"
 else bad "a failing replica over MPI, MPI_Iallreduce (exit $rc)" "$out"; fi
+
+# The same in an offloaded reduce-scatter (MPI_Ireduce_scatter_block, one member per
+# task): kill -9 of rank 2, and task 1 skipping it.
+export TEST_FAULT_COLLECTIVE=reduce_scatter
+MPIRUN+=(--enable-recovery)
+mpi 3 1 90 kill 2
+MPIRUN=("${saved[@]}")
+if grep -q 'task 0: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
+   grep -q 'task 1: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
+   { ! grep -q "MPI_Abort follows" <<<"$out" ||
+     { grep -q "tpurt: task [01]: TPU_UNAVAILABLE: .*task 2.*$abort_note" <<<"$out" &&
+       grep -q "tpurt: task [01]: MPI_Abort.*$abort_note" <<<"$out"; }; }; then
+  ok "kill -9 of rank 2 in a reduce-scatter: ranks 0 and 1 get TPU_UNAVAILABLE naming it (then MPI_Abort if in flight)"
+else bad "kill -9 of a rank in a reduce-scatter over MPI (exit $rc)" "$out"; fi
+mpi 4 1 90 skip 1
+if [ $rc -ne 0 ] && [ "$(grep -c 'task [023]: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out")" = 3 ] &&
+   grep -q "tpurt: task [023]: TPU_FAILED_PRECONDITION: .*task 1.*$abort_note" <<<"$out" &&
+   grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "task 1 skipping an MPI_Ireduce_scatter_block: TPU_FAILED_PRECONDITION naming it, then MPI_Abort saying why"
+else bad "a skipped MPI_Ireduce_scatter_block (exit $rc)" "$out"; fi
+unset TEST_FAULT_COLLECTIVE
+
+# Task 1's replicas call another collective. While the others are in MPI_Iallreduce
+# (one core a task) it all-gathers (point to point): every task gets
+# TPU_INVALID_ARGUMENT naming the other collective's task (the tasks' notes of the
+# collective they entered), as over TCP, then MPI_Abort for the all-reduce in flight.
+mpi 3 1 90 mismatch 1
+if [ $rc -ne 0 ] && [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replica 1) is in collective #2 of the step' <<<"$out")" = 2 ] &&
+   grep -q 'task 1: mismatch of task 1: INVALID_ARGUMENT.*while this task is in collective #2' <<<"$out" &&
+   grep -q "tpurt: task [02]: MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "task 1 in another collective while the others are in MPI_Iallreduce: TPU_INVALID_ARGUMENT naming it, then MPI_Abort"
+else bad "a task in another collective than MPI_Iallreduce (exit $rc)" "$out"; fi
+# It all-reduces with MAX: MPI matches the two all-reduces (same counts) and completes
+# both with wrong sums. With TPURT_MPI_CHECK_COLLECTIVES=1 (a note on entering every
+# MPI collective, checked once it completes) every task names it; nothing is left in flight.
+TPURT_MPI_CHECK_COLLECTIVES=1 TEST_MISMATCH=max mpi 3 1 90 mismatch 1
+if [ $rc -eq 0 ] && every_task_says 3 "mismatch ok" &&
+   [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replica 1) is in collective #2' <<<"$out")" = 2 ] &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "task 1 in an MPI_Iallreduce of another op (TPURT_MPI_CHECK_COLLECTIVES=1): TPU_INVALID_ARGUMENT naming it, no abort"
+else bad "a task in an all-reduce of another op over MPI (exit $rc)" "$out"; fi
+# Two cores a task: point to point on both sides; named, no abort.
+mpi 2 2 90 mismatch 1
+if [ $rc -eq 0 ] && every_task_says 2 "mismatch ok" &&
+   grep -q 'task 0: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replicas 2, 3) is in collective #2' <<<"$out" &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "task 1 in another collective (point to point): TPU_INVALID_ARGUMENT naming it, no abort"
+else bad "a task in another collective over MPI, point to point (exit $rc)" "$out"; fi
 
 # SIGSTOP of rank 2 (heartbeats too slow to notice): the deadline names it, and only
 # it, though MPI_Iallreduce does not say who is missing (the others answer who asks).

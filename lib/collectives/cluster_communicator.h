@@ -17,7 +17,10 @@
 // all-reduces of rows whose order cannot matter here: one member per task (the
 // engine's order among the tasks is its own, so floating-point results may differ in
 // bits from one process's: docs/MPI.md), or exact reductions, each task's members
-// reduced in memory first. The others keep the exact-order path above.
+// reduced in memory first. The others keep the exact-order path above. Its
+// reduce-scatter takes rows of one member per task in task order whose blocks are
+// contiguous; other reduce-scatters of such rows are its all-reduces, each member's
+// block copied out.
 //
 // Over shared memory small collectives (every task's post of all its members'
 // inputs within net::PostedGather's limit, and for reductions all of a row's inputs
@@ -126,12 +129,19 @@ class ClusterCommunicator : public Communicator {
   // the top); false: the caller reduces it. tag: the barriers' tag.
   bool staged_row(Call& call, const int32_t* row, int size, const TaskSplit& split, const Tensor* x,
                   tpu_reduce_op op, char* result, uint32_t tag);
+  // Reduce-scatters one row through offload_ straight into this task's member's
+  // output when it applies: one member per task, in task order, and blocks that are
+  // contiguous in the input (the caller knows); false: the caller reduces it.
+  bool offload_scatter_row(Call& call, const int32_t* row, int size, const TaskSplit& split,
+                           const Tensor* x, tpu_reduce_op op);
   // Reduces every group with members here. into_output: the result goes into the
   // group's first local member's output (else into a buffer of ours); deliver then
-  // gives it to each local member.
+  // gives it to each local member. scatter_blocks: a reduce-scatter whose members'
+  // blocks are contiguous in the input, which offload_scatter_row may take.
   void reduce_groups(Call& call, const Groups& g, const Tensor* x, tpu_reduce_op op,
                      bool into_output,
-                     FunctionRef<void(int member, const char* result)> deliver);
+                     FunctionRef<void(int member, const char* result)> deliver,
+                     bool scatter_blocks = false);
   // Reduces one row by passing the fold along its runs of members (each task folds its
   // own members onto what the previous run's task sends, in member order, so the
   // bits are a single process's), in pieces, pipelined; the last run's task then

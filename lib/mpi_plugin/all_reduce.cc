@@ -1,7 +1,9 @@
-// All-reduces on MPI_Iallreduce, on a communicator per group of tasks made once.
+// All-reduces on MPI_Iallreduce and reduce-scatters on MPI_Ireduce_scatter_block, on a
+// communicator per group of tasks made once.
 #include "mpi_plugin/handle.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace tpurt {
 namespace mpi {
@@ -27,8 +29,8 @@ tpu_status comm_for(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const in
   std::vector<tpurt_mpi_transfer> meet;
   for (int32_t t : key)
     if (t != h->rank) meet.push_back({t, 0, nullptr, 0});
-  tpu_status s = do_exchange(h, seq, digest ^ 0x636f6d6dull, meet.data(), meet.size(), meet.data(),
-                             meet.size(), wait, err, err_size);
+  tpu_status s = exchange_tagged(h, seq, digest, digest ^ 0x636f6d6dull, meet.data(), meet.size(), meet.data(),
+                                 meet.size(), wait, err, err_size);
   if (s != TPU_OK) return s;
   MPI_Group world, group;
   MPI_Comm_group(h->comm, &world);
@@ -48,15 +50,12 @@ tpu_status comm_for(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const in
   return TPU_OK;
 }
 
-}  // namespace
-
-tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks,
-                      size_t num_tasks, tpu_dtype dtype, tpu_reduce_op op, const void* in, void* out,
-                      uint64_t count, int32_t divisor, const tpurt_mpi_wait* wait, char* err,
-                      size_t err_size) {
-  MPI_Datatype type;
-  MPI_Op mpi_op;
-  if (!h->ops->map(dtype, op, &type, &mpi_op)) {
+// Checks the group, maps dtype and op, tells the group's other tasks (w.watch) that
+// this task has entered collective seq, and finds the group's communicator.
+tpu_status enter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks, size_t num_tasks,
+                 tpu_dtype dtype, tpu_reduce_op op, const tpurt_mpi_wait* wait, MPI_Datatype* type, MPI_Op* mpi_op,
+                 MPI_Comm* comm, Waiting* w, char* err, size_t err_size) {
+  if (!h->ops->map(dtype, op, type, mpi_op)) {
     say(err, err_size, "MPI cannot reduce dtype %d with op %d as tpurt does", static_cast<int>(dtype),
         static_cast<int>(op));
     return TPU_INTERNAL;
@@ -74,33 +73,102 @@ tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const 
     say(err, err_size, "task %d is not in the group it reduces over", h->rank);
     return TPU_INTERNAL;
   }
-  MPI_Comm comm = MPI_COMM_NULL;
   h->reached = std::max(h->reached, seq);
-  tpu_status s = comm_for(h, seq, digest, tasks, num_tasks, wait, &comm, err, err_size);
+  for (size_t i = 0; i < num_tasks; ++i)
+    if (tasks[i] != h->rank) w->watch.push_back(tasks[i]);
+  // Before this task's part: a peer that completes the collective finds the note due.
+  if (h->eager_notes) note_entry(h, seq, digest, w->watch.data(), w->watch.size());
+  return comm_for(h, seq, digest, tasks, num_tasks, wait, comm, err, err_size);
+}
+
+// Runs one engine collective that start() posts into w.reqs[0].
+template <typename Start>
+tpu_status run_one(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t digest, const tpurt_mpi_wait* wait,
+                   const char* what, Start&& start, char* err, size_t err_size) {
+  w.reqs.assign(1, MPI_REQUEST_NULL);
+  w.peer.assign(1, -1);
+  w.kind.assign(1, kCollective);
+  int rc = start(&w.reqs[0]);
+  if (rc != MPI_SUCCESS) {
+    say(err, err_size, "%s of collective #%llu failed: %s", what, static_cast<unsigned long long>(seq),
+        mpi_error(rc).c_str());
+    return TPU_UNAVAILABLE;
+  }
+  return wait_all(h, w, seq, digest, wait, what, err, err_size);
+}
+
+}  // namespace
+
+tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks,
+                      size_t num_tasks, tpu_dtype dtype, tpu_reduce_op op, const void* in, void* out,
+                      uint64_t count, int32_t divisor, const tpurt_mpi_wait* wait, char* err,
+                      size_t err_size) {
+  MPI_Datatype type;
+  MPI_Op mpi_op;
+  MPI_Comm comm = MPI_COMM_NULL;
+  Waiting w;
+  tpu_status s = enter(h, seq, digest, tasks, num_tasks, dtype, op, wait, &type, &mpi_op, &comm, &w, err, err_size);
   if (s != TPU_OK) return s;
   int esize = 0;
   MPI_Type_size(type, &esize);
-  Waiting w;
-  for (size_t i = 0; i < num_tasks; ++i)
-    if (tasks[i] != h->rank) w.watch.push_back(tasks[i]);
   for (uint64_t off = 0; off < count || (count == 0 && off == 0);) {
     const int len = static_cast<int>(std::min<uint64_t>(kMaxChunk, count - off));
-    w.reqs.assign(1, MPI_REQUEST_NULL);
-    w.peer.assign(1, -1);
-    w.kind.assign(1, kCollective);
-    int rc = MPI_Iallreduce(static_cast<const char*>(in) + off * esize, static_cast<char*>(out) + off * esize,
-                            len, type, mpi_op, comm, &w.reqs[0]);
-    if (rc != MPI_SUCCESS) {
-      say(err, err_size, "MPI_Iallreduce of collective #%llu failed: %s", static_cast<unsigned long long>(seq),
-          mpi_error(rc).c_str());
-      return TPU_UNAVAILABLE;
-    }
-    s = wait_all(h, w, seq, wait, "MPI_Iallreduce", err, err_size);
+    ++h->num_iallreduce;
+    s = run_one(h, w, seq, digest, wait, "MPI_Iallreduce", [&](MPI_Request* r) {
+      return MPI_Iallreduce(static_cast<const char*>(in) + off * esize, static_cast<char*>(out) + off * esize, len,
+                            type, mpi_op, comm, r);
+    }, err, err_size);
     if (s != TPU_OK) return s;
     off += static_cast<uint64_t>(len);
     if (count == 0) break;
   }
+  s = h->eager_notes ? confirm(h, seq, digest, w.watch, wait, err, err_size) : TPU_OK;
+  if (s != TPU_OK) return s;
   if (op == TPU_REDUCE_MEAN) tpurt::mpi::divide(dtype, out, count, divisor);
+  return TPU_OK;
+}
+
+tpu_status reduce_scatter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks,
+                          size_t num_tasks, tpu_dtype dtype, tpu_reduce_op op, const void* in, void* out,
+                          uint64_t block, int32_t divisor, const tpurt_mpi_wait* wait, char* err,
+                          size_t err_size) {
+  MPI_Datatype type;
+  MPI_Op mpi_op;
+  MPI_Comm comm = MPI_COMM_NULL;
+  Waiting w;
+  tpu_status s = enter(h, seq, digest, tasks, num_tasks, dtype, op, wait, &type, &mpi_op, &comm, &w, err, err_size);
+  if (s != TPU_OK) return s;
+  int esize = 0;
+  MPI_Type_size(type, &esize);
+  const size_t e = static_cast<size_t>(esize);
+  // MPI's counts are int: a larger block goes in pieces, each piece of every block
+  // packed back to back first (the staging outlives a failed wait: MPI may still
+  // read it until the job aborts).
+  const uint64_t piece = block <= kMaxChunk ? block : kMaxChunk / num_tasks;
+  std::vector<char> staging;
+  for (uint64_t off = 0; off < block || (block == 0 && off == 0);) {
+    const int len = static_cast<int>(std::min<uint64_t>(piece, block - off));
+    const char* from = static_cast<const char*>(in);
+    if (piece != block) {
+      staging.resize(num_tasks * static_cast<size_t>(len) * e);
+      for (size_t i = 0; i < num_tasks; ++i)
+        std::memcpy(&staging[i * len * e], from + (i * block + off) * e, static_cast<size_t>(len) * e);
+      from = staging.data();
+    }
+    ++h->num_ireduce_scatter;
+    s = run_one(h, w, seq, digest, wait, "MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+      return MPI_Ireduce_scatter_block(from, static_cast<char*>(out) + off * e, len, type, mpi_op, comm, r);
+    }, err, err_size);
+    if (s != TPU_OK) {
+      if (!staging.empty()) h->sinks.push_back(std::move(staging));
+      return s;
+    }
+    off += static_cast<uint64_t>(len);
+    if (block == 0) break;
+  }
+  s = h->eager_notes ? confirm(h, seq, digest, w.watch, wait, err, err_size) : TPU_OK;
+  if (s != TPU_OK) return s;
+  if (op == TPU_REDUCE_MEAN) tpurt::mpi::divide(dtype, out, block, divisor);
   return TPU_OK;
 }
 

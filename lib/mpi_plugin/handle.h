@@ -46,6 +46,17 @@ constexpr unsigned kEndPollEvery = 64;
 // reached (8), message.
 constexpr size_t kEndHeaderBytes = 16;
 
+// A note on the control communicator: the collective (step, seq, digest) a task has
+// entered (notes.cc).
+struct Note {
+  uint64_t step = 0, seq = 0, digest = 0;
+};
+// One in flight to every peer of a collective, kept until the sends complete.
+struct NoteOut {
+  Note note;
+  std::vector<MPI_Request> reqs;
+};
+
 inline int64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -100,6 +111,21 @@ struct tpurt_mpi_handle {
   std::list<std::vector<char>> sinks;  // of drains that did not finish
   std::list<std::pair<MPI_Request, uint64_t>> answers;  // to peers' queries, in flight
   std::map<std::vector<int32_t>, MPI_Comm> comms;  // by the group's tasks
+  // Notes (notes.cc), on a communicator of their own: drains of the data never take
+  // them. By peer: the receive of its next note (note_have: received, not yet passed),
+  // and seq + 1 of the collective of this step last noted to it and last agreed on.
+  MPI_Comm ctl = MPI_COMM_NULL;
+  // TPURT_MPI_CHECK_COLLECTIVES=1: a note on entering every MPI collective, and its
+  // peers' looked for once it completes (else only when a wait stalls).
+  bool eager_notes = false;
+  std::vector<tpurt::mpi::Note> note_in;
+  std::vector<MPI_Request> note_req;
+  std::vector<char> note_have;
+  std::vector<int> note_index;  // MPI_Testsome's
+  std::vector<uint64_t> noted, agreed;
+  std::list<tpurt::mpi::NoteOut> notes_out;
+  // What the plugin ran (printed at close with TPURT_MPI_STATS=1, for the tests).
+  uint64_t num_exchanges = 0, num_iallreduce = 0, num_ireduce_scatter = 0;
 };
 
 namespace tpurt {
@@ -142,12 +168,38 @@ struct Waiting {
 void give_up(tpurt_mpi_handle* h, std::vector<MPI_Request>& reqs, const std::vector<char>& kind);
 // Completes what stuck requests can; whether a send is still stuck.
 bool sends_stuck(tpurt_mpi_handle* h);
-// Polls w's requests until all are done. what: the collective, for messages.
-tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_mpi_wait* wait,
+// Polls w's requests until all are done. what: the collective (seq, digest: its
+// descriptor), for messages.
+tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t digest, const tpurt_mpi_wait* wait,
                     const char* what, char* err, size_t err_size);
+// tag_digest: the digest the tag is made of (digest, or another for the transfers
+// of a collective's own set-up).
+tpu_status exchange_tagged(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, uint64_t tag_digest,
+                           const tpurt_mpi_transfer* sends, size_t num_sends, const tpurt_mpi_transfer* recvs,
+                           size_t num_recvs, const tpurt_mpi_wait* wait, char* err, size_t err_size);
 tpu_status do_exchange(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const tpurt_mpi_transfer* sends,
                        size_t num_sends, const tpurt_mpi_transfer* recvs, size_t num_recvs,
                        const tpurt_mpi_wait* wait, char* err, size_t err_size);
+
+// notes.cc
+// Posts the receive of every peer's notes (at open).
+tpu_status open_notes(tpurt_mpi_handle* h, char* err, size_t err_size);
+// Cancels and frees what notes left (at close).
+void close_notes(tpurt_mpi_handle* h);
+// Tells each of peers not told yet that this task has entered collective seq.
+void note_entry(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int* peers, size_t num);
+// Reads the notes that arrived up to collective seq; a peer whose note says it is in
+// collective seq with another digest (*theirs: the note), or -1.
+int find_mismatch(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, Note* theirs);
+// The error naming peer p, in collective `theirs` while this task is in seq, digest.
+std::string mismatch_message(const tpurt_mpi_wait* wait, int p, const Note& theirs, uint64_t seq,
+                             uint64_t digest);
+// After an engine's collective completed: whether each of watch (the group's other
+// tasks) took part in this one (its note agrees) rather than another with the same
+// counts, waiting for the notes (sent before the collective, they are due) kAskNs at
+// most.
+tpu_status confirm(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const std::vector<int>& watch,
+                   const tpurt_mpi_wait* wait, char* err, size_t err_size);
 
 // step.cc
 // Reads the ends of the step that have arrived.
@@ -166,7 +218,11 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
                     const tpurt_mpi_wait* wait, tpurt_mpi_outcome* remote, int* failed, char* err,
                     size_t err_size);
 
-// all_reduce.cc
+// all_reduce.cc (all-reduces and reduce-scatters)
+tpu_status reduce_scatter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks,
+                          size_t num_tasks, tpu_dtype dtype, tpu_reduce_op op, const void* in, void* out,
+                          uint64_t block, int32_t divisor, const tpurt_mpi_wait* wait, char* err,
+                          size_t err_size);
 tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks,
                       size_t num_tasks, tpu_dtype dtype, tpu_reduce_op op, const void* in, void* out,
                       uint64_t count, int32_t divisor, const tpurt_mpi_wait* wait, char* err,

@@ -1,10 +1,11 @@
 // libtpurt_mpi.so: tpurt's data plane over MPI (the table of net/mpi_plugin_api.h):
 // joining and leaving MPI, and the entry point. The waits are in wait.cc, the ends of
-// steps in step.cc, the all-reduces in all_reduce.cc.
+// steps in step.cc, the all-reduces and reduce-scatters in all_reduce.cc, the notes
+// naming a task in another collective in notes.cc.
 //
-// Point-to-point transfers become MPI_Isend/MPI_Irecv and all-reduces
-// MPI_Iallreduce, on a duplicate of MPI_COMM_WORLD (or a communicator per group of
-// tasks, made once), polled with MPI_Testsome until done so that every wait honours
+// Point-to-point transfers become MPI_Isend/MPI_Irecv, all-reduces MPI_Iallreduce and
+// reduce-scatters MPI_Ireduce_scatter_block, on a duplicate of MPI_COMM_WORLD (or a
+// communicator per group of tasks, made once), polled with MPI_Testsome until done so that every wait honours
 // its deadline and the runtime's check(). Each task ends a step by sending every
 // peer its outcome; a receive of each peer's is posted when the step begins, so a
 // wait also notices a peer that ended the step without it.
@@ -104,6 +105,16 @@ tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char*
                   std::to_string(4 * kTagCycle) + " tags");
   MPI_Comm_dup(MPI_COMM_WORLD, &h->comm);
   MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
+  const char* check = getenv("TPURT_MPI_CHECK_COLLECTIVES");
+  h->eager_notes = check && strcmp(check, "1") == 0;
+  MPI_Comm_dup(MPI_COMM_WORLD, &h->ctl);
+  MPI_Comm_set_errhandler(h->ctl, MPI_ERRORS_RETURN);
+  if (tpu_status s = open_notes(h.get(), why, why_size); s != TPU_OK) {
+    close_notes(h.get());
+    MPI_Comm_free(&h->ctl);
+    MPI_Comm_free(&h->comm);
+    return s;
+  }
   h->ops.reset(new ReduceOps());
   h->end_in.assign(h->size, std::vector<char>(kMaxEndBytes));
   h->end_req.assign(h->size, MPI_REQUEST_NULL);
@@ -117,6 +128,12 @@ tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char*
 void close_handle(tpurt_mpi_handle* h) {
   if (h == nullptr) return;
   g_open.erase(std::remove(g_open.begin(), g_open.end(), h), g_open.end());
+  if (const char* stats = getenv("TPURT_MPI_STATS"); stats && strcmp(stats, "1") == 0) {
+    fprintf(stderr, "tpurt_mpi: task %d: %llu exchanges, %llu MPI_Iallreduce, %llu MPI_Ireduce_scatter_block\n",
+            h->rank, static_cast<unsigned long long>(h->num_exchanges),
+            static_cast<unsigned long long>(h->num_iallreduce), static_cast<unsigned long long>(h->num_ireduce_scatter));
+    fflush(stderr);
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) {
@@ -128,6 +145,8 @@ void close_handle(tpurt_mpi_handle* h) {
     for (auto& a : h->answers)
       if (a.first != MPI_REQUEST_NULL) MPI_Request_free(&a.first);
     for (auto& c : h->comms) MPI_Comm_free(&c.second);
+    close_notes(h);
+    if (h->ctl != MPI_COMM_NULL) MPI_Comm_free(&h->ctl);
     h->ops.reset();
     if (h->comm != MPI_COMM_NULL) MPI_Comm_free(&h->comm);
   }
@@ -206,6 +225,14 @@ extern "C" __attribute__((visibility("default"))) const tpurt_mpi_plugin* tpurt_
       },
       doomed,
       abort_all,
+      [](tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks, size_t num_tasks,
+         tpu_dtype dtype, tpu_reduce_op op, const void* in, void* out, uint64_t block, int32_t divisor,
+         const tpurt_mpi_wait* wait, char* err, size_t err_size) {
+        return guarded(err, err_size, [&] {
+          return reduce_scatter(h, seq, digest, tasks, num_tasks, dtype, op, in, out, block, divisor, wait, err,
+                                err_size);
+        });
+      },
   };
   return &table;
 }

@@ -137,6 +137,8 @@ std::vector<int> not_reached(tpurt_mpi_handle* h, const std::vector<int>& watch,
 tpu_status begin_step(tpurt_mpi_handle* h, uint64_t step, char* err, size_t err_size) {
   h->step = step;
   h->reached = 0;
+  h->noted.assign(h->size, 0);
+  h->agreed.assign(h->size, 0);
   for (int p = 0; p < h->size; ++p) {
     h->ended[p] = 0;
     h->end_len[p] = 0;
@@ -174,9 +176,13 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
   const int64_t deadline = now_ns() + timeout_ms * 1000000;
   tpu_status status = TPU_OK;
   std::vector<char> drained(h->size, 0);
+  Note none;
   for (;;) {
     poll_ends(h);
     serve_queries(h);
+    // The step's notes that no wait read (those of quick exchanges): read now, so
+    // that they do not pile up in MPI from step to step.
+    find_mismatch(h, UINT64_MAX, 0, &none);
     // What a peer sent for this step that nobody received (its step failed, or this
     // one's): drained, so that its sends complete and it need not abort.
     for (int p = 0; p < h->size; ++p)

@@ -76,7 +76,7 @@ bool sends_stuck(tpurt_mpi_handle* h) {
 }
 
 // Polls w's requests until all are done. what: the collective, for messages.
-tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_mpi_wait* wait,
+tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t digest, const tpurt_mpi_wait* wait,
                     const char* what, char* err, size_t err_size) {
   const size_t n = w.reqs.size();
   std::vector<int> idx(n);
@@ -88,6 +88,21 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
     say(err, err_size, "%s", message.c_str());
     return code;
   };
+  // A peer in another collective: named, whatever else went wrong (mismatched engine
+  // collectives may also fail in MPI, or never complete).
+  auto mismatch = [&](tpu_status* code, std::string* message) {
+    Note theirs;
+    const int bad = find_mismatch(h, seq, digest, &theirs);
+    if (bad < 0) return false;
+    // The peers may not have heard which collective this task is in.
+    note_entry(h, seq, digest, w.peer.data(), w.peer.size());
+    note_entry(h, seq, digest, w.watch.data(), w.watch.size());
+    *code = TPU_INVALID_ARGUMENT;
+    *message = mismatch_message(wait, bad, theirs, seq, digest);
+    return true;
+  };
+  tpu_status code;
+  std::string message;
   for (;;) {
     bool advanced = false;
     if (in_flight(w.reqs)) {
@@ -97,6 +112,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
         int bad_peer = -1, bad = rc;
         for (int i = 0; rc == MPI_ERR_IN_STATUS && i < outcount; ++i)
           if (st[i].MPI_ERROR != MPI_SUCCESS) bad = st[i].MPI_ERROR, bad_peer = w.peer[idx[i]];
+        if (mismatch(&code, &message)) return fail(code, message);
         return fail(TPU_UNAVAILABLE, (bad_peer >= 0 ? name_of(wait, bad_peer) + ": " : std::string()) +
                                          what + " #" + std::to_string(seq) + " failed in MPI: " +
                                          mpi_error(bad));
@@ -108,9 +124,20 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
     if (advanced) last_progress = now;
     // A peer that ended the step will not take part: its end fails the wait, once what
     // it sent before has had time to arrive.
-    if (++polls % kEndPollEvery == 0 || now - last_progress > kSpinNs) {
+    const bool stalled = now - last_progress > kSpinNs;
+    if (++polls % kEndPollEvery == 0 || stalled) {
       poll_ends(h);
       serve_queries(h);
+      // Peers send notes when they stall, so only a stalled wait looks (each look is
+      // one more pass of MPI's progress engine).
+      if ((stalled || h->eager_notes) && mismatch(&code, &message)) return fail(code, message);
+    }
+    // Stalled: transfers of another collective never match (their tags differ), nor
+    // MPI collectives of other counts, so this task tells the peers it waits on which
+    // collective it is in (once each).
+    if (stalled) {
+      note_entry(h, seq, digest, w.peer.data(), w.peer.size());
+      note_entry(h, seq, digest, w.watch.data(), w.watch.size());
     }
     int gone = -1;
     for (size_t i = 0; i < n && gone < 0; ++i) {
@@ -122,6 +149,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
           if (h->ended[t]) gone = t;
       }
     }
+    if (gone >= 0 && mismatch(&code, &message)) return fail(code, message);
     if (gone >= 0) {
       int32_t code = 0, origin = -1;
       uint64_t reached = 0;
@@ -145,6 +173,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
       return TPU_CANCELLED;
     }
     if (now >= wait->deadline_ns) {
+      if (mismatch(&code, &message)) return fail(code, message);
       std::string owing, stuck, group;
       std::vector<char> seen_recv(h->size, 0), seen_send(h->size, 0);
       for (size_t i = 0; i < n; ++i) {
@@ -175,19 +204,26 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, const tpurt_m
   }
 }
 
-tpu_status do_exchange(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const tpurt_mpi_transfer* sends,
-                       size_t num_sends, const tpurt_mpi_transfer* recvs, size_t num_recvs,
-                       const tpurt_mpi_wait* wait, char* err, size_t err_size) {
+tpu_status exchange_tagged(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, uint64_t tag_digest,
+                           const tpurt_mpi_transfer* sends, size_t num_sends, const tpurt_mpi_transfer* recvs,
+                           size_t num_recvs, const tpurt_mpi_wait* wait, char* err, size_t err_size) {
   for (size_t i = 0; i < num_sends; ++i)
     if (!check_peer(h, sends[i].peer, "a send", err, err_size)) return TPU_INTERNAL;
   for (size_t i = 0; i < num_recvs; ++i)
     if (!check_peer(h, recvs[i].peer, "a receive", err, err_size)) return TPU_INTERNAL;
   Waiting w;
   h->reached = std::max(h->reached, seq);
-  const int tag = data_tag(h, seq, digest);
+  ++h->num_exchanges;
+  const int tag = data_tag(h, seq, tag_digest);
   post(h, w, recvs, num_recvs, true, tag);
   post(h, w, sends, num_sends, false, tag);
-  return wait_all(h, w, seq, wait, "the exchange", err, err_size);
+  return wait_all(h, w, seq, digest, wait, "the exchange", err, err_size);
+}
+
+tpu_status do_exchange(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const tpurt_mpi_transfer* sends,
+                       size_t num_sends, const tpurt_mpi_transfer* recvs, size_t num_recvs,
+                       const tpurt_mpi_wait* wait, char* err, size_t err_size) {
+  return exchange_tagged(h, seq, digest, digest, sends, num_sends, recvs, num_recvs, wait, err, err_size);
 }
 
 }  // namespace mpi

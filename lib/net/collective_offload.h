@@ -1,6 +1,7 @@
 // An optional interface of a transport whose engine runs collectives itself (MPI):
 // the cluster communicator finds it with dynamic_cast on its net::Transport and hands
-// it the all-reduces it can take, instead of running them as exchanges.
+// it the all-reduces and reduce-scatters it can take, instead of running them as
+// exchanges.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,17 @@ class CollectiveOffload {
                           tpu_reduce_op op, const void* in, void* out, int64_t count, int divisor,
                           Transport::Clock::time_point deadline, const std::function<void()>& check,
                           const std::function<std::string(int)>& name) = 0;
+
+  // Whether reduce_scatter takes dtype and op (an older engine may have none).
+  virtual bool can_reduce_scatter(tpu_dtype dtype, tpu_reduce_op op) const { return false; }
+
+  // out (block elements) = block i of op over `tasks` of each task's `in` (tasks.size()
+  // blocks of block elements, back to back), i this task's position in tasks; MEAN
+  // divides by divisor. Called as all_reduce is.
+  virtual void reduce_scatter(uint64_t seq, uint64_t digest, const std::vector<int>& tasks, tpu_dtype dtype,
+                              tpu_reduce_op op, const void* in, void* out, int64_t block, int divisor,
+                              Transport::Clock::time_point deadline, const std::function<void()>& check,
+                              const std::function<std::string(int)>& name) = 0;
 };
 
 }  // namespace net

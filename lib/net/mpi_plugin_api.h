@@ -3,7 +3,9 @@
  * C++ crosses this boundary: plain structs, function pointers, tpu_status codes and
  * messages written into the caller's buffers. The plugin exports one function,
  * TPURT_MPI_PLUGIN_ENTRY, returning its table; the loader checks struct_size and
- * version before using a field.
+ * version before using a field. Fields are only ever appended within a version: a
+ * table of at least TPURT_MPI_PLUGIN_BASE_SIZE bytes has every field up to abort, and
+ * a later field is there when struct_size covers it (TPURT_MPI_PLUGIN_HAS).
  *
  * One thread at a time calls into a handle (MPI is initialised with at least
  * MPI_THREAD_SERIALIZED); the calling thread may change between calls. */
@@ -94,7 +96,23 @@ typedef struct tpurt_mpi_plugin {
   int (*doomed)(tpurt_mpi_handle *h);
   /* MPI_Abort of every rank with errorcode. Does not return. */
   void (*abort)(tpurt_mpi_handle *h, int errorcode);
+
+  /* Appended (struct_size covers it when the plugin has it). out (block elements) =
+   * block i of op over the tasks `tasks` of each one's `in` (num_tasks blocks of
+   * block elements, back to back), i this task's position in tasks; MEAN divides the
+   * sum by divisor. Takes the dtypes and ops all_reduce takes. in and out do not alias. */
+  tpu_status (*reduce_scatter)(tpurt_mpi_handle *h, uint64_t seq, uint64_t digest,
+                               const int32_t *tasks, size_t num_tasks, tpu_dtype dtype,
+                               tpu_reduce_op op, const void *in, void *out, uint64_t block,
+                               int32_t divisor, const tpurt_mpi_wait *wait, char *err,
+                               size_t err_size);
 } tpurt_mpi_plugin;
+
+/* The size of the first table of this version: every field up to abort. */
+#define TPURT_MPI_PLUGIN_BASE_SIZE (offsetof(tpurt_mpi_plugin, abort) + sizeof(void (*)(void)))
+/* Whether the plugin's table `api` has the appended field `field`. */
+#define TPURT_MPI_PLUGIN_HAS(api, field) \
+  ((api)->struct_size >= offsetof(tpurt_mpi_plugin, field) + sizeof((api)->field) && (api)->field != NULL)
 
 typedef const tpurt_mpi_plugin *(*tpurt_mpi_plugin_entry)(void);
 

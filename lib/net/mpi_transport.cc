@@ -72,10 +72,12 @@ Loaded load_plugin() {
     return l;
   }
   const tpurt_mpi_plugin* api = entry();
-  if (api == nullptr || api->version != TPURT_MPI_PLUGIN_VERSION || api->struct_size < sizeof(tpurt_mpi_plugin)) {
+  // A table of this version has at least the first fields; appended ones are used
+  // only where struct_size covers them (an older plugin of the same version lacks them).
+  if (api == nullptr || api->version != TPURT_MPI_PLUGIN_VERSION || api->struct_size < TPURT_MPI_PLUGIN_BASE_SIZE) {
     l.error = str_cat(path, " is MPI plugin version ", api ? api->version : 0, " (table of ",
                       api ? api->struct_size : 0, " bytes); this libtpurt needs version ",
-                      TPURT_MPI_PLUGIN_VERSION, " (", sizeof(tpurt_mpi_plugin), " bytes)");
+                      TPURT_MPI_PLUGIN_VERSION, " (at least ", TPURT_MPI_PLUGIN_BASE_SIZE, " bytes)");
     return l;
   }
   l.api = api;
@@ -140,6 +142,25 @@ class MpiTransport : public Transport, public CollectiveOffload {
     char err[kErrorBytes] = "";
     tpu_status s = api_->all_reduce(h_, seq, digest, ids.data(), ids.size(), dtype, op, in, out,
                                     static_cast<uint64_t>(count), divisor, &w.wait, err, sizeof err);
+    if (s != TPU_OK) raise(s, err, w);
+  }
+
+  bool can_reduce_scatter(tpu_dtype dtype, tpu_reduce_op op) const override {
+    return TPURT_MPI_PLUGIN_HAS(api_, reduce_scatter) && api_->can_all_reduce(h_, dtype, op) != 0;
+  }
+
+  void reduce_scatter(uint64_t seq, uint64_t digest, const std::vector<int>& tasks, tpu_dtype dtype,
+                      tpu_reduce_op op, const void* in, void* out, int64_t block, int divisor,
+                      Clock::time_point deadline, const std::function<void()>& check,
+                      const std::function<std::string(int)>& name) override {
+    if (has_failed_.load(std::memory_order_acquire)) throw_failed();
+    if (!TPURT_MPI_PLUGIN_HAS(api_, reduce_scatter))
+      tpurt::fail(TPU_INTERNAL, "the MPI plugin has no reduce_scatter (check can_reduce_scatter first)");
+    std::vector<int32_t> ids(tasks.begin(), tasks.end());
+    Wait w(this, deadline, &check, &name);
+    char err[kErrorBytes] = "";
+    tpu_status s = api_->reduce_scatter(h_, seq, digest, ids.data(), ids.size(), dtype, op, in, out,
+                                        static_cast<uint64_t>(block), divisor, &w.wait, err, sizeof err);
     if (s != TPU_OK) raise(s, err, w);
   }
 
@@ -240,10 +261,11 @@ class MpiTransport : public Transport, public CollectiveOffload {
         message = e.message();
       }
     }
-    // Sends a live peer will drain when it ends the step are not final yet; a lost or
-    // silent peer drains nothing.
+    // Sends a live peer (one that ended the step, or is in another collective) will
+    // drain when it ends the step are not final yet; a lost or silent peer drains nothing.
     const int doomed = api_->doomed(h_);
-    if (doomed == 2 || (doomed == 1 && code != TPU_ABORTED && code != TPU_FAILED_PRECONDITION)) {
+    if (doomed == 2 || (doomed == 1 && code != TPU_ABORTED && code != TPU_FAILED_PRECONDITION &&
+                        code != TPU_INVALID_ARGUMENT)) {
       message += kAbortNote;
       report_doomed(code, message);
     }

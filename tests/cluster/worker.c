@@ -14,6 +14,11 @@
  *                                  TPU_FAILED_PRECONDITION naming task V
  *   cluster_worker fail V          a replica of task V fails: every task gets its error,
  *                                  and the next step works
+ *   cluster_worker mismatch V      task V's replicas call another collective (an
+ *                                  all-gather; TEST_MISMATCH=max: an all-reduce with
+ *                                  MAX instead of SUM): TPU_INVALID_ARGUMENT naming V
+ * TEST_FAULT_COLLECTIVE=reduce_scatter: the collective the fault scenarios' tasks are
+ * in when task V fails is a reduce-scatter instead of an all-reduce.
  *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
  *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
  */
@@ -223,6 +228,100 @@ static tpu_status check_fold(tpu_replica_context *ctx, int r, tpu_dtype dtype, t
   return TPU_OK;
 }
 
+/* A reduce_scatter of a [d0, d1] tensor along `axis` over groups of `size` members,
+ * the first `row` (NULL: every replica) and the other replicas in rows of the same
+ * size, checked against the fold in member order that one process computes:
+ * fold_value inputs (bfloat16 accumulated in float32 and rounded once), or value()
+ * for int32 (exact; MEAN truncates). TEST_REORDERED_FOLDS: floats within the bound
+ * of a reordered fold, as check_fold. */
+static tpu_status check_scatter(tpu_replica_context *ctx, int r, tpu_dtype dtype, tpu_reduce_op op, int axis,
+                                int64_t d0, int64_t d1, const int32_t *row, int size) {
+  int32_t all[4096], ids[4096];
+  if (!row) {
+    for (int k = 0; k < g_n; k++) all[k] = k;
+    row = all;
+    size = g_n;
+  }
+  int used[4096] = {0}, nids = 0;
+  for (int k = 0; k < size; k++) ids[nids++] = row[k], used[row[k]] = 1;
+  for (int q = 0; q < g_n; q++)
+    if (!used[q]) ids[nids++] = q;
+  tpu_group_assignment g = {ids, g_n / size, size};
+  int at = 0;
+  for (int k = 0; k < g_n; k++)
+    if (ids[k] == r) at = k;
+  row = ids + at / size * size;
+  const int pos = at % size, integer = dtype == TPU_INT32;
+  const int64_t dims[2] = {d0, d1}, n = d0 * d1;
+  float *data = malloc((size_t)n * sizeof *data);
+  for (int64_t i = 0; i < n; i++) data[i] = integer ? (float)value(r, i) : fold_value(r, i);
+  tpu_tensor *f = NULL, *x = NULL, *y = NULL, *yf = NULL;
+  if (tpu_tensor_create(TPU_FLOAT, dims, 2, data, (size_t)n * sizeof *data, &f) != TPU_OK) abort();
+  free(data);
+  if (dtype == TPU_FLOAT) x = f;
+  else if (tpu_tensor_cast(f, dtype, &x) != TPU_OK) abort();
+  if (x != f) tpu_tensor_release(f);
+  OK(tpu_reduce_scatter(ctx, x, op, axis, &g, &y, NULL));
+  const int64_t o0 = axis == 0 ? d0 / size : d0, o1 = axis == 1 ? d1 / size : d1;
+  int64_t got_dims[2] = {0, 0};
+  size_t rank = 0;
+  OK(tpu_tensor_dims(y, got_dims, 2, &rank));
+  EXPECT(rank == 2 && got_dims[0] == o0 && got_dims[1] == o1, "reduce_scatter axis %d: result is [%lld, %lld]",
+         axis, (long long)got_dims[0], (long long)got_dims[1]);
+  const void *p;
+  if (tpu_tensor_cast(y, TPU_FLOAT, &yf) != TPU_OK || tpu_tensor_data(yf, &p) != TPU_OK) abort();
+  const int reordered = getenv("TEST_REORDERED_FOLDS") != NULL && !integer;
+  const double unit = dtype == TPU_BFLOAT16 ? 0x1p-8 : 0x1p-24;
+  for (int64_t j = 0; j < o0 * o1; j++) {
+    const int64_t i0 = j / o1 + (axis == 0 ? pos * o0 : 0), i1 = j % o1 + (axis == 1 ? pos * o1 : 0);
+    const int64_t i = i0 * d1 + i1;
+    float acc = 0;
+    double magnitude = 0, sum = 0;
+    for (int k = 0; k < size; k++) {
+      float v = integer ? (float)value(row[k], i) : fold_value(row[k], i);
+      round_to(dtype, &v);
+      acc = k == 0 ? v : acc + v;
+      sum += v;
+      magnitude += fabs(v);
+    }
+    if (op == TPU_REDUCE_MEAN) acc = integer ? (float)(int64_t)(sum / size) : acc / (float)size, magnitude /= size;
+    round_to(dtype, &acc);
+    float got = ((const float *)p)[j];
+    EXPECT(reordered ? fabs((double)got - acc) <= 2 * size * unit * magnitude : memcmp(&got, &acc, sizeof acc) == 0,
+           "reduce_scatter %s op %d axis %d of [%lld, %lld] over %d members: replica %d element %lld is %.9g, "
+           "want %.9g",
+           dname(dtype), op, axis, (long long)d0, (long long)d1, size, r, (long long)j, got, acc);
+    if (reordered ? fabs((double)got - acc) > 2 * size * unit * magnitude : memcmp(&got, &acc, sizeof acc) != 0)
+      break;
+  }
+  tpu_tensor_release(yf);
+  tpu_tensor_release(x);
+  tpu_tensor_release(y);
+  return TPU_OK;
+}
+
+/* Reduce-scatters of float32, int32 and bfloat16, SUM and MEAN: along axis 0, along
+ * axis 1 with contiguous blocks ([1, n]) and strided ones, over every replica, pairs
+ * {k, k + n/2} (one member per task on 2 tasks of 2 cores), one member per task in
+ * task order, and members against task order. */
+static tpu_status check_scatters(tpu_replica_context *ctx, int r) {
+  const tpu_dtype types[] = {TPU_FLOAT, TPU_INT32, TPU_BFLOAT16};
+  const tpu_reduce_op ops[] = {TPU_REDUCE_SUM, TPU_REDUCE_MEAN};
+  int32_t reversed[4096], spread[4096], pair[2] = {0, g_n / 2};
+  for (int k = 0; k < g_n; k++) reversed[k] = g_n - 1 - k;
+  for (int t = 0; t < g_tasks; t++) spread[t] = t * g_local;
+  for (int d = 0; d < 3; d++)
+    for (int o = 0; o < 2; o++) {
+      OK(check_scatter(ctx, r, types[d], ops[o], 0, (int64_t)g_n * 64, 33, NULL, 0));
+      OK(check_scatter(ctx, r, types[d], ops[o], 1, 1, (int64_t)g_n * 5000, NULL, 0));
+      OK(check_scatter(ctx, r, types[d], ops[o], 1, 3, (int64_t)g_n * 700, reversed, g_n));
+      if (g_n % 2 == 0) OK(check_scatter(ctx, r, types[d], ops[o], 1, 1, 2 * 3001, pair, 2));
+      if (g_tasks > 1 && g_n % g_tasks == 0)
+        OK(check_scatter(ctx, r, types[d], ops[o], 0, (int64_t)g_tasks * 1000, 7, spread, g_tasks));
+    }
+  return TPU_OK;
+}
+
 /* An all-reduce above 4 KiB: the members on one task share one buffer (the data
  * pointers agree), and a member that writes through tpu_tensor_mutable_data gets a
  * copy of its own: the others still read the sum. */
@@ -373,6 +472,7 @@ static tpu_status collectives_fn(tpu_replica_context *ctx, tpu_tensor *const *in
   OK(check_fold(ctx, r, TPU_BFLOAT16, TPU_REDUCE_SUM, 300007, NULL, 0, 0));
   OK(check_fold(ctx, r, TPU_HALF, TPU_REDUCE_MEAN, 300007, reversed, g_n, 0));
   OK(check_fold(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, (int64_t)g_n * 40000, reversed, g_n, 1));
+  OK(check_scatters(ctx, r));
   OK(check_others(ctx, r));
   OK(check_shared_results(ctx, r));
   return TPU_OK;
@@ -477,6 +577,28 @@ typedef struct fault {
   int victim;
 } fault;
 
+/* The collective the tasks are in when the victim fails: x's all-reduce, or with
+ * TEST_FAULT_COLLECTIVE=reduce_scatter a reduce-scatter of 240 elements a replica;
+ * for the victim of a mismatch, another collective. */
+static tpu_status fault_collective(tpu_replica_context *ctx, const fault *f, int r, tpu_tensor *x) {
+  tpu_tensor *y = NULL, *big = NULL;
+  const char *which = getenv("TEST_FAULT_COLLECTIVE"), *other = getenv("TEST_MISMATCH");
+  tpu_status s;
+  if (!strcmp(f->kind, "mismatch") && g_task == f->victim) {
+    if (other && !strcmp(other, "max")) s = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &y, NULL);
+    else s = tpu_all_gather(ctx, x, 0, NULL, &y, NULL);
+  } else if (which && !strcmp(which, "reduce_scatter")) {
+    int64_t len = 240 * (int64_t)g_n;
+    big = make(TPU_FLOAT, r, &len, 1);
+    s = tpu_reduce_scatter(ctx, big, TPU_REDUCE_SUM, 0, NULL, &y, NULL);
+  } else {
+    s = tpu_cross_replica_sum(ctx, x, NULL, &y, NULL);
+  }
+  tpu_tensor_release(y);
+  tpu_tensor_release(big);
+  return s;
+}
+
 static tpu_status fault_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin,
                            tpu_tensor **out, int nout, void *user) {
   (void)in, (void)nin, (void)out, (void)nout;
@@ -500,8 +622,7 @@ static tpu_status fault_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int 
     tpu_tensor_release(x);
     return TPU_OK;
   }
-  if (s == TPU_OK) s = tpu_cross_replica_sum(ctx, x, NULL, &y, NULL);
-  tpu_tensor_release(y);
+  if (s == TPU_OK) s = fault_collective(ctx, f, r, x);
   tpu_tensor_release(x);
   return s;
 }
@@ -526,6 +647,9 @@ static int scenario_fault(tpu_system *system, const char *kind, int victim) {
     EXPECT((s == TPU_FAILED_PRECONDITION && strstr(msg, who)) ||
                (g_task == victim && s != TPU_OK),
            "want TPU_FAILED_PRECONDITION naming %s", who);
+  else if (!strcmp(kind, "mismatch"))
+    EXPECT(s == TPU_INVALID_ARGUMENT && (g_task == victim || strstr(msg, who)),
+           "want TPU_INVALID_ARGUMENT naming %s", who);
   else if (!strcmp(kind, "fail")) {
     EXPECT(s == TPU_DATA_LOSS && strstr(msg, "injected failure"), "want the injected TPU_DATA_LOSS");
     fault none = {"none", -1};
@@ -545,7 +669,7 @@ static tpu_status soak_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int n
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: cluster_worker collectives|kv|kill V|stop V|skip V|fail V|init|soak N\n");
+    fprintf(stderr, "usage: cluster_worker collectives|kv|kill V|stop V|skip V|fail V|mismatch V|init|soak N\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
