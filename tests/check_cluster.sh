@@ -32,7 +32,8 @@ every_task_says() {
 # by_hand N BOUND SCENARIO [ARG]: starts N tasks, each the worker itself (exec: kill -9
 # reaches it), all killed after BOUND seconds should they not end; sets pids.
 by_hand() {
-  local n=$1 bound=$2 base=$((20000 + RANDOM % 20000)) jobs= i
+  local n=$1 bound=$2 base jobs= i
+  base=$(port_base "$n") || return 1
   shift 2
   for ((i = 0; i < n; i++)); do jobs+=${jobs:+,}127.0.0.1:$((base + i)); done
   pids=()
@@ -173,7 +174,7 @@ else bad "three tasks with one token (exit $rc)" "$out"; fi
 
 # Garbage on every port while the cluster works: random bytes, a truncated frame, an
 # oversized length. Each connection is dropped; the steps go on.
-base=$((20000 + RANDOM % 20000))
+base=$(port_base 2) || exit 1
 timeout 120 "$tpurt" launch -n 2 --cores-per-task 1 --port-base $base -- "$worker" soak 150 >"$BUILD/garbage.log" 2>&1 &
 launcher=$!
 sleep 1

@@ -83,7 +83,8 @@ MPIRUN=(mpirun --oversubscribe --mca btl self,vader,tcp --mca btl_tcp_if_include
 # mpi N CORES SECONDS ARGS...: runs the worker on N ranks of CORES cores; out, rc.
 # The coordination service and the tasks listen on ports of their own.
 mpi() {
-  local n=$1 cores=$2 bound=$3 base=$((20000 + RANDOM % 20000)) addresses= i
+  local n=$1 cores=$2 bound=$3 base addresses= i
+  base=$(port_base "$n") || { rc=1; out="no free ports"; return; }
   shift 3
   for ((i = 0; i < n; i++)); do addresses+=${addresses:+,}127.0.0.1:$((base + i)); done
   out=$(TPURT_NUM_CORES=$cores TPURT_TASK_ADDRESSES=$addresses TPURT_COORDINATOR_ADDRESS=127.0.0.1:$base \
@@ -226,15 +227,20 @@ if [ $rc -ne 0 ] && [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMEN
    grep -q "tpurt: task [02]: MPI_Abort.*$abort_note" <<<"$out"; then
   ok "task 1 in another collective while the others are in MPI_Iallreduce: TPU_INVALID_ARGUMENT naming it, then MPI_Abort"
 else bad "a task in another collective than MPI_Iallreduce (exit $rc)" "$out"; fi
-# It all-reduces with MAX: MPI matches the two all-reduces (same counts) and completes
-# both with wrong sums. With TPURT_MPI_CHECK_COLLECTIVES=1 (a note on entering every
-# MPI collective, checked once it completes) every task names it; nothing is left in flight.
-TPURT_MPI_CHECK_COLLECTIVES=1 TEST_MISMATCH=max mpi 3 1 90 mismatch 1
+# It all-reduces with MAX: MPI matches the two all-reduces (same counts) and would
+# complete both with wrong sums. The note each task sends on entering an MPI collective,
+# checked once it completes (TPURT_MPI_CHECK_COLLECTIVES, on by default), lets every
+# task name it; nothing is left in flight.
+TEST_MISMATCH=max mpi 3 1 90 mismatch 1
 if [ $rc -eq 0 ] && every_task_says 3 "mismatch ok" &&
    [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replica 1) is in collective #2' <<<"$out")" = 2 ] &&
    ! grep -q 'MPI_Abort' <<<"$out"; then
-  ok "task 1 in an MPI_Iallreduce of another op (TPURT_MPI_CHECK_COLLECTIVES=1): TPU_INVALID_ARGUMENT naming it, no abort"
+  ok "task 1 in an MPI_Iallreduce of another op: TPU_INVALID_ARGUMENT naming it, no abort"
 else bad "a task in an all-reduce of another op over MPI (exit $rc)" "$out"; fi
+TPURT_MPI_CHECK_COLLECTIVES=yes mpi 2 1 90 init
+if [ $rc -ne 0 ] && grep -q "init: INVALID_ARGUMENT: .*TPURT_MPI_CHECK_COLLECTIVES is 'yes'; it must be 1 (the default) or 0" <<<"$out"; then
+  ok "TPURT_MPI_CHECK_COLLECTIVES=yes: tpu_system_init fails naming the value"
+else bad "a bad TPURT_MPI_CHECK_COLLECTIVES (exit $rc)" "$out"; fi
 # Two cores a task: point to point on both sides; named, no abort.
 mpi 2 2 90 mismatch 1
 if [ $rc -eq 0 ] && every_task_says 2 "mismatch ok" &&

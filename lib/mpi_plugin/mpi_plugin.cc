@@ -57,6 +57,13 @@ void finalize_at_exit() {
 tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char* why, size_t why_size) {
   *out = nullptr;
   int initialized = 0, finalized = 0;
+  // On unless turned off: tpurt promises that every collective checks its peers agree.
+  const char* check = getenv("TPURT_MPI_CHECK_COLLECTIVES");
+  if (check != nullptr && *check != '\0' && strcmp(check, "0") != 0 && strcmp(check, "1") != 0) {
+    say(why, why_size, "TPURT_MPI_CHECK_COLLECTIVES is '%s'; it must be 1 (the default) or 0", check);
+    return TPU_INVALID_ARGUMENT;
+  }
+  const bool check_collectives = check == nullptr || strcmp(check, "0") != 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized) {
@@ -105,8 +112,7 @@ tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char*
                   std::to_string(4 * kTagCycle) + " tags");
   MPI_Comm_dup(MPI_COMM_WORLD, &h->comm);
   MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
-  const char* check = getenv("TPURT_MPI_CHECK_COLLECTIVES");
-  h->eager_notes = check && strcmp(check, "1") == 0;
+  h->eager_notes = check_collectives;
   MPI_Comm_dup(MPI_COMM_WORLD, &h->ctl);
   MPI_Comm_set_errhandler(h->ctl, MPI_ERRORS_RETURN);
   if (tpu_status s = open_notes(h.get(), why, why_size); s != TPU_OK) {
