@@ -89,6 +89,18 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
     ok "[$TPURT_TRANSPORT] task 1 skipping a collective is named at once (TPU_FAILED_PRECONDITION)"
   else bad "[$TPURT_TRANSPORT] a skipped collective (exit $rc)" "$out"; fi
 
+  # Task 1's replicas call another collective: an all-gather, or an all-reduce with MAX
+  # (the same sizes as the others' SUM). Every task gets TPU_INVALID_ARGUMENT, the
+  # others naming task 1.
+  for other in gather max; do
+    out=$(TEST_MISMATCH=$other timeout 120 "$tpurt" launch -n 3 --cores-per-task 1 -- "$worker" mismatch 1 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && every_task_says 3 "mismatch ok" "$out" &&
+       [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMENT.*task 1' <<<"$out")" = 2 ]; then
+      ok "[$TPURT_TRANSPORT] task 1 in another collective ($other): TPU_INVALID_ARGUMENT on every task, naming it"
+    else bad "[$TPURT_TRANSPORT] task 1 in another collective ($other) (exit $rc)" "$out"; fi
+  done
+
   out=$(timeout 120 "$tpurt" launch --keep-going -n 3 --cores-per-task 1 -- "$worker" kill 2 2>&1)
   rc=$?
   if [ $rc -ne 0 ] && every_task_says 2 "kill ok" "$out" && grep -q 'task 2.*SIGKILL' <<<"$out"; then
