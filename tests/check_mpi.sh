@@ -155,17 +155,21 @@ abort_note='an MPI collective in flight cannot be cancelled'
 # MPI_Abort; one that learns it before it starts the collective has nothing in flight.
 # --enable-recovery: mpirun does not end the others when a rank dies (nor does it
 # then report MPI_Abort in its exit status): they must notice and name it themselves.
+# kill_rank_2 IN: the case above; IN (" in a reduce-scatter" or empty) names the collective.
 saved=("${MPIRUN[@]}")
-MPIRUN+=(--enable-recovery)
-mpi 3 1 90 kill 2
-MPIRUN=("${saved[@]}")
-if grep -q 'task 0: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
-   grep -q 'task 1: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
-   { ! grep -q "MPI_Abort follows" <<<"$out" ||
-     { grep -q "tpurt: task [01]: TPU_UNAVAILABLE: .*task 2.*$abort_note" <<<"$out" &&
-       grep -q "tpurt: task [01]: MPI_Abort.*$abort_note" <<<"$out"; }; }; then
-  ok "kill -9 of rank 2: ranks 0 and 1 get TPU_UNAVAILABLE naming it (then MPI_Abort if in flight)"
-else bad "kill -9 of a rank over MPI (exit $rc)" "$out"; fi
+kill_rank_2() {
+  MPIRUN+=(--enable-recovery)
+  mpi 3 1 90 kill 2
+  MPIRUN=("${saved[@]}")
+  if grep -q 'task 0: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
+     grep -q 'task 1: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
+     { ! grep -q "MPI_Abort follows" <<<"$out" ||
+       { grep -q "tpurt: task [01]: TPU_UNAVAILABLE: .*task 2.*$abort_note" <<<"$out" &&
+         grep -q "tpurt: task [01]: MPI_Abort.*$abort_note" <<<"$out"; }; }; then
+    ok "kill -9 of rank 2$1: ranks 0 and 1 get TPU_UNAVAILABLE naming it (then MPI_Abort if in flight)"
+  else bad "kill -9 of a rank$1 over MPI (exit $rc)" "$out"; fi
+}
+kill_rank_2 ""
 
 # Task 1 skips a collective. With two cores a task the all-reduce goes point to
 # point: the small sends completed, nothing is left in flight and the tasks go on.
@@ -199,16 +203,7 @@ else bad "a failing replica over MPI, MPI_Iallreduce (exit $rc)" "$out"; fi
 # The same in an offloaded reduce-scatter (MPI_Ireduce_scatter_block, one member per
 # task): kill -9 of rank 2, and task 1 skipping it.
 export TEST_FAULT_COLLECTIVE=reduce_scatter
-MPIRUN+=(--enable-recovery)
-mpi 3 1 90 kill 2
-MPIRUN=("${saved[@]}")
-if grep -q 'task 0: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
-   grep -q 'task 1: kill of task 2: UNAVAILABLE.*task 2' <<<"$out" &&
-   { ! grep -q "MPI_Abort follows" <<<"$out" ||
-     { grep -q "tpurt: task [01]: TPU_UNAVAILABLE: .*task 2.*$abort_note" <<<"$out" &&
-       grep -q "tpurt: task [01]: MPI_Abort.*$abort_note" <<<"$out"; }; }; then
-  ok "kill -9 of rank 2 in a reduce-scatter: ranks 0 and 1 get TPU_UNAVAILABLE naming it (then MPI_Abort if in flight)"
-else bad "kill -9 of a rank in a reduce-scatter over MPI (exit $rc)" "$out"; fi
+kill_rank_2 " in a reduce-scatter"
 mpi 4 1 90 skip 1
 if [ $rc -ne 0 ] && [ "$(grep -c 'task [023]: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out")" = 3 ] &&
    grep -q "tpurt: task [023]: TPU_FAILED_PRECONDITION: .*task 1.*$abort_note" <<<"$out" &&

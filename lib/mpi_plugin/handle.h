@@ -115,9 +115,10 @@ struct tpurt_mpi_handle {
   // them. By peer: the receive of its next note (note_have: received, not yet passed),
   // and seq + 1 of the collective of this step last noted to it and last agreed on.
   MPI_Comm ctl = MPI_COMM_NULL;
-  // TPURT_MPI_CHECK_COLLECTIVES=1: a note on entering every MPI collective, and its
-  // peers' looked for once it completes (else only when a wait stalls).
-  bool eager_notes = false;
+  // TPURT_MPI_CHECK_COLLECTIVES (on unless 0): a note on entering every MPI
+  // collective, and its peers' looked for once it completes (else only when a wait
+  // stalls).
+  bool eager_notes = true;
   std::vector<tpurt::mpi::Note> note_in;
   std::vector<MPI_Request> note_req;
   std::vector<char> note_have;

@@ -9,11 +9,11 @@
 // mismatched MPI collectives) or when it finds a peer in another collective; waits
 // read the notes that arrived as they poll, and a peer in the same collective number
 // with another digest fails the wait, naming it. Nothing is sent while collectives
-// progress. With TPURT_MPI_CHECK_COLLECTIVES=1 a task also sends its note on entering
-// every MPI collective, and once the collective completes looks for its peers' (sent
-// before their parts, so due): two MPI collectives that MPI matched and completed
-// (the same counts, another op) are caught too, for one small message a peer a
-// collective.
+// progress. Unless TPURT_MPI_CHECK_COLLECTIVES=0, a task also sends its note on
+// entering every MPI collective, and once the collective completes looks for its
+// peers' (sent before their parts, so due): two MPI collectives that MPI matched and
+// completed (the same counts, another op) are caught too, for one small message a
+// peer a collective.
 #include "mpi_plugin/handle.h"
 
 #include <sched.h>

@@ -159,37 +159,54 @@ static void round_to(tpu_dtype dtype, float *v) {
   if (dtype == TPU_HALF) tpu_float_to_half(v, &b, 1), tpu_half_to_float(&b, v, 1);
 }
 
+/* Rows of `*size` members for a check: `row` first (NULL: one row of every replica,
+ * and *size becomes g_n), then the other replicas in rows of the same size (size
+ * divides g_n), written to ids (g_n entries). *mine and *pos: replica r's row and its
+ * position in it. */
+static tpu_group_assignment rows_from(const int32_t *row, int *size, int r, int32_t *ids,
+                                      const int32_t **mine, int *pos) {
+  int32_t all[4096];
+  if (!row) {
+    for (int k = 0; k < g_n; k++) all[k] = k;
+    row = all;
+    *size = g_n;
+  }
+  int used[4096] = {0}, nids = 0;
+  for (int k = 0; k < *size; k++) ids[nids++] = row[k], used[row[k]] = 1;
+  for (int q = 0; q < g_n; q++)
+    if (!used[q]) ids[nids++] = q;
+  int at = 0;
+  for (int k = 0; k < g_n; k++)
+    if (ids[k] == r) at = k;
+  *mine = ids + at / *size * *size;
+  *pos = at % *size;
+  return (tpu_group_assignment){ids, g_n / *size, *size};
+}
+
+/* A tensor of `dtype` holding `data` (float32 values, cast). */
+static tpu_tensor *tensor_from_floats(tpu_dtype dtype, const int64_t *dims, int rank, const float *data,
+                                      int64_t n) {
+  tpu_tensor *f = NULL, *x = NULL;
+  if (tpu_tensor_create(TPU_FLOAT, dims, rank, data, (size_t)n * sizeof *data, &f) != TPU_OK) abort();
+  if (dtype == TPU_FLOAT) return f;
+  if (tpu_tensor_cast(f, dtype, &x) != TPU_OK) abort();
+  tpu_tensor_release(f);
+  return x;
+}
+
 /* An all-reduce (or, with scatter, a reduce_scatter along axis 0) of fold_value inputs
  * over one group `row` of `size` members (NULL: every replica), checked bit for bit
  * against the left fold in member order that one process computes: float32, or
  * bfloat16 and half accumulated in float32 and rounded once. */
 static tpu_status check_fold(tpu_replica_context *ctx, int r, tpu_dtype dtype, tpu_reduce_op op,
                              int64_t count, const int32_t *row, int size, int scatter) {
-  int32_t all[4096], ids[4096];
-  if (!row) {
-    for (int k = 0; k < g_n; k++) all[k] = k;
-    row = all;
-    size = g_n;
-  }
-  /* `row`, then the other replicas in rows of the same size (size divides g_n). */
-  int used[4096] = {0}, nids = 0;
-  for (int k = 0; k < size; k++) ids[nids++] = row[k], used[row[k]] = 1;
-  for (int q = 0; q < g_n; q++)
-    if (!used[q]) ids[nids++] = q;
-  tpu_group_assignment g = {ids, g_n / size, size};
-  int at = 0;
-  for (int k = 0; k < g_n; k++)
-    if (ids[k] == r) at = k;
-  row = ids + at / size * size;
-  const int pos = at % size;
+  int32_t ids[4096];
+  int pos;
+  tpu_group_assignment g = rows_from(row, &size, r, ids, &row, &pos);
   float *data = malloc((size_t)count * sizeof *data);
   for (int64_t i = 0; i < count; i++) data[i] = fold_value(r, i);
-  tpu_tensor *f = NULL, *x = NULL, *y = NULL;
-  if (tpu_tensor_create(TPU_FLOAT, &count, 1, data, (size_t)count * sizeof *data, &f) != TPU_OK) abort();
+  tpu_tensor *x = tensor_from_floats(dtype, &count, 1, data, count), *y = NULL;
   free(data);
-  if (dtype == TPU_FLOAT) x = f;
-  else if (tpu_tensor_cast(f, dtype, &x) != TPU_OK) abort();
-  if (x != f) tpu_tensor_release(f);
   if (scatter) OK(tpu_reduce_scatter(ctx, x, op, 0, &g, &y, NULL));
   else OK(tpu_all_reduce(ctx, x, op, &g, &y, NULL));
   tpu_tensor *yf = NULL;
@@ -236,31 +253,15 @@ static tpu_status check_fold(tpu_replica_context *ctx, int r, tpu_dtype dtype, t
  * of a reordered fold, as check_fold. */
 static tpu_status check_scatter(tpu_replica_context *ctx, int r, tpu_dtype dtype, tpu_reduce_op op, int axis,
                                 int64_t d0, int64_t d1, const int32_t *row, int size) {
-  int32_t all[4096], ids[4096];
-  if (!row) {
-    for (int k = 0; k < g_n; k++) all[k] = k;
-    row = all;
-    size = g_n;
-  }
-  int used[4096] = {0}, nids = 0;
-  for (int k = 0; k < size; k++) ids[nids++] = row[k], used[row[k]] = 1;
-  for (int q = 0; q < g_n; q++)
-    if (!used[q]) ids[nids++] = q;
-  tpu_group_assignment g = {ids, g_n / size, size};
-  int at = 0;
-  for (int k = 0; k < g_n; k++)
-    if (ids[k] == r) at = k;
-  row = ids + at / size * size;
-  const int pos = at % size, integer = dtype == TPU_INT32;
+  int32_t ids[4096];
+  int pos;
+  tpu_group_assignment g = rows_from(row, &size, r, ids, &row, &pos);
+  const int integer = dtype == TPU_INT32;
   const int64_t dims[2] = {d0, d1}, n = d0 * d1;
   float *data = malloc((size_t)n * sizeof *data);
   for (int64_t i = 0; i < n; i++) data[i] = integer ? (float)value(r, i) : fold_value(r, i);
-  tpu_tensor *f = NULL, *x = NULL, *y = NULL, *yf = NULL;
-  if (tpu_tensor_create(TPU_FLOAT, dims, 2, data, (size_t)n * sizeof *data, &f) != TPU_OK) abort();
+  tpu_tensor *x = tensor_from_floats(dtype, dims, 2, data, n), *y = NULL, *yf = NULL;
   free(data);
-  if (dtype == TPU_FLOAT) x = f;
-  else if (tpu_tensor_cast(f, dtype, &x) != TPU_OK) abort();
-  if (x != f) tpu_tensor_release(f);
   OK(tpu_reduce_scatter(ctx, x, op, axis, &g, &y, NULL));
   const int64_t o0 = axis == 0 ? d0 / size : d0, o1 = axis == 1 ? d1 / size : d1;
   int64_t got_dims[2] = {0, 0};
