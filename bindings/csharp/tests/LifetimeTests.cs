@@ -70,12 +70,13 @@ public class LifetimeTests {
       UseShellExecute = false, RedirectStandardOutput = true,
     };
     using (Process p = Process.Start(info)) {
-      string output = p.StandardOutput.ReadToEnd();
+      // Read while waiting: ReadToEnd alone would wait for the child's exit unbounded.
+      System.Threading.Tasks.Task<string> output = p.StandardOutput.ReadToEndAsync();
       bool exited = p.WaitForExit(20000);
       if (!exited) p.Kill();
       Assert.IsTrue(exited, name + " did not exit within 20 s");
-      Assert.AreEqual(expectedExitCode, p.ExitCode, output);
-      return output;
+      Assert.AreEqual(expectedExitCode, p.ExitCode, output.Result);
+      return output.Result;
     }
   }
 
