@@ -31,17 +31,17 @@ internal static class SystemRegistry {
   static extern void Exit(int status);
 
   // Mono waits at exit for the library's worker threads, so idle systems are disposed
-  // (which joins them). A system whose step is still running after ExitWaitMs is not
-  // (its release would wait for the step, up to the system's deadline): the process
-  // ends at once with its exit code, as it would in Java or Go.
+  // (which joins them). A system whose step (or late replica) still runs after
+  // ExitWaitMs is not (its release would wait for it, up to the system's deadline): the
+  // process ends at once with its exit code, as it would in Java or Go.
   static void DisposeAll() {
     TpuSystem[] systems;
     lock (live) systems = new List<TpuSystem>(live).ToArray();
     var clock = Stopwatch.StartNew();
     bool busy = false;
     foreach (TpuSystem s in systems) {
-      while (s.StepsRunning > 0 && clock.ElapsedMilliseconds < ExitWaitMs) Thread.Sleep(5);
-      if (s.StepsRunning > 0) busy = true;
+      while (s.Busy && clock.ElapsedMilliseconds < ExitWaitMs) Thread.Sleep(5);
+      if (s.Busy) busy = true;
       else s.Dispose();
     }
     if (!busy) return;
@@ -55,7 +55,16 @@ public partial class TpuSystem {
   readonly List<object> keptComputations = new List<object>();
   int stepsRunning;
 
-  internal int StepsRunning { get { return Volatile.Read(ref stepsRunning); } }
+  // A step is running, or a failed step's late replica still is.
+  internal bool Busy {
+    get {
+      if (Volatile.Read(ref stepsRunning) > 0) return true;
+      lock (keptComputations)
+        foreach (object c in keptComputations)
+          if (c is DelegateComputation d && d.Running) return true;
+      return false;
+    }
+  }
   // Around every step (the generated Replicate, Rewrite, Shard, BatchParallel).
   void StepStarted() {
     Interlocked.Increment(ref stepsRunning);

@@ -92,4 +92,10 @@ public class LifetimeTests {
   public void MainReturningDuringAStepExitsWithItsCode() {
     StringAssert.Contains("main returns", RunProgram("ExitDuringStep.exe", 3));
   }
+
+  // Used to wait for the late replica at exit, up to the deadline again (22 s in all).
+  [Test]
+  public void MainReturningWithALateReplicaExitsWithItsCode() {
+    StringAssert.Contains("late: ", RunProgram("ExitWithLateReplica.exe", 4));
+  }
 }
