@@ -5,13 +5,14 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 /**
  * The director behind tpu.replicate and friends: runs a TpuComputation on a worker
  * thread with the replica's context in ReplicaScope, keeps each replica's outputs on the
- * Java side, and turns any Throwable into ctx.fail(code, message) so nothing Java
- * unwinds through the library's frames.
+ * Java side, and turns any Throwable (and a null output) into ctx.fail(code, message) so
+ * nothing Java unwinds through the library's frames.
  */
 public final class JavaComputation extends Computation {
   private final TpuComputation body;
   private final AtomicReferenceArray<Tensor[]> outputs;
-  // The library's threads start with none; computations load classes (ServiceLoader) as their caller would.
+  // The library's threads have no context class loader: a computation loads classes
+  // (ServiceLoader) with that of the thread that made it, the one starting the step.
   private final ClassLoader callerLoader = Thread.currentThread().getContextClassLoader();
 
   public JavaComputation(TpuComputation body, int numReplicas) {
