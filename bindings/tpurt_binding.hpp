@@ -230,7 +230,10 @@ class Tensor {
 
   // A tensor of zeros.
   static Tensor zeros(DType dtype, const std::vector<long long>& dims) {
-    return create(dtype, dims, nullptr, 0);
+    int rank = detail::int_or_throw(dims.size(), "dims");
+    return madeBy([&](tpu_tensor** t) {
+      return tpu_tensor_create(static_cast<tpu_dtype>(dtype), detail::c_dims(dims), rank, nullptr, 0, t);
+    });
   }
   static Tensor fromBytes(DType dtype, const std::vector<long long>& dims,
                           const std::vector<uint8_t>& bytes) {
@@ -363,10 +366,14 @@ class Tensor {
 #endif
 
  private:
+  // A copy of data. Null data (a nil slice, an empty vector) holds no elements here, not
+  // zeros as in tpu_tensor_create: only zeros() asks for those.
   static Tensor create(DType dtype, const std::vector<long long>& dims, const void* data, size_t bytes) {
     int rank = detail::int_or_throw(dims.size(), "dims");
+    static const uint8_t nothing = 0;
     return madeBy([&](tpu_tensor** t) {
-      return tpu_tensor_create(static_cast<tpu_dtype>(dtype), detail::c_dims(dims), rank, data, bytes, t);
+      return tpu_tensor_create(static_cast<tpu_dtype>(dtype), detail::c_dims(dims), rank, data ? data : &nothing,
+                               bytes, t);
     });
   }
   void check_elements(DType dtype, const void* array, size_t count) const {

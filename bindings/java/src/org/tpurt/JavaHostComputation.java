@@ -8,6 +8,8 @@ final class JavaHostComputation extends HostComputation {
   private final Object[] args;
   private final Map<String, Object> kwargs;
   private volatile Object result;
+  // The host thread is the library's too: the function loads classes as the computation that called it.
+  private final ClassLoader callerLoader = Thread.currentThread().getContextClassLoader();
 
   JavaHostComputation(HostFunction body, Object[] args, Map<String, Object> kwargs) {
     this.body = body;
@@ -21,11 +23,14 @@ final class JavaHostComputation extends HostComputation {
 
   @Override
   public Status run(int replicaId) {
+    ClassLoader hostLoader = JavaComputation.useLoader(callerLoader);
     try {
       result = body.apply(args, kwargs);
       return Status.Ok;
     } catch (Throwable t) {
       return HostComputation.failHost(JavaComputation.statusOf(t), JavaComputation.messageOf(t));
+    } finally {
+      JavaComputation.useLoader(hostLoader);
     }
   }
 }
