@@ -1,5 +1,5 @@
 """Proves bindings/tpurt.i is language-neutral: a Python module generated from it
-runs one replicated cross_replica_sum on 8 cores. Run by tests/check_python_binding.sh."""
+runs one replicated cross_replica_sum on 8 cores, and outside compilation with tensors. Run by tests/check_python_binding.sh."""
 import sys
 
 import tpurt
@@ -18,6 +18,22 @@ class Fails(tpurt.Computation):
     def run(self, ctx):
         if ctx.replicaId() == 3:
             raise KeyError("weights")
+        return tpurt.Status_Ok
+
+
+class HostTwice(tpurt.HostTensorComputation):
+    """Outside compilation with tensors: doubles the replica's tensor on the host."""
+    def run(self, replica, inputs):
+        v = [2.0 * x for x in inputs[0].toFloat32Vector()]
+        self.setOutputs(tpurt.TensorVector([tpurt.Tensor.fromFloat32Vector(tpurt.Int64Vector([len(v)]),
+                                                                           tpurt.FloatVector(v))]))
+        return tpurt.Status_Ok
+
+
+class WithHost(tpurt.Computation):
+    def run(self, ctx):
+        host = HostTwice()
+        ctx.setOutput(0, ctx.outsideCompilationTensors(host, tpurt.TensorVector([ctx.input(0)]))[0])
         return tpurt.Status_Ok
 
 
@@ -49,8 +65,11 @@ def main():
             failures += 1
     outputs = system.replicate(computation, REPLICAS, 1, inputs, 1, tpurt.StepOptions())
     failures += list(outputs[0].toFloat32Vector()) != expected
+    # Outside compilation with tensors: the director is language-neutral too.
+    outputs = system.replicate(WithHost(), REPLICAS, 1, inputs, 1, tpurt.StepOptions())
+    failures += list(outputs[5].toFloat32Vector()) != [10.0, 20.0, 2.0]
     system.close()
-    print(f"python: {3 - failures} passed, {failures} failed")
+    print(f"python: {4 - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
