@@ -674,7 +674,8 @@ static tpu_status soak_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int n
  * Queues of every replica (g_n): each task enqueues infeed for its own replicas,
  * a step with infeed_queue sums every replica's tuple and each replica puts (sum, r)
  * on the outfeed, which its own task dequeues. A replica of another task is
- * TPU_INVALID_ARGUMENT on both queues, naming it and its task. */
+ * TPU_INVALID_ARGUMENT on both queues, naming it and its task; so is a step whose
+ * device assignment runs a replica on another task than the queue serves it from. */
 static tpu_outfeed_queue *g_outfeed;
 
 static tpu_status feed_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin,
@@ -745,6 +746,27 @@ static int scenario_feed(tpu_system *system) {
     }
     for (int r = 0; r < g_n; r++) tpu_tensor_release(outs[r]), outs[r] = NULL;
   }
+  /* A device assignment that runs each replica on another task than the queue's
+   * (replica r on the core of replica n-1-r): the replica's dequeue names the mismatch. */
+  tpu_device_assignment *da = NULL, *reversed = NULL;
+  tpu_topology *topology = NULL;
+  int32_t *cores = calloc((size_t)g_n * 4, sizeof *cores), *swapped = calloc((size_t)g_n * 4, sizeof *swapped);
+  size_t count = 0;
+  OK(tpu_system_default_device_assignment(system, g_n, &da));
+  OK(tpu_device_assignment_core_assignment(da, cores, (size_t)g_n * 4, &count));
+  for (int r = 0; r < g_n; r++) memcpy(&swapped[4 * r], &cores[4 * (g_n - 1 - r)], 4 * sizeof *cores);
+  OK(tpu_device_assignment_topology(da, &topology));
+  OK(tpu_device_assignment_create(topology, swapped, g_n, 1, &reversed));
+  o.device_assignment = reversed;
+  s = tpu_replicate(system, feed_fn, NULL, g_n, 0, NULL, 1, outs, &o);
+  printf("task %d: feed step with the replicas on other tasks: %s: %s\n", g_task, tpu_status_name(s), tpu_last_error());
+  EXPECT(s == TPU_INVALID_ARGUMENT && strstr(tpu_last_error(), "in this step, but the queue serves it from task"),
+         "want TPU_INVALID_ARGUMENT naming the replica's task and the queue's");
+  tpu_device_assignment_release(reversed);
+  tpu_device_assignment_release(da);
+  tpu_topology_release(topology);
+  free(cores);
+  free(swapped);
   free(outs);
   tpu_infeed_queue_release(infeed);
   tpu_outfeed_queue_release(g_outfeed);
