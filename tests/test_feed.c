@@ -1,5 +1,6 @@
-/* Infeed and outfeed: round trips (also with replicas on other cores), tuple checks, creation checks, bounded waits,
- * a step abort waking a blocked dequeue, and queues after shutdown. */
+/* Infeed and outfeed: round trips (also with replicas on other cores), tuple checks,
+ * creation checks, bounded waits, a step abort waking a blocked dequeue, and queues
+ * after shutdown. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
