@@ -32,8 +32,9 @@ extern "C" {
 /* tpu_infeed_queue is declared in tpurt/replicate.h. */
 typedef struct tpu_outfeed_queue tpu_outfeed_queue;
 
-/* num_replicas: 1 to the cores of all tasks. dtypes[num_elements] must be infeed types (bool, int32, int64, bfloat16, float32,
- * complex64, uint32; TPU_INVALID_ARGUMENT naming the element otherwise);
+/* num_replicas: 1 to the cores of all tasks. dtypes[num_elements] must be infeed
+ * types (bool, int32, int64, bfloat16, float32, complex64, uint32;
+ * TPU_INVALID_ARGUMENT naming the element otherwise);
  * shapes[num_elements] fully known. capacity 0 means 16. */
 TPU_API tpu_status tpu_infeed_queue_create(tpu_system *system, int num_replicas,
                                            int num_elements, const tpu_dtype *dtypes,
