@@ -48,6 +48,7 @@
 /* Callbacks from worker threads: directors that return a tpu_status. */
 %feature("director") tpurt::Computation;
 %feature("director") tpurt::HostComputation;
+%feature("director") tpurt::HostTensorComputation;
 /* A language layer catches its own exception or panic inside run() and returns
  * ctx.fail(code, message): nothing managed unwinds through the C frames. */
 

@@ -77,23 +77,4 @@ internal sealed class DelegateComputation : NativeComputation {
   }
 }
 
-internal sealed class DelegateHostComputation : NativeHostComputation {
-  readonly Func<object> body;
-  internal object Result;
-  internal DelegateHostComputation(Func<object> body) { this.body = body; }
-
-  public override Status Run(int replicaId) {
-    try {
-      Result = body();
-      return Status.Ok;
-    } catch (Exception e) {
-      try {
-        return FailHost(DelegateComputation.CodeOf(e), DelegateComputation.MessageOf(e));
-      } catch (Exception) {
-        return Status.Unknown;
-      }
-    }
-  }
-}
-
 }

@@ -378,15 +378,13 @@ public static partial class tpu {
   // replica, in order) and returns its result.
   public static object outside_compilation(Delegate computation, params object[] args) {
     if (computation == null) throw new ArgumentNullException(nameof(computation));
-    object[] bound = args ?? new object[0];
-    return OnHost(() => computation.DynamicInvoke(bound));
+    return OnHostWithTensors(computation, args ?? new object[0]);
   }
   // kwargs bind the computation's parameters by name after the positional args.
   public static object outside_compilation(Delegate computation, IDictionary<string, object> kwargs, params object[] args) {
     if (computation == null) throw new ArgumentNullException(nameof(computation));
     if (kwargs == null) throw new ArgumentNullException(nameof(kwargs));
-    object[] bound = Bind(computation.Method, kwargs, args ?? new object[0]);
-    return OnHost(() => computation.DynamicInvoke(bound));
+    return OnHostWithTensors(computation, Bind(computation.Method, kwargs, args ?? new object[0]));
   }
   static object[] Bind(MethodInfo method, IDictionary<string, object> kwargs, object[] args) {
     ParameterInfo[] parameters = method.GetParameters();
@@ -411,13 +409,6 @@ public static partial class tpu {
     foreach (string k in kwargs.Keys)
       if (!used.Contains(k)) throw new ArgumentException("the computation has no parameter \"" + k + "\"", nameof(kwargs));
     return bound;
-  }
-  static object OnHost(Func<object> body) {
-    ReplicaContext ctx = current_replica;
-    using (var host = new DelegateHostComputation(body)) {
-      ctx.OutsideCompilation(host);
-      return host.Result;
-    }
   }
 
   // tf.tpu.bfloat16_scope: bfloat16 inside the using block of this replica.

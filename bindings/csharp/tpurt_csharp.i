@@ -100,6 +100,7 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 /* The director the hand layer subclasses; its native name stays free for tpu's. */
 %rename(NativeComputation) tpurt::Computation;
 %rename(NativeHostComputation) tpurt::HostComputation;
+%rename(NativeHostTensorComputation) tpurt::HostTensorComputation;
 
 /* The proxies are partial so the hand layer can add IDisposable-friendly helpers. */
 %typemap(csclassmodifiers) tpurt::Tensor "public partial class"

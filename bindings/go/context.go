@@ -434,7 +434,8 @@ func (h *hostFunction) Run(replica int) (status TpurtStatus) {
 }
 
 // OutsideCompilation runs fn on the host (outside the replicated computation) with
-// positional args and keyword args; its error fails the replica.
+// positional args and keyword args; *Tensor args reach it through the C ABI. Its
+// error fails the replica.
 func OutsideCompilation(ctx *Context, fn func(replica int, args []interface{}, kwargs map[string]interface{}) error,
 	args []interface{}, kwargs map[string]interface{}) error {
 	if ctx == nil {
@@ -442,6 +443,9 @@ func OutsideCompilation(ctx *Context, fn func(replica int, args []interface{}, k
 	}
 	if fn == nil {
 		return newError(CodeInvalidArgument, "OutsideCompilation: the function is nil")
+	}
+	if hasTensor(args) {
+		return outsideCompilationArgs(ctx, args, func(replica int, bound []interface{}) error { return fn(replica, bound, kwargs) })
 	}
 	director := NewDirectorRawHostComputation(&hostFunction{fn: func(replica int) error { return fn(replica, args, kwargs) }})
 	defer DeleteDirectorRawHostComputation(director)

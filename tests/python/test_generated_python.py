@@ -1,7 +1,7 @@
 """Proves bindings/tpurt.i is language-neutral: a Python module generated from it
-runs one replicated cross_replica_sum on 8 cores, and a Python exception in a
-computation or host function fails the step with its type and message. Run by
-make test-python (tests/check_bindings_python.sh)."""
+runs one replicated cross_replica_sum on 8 cores, outside compilation with tensors, and a
+Python exception in a computation or host function fails the step with its type and
+message. Run by make test-python (tests/check_bindings_python.sh)."""
 import sys
 
 import tpurt
@@ -60,6 +60,22 @@ def step_error(system, computation):
     return None
 
 
+class HostTwice(tpurt.HostTensorComputation):
+    """Outside compilation with tensors: doubles the replica's tensor on the host."""
+    def run(self, replica, inputs):
+        v = [2.0 * x for x in inputs[0].toFloat32Vector()]
+        self.setOutputs(tpurt.TensorVector([tpurt.Tensor.fromFloat32Vector(tpurt.Int64Vector([len(v)]),
+                                                                           tpurt.FloatVector(v))]))
+        return tpurt.Status_Ok
+
+
+class WithHost(tpurt.Computation):
+    def run(self, ctx):
+        host = HostTwice()
+        ctx.setOutput(0, ctx.outsideCompilationTensors(host, tpurt.TensorVector([ctx.input(0)]))[0])
+        return tpurt.Status_Ok
+
+
 def main():
     options = tpurt.SystemOptions()
     options.numCores = REPLICAS
@@ -98,6 +114,11 @@ def main():
         check("empty data for a [2] tensor", False, "no error")
     except RuntimeError as e:
         check("empty data for a [2] tensor", "INVALID_ARGUMENT" in str(e), e)
+
+    # Outside compilation with tensors: the director is language-neutral too.
+    outputs = system.replicate(WithHost(), REPLICAS, 1, inputs, 1, tpurt.StepOptions())
+    got = list(outputs[5].toFloat32Vector())
+    check("outside compilation with tensors", got == [10.0, 20.0, 2.0], got)
 
     # The system still runs steps.
     outputs = system.replicate(computation, REPLICAS, 1, inputs, 1, tpurt.StepOptions())

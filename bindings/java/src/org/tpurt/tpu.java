@@ -405,7 +405,10 @@ public final class tpu {
     return bfloat16_scope();
   }
 
-  /** Runs fn on the host (serialised across replicas) and returns its result. */
+  /**
+   * Runs fn on the host (serialised across replicas) and returns its result. Tensor
+   * arguments reach it through the C ABI, and a Tensor or Tensor[] it returns comes back so.
+   */
   public static Object outside_compilation(HostFunction computation, Object... args) {
     return outside_compilation(computation, Collections.emptyMap(), args);
   }
@@ -414,14 +417,8 @@ public final class tpu {
     if (computation == null) throw new IllegalArgumentException("computation is null");
     if (kwargs == null) throw new IllegalArgumentException("kwargs is null");
     ReplicaContext ctx = ReplicaScope.current("outside_compilation");
-    JavaHostComputation host = new JavaHostComputation(computation,
-        args == null ? new Object[0] : args.clone(), Collections.unmodifiableMap(new LinkedHashMap<>(kwargs)));
-    try {
-      ctx.outsideCompilation(host);
-      return host.result();
-    } finally {
-      host.delete();
-    }
+    return JavaHostTensorComputation.call(ctx, computation, args == null ? new Object[0] : args.clone(),
+        Collections.unmodifiableMap(new LinkedHashMap<>(kwargs)));
   }
 
   public static Object outside_compilation_dyn(Object computation, Object... args) {
