@@ -46,7 +46,7 @@ struct RowGatherer {
 };
 
 // Every row here at once through the transport's posts (net::PostedGather), when a
-// task's post of all its members' inputs fits (posts_take: the same on every task).
+// task's post of all its members' inputs fits (take: the same on every task).
 namespace posted {
 bool take(const ClusterContext& cx, size_t bytes);
 void gather(ClusterContext& cx, ClusterCall& call, const Groups& g, size_t bytes, UseRow use);
