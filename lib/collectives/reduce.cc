@@ -265,6 +265,18 @@ void reduce(tpu_dtype dtype, tpu_reduce_op op, const void* const* srcs, int n, i
   }
 }
 
+bool partials_exact(tpu_dtype dtype, tpu_reduce_op op) {
+  if (op == TPU_REDUCE_MIN || op == TPU_REDUCE_MAX) return dtype != TPU_COMPLEX64;
+  if (op == TPU_REDUCE_MEAN) return false;
+  switch (dtype) {
+    case TPU_INT8: case TPU_INT16: case TPU_INT32: case TPU_INT64:
+    case TPU_UINT8: case TPU_UINT32: case TPU_UINT64: case TPU_BOOL:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool partial_fold_supported(tpu_dtype dtype, tpu_reduce_op op) {
   if (op != TPU_REDUCE_SUM && op != TPU_REDUCE_PROD && op != TPU_REDUCE_MEAN) return false;
   switch (dtype) {

@@ -40,6 +40,10 @@ void reduce(tpu_dtype dtype, tpu_reduce_op op, const void* const* srcs, int n, i
 // Supported for the floating-point types with SUM, PROD and MEAN (the other
 // reductions give the same bits in any order).
 bool partial_fold_supported(tpu_dtype dtype, tpu_reduce_op op);
+// Whether reducing per task first gives the same bits as reducing in source order:
+// wrapping integer arithmetic and min/max are associative and commutative, floating
+// point sums and products are not, and MEAN divides once by the source count.
+bool partials_exact(tpu_dtype dtype, tpu_reduce_op op);
 // The type a partial fold is kept in: float32 for bfloat16 and half, else dtype.
 tpu_dtype partial_dtype(tpu_dtype dtype);
 // acc = acc_in (the fold so far, in partial_dtype; NULL: none yet) folded with
