@@ -7,7 +7,9 @@
 #   rpath, as for any prefix the loader does not search);
 # - static links: tpurt-static.pc (libtpurt.a, system libraries shared) and
 #   `cc -static ... $(pkg-config --static --libs tpurt)` (all static) need no libtpurt.so;
-# - ldconfig runs only when the loader searches LIBDIR, never with DESTDIR;
+# - ldconfig runs only when the loader searches LIBDIR, never with DESTDIR; for another
+#   LIBDIR install prints the one line that builds a program that runs, and it does;
+# - a binding that was not built is not built or installed (INSTALL_BINDINGS=auto);
 # - uninstall removes every file and exactly the directories install created.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -109,6 +111,11 @@ check_installed "$prefix"
 [ "$(readlink "$prefix/lib/libtpurt.so.$major")" = "libtpurt.so.$version" ] ||
   fail "installed libtpurt.so.$major is not a symlink to libtpurt.so.$version"
 [ "$(ldconfig_runs)" -eq 0 ] || fail "install into $prefix (not a loader directory) ran ldconfig"
+# ... so install prints the one line that builds a program that runs from there.
+hint=$(sed -n 's/^.* is not searched by the loader; build programs with: //p' "$tmp/make.log")
+[ -n "$hint" ] || fail "install into $prefix printed no line for the loader:"$'\n'"$(cat "$tmp/make.log")"
+(cd "$tmp" && eval "${hint/prog.c/prog.c -o prog_hinted ${san[*]}}") || fail "the printed line failed: $hint"
+runs_ok "prog built by the line install printed" env -u LD_LIBRARY_PATH "$tmp/prog_hinted"
 
 # The installed tool finds the installed library by itself, and its man page
 # documents what the tool's usages list: every command `tpurt --help` names has its
@@ -215,11 +222,21 @@ touch "$sys/bin/other-tool"
 FAKE_SYSTEM_LIBDIR=$sys/lib mk install PREFIX="$sys" DESTDIR=
 check_installed "$sys" "$sys/bin/other-tool"
 [ "$(ldconfig_runs)" -eq 1 ] || fail "install into a loader directory did not run ldconfig once"
+! grep -q 'not searched by the loader' "$tmp/make.log" || fail "install into a loader directory printed the rpath line"
 FAKE_SYSTEM_LIBDIR=$sys/lib mk uninstall PREFIX="$sys" DESTDIR=
 [ "$(ldconfig_runs)" -eq 2 ] || fail "uninstall from a loader directory did not run ldconfig"
 left=$(cd "$sys" && find . | sort | tr '\n' ' ')
 [ "$left" = ". ./bin ./bin/other-tool ./lib ./share ./share/man " ] ||
   fail "uninstall should leave the directories that were there and no more; left: $left"
+
+# --- INSTALL_BINDINGS=auto (the default): a binding not built is neither built nor
+# installed (here none counts as built: their build outputs are made to be absent).
+absent=$tmp/absent
+mk install PREFIX="$prefix" DESTDIR= INSTALL_BINDINGS=auto CS_DLL="$absent" JAVA_JAR="$absent" GO_MOD="$absent"
+check_installed "$prefix"
+! grep -Eq 'swig|mcs|javac|go build' "$tmp/make.log" || fail "install built a binding:"$'\n'"$(cat "$tmp/make.log")"
+mk uninstall PREFIX="$prefix" DESTDIR= INSTALL_BINDINGS=auto
+[ ! -e "$prefix" ] || fail "make uninstall left:"$'\n'"$(find "$prefix")"
 
 # --- make install PREFIX=... DESTDIR=... ------------------------------------------
 # The prefix recorded in tpurt.pc is PREFIX; the files land under DESTDIR; no ldconfig
