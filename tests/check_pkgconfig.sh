@@ -35,8 +35,9 @@ ldconfig_runs() { grep -cvx -- -vNX "$tmp/ldconfig.log" 2>/dev/null || true; }  
 
 # BUILD and SANITIZE are passed on so that install takes the library just built; the
 # bindings' install is checked by check_bindings_install.sh.
-mk() { make --no-print-directory -s BUILD="$BUILD" SANITIZE="$SANITIZE" LDCONFIG="$tmp/ldconfig" INSTALL_BINDINGS=no "$@" \
+mk_default() { make --no-print-directory -s BUILD="$BUILD" SANITIZE="$SANITIZE" LDCONFIG="$tmp/ldconfig" "$@" \
          >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log" >&2; fail "make $* failed"; }; }
+mk() { mk_default INSTALL_BINDINGS=no "$@"; }
 
 version_part() { sed -n "s/^#define TPU_VERSION_$1 \([0-9][0-9]*\).*/\1/p" include/tpurt/common.h; }
 major=$(version_part MAJOR)
@@ -229,13 +230,13 @@ left=$(cd "$sys" && find . | sort | tr '\n' ' ')
 [ "$left" = ". ./bin ./bin/other-tool ./lib ./share ./share/man " ] ||
   fail "uninstall should leave the directories that were there and no more; left: $left"
 
-# --- INSTALL_BINDINGS=auto (the default): a binding not built is neither built nor
-# installed (here none counts as built: their build outputs are made to be absent).
+# --- By default a binding not built is neither built nor installed (here none counts
+# as built: their build outputs are made to be absent).
 absent=$tmp/absent
-mk install PREFIX="$prefix" DESTDIR= INSTALL_BINDINGS=auto CS_DLL="$absent" JAVA_JAR="$absent" GO_MOD="$absent"
+mk_default install PREFIX="$prefix" DESTDIR= CS_DLL="$absent" JAVA_JAR="$absent" GO_MOD="$absent"
 check_installed "$prefix"
 ! grep -Eq 'swig|mcs|javac|go build' "$tmp/make.log" || fail "install built a binding:"$'\n'"$(cat "$tmp/make.log")"
-mk uninstall PREFIX="$prefix" DESTDIR= INSTALL_BINDINGS=auto
+mk_default uninstall PREFIX="$prefix" DESTDIR=
 [ ! -e "$prefix" ] || fail "make uninstall left:"$'\n'"$(find "$prefix")"
 
 # --- make install PREFIX=... DESTDIR=... ------------------------------------------
