@@ -55,6 +55,8 @@ no_c_call "info --cores 3 --mesh 2,1,1,2"
 expect_usage "--replicas > cores" "--replicas 9 of 1 core each need 9 cores, but the system has 2" \
   "$TPURT" info --cores 2 -r 9
 no_c_call "info -r 9"
+expect_usage "--computation-shape > cores" "--computation-shape 2,1,1,2 holds 4 cores, but the system has 2" \
+  "$TPURT" info --cores 2 --computation-shape 2,1,1,2
 out=$("$TPURT" info --cores 2 -r 9 2>/dev/null) || true
 [ -z "$out" ] || fail "info -r 9 printed after its usage error: $out"
 rc=0

@@ -158,6 +158,10 @@ static int cmd_info(int argc, char **argv) {
     long long footprint = (long long)shape[0] * shape[1] * shape[2] * shape[3];
     if (!replicas) /* as many replicas of the computation shape as fit */
       replicas = num_cores / footprint > 0 ? (int)(num_cores / footprint) : 1;
+    if (footprint > num_cores)
+      usage_error("info", "--computation-shape %d,%d,%d,%d holds %lld cores, but the system has %d "
+                  "(--cores, else TPURT_NUM_CORES, else the online CPUs)", shape[0], shape[1],
+                  shape[2], shape[3], footprint, num_cores);
     if ((long long)replicas * footprint > num_cores)
       usage_error("info", "--replicas %d of %lld core%s each need%s %lld cores, but the system has "
                   "%d (--cores, else TPURT_NUM_CORES, else the online CPUs)", replicas, footprint,
