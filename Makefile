@@ -211,12 +211,27 @@ DOC_FILES := LICENSE $(wildcard CHANGELOG.md)
 INSTALL_DIRS = $(BINDIR) $(INCLUDEDIR)/tpurt $(LIBDIR) $(PKGCONFIGDIR) $(MANDIR)/man1 $(DOCDIR)
 # The directories install created, so that uninstall removes those and no others.
 DIRS_MANIFEST = $(DOCDIR)/installed-dirs
-INSTALL_BINDINGS ?= $(if $(SANITIZE),no,yes)
-ifeq ($(INSTALL_BINDINGS),yes)
-# What each binding's install-<lang> writes (files, whole trees, directories it makes).
-INSTALL_FILES += $(CS_INSTALL_FILES) $(JAVA_INSTALL_FILES)
-INSTALL_DIRS += $(BINDING_INSTALL_DIRS)
+# INSTALL_BINDINGS: auto (the default) installs each binding that was built (make
+# bindings, bindings-<lang> or test-<lang>) and builds none; yes builds and installs all
+# three; no installs none. Installing the C library installs the C library.
+INSTALL_BINDINGS ?= $(if $(SANITIZE),no,auto)
+ifeq ($(filter auto yes no,$(INSTALL_BINDINGS)),)
+$(error INSTALL_BINDINGS=$(INSTALL_BINDINGS): use auto, yes or no)
 endif
+# A binding counts as built when its last build output exists.
+BINDING_BUILT_csharp = $(CS_DLL)
+BINDING_BUILT_java = $(JAVA_JAR)
+BINDING_BUILT_go = $(GO_MOD)/.stamp
+INSTALL_LANGS = $(if $(filter yes,$(INSTALL_BINDINGS)),$(BINDING_LANGS),$(if $(filter auto,$(INSTALL_BINDINGS)),$(foreach l,$(BINDING_LANGS),$(if $(wildcard $(BINDING_BUILT_$(l))),$(l)))))
+# What each binding's install-<lang> writes (files, whole trees, directories it makes).
+BINDING_FILES_csharp = $(CS_INSTALL_FILES)
+BINDING_FILES_java = $(JAVA_INSTALL_FILES)
+BINDING_DIRS_csharp = $(PREFIX)/lib/cli/tpurt
+BINDING_DIRS_java = $(PREFIX)/share/java $(JAVA_JNIDIR)
+BINDING_DIRS_go = $(BINDING_INSTALL_TREES)
+INSTALL_DIRS += $(foreach l,$(INSTALL_LANGS),$(BINDING_DIRS_$(l)))
+# uninstall removes every binding install may have put there, built now or not.
+UNINSTALL_LANGS = $(if $(filter no,$(INSTALL_BINDINGS)),,$(BINDING_LANGS))
 
 # ldconfig refreshes the loader's cache when LIBDIR is a directory it searches
 # (/usr/local/lib, /usr/lib...): without it, programs fail to find libtpurt.so.1.
@@ -226,10 +241,16 @@ if [ -z "$(DESTDIR)" ] && $(LDCONFIG) -vNX 2>/dev/null | sed -n 's|^\(/[^:]*\):.
      { while read -r d; do [ "$$d" -ef "$(LIBDIR)" ] && exit 0; done; exit 1; }; then \
   echo "$(LDCONFIG)" && $(LDCONFIG); fi
 endef
+# After an install into a directory the loader does not search: the one line that
+# builds a program that runs (the README's rpath recipe).
+define loader_hint
+if [ -z "$(DESTDIR)" ] && ! $(LDCONFIG) -vNX 2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p' | \
+     { while read -r d; do [ "$$d" -ef "$(LIBDIR)" ] && exit 0; done; exit 1; }; then \
+  echo "$(LIBDIR) is not searched by the loader; build programs with: cc prog.c \$$(PKG_CONFIG_PATH=$(PKGCONFIGDIR) pkg-config --cflags --libs tpurt) -Wl,-rpath,$(LIBDIR)"; fi
+endef
 
 # tpurt.pc is generated for this PREFIX: the build tree's copy has the PREFIX of the build.
-# The bindings install with the library (INSTALL_BINDINGS=no leaves them out; a
-# sanitizer build has none to install).
+# The bindings install as INSTALL_BINDINGS says (above; a sanitizer build has none).
 install: lib tool $(if $(filter yes,$(INSTALL_BINDINGS)),bindings)
 	@made=(); for d in $(INSTALL_DIRS); do \
 	  new=(); while [ "$$d" != / ] && [ ! -d "$(DESTDIR)$$d" ]; do new=("$$d" "$${new[@]}"); d=$$(dirname "$$d"); done; \
@@ -252,12 +273,13 @@ install: lib tool $(if $(filter yes,$(INSTALL_BINDINGS)),bindings)
 	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
 	install -m 644 docs/tpurt.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
-	$(if $(filter yes,$(INSTALL_BINDINGS)),@$(MAKE) --no-print-directory $(addprefix install-,$(BINDING_LANGS)))
+	$(if $(INSTALL_LANGS),@$(MAKE) --no-print-directory $(addprefix install-,$(INSTALL_LANGS)))
 	@$(run_ldconfig)
+	@$(loader_hint)
 
 uninstall:
-	rm -f $(addprefix $(DESTDIR),$(INSTALL_FILES))
-	rm -rf $(DESTDIR)$(INCLUDEDIR)/tpurt $(if $(filter yes,$(INSTALL_BINDINGS)),$(addprefix $(DESTDIR),$(BINDING_INSTALL_TREES)))
+	rm -f $(addprefix $(DESTDIR),$(INSTALL_FILES) $(foreach l,$(UNINSTALL_LANGS),$(BINDING_FILES_$(l))))
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/tpurt $(if $(UNINSTALL_LANGS),$(addprefix $(DESTDIR),$(BINDING_INSTALL_TREES)))
 	@if [ -f "$(DESTDIR)$(DIRS_MANIFEST)" ]; then \
 	  dirs=$$(tac "$(DESTDIR)$(DIRS_MANIFEST)"); rm -f "$(DESTDIR)$(DIRS_MANIFEST)"; \
 	  for d in $$dirs; do rmdir "$(DESTDIR)$$d" 2>/dev/null || true; done; fi
@@ -278,7 +300,6 @@ CS_INSTALL_FILES = $(PREFIX)/lib/cli/tpurt/Tpurt.dll $(PREFIX)/lib/cli/tpurt/Tpu
   $(LIBDIR)/libtpurt_csharp.so
 JAVA_INSTALL_FILES = $(PREFIX)/share/java/tpurt.jar $(JAVA_JNIDIR)/libtpurt_java.so
 BINDING_INSTALL_TREES = $(GO_INSTALL_DIR:$(DESTDIR)%=%)
-BINDING_INSTALL_DIRS = $(PREFIX)/lib/cli/tpurt $(PREFIX)/share/java $(JAVA_JNIDIR) $(GO_INSTALL_DIR:$(DESTDIR)%=%)
 bindings: $(addprefix bindings-,$(BINDING_LANGS))
 bench-bindings: lib $(addprefix bindings-,$(BINDING_LANGS))
 	BUILD=$(BUILD) bash bench/bindings.sh

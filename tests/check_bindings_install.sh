@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make install puts each binding where its ecosystem looks (the C# assembly and its
+# make install INSTALL_BINDINGS=yes puts each binding where its ecosystem looks (the C# assembly and its
 # glue, the Java jar and JNI library, the Go module source), a program uses the
 # installed Java binding, and make uninstall removes all of it with the directories
 # install made.
@@ -18,7 +18,8 @@ prefix=$tmp/prefix
 mk() { make --no-print-directory -s BUILD="$BUILD" LDCONFIG=true PREFIX="$prefix" "$@" >"$tmp/make.log" 2>&1 ||
          { cat "$tmp/make.log" >&2; fail "make $* failed"; }; }
 
-mk install
+# INSTALL_BINDINGS=yes builds all three and installs them.
+mk install INSTALL_BINDINGS=yes
 for f in lib/cli/tpurt/Tpurt.dll lib/cli/tpurt/Tpurt.dll.config lib/libtpurt_csharp.so \
          share/java/tpurt.jar lib/jni/libtpurt_java.so \
          share/gocode/src/tpurt.dev/go/tpurt/go.mod share/gocode/src/tpurt.dev/go/tpurt/tpurt_wrap.cxx; do
@@ -48,6 +49,14 @@ out=$(java -Djava.library.path="$prefix/lib/jni" -cp "$prefix/share/java/tpurt.j
   fail "the installed Java binding failed: $out"
 [ "$out" = "sum 6.0" ] || fail "the installed Java binding printed '$out', not 'sum 6.0'"
 
+mk uninstall
+[ ! -e "$prefix" ] || fail "make uninstall left:"$'\n'"$(find "$prefix")"
+
+# The default (auto) installs the bindings that were built: all three, just above.
+mk install
+for f in lib/cli/tpurt/Tpurt.dll share/java/tpurt.jar share/gocode/src/tpurt.dev/go/tpurt/go.mod; do
+  [ -e "$prefix/$f" ] || fail "make install (auto) did not install the built binding's $prefix/$f"
+done
 mk uninstall
 [ ! -e "$prefix" ] || fail "make uninstall left:"$'\n'"$(find "$prefix")"
 echo "check_bindings_install: C# assembly and glue, Java jar and JNI library, Go module source; installed Java runs; uninstall leaves nothing"

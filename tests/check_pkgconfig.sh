@@ -7,7 +7,9 @@
 #   rpath, as for any prefix the loader does not search);
 # - static links: tpurt-static.pc (libtpurt.a, system libraries shared) and
 #   `cc -static ... $(pkg-config --static --libs tpurt)` (all static) need no libtpurt.so;
-# - ldconfig runs only when the loader searches LIBDIR, never with DESTDIR;
+# - ldconfig runs only when the loader searches LIBDIR, never with DESTDIR; for another
+#   LIBDIR install prints the one line that builds a program that runs, and it does;
+# - a binding that was not built is not built or installed (INSTALL_BINDINGS=auto);
 # - uninstall removes every file and exactly the directories install created.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,8 +35,9 @@ ldconfig_runs() { grep -cvx -- -vNX "$tmp/ldconfig.log" 2>/dev/null || true; }  
 
 # BUILD and SANITIZE are passed on so that install takes the library just built; the
 # bindings' install is checked by check_bindings_install.sh.
-mk() { make --no-print-directory -s BUILD="$BUILD" SANITIZE="$SANITIZE" LDCONFIG="$tmp/ldconfig" INSTALL_BINDINGS=no "$@" \
+mk_default() { make --no-print-directory -s BUILD="$BUILD" SANITIZE="$SANITIZE" LDCONFIG="$tmp/ldconfig" "$@" \
          >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log" >&2; fail "make $* failed"; }; }
+mk() { mk_default INSTALL_BINDINGS=no "$@"; }
 
 version_part() { sed -n "s/^#define TPU_VERSION_$1 \([0-9][0-9]*\).*/\1/p" include/tpurt/common.h; }
 major=$(version_part MAJOR)
@@ -109,6 +112,11 @@ check_installed "$prefix"
 [ "$(readlink "$prefix/lib/libtpurt.so.$major")" = "libtpurt.so.$version" ] ||
   fail "installed libtpurt.so.$major is not a symlink to libtpurt.so.$version"
 [ "$(ldconfig_runs)" -eq 0 ] || fail "install into $prefix (not a loader directory) ran ldconfig"
+# ... so install prints the one line that builds a program that runs from there.
+hint=$(sed -n 's/^.* is not searched by the loader; build programs with: //p' "$tmp/make.log")
+[ -n "$hint" ] || fail "install into $prefix printed no line for the loader:"$'\n'"$(cat "$tmp/make.log")"
+(cd "$tmp" && eval "${hint/prog.c/prog.c -o prog_hinted ${san[*]}}") || fail "the printed line failed: $hint"
+runs_ok "prog built by the line install printed" env -u LD_LIBRARY_PATH "$tmp/prog_hinted"
 
 # The installed tool finds the installed library by itself, and its man page
 # documents what the tool's usages list: every command `tpurt --help` names has its
@@ -215,11 +223,21 @@ touch "$sys/bin/other-tool"
 FAKE_SYSTEM_LIBDIR=$sys/lib mk install PREFIX="$sys" DESTDIR=
 check_installed "$sys" "$sys/bin/other-tool"
 [ "$(ldconfig_runs)" -eq 1 ] || fail "install into a loader directory did not run ldconfig once"
+! grep -q 'not searched by the loader' "$tmp/make.log" || fail "install into a loader directory printed the rpath line"
 FAKE_SYSTEM_LIBDIR=$sys/lib mk uninstall PREFIX="$sys" DESTDIR=
 [ "$(ldconfig_runs)" -eq 2 ] || fail "uninstall from a loader directory did not run ldconfig"
 left=$(cd "$sys" && find . | sort | tr '\n' ' ')
 [ "$left" = ". ./bin ./bin/other-tool ./lib ./share ./share/man " ] ||
   fail "uninstall should leave the directories that were there and no more; left: $left"
+
+# --- By default a binding not built is neither built nor installed (here none counts
+# as built: their build outputs are made to be absent).
+absent=$tmp/absent
+mk_default install PREFIX="$prefix" DESTDIR= CS_DLL="$absent" JAVA_JAR="$absent" GO_MOD="$absent"
+check_installed "$prefix"
+! grep -Eq 'swig|mcs|javac|go build' "$tmp/make.log" || fail "install built a binding:"$'\n'"$(cat "$tmp/make.log")"
+mk_default uninstall PREFIX="$prefix" DESTDIR=
+[ ! -e "$prefix" ] || fail "make uninstall left:"$'\n'"$(find "$prefix")"
 
 # --- make install PREFIX=... DESTDIR=... ------------------------------------------
 # The prefix recorded in tpurt.pc is PREFIX; the files land under DESTDIR; no ldconfig

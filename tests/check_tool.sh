@@ -46,6 +46,37 @@ expect_usage "TPURT_NUM_CORES" "TPURT_NUM_CORES='0'" env TPURT_NUM_CORES=0 "$TPU
 expect_usage "TPURT_TENSOR_CACHE_MB" "TPURT_TENSOR_CACHE_MB='-5'" \
   env TPURT_TENSOR_CACHE_MB=-5 "$TPURT" bench -r 2 -b 8 -e 8 -n 1
 
+# Conflicting flags are usage errors naming both; a failure stops the command before
+# it prints anything; no message is a raw C call.
+no_c_call() { ! grep -Eq 'tpu_[a-z_]+ ?\(' "$err" || fail "$1: a raw C call: $(cat "$err")"; }
+expect_usage "--cores vs --mesh" "--cores 3 and --mesh 2,1,1,2 disagree: that mesh holds 4 cores" \
+  "$TPURT" info --cores 3 --mesh 2,1,1,2
+no_c_call "info --cores 3 --mesh 2,1,1,2"
+expect_usage "--replicas > cores" "--replicas 9 of 1 core each need 9 cores, but the system has 2" \
+  "$TPURT" info --cores 2 -r 9
+no_c_call "info -r 9"
+expect_usage "--computation-shape > cores" "--computation-shape 2,1,1,2 holds 4 cores, but the system has 2" \
+  "$TPURT" info --cores 2 --computation-shape 2,1,1,2
+out=$("$TPURT" info --cores 2 -r 9 2>/dev/null) || true
+[ -z "$out" ] || fail "info -r 9 printed after its usage error: $out"
+rc=0
+out=$("$TPURT" info --mesh 2,1,1,2 --computation-shape 3,1,1,1 2>"$err") || rc=$?
+[ "$rc" -eq 1 ] || fail "a shape that does not fit the mesh: exited $rc, not 1: $(cat "$err")"
+[ -z "$out" ] || fail "info printed before it failed: $out"
+grep -q '^tpurt info: cannot place --replicas with --computation-shape on the mesh: ' "$err" ||
+  fail "info's failure: $(cat "$err")"
+no_c_call "info --computation-shape 3,1,1,1"
+out=$("$TPURT" info --mesh 2,1,1,2) || fail "--mesh alone sets the cores: $out"
+grep -Eq '^  cores +4 ' <<<"$out" || fail "--mesh 2,1,1,2 did not give 4 cores: $out"
+for cmd in "info" "demo -r 2" "bench -r 2 -b 8 -e 8 -n 1"; do
+  rc=0
+  # shellcheck disable=SC2086
+  TPURT_TRANSPORT=bogus "$TPURT" $cmd >/dev/null 2>"$err" || rc=$?
+  [ "$rc" -ne 0 ] || fail "$cmd with TPURT_TRANSPORT=bogus succeeded"
+  grep -q "TPURT_TRANSPORT='bogus'" "$err" || fail "$cmd: $(cat "$err")"
+  no_c_call "$cmd"
+done
+
 # --transport: the names it takes, and what each needs; checked before anything starts.
 expect_usage "--transport foo" "--transport: unknown transport 'foo' (tcp, shm or mpi)" \
   "$TPURT" bench --tasks 2 --transport foo

@@ -601,6 +601,49 @@ static void test_replicate__late_replica_and_the_callers_memory(void **state) {
   free(plan);
 }
 
+typedef struct {
+  atomic_int go, returned;
+  tpu_status status; /* replica 1's collective, once late */
+  char message[512];
+} late_collective_plan;
+
+static tpu_status late_collective(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                  tpu_tensor **out, int no, void *user) {
+  late_collective_plan *p = user;
+  const float one = 1.0f;
+  tpu_tensor *x = floats(&one, 1), *sum = NULL;
+  if (replica_id(ctx) == 1) /* arrives only after the step has failed without it */
+    for (int i = 0; i < 10000 && !atomic_load(&p->go); ++i) sleep_ms(1);
+  tpu_status st = tpu_cross_replica_sum(ctx, x, NULL, &sum, NULL);
+  if (replica_id(ctx) == 1) {
+    p->status = st;
+    snprintf(p->message, sizeof p->message, "%s", st == TPU_OK ? "" : tpu_last_error());
+    atomic_store(&p->returned, 1);
+  }
+  tpu_tensor_release(sum);
+  tpu_tensor_release(x);
+  return st;
+}
+
+/* replicate.h: a late replica's collectives fail at once with TPU_ABORTED, even when
+ * what failed the step was the others' collective deadline (it used to get that
+ * TPU_DEADLINE_EXCEEDED and its message). */
+static void test_replicate__late_replicas_collectives_are_aborted(void **state) {
+  start(4, 300, 0);
+  static late_collective_plan plan; /* static: a late replica may outlive a failed assertion */
+  memset(&plan, 0, sizeof plan);
+  CHECK_ERROR(tpu_replicate(g_sys, late_collective, &plan, 4, 0, NULL, 0, NULL, NULL),
+              TPU_DEADLINE_EXCEEDED, "timed out after 300 ms waiting for replicas [1]");
+  assert_int_equal(atomic_load(&plan.returned), 0);
+  atomic_store(&plan.go, 1);
+  for (int i = 0; i < 10000 && !atomic_load(&plan.returned); ++i) sleep_ms(1);
+  assert_int_equal(atomic_load(&plan.returned), 1);
+  if (plan.status != TPU_ABORTED)
+    fail_msg("the late replica's collective: %s \"%s\"", tpu_status_name(plan.status), plan.message);
+  assert_non_null(strstr(plan.message, "replica 1 did not return within 300 ms"));
+  CHECK_OK(tpu_system_shutdown(g_sys)); /* nothing is still running */
+}
+
 /* ---- many and concurrent steps ------------------------------------------------- */
 
 /* out[o] = sum of in[*] + o, as a float scalar. */
@@ -796,6 +839,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_replicate__stuck_replica_is_bounded, release_system),
       cmocka_unit_test_teardown(test_replicate__late_replica_gives_its_core_back, release_system),
       cmocka_unit_test_teardown(test_replicate__late_replica_and_the_callers_memory, release_system),
+      cmocka_unit_test_teardown(test_replicate__late_replicas_collectives_are_aborted, release_system),
       cmocka_unit_test_teardown(test_replicate__many_steps, release_system),
       cmocka_unit_test_teardown(test_replicate__concurrent_callers, release_system),
       cmocka_unit_test_teardown(test_replicate__no_nesting, release_system),

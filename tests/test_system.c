@@ -261,11 +261,95 @@ static void test_system__num_cores_defaults(void **state) {
 
   setenv("TPURT_NUM_CORES", "3x", 1);
   expect_init_error(&o, "TPURT_NUM_CORES");
-  o.num_cores = 2; /* an explicit count wins over the environment */
-  start(&o);
+  o.num_cores = 2; /* a bad value fails init even when an explicit count is given */
+  expect_init_error(&o, "TPURT_NUM_CORES='3x'");
+  setenv("TPURT_NUM_CORES", "3", 1);
+  start(&o); /* an explicit count wins over a good value */
   unsetenv("TPURT_NUM_CORES");
   CHECK_OK(tpu_system_num_cores(g_sys, &n));
   assert_int_equal(n, 2);
+}
+
+/* cluster.h's rule for DTensor's shutdown_accelerator_system: it shuts the system
+ * down and leaves the handle to its one releaser, tpu_system_release. A caller that
+ * follows the header leaks nothing (run under make SANITIZE=address: LeakSanitizer). */
+static void test_system__shutdown_accelerator_system_then_release(void **state) {
+  if (getenv("DTENSOR_JOBS")) skip(); /* local mode only */
+  char type[8];
+  size_t len = 0;
+  CHECK_OK(tpu_initialize_accelerator_system("CPU", 1, 2, 0, &g_sys, type, sizeof type, &len));
+  assert_string_equal(type, "CPU");
+  CHECK_OK(tpu_shutdown_accelerator_system(g_sys));
+  int closed = 0;
+  CHECK_OK(tpu_system_is_closed(g_sys, &closed)); /* the handle is still the caller's */
+  assert_int_equal(closed, 1);
+  CHECK_ERROR(tpu_shutdown_accelerator_system(g_sys), TPU_FAILED_PRECONDITION, "not initialized");
+  /* A new system may start while the old handle is unreleased. */
+  tpu_system *next = NULL;
+  CHECK_OK(tpu_initialize_accelerator_system(NULL, 1, 1, 0, &next, NULL, 0, &len));
+  CHECK_OK(tpu_shutdown_accelerator_system(next));
+  CHECK_OK(tpu_system_release(next));
+  CHECK_OK(tpu_system_release(g_sys));
+  g_sys = NULL;
+}
+
+/* Every variable the library reads is checked at every init, whether or not this
+ * system reads it (a one-task system never joins a cluster): a bad value fails
+ * tpu_system_init with TPU_INVALID_ARGUMENT naming the variable and the value. */
+static void test_system__bad_environment_fails_every_init(void **state) {
+  const char *bad[] = {"abc", " 5", "5 ", "1e3", "-1", "+5", "0x10", "99999999999999999999999"};
+  tpu_system_options o = options_for(1);
+  char want[128];
+  int checked = 0;
+  for (int i = 0;; i++) {
+    const char *name;
+    int64_t value;
+    tpu_status st = tpu_environment_variable(i, &name, &value);
+    if (st == TPU_OUT_OF_RANGE) break;
+    CHECK_OK(st);
+    if (getenv(name)) continue; /* the caller's own setting is not ours to change */
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+      setenv(name, bad[k], 1);
+      snprintf(want, sizeof want, "environment variable %s='%s'", name, bad[k]);
+      expect_init_error(&o, want);
+      CHECK_ERROR(tpu_environment_variable(i, &name, &value), TPU_INVALID_ARGUMENT, want);
+    }
+    /* 0 where the range starts at 1 (the ring's at 4096). */
+    const int zero_ok = !strcmp(name, "TPURT_YIELD_NS") || !strcmp(name, "TPURT_TENSOR_CACHE_MB");
+    setenv(name, "0", 1);
+    snprintf(want, sizeof want, "%s='0'", name);
+    if (zero_ok) {
+      start(&o);
+      CHECK_OK(tpu_system_release(g_sys));
+      g_sys = NULL;
+    } else {
+      expect_init_error(&o, want);
+    }
+    unsetenv(name);
+    start(&o); /* unset again: init works */
+    CHECK_OK(tpu_system_release(g_sys));
+    g_sys = NULL;
+    checked++;
+  }
+  assert_true(checked >= 1);
+  /* The five of the issue, by name, and a ring that is not a power of two. */
+  const char *named[] = {"TPURT_INIT_TIMEOUT_MS", "TPURT_HEARTBEAT_INTERVAL_MS",
+                         "TPURT_HEARTBEAT_TIMEOUT_MS", "TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS",
+                         "TPURT_SHM_RING_BYTES"};
+  for (size_t k = 0; k < sizeof named / sizeof named[0]; k++) {
+    if (getenv(named[k])) continue;
+    setenv(named[k], "abc", 1);
+    snprintf(want, sizeof want, "%s='abc'", named[k]);
+    expect_init_error(&o, want);
+    unsetenv(named[k]);
+  }
+  if (!getenv("TPURT_SHM_RING_BYTES")) {
+    setenv("TPURT_SHM_RING_BYTES", "5000", 1);
+    expect_init_error(&o, "TPURT_SHM_RING_BYTES='5000' is not a decimal integer power of two");
+    setenv("TPURT_SHM_RING_BYTES", "8192", 1);
+    start(&o);
+    unsetenv("TPURT_SHM_RING_BYTES");
+  }
 }
 
 static void test_system__topology(void **state) {
@@ -625,6 +709,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_system__options_validation, release_system),
       cmocka_unit_test_teardown(test_system__zeroed_options_are_defaults, release_system),
       cmocka_unit_test_teardown(test_system__num_cores_defaults, release_system),
+      cmocka_unit_test_teardown(test_system__bad_environment_fails_every_init, release_system),
+      cmocka_unit_test_teardown(test_system__shutdown_accelerator_system_then_release, release_system),
       cmocka_unit_test_teardown(test_system__topology, release_system),
       cmocka_unit_test_teardown(test_system__workers_named_and_asleep_when_idle, release_system),
       cmocka_unit_test_teardown(test_system__shutdown_inside_computation, release_system),

@@ -425,6 +425,51 @@ static tpu_tensor *cast(const tpu_tensor *t, tpu_dtype to) {
   return out;
 }
 
+/* Floats beyond an integer type's range saturate, NaN gives 0 (tensor.h): a plain
+ * C conversion would be undefined behaviour (UBSan's float-cast-overflow). */
+static void test_tensor__cast_saturates(void **state) {
+  (void)state;
+  const double d[] = {NAN, INFINITY, -INFINITY, 3e9, -3e9, 1e300, -1e300, 300.5, -300.5,
+                      127.9, -128.9, 255.9, -0.9, 9.3e18, 1.9e19, 2147483647.5};
+  enum { N = sizeof d / sizeof d[0] };
+  tpu_tensor *t = vector(TPU_DOUBLE, d, N);
+  tpu_tensor *i32 = cast(t, TPU_INT32), *i8 = cast(t, TPU_INT8), *u8 = cast(t, TPU_UINT8);
+  tpu_tensor *i16 = cast(t, TPU_INT16), *u32 = cast(t, TPU_UINT32), *i64 = cast(t, TPU_INT64);
+  tpu_tensor *u64 = cast(t, TPU_UINT64);
+  const int32_t want32[N] = {0, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN,
+                             300, -300, 127, -128, 255, 0, INT32_MAX, INT32_MAX, INT32_MAX};
+  const int8_t want8[N] = {0, 127, -128, 127, -128, 127, -128, 127, -128, 127, -128, 127, 0,
+                           127, 127, 127};
+  const uint8_t wantu8[N] = {0, 255, 0, 255, 0, 255, 0, 255, 0, 127, 0, 255, 0, 255, 255, 255};
+  const int16_t want16[N] = {0, INT16_MAX, INT16_MIN, INT16_MAX, INT16_MIN, INT16_MAX, INT16_MIN,
+                             300, -300, 127, -128, 255, 0, INT16_MAX, INT16_MAX, INT16_MAX};
+  const uint32_t wantu32[N] = {0, UINT32_MAX, 0, 3000000000u, 0, UINT32_MAX, 0, 300, 0, 127, 0,
+                               255, 0, UINT32_MAX, UINT32_MAX, 2147483647u};
+  const int64_t want64[N] = {0, INT64_MAX, INT64_MIN, 3000000000, -3000000000, INT64_MAX, INT64_MIN,
+                             300, -300, 127, -128, 255, 0, INT64_MAX /* 9.3e18 > 2^63 */, INT64_MAX,
+                             2147483647};
+  const uint64_t wantu64[N] = {0, UINT64_MAX, 0, 3000000000u, 0, UINT64_MAX, 0, 300, 0, 127, 0,
+                               255, 0, 9300000000000000000u, UINT64_MAX /* 1.9e19 > 2^64 */, 2147483647u};
+  assert_memory_equal(data_of(i32), want32, sizeof want32);
+  assert_memory_equal(data_of(i8), want8, sizeof want8);
+  assert_memory_equal(data_of(u8), wantu8, sizeof wantu8);
+  assert_memory_equal(data_of(i16), want16, sizeof want16);
+  assert_memory_equal(data_of(u32), wantu32, sizeof wantu32);
+  assert_memory_equal(data_of(i64), want64, sizeof want64);
+  assert_memory_equal(data_of(u64), wantu64, sizeof wantu64);
+  /* From float32, bfloat16 and half alike (all go through the same conversion). */
+  const float f[3] = {NAN, 1e20f, -1e20f};
+  tpu_tensor *tf = vector(TPU_FLOAT, f, 3);
+  tpu_tensor *bf = cast(tf, TPU_BFLOAT16), *hf = cast(tf, TPU_HALF);
+  const int32_t wantf[3] = {0, INT32_MAX, INT32_MIN};
+  tpu_tensor *fi = cast(tf, TPU_INT32), *bi = cast(bf, TPU_INT32), *hi = cast(hf, TPU_INT32);
+  assert_memory_equal(data_of(fi), wantf, sizeof wantf);
+  assert_memory_equal(data_of(bi), wantf, sizeof wantf);
+  assert_memory_equal(data_of(hi), wantf, sizeof wantf); /* 1e20 is inf as half */
+  tpu_tensor *all[] = {t, i32, i8, u8, i16, u32, i64, u64, tf, bf, hf, fi, bi, hi};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CHECK_OK(tpu_tensor_release(all[i]));
+}
+
 static void test_tensor__cast(void **state) {
   (void)state;
   const float f[6] = {1.75f, -1.75f, 0.0f, 3.0f, 1.00390625f /* 1 + 2^-8: a bf16 tie */, 65520.0f};
@@ -1168,6 +1213,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tensor__wrap_views_release_order),
       cmocka_unit_test(test_tensor__reshape),
       cmocka_unit_test(test_tensor__cast),
+      cmocka_unit_test(test_tensor__cast_saturates),
       cmocka_unit_test(test_tensor__refcount_threads),
       cmocka_unit_test(test_tensor__mutable_data_unshared),
       cmocka_unit_test(test_tensor__reshape_copy_on_write),

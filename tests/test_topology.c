@@ -312,6 +312,24 @@ static void test_topology__parse(void **state) {
   tpu_topology_release(t);
   t = NULL;
 
+  /* An embedding_feature outside the enum (3280408092 is -1014559204 as the int32 it
+   * decodes to): rejected, naming the field, not loaded as the enum type (undefined
+   * behaviour: clang's -fsanitize=undefined reports it). */
+  const int64_t bad_features[] = {3280408092ll, 3, -1, INT32_MAX, INT32_MIN};
+  for (size_t i = 0; i < sizeof bad_features / sizeof bad_features[0]; ++i) {
+    pbuf feature = {{0}, 0}, bad = packed;
+    put_int(&feature, 1, bad_features[i]);
+    put_int(&feature, 2, 4);
+    put_message(&bad, 5, &feature);
+    char want[160];
+    snprintf(want, sizeof want,
+             "TopologyProto tpu_hardware_feature.embedding_feature %d is not UNSUPPORTED (0), V1 (1) "
+             "or V2 (2)", (int32_t)(uint32_t)bad_features[i]);
+    t = NULL;
+    CHECK_ERROR(parse(&bad, &t), TPU_INVALID_ARGUMENT, want);
+    assert_null(t);
+  }
+
   /* Errors, each with its reason. */
   static const unsigned char garbage[] = {0xff, 0xff, 0xff, 0xff};
   CHECK_ERROR(tpu_topology_parse(garbage, sizeof(garbage), &t), TPU_INVALID_ARGUMENT,

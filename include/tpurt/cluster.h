@@ -219,10 +219,13 @@ TPU_API tpu_status tpu_initialize_multi_client(const char *device_type,
                                                int experimental_reset_context,
                                                tpu_system **system, char *device_type_out,
                                                size_t capacity, size_t *count);
-/* DTensor's shutdown_accelerator_system: shuts down and releases a system started by
- * tpu_initialize_accelerator_system. In multi-client mode it is
- * TPU_FAILED_PRECONDITION, as in DTensor: use tpu_system_shutdown, which every task
- * calls and which waits at the shutdown barrier. */
+/* DTensor's shutdown_accelerator_system: shuts down a system started by
+ * tpu_initialize_accelerator_system, as tpu_system_shutdown does; a second call is
+ * TPU_FAILED_PRECONDITION ("not initialized"). It does not release the handle: as for
+ * every handle, its one releaser is tpu_system_release, which the caller still calls
+ * (then the handle is gone). In multi-client mode it is TPU_FAILED_PRECONDITION, as
+ * in DTensor: use tpu_system_shutdown, which every task calls and which waits at the
+ * shutdown barrier. */
 TPU_API tpu_status tpu_shutdown_accelerator_system(tpu_system *system);
 
 /* This task's id and the number of tasks (1 and 0 for a one-task system). */

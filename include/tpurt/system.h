@@ -66,10 +66,10 @@ TPU_API tpu_status tpu_system_options_init(tpu_system_options *options, size_t s
  * starts one worker per logical core, and builds the topology: one task, devices
  * laid out on the mesh with core fastest, then x, y, z. options may be NULL
  * (defaults). Errors: TPU_ALREADY_EXISTS if a system is live; TPU_INVALID_ARGUMENT
- * for bad options or embedding configuration bytes, and for a TPURT_* environment
- * variable that is not a decimal integer in its range (naming it and its value;
- * TPURT_NUM_CORES only when num_cores is 0). *out is the caller's; free it with
- * tpu_system_release. */
+ * for bad options or embedding configuration bytes, and for any TPURT_* environment
+ * variable that tpu_environment_variable lists, and TPURT_TRANSPORT, whose value is
+ * bad (not a decimal integer in its range, naming it and its value), whether or not
+ * this system reads it. *out is the caller's; free it with tpu_system_release. */
 TPU_API tpu_status tpu_system_init(const tpu_system_options *options, tpu_system **out);
 
 /* tf.tpu.initialize_system: like tpu_system_init, and also writes the serialized

@@ -104,7 +104,11 @@ TPU_API tpu_status tpu_tensor_reshape(const tpu_tensor *tensor, const int64_t *d
 
 /* A new tensor with the elements of `tensor` converted to `dtype` (float32, double,
  * bfloat16, half and the integer types; bool and complex64 only to themselves).
- * float32 -> bfloat16/half rounds to nearest even, as TensorFlow does. */
+ * float32 -> bfloat16/half rounds to nearest even, as TensorFlow does. Floats to
+ * integers truncate toward zero; a value beyond the integer type's range (infinities
+ * included) gives its minimum or maximum, and NaN gives 0, as TensorFlow's Cast does
+ * on GPU. (On CPU TensorFlow leaves these cases to the hardware, which on x86 gives
+ * -2147483648 for NaN, inf and 3e9 as int32, and wraps int8 and int16.) */
 TPU_API tpu_status tpu_tensor_cast(const tpu_tensor *tensor, tpu_dtype dtype, tpu_tensor **out);
 
 /* Buffer conversions, exactly as TensorFlow converts: float32 -> bfloat16 / half

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/proto_enums.h"
 #include "core/status.h"
 
 namespace tpurt {
@@ -30,6 +31,12 @@ EnvelopePtr parse_envelope(const unsigned char* data, size_t size, std::string* 
   EnvelopePtr e(tpurt__wire__envelope__unpack(nullptr, size, data));
   if (!e) {
     *error = str_cat("undecodable control message (", size, " bytes)");
+    return nullptr;
+  }
+  try {
+    check_proto_enums(&e->base);
+  } catch (const Error& bad) {
+    *error = bad.message();
     return nullptr;
   }
   std::string why = validate(*e);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/dtype.h"
 #include "core/float16.h"
@@ -55,6 +56,30 @@ void store_as(void* p, int64_t i, T v, tpu_dtype d) {
   }
 }
 
+// A float as integer type I: truncated toward zero, saturated at I's bounds, NaN
+// as 0. A plain conversion of a value out of range is undefined behaviour in C++.
+template <typename I>
+I saturate(double v) {
+  if (std::isnan(v)) return 0;
+  // min is 0 or -2^digits and max + 1 is 2^digits: both exact as doubles.
+  if (v <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (v >= std::ldexp(1.0, std::numeric_limits<I>::digits)) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
+
+void store_float_as_int(void* p, int64_t i, double v, tpu_dtype d) {
+  switch (d) {
+    case TPU_INT8: static_cast<int8_t*>(p)[i] = saturate<int8_t>(v); break;
+    case TPU_UINT8: static_cast<uint8_t*>(p)[i] = saturate<uint8_t>(v); break;
+    case TPU_INT16: static_cast<int16_t*>(p)[i] = saturate<int16_t>(v); break;
+    case TPU_INT32: static_cast<int32_t*>(p)[i] = saturate<int32_t>(v); break;
+    case TPU_UINT32: static_cast<uint32_t*>(p)[i] = saturate<uint32_t>(v); break;
+    case TPU_INT64: static_cast<int64_t*>(p)[i] = saturate<int64_t>(v); break;
+    case TPU_UINT64: static_cast<uint64_t*>(p)[i] = saturate<uint64_t>(v); break;
+    default: break;
+  }
+}
+
 }  // namespace
 
 Tensor* cast(const Tensor* t, tpu_dtype dtype) {
@@ -71,7 +96,7 @@ Tensor* cast(const Tensor* t, tpu_dtype dtype) {
     for (int64_t i = 0; i < t->num_elements; ++i) {
       const double v = load_double(from, t->data, i);
       if (is_float_type(dtype)) store_as(out->data, i, v, dtype);
-      else store_as(out->data, i, std::isfinite(v) ? static_cast<int64_t>(v) : 0, dtype);
+      else store_float_as_int(out->data, i, v, dtype);
     }
   } else {
     for (int64_t i = 0; i < t->num_elements; ++i) {

@@ -6,7 +6,8 @@
 namespace tpurt {
 
 // A new tensor (one reference) holding t's elements as `dtype`. Floats to integers
-// truncate toward zero (NaN and infinities give 0); integers wrap. bool and
+// truncate toward zero and saturate at the integer type's bounds (infinities too);
+// NaN gives 0. Integers wrap. bool and
 // complex64 cast only to themselves: anything else is TPU_INVALID_ARGUMENT, as is
 // an unknown dtype.
 Tensor* cast(const Tensor* t, tpu_dtype dtype);

@@ -30,14 +30,22 @@ int64_t default_shutdown_barrier_timeout_ms() { return 60000; }
 int64_t default_shm_ring_bytes() { return 0; }
 
 const EnvVarInfo kVars[] = {
-    {"TPURT_NUM_CORES", 1, kMaxCores, online_cores, false, false},
-    {"TPURT_YIELD_NS", 0, 1000000000, default_yield_ns, true, false},
-    {"TPURT_TENSOR_CACHE_MB", 0, int64_t(1) << 20, default_tensor_cache_mb, true, false},
-    {"TPURT_INIT_TIMEOUT_MS", 1, int64_t(1) << 40, default_init_timeout_ms, false, false},
-    {"TPURT_HEARTBEAT_INTERVAL_MS", 1, int64_t(1) << 40, default_heartbeat_interval_ms, false, false},
-    {"TPURT_HEARTBEAT_TIMEOUT_MS", 1, int64_t(1) << 40, default_heartbeat_timeout_ms, false, false},
-    {"TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS", 1, int64_t(1) << 40, default_shutdown_barrier_timeout_ms, false, false},
-    {"TPURT_SHM_RING_BYTES", 4096, int64_t(64) << 20, default_shm_ring_bytes, false, true},
+    {"TPURT_NUM_CORES", 1, kMaxCores, online_cores, false, false,
+     "by tpu_system_init when options->num_cores is 0, and by cluster resolvers"},
+    {"TPURT_YIELD_NS", 0, 1000000000, default_yield_ns, true, false,
+     "once, by the first wait of a collective"},
+    {"TPURT_TENSOR_CACHE_MB", 0, int64_t(1) << 20, default_tensor_cache_mb, true, false,
+     "once, by the first freed tensor buffer"},
+    {"TPURT_INIT_TIMEOUT_MS", 1, int64_t(1) << 40, default_init_timeout_ms, false, false,
+     "when a task joins a cluster"},
+    {"TPURT_HEARTBEAT_INTERVAL_MS", 1, int64_t(1) << 40, default_heartbeat_interval_ms, false, false,
+     "when a task joins a cluster"},
+    {"TPURT_HEARTBEAT_TIMEOUT_MS", 1, int64_t(1) << 40, default_heartbeat_timeout_ms, false, false,
+     "when a task joins a cluster"},
+    {"TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS", 1, int64_t(1) << 40, default_shutdown_barrier_timeout_ms,
+     false, false, "when a task joins a cluster"},
+    {"TPURT_SHM_RING_BYTES", 4096, int64_t(64) << 20, default_shm_ring_bytes, false, true,
+     "when tasks on one host connect over shared memory"},
 };
 static_assert(sizeof kVars / sizeof kVars[0] == static_cast<size_t>(EnvVar::kCount),
               "one entry per EnvVar");
@@ -80,7 +88,8 @@ int64_t env_value(EnvVar var) {
   if (bad) {
     const EnvVarInfo& info = env_info(var);
     invalid_argument("environment variable ", info.name, "='", bad, "' is not a decimal integer",
-                     info.power_of_two ? " power of two" : "", " in [", info.min, ", ", info.max, "]");
+                     info.power_of_two ? " power of two" : "", " in [", info.min, ", ", info.max,
+                     "] (read ", info.read_by, ")");
   }
   return v;
 }
@@ -103,8 +112,7 @@ int64_t env_effective(EnvVar var) {
 }
 
 void check_environment() {
-  for (int i = 0; i < static_cast<int>(EnvVar::kCount); ++i)
-    if (kVars[i].read_once) env_value(static_cast<EnvVar>(i));
+  for (int i = 0; i < static_cast<int>(EnvVar::kCount); ++i) env_value(static_cast<EnvVar>(i));
   env_transport();
 }
 

@@ -23,6 +23,9 @@ enum class EnvVar {
   kCount
 };
 
+// One row of the table of variables: its name, what its parser accepts (decimal
+// digits in [min, max], a power of two if so marked), its default, and where it is
+// read. tpu_system_init checks every row, whatever the system uses.
 struct EnvVarInfo {
   const char* name;
   int64_t min, max;
@@ -30,6 +33,7 @@ struct EnvVarInfo {
   // Read once, at first use, by a hot path (else read where it is used, each time).
   bool read_once;
   bool power_of_two;  // the value must also be a power of two
+  const char* read_by;  // where the library reads it, for people
 };
 
 // Decimal digits only, within [min, max]; false for anything else (a sign, spaces, a
@@ -51,8 +55,9 @@ int64_t env_value_cached(EnvVar var);
 // current one otherwise. Throws like env_value for a bad current value.
 int64_t env_effective(EnvVar var);
 
-// Throws for the first read-once variable with a bad value: tpu_system_init calls
-// it. Variables read each time are checked where they are read.
+// Throws for the first variable of the table (and TPURT_TRANSPORT) with a bad value,
+// whether or not this system will read it: tpu_system_init calls it, so a bad
+// TPURT_* fails every init, not only the one that happens to use it.
 void check_environment();
 
 // TPURT_TRANSPORT: the data plane between a cluster's tasks. One of the words

@@ -248,6 +248,7 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
     ctx.bf16_scope_depth = 0;
     ctx.fail_code = TPU_OK;
     ctx.fail_message.clear();
+    ctx.late.store(false, std::memory_order_relaxed);
     core.fn = spec.fn;
     core.user_data = spec.user_data;
     tpu_tensor* const* in = spec.inputs + static_cast<int64_t>(r) * spec.num_inputs;
@@ -318,6 +319,11 @@ StepResult Executor::give_up(int num_replicas, const int* cores,
     // caller's references are gone, and call collectives on its communicator.
     for (tpu_tensor* t : core.inputs) retain(t);
     core.late_comm = comm;
+    // Before it can be late: once it is, its collectives are TPU_ABORTED (replicate.h),
+    // not the error that failed the step. Harmless if it returns first.
+    core.ctx.late_reason = str_cat("replica ", r, " did not return within ", step_timeout_ms_,
+                                   " ms and its step failed without it: its collectives are aborted");
+    core.ctx.late.store(true, std::memory_order_release);
     int running = kRunning;
     if (core.state.compare_exchange_strong(running, kLate, std::memory_order_acq_rel)) {
       late += str_cat(num_late++ ? ", " : "", r);

@@ -3,6 +3,7 @@
 // of that computation.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "core/status.h"
@@ -24,6 +25,10 @@ struct tpu_replica_context {
   tpu_status fail_code = TPU_OK;        // set by tpu_replica_context_fail
   std::string fail_message;
   std::string device_name;              // "/job:J/replica:0/task:T/device:TPU:D"
+  // Set when the step gives up on this replica (late_reason first): its collectives
+  // then fail at once with TPU_ABORTED, whatever failed the step.
+  std::atomic<bool> late{false};
+  std::string late_reason;
 };
 
 namespace tpurt {
@@ -33,6 +38,7 @@ inline Communicator& step_communicator(const tpu_replica_context* ctx) {
   require_not_null(ctx, "ctx");
   if (ctx->comm == nullptr)
     fail(TPU_FAILED_PRECONDITION, "replica context is not inside a running computation");
+  if (ctx->late.load(std::memory_order_acquire)) fail(TPU_ABORTED, ctx->late_reason);
   return *ctx->comm;
 }
 }  // namespace tpurt

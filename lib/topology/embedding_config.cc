@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/proto_enums.h"
 #include "core/status.h"
 #include "tpu_embedding_configuration.pb-c.h"
 
@@ -26,17 +27,6 @@ void check_non_negative(const char* field, int32_t value) {
     invalid_argument("TPUEmbeddingConfiguration ", field, " must be >= 0; got ", value);
 }
 
-// protobuf-c stores an enum field as a C enum holding whatever integer the wire
-// carried; loading a value outside the enumerators through the enum type is
-// undefined behaviour in C++, so its bytes are read as the int32 they are.
-template <typename E>
-int32_t raw_enum(const E& field) {
-  static_assert(sizeof(E) == sizeof(int32_t), "protobuf-c enums are int-sized");
-  int32_t v;
-  std::memcpy(&v, &field, sizeof v);
-  return v;
-}
-
 }  // namespace
 
 void validate_embedding_config(const void* bytes, size_t len) {
@@ -48,6 +38,7 @@ void validate_embedding_config(const void* bytes, size_t len) {
   if (!c)
     invalid_argument("bytes are not a serialized tensorflow.tpu.TPUEmbeddingConfiguration (", len,
                      " bytes)");
+  check_proto_enums(&c->base);  // mode and sharding_strategy
 
   if (c->n_table_descriptor == 0)
     invalid_argument("TPUEmbeddingConfiguration has no table_descriptor");
@@ -70,15 +61,6 @@ void validate_embedding_config(const void* bytes, size_t len) {
                        "; it must be >= 0");
   }
 
-  const int32_t mode = raw_enum(c->mode);
-  if (mode < 0 || mode > 3)
-    invalid_argument(
-        "TPUEmbeddingConfiguration mode ", mode,
-        " is not UNSPECIFIED (0), INFERENCE (1), TRAINING (2) or BACKWARD_PASS_ONLY (3)");
-  const int32_t sharding = raw_enum(c->sharding_strategy);
-  if (sharding != 0 && sharding != 1)
-    invalid_argument("TPUEmbeddingConfiguration sharding_strategy ", sharding,
-                     " is not DIV_DEFAULT (0) or MOD (1)");
   check_non_negative("batch_size_per_tensor_core", c->batch_size_per_tensor_core);
   check_non_negative("num_hosts", c->num_hosts);
   check_non_negative("num_tensor_cores", c->num_tensor_cores);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/proto_enums.h"
 #include "core/status.h"
 #include "topology.pb-c.h"
 
@@ -206,6 +207,7 @@ std::shared_ptr<const Topology> Topology::parse(const void* bytes, size_t len) {
       tensorflow__tpu__topology_proto__unpack(nullptr, len, data));
   if (!p)
     invalid_argument("bytes are not a serialized tensorflow.tpu.TopologyProto (", len, " bytes)");
+  check_proto_enums(&p->base);
   Fields f;
   f.mesh = p->mesh_shape;
   f.mesh_len = p->n_mesh_shape;
@@ -214,7 +216,7 @@ std::shared_ptr<const Topology> Topology::parse(const void* bytes, size_t len) {
   f.coords = p->device_coordinates;
   f.coords_len = p->n_device_coordinates;
   if (p->tpu_hardware_feature != nullptr)
-    f.hardware_feature = HardwareFeature{p->tpu_hardware_feature->embedding_feature,
+    f.hardware_feature = HardwareFeature{proto_enum_value(p->tpu_hardware_feature->embedding_feature),
                                          p->tpu_hardware_feature->num_embedding_devices_per_chip};
   f.serialized.emplace(reinterpret_cast<const char*>(data), len);
   return make(f);

@@ -226,7 +226,8 @@ static tpu_system *start_task(bench_config *cfg) {
   tpu_system *system = NULL;
   options.pin_threads = cfg->pinning;
   options.private_collective_results = cfg->private_results;
-  CHECK(tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL));
+  CHECK_DOING(tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL),
+              "cannot join the tasks' system");
   int local, tasks, task;
   CHECK(tpu_system_num_cores(system, &local));
   CHECK(tpu_system_num_tasks(system, &tasks));
@@ -238,8 +239,8 @@ static tpu_system *start_task(bench_config *cfg) {
   }
   /* Every task checks: they all run the same transport, and a task that stopped
    * quietly would leave the others' messages to a race with the launcher's SIGTERM. */
-  char *transport = system_string(tpu_system_transport, system, "tpu_system_transport");
-  char *reason = system_string(tpu_system_transport_reason, system, "tpu_system_transport_reason");
+  char *transport = system_string(tpu_system_transport, system, "reading the transport");
+  char *reason = system_string(tpu_system_transport_reason, system, "reading why that transport");
   const char *requested = getenv("TPURT_BENCH_TRANSPORT");
   if (requested && strcmp(requested, transport)) {
     fprintf(stderr, "tpurt bench: task %d: --transport %s was asked for, but the library chose "
@@ -276,7 +277,7 @@ static int run_sweep(const bench_config *cfg_in) {
     options.num_cores = n;
     options.pin_threads = cfg->pinning;
     options.private_collective_results = cfg->private_results;
-    CHECK(tpu_system_init(&options, &system));
+    CHECK_DOING(tpu_system_init(&options, &system), "cannot start a system");
   }
 
   int64_t total_wrong = 0;

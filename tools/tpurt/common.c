@@ -12,9 +12,14 @@
 #include <time.h>
 #include <unistd.h>
 
-void check_status(tpu_status status, const char *what) {
+const char *tool_command_name = "";
+
+void check_status(tpu_status status, const char *doing) {
   if (status == TPU_OK) return;
-  fprintf(stderr, "tpurt: %s failed: %s: %s\n", what, tpu_status_name(status), tpu_last_error());
+  const char *message = tpu_last_error();
+  fprintf(stderr, "tpurt%s%s: %s%s%s (%s)\n", *tool_command_name ? " " : "", tool_command_name,
+          doing ? doing : "", doing ? ": " : "", *message ? message : "no message",
+          tpu_status_name(status));
   exit(1);
 }
 
@@ -57,10 +62,11 @@ void check_environment(void) {
     tpu_status status = tpu_environment_variable(i, &name, &value);
     if (status == TPU_OUT_OF_RANGE) return;
     if (status == TPU_INVALID_ARGUMENT) {
-      fprintf(stderr, "tpurt: %s\n", tpu_last_error());
+      fprintf(stderr, "tpurt%s%s: %s\n", *tool_command_name ? " " : "", tool_command_name,
+              tpu_last_error());
       exit(EXIT_USAGE);
     }
-    check_status(status, "tpu_environment_variable");
+    check_status(status, "reading the environment");
   }
 }
 
@@ -127,7 +133,7 @@ tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning) 
   if (mesh_shape) memcpy(options.mesh_shape, mesh_shape, sizeof options.mesh_shape);
   /* Resolves the cluster from the environment (tpurt launch, Slurm, mpirun, TF_CONFIG,
    * DTENSOR_JOBS); with none of them set it starts a one-process system. */
-  CHECK(tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL));
+  CHECK_DOING(tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL), "cannot start a system");
   return system;
 }
 

@@ -12,9 +12,15 @@
 /* Exit codes: 1 for a failing library call or a failed check, 2 for bad usage. */
 #define EXIT_USAGE 2
 
-/* Host side: a failing library call prints its status name and message, exits 1. */
-#define CHECK(call) check_status((call), #call)
-void check_status(tpu_status status, const char *what);
+/* The running subcommand's name, for messages ("tpurt info: ..."); set by main. */
+extern const char *tool_command_name;
+
+/* Host side: a failing library call prints "tpurt CMD: [doing: ]message (STATUS)"
+ * and exits 1. Never the C call itself: the library's message names what is wrong,
+ * and `doing` (NULL for none) says in words what the command was doing. */
+#define CHECK(call) check_status((call), NULL)
+#define CHECK_DOING(call, doing) check_status((call), (doing))
+void check_status(tpu_status status, const char *doing);
 
 /* Inside a computation: hands a failing status back to tpu_replicate, which reports
  * it (with the replica) to the host. */
@@ -69,8 +75,8 @@ void parse_int_list(const char *command, const char *what, const char *text, int
 tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning);
 
 /* A string the library returns through (out, capacity, count), such as
- * tpu_system_transport, of any length (size query first); exits 1 naming `what` when
- * the call fails. The caller frees it. */
+ * tpu_system_transport, of any length (size query first); exits 1 with `what` (in
+ * words: "reading the transport") when the call fails. The caller frees it. */
 char *system_string(tpu_status (*get)(const tpu_system *, char *, size_t, size_t *),
                     const tpu_system *system, const char *what);
 

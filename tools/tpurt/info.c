@@ -77,8 +77,10 @@ static const char info_usage[] =
     "\n"
     "  --cores N                  logical cores (default: TPURT_NUM_CORES, else the\n"
     "                             online CPUs)\n"
-    "  -m, --mesh X,Y,Z,C         mesh shape (product = cores)\n"
-    "  -r, --replicas R           also show tpu_device_assignment_build for R replicas\n"
+    "  -m, --mesh X,Y,Z,C         mesh shape; its product is the cores (--cores, if\n"
+    "                             given too, must agree)\n"
+    "  -r, --replicas R           also show a device assignment of R replicas (at most\n"
+    "                             the cores / the computation shape's cores)\n"
     "  --computation-shape A,B,C,D  cores per replica for that assignment (1,1,1,1)\n"
     "  -h, --help                 this text\n";
 
@@ -90,10 +92,10 @@ static void print_environment(int cores_given) {
     int64_t value;
     tpu_status status = tpu_environment_variable(i, &name, &value);
     if (status == TPU_OUT_OF_RANGE) break;
-    check_status(status, "tpu_environment_variable");
+    check_status(status, "reading the environment");
     const char *set = getenv(name);
     const char *note = set && *set ? "set" : "default";
-    if (cores_given && !strcmp(name, "TPURT_NUM_CORES")) note = "not used: --cores given";
+    if (cores_given && !strcmp(name, "TPURT_NUM_CORES")) note = "not used: --cores or --mesh given";
     printf("  %-22s %12lld  (%s)\n", name, (long long)value, note);
   }
   printf("\n");
@@ -127,6 +129,16 @@ static int cmd_info(int argc, char **argv) {
     }
   }
 
+  if (have_mesh) { /* the mesh holds the cores: --cores may only agree with it */
+    long long held = (long long)mesh[0] * mesh[1] * mesh[2] * mesh[3];
+    if (cores && held != cores)
+      usage_error("info", "--cores %d and --mesh %d,%d,%d,%d disagree: that mesh holds %lld cores "
+                  "(give one of them, or a mesh whose product is --cores)", cores, mesh[0],
+                  mesh[1], mesh[2], mesh[3], held);
+    if (held > 4096) usage_error("info", "--mesh: %lld cores is more than 4096", held);
+    cores = (int)held;
+  }
+
   tpu_system *system = start_system(cores, have_mesh ? mesh : NULL, TPU_PIN_AUTO);
   char job[NAME_CAP], device_type[NAME_CAP];
   size_t len;
@@ -134,39 +146,52 @@ static int cmd_info(int argc, char **argv) {
   CHECK(tpu_system_num_cores(system, &num_cores));
   CHECK(tpu_system_job_name(system, job, sizeof job, &len));
   CHECK(tpu_system_device_type(system, device_type, sizeof device_type, &len));
+  tpu_topology *topology = NULL;
+  CHECK_DOING(tpu_system_topology(system, &topology), "reading the topology");
+  tpu_device_assignment *assignment = NULL, *built = NULL;
+  CHECK_DOING(tpu_system_default_device_assignment(system, num_cores, &assignment),
+              "building the default device assignment");
+
+  /* Everything that can fail runs before the first line is printed: a failure stops
+   * the command with its message alone. */
+  if (replicas || have_shape) {
+    long long footprint = (long long)shape[0] * shape[1] * shape[2] * shape[3];
+    if (!replicas) /* as many replicas of the computation shape as fit */
+      replicas = num_cores / footprint > 0 ? (int)(num_cores / footprint) : 1;
+    if (footprint > num_cores)
+      usage_error("info", "--computation-shape %d,%d,%d,%d holds %lld cores, but the system has %d "
+                  "(--cores, else TPURT_NUM_CORES, else the online CPUs)", shape[0], shape[1],
+                  shape[2], shape[3], footprint, num_cores);
+    if ((long long)replicas * footprint > num_cores)
+      usage_error("info", "--replicas %d of %lld core%s each need%s %lld cores, but the system has "
+                  "%d (--cores, else TPURT_NUM_CORES, else the online CPUs)", replicas, footprint,
+                  footprint == 1 ? "" : "s", replicas == 1 ? "s" : "",
+                  (long long)replicas * footprint, num_cores);
+    CHECK_DOING(tpu_device_assignment_build(topology, shape, TPU_MESH_RANK, NULL, 0, replicas,
+                                            TPU_DEVICE_ORDER_AUTO, &built),
+                "cannot place --replicas with --computation-shape on the mesh");
+  }
+  char *transport = system_string(tpu_system_transport, system, "reading the transport");
+  char *reason = system_string(tpu_system_transport_reason, system, "reading why that transport");
+
   printf("System\n");
   printf("  runtime        tpurt %s\n", tpu_version());
   printf("  cores          %d (online CPUs: %d)\n", num_cores, online_cpus());
   printf("  job            %s\n", job);
   printf("  device type    %s\n", device_type);
-  char *transport = system_string(tpu_system_transport, system, "tpu_system_transport");
-  char *reason = system_string(tpu_system_transport_reason, system, "tpu_system_transport_reason");
   printf("  transport      %s (%s)\n\n", transport, reason);
   free(transport);
   free(reason);
   print_environment(cores != 0);
-
-  tpu_topology *topology = NULL;
-  CHECK(tpu_system_topology(system, &topology));
   print_topology(topology, job, device_type);
-
-  tpu_device_assignment *assignment = NULL;
-  CHECK(tpu_system_default_device_assignment(system, num_cores, &assignment));
   print_assignment("Default device assignment", assignment, job);
   CHECK(tpu_device_assignment_release(assignment));
-
-  if (replicas || have_shape) {
-    if (!replicas) {  /* as many replicas of the computation shape as fit */
-      long long footprint = (long long)shape[0] * shape[1] * shape[2] * shape[3];
-      replicas = num_cores / footprint > 0 ? (int)(num_cores / footprint) : 1;
-    }
+  if (built) {
     char title[128];
-    snprintf(title, sizeof title, "tpu_device_assignment_build(shape [%d, %d, %d, %d])", shape[0],
-             shape[1], shape[2], shape[3]);
-    CHECK(tpu_device_assignment_build(topology, shape, TPU_MESH_RANK, NULL, 0, replicas,
-                                      TPU_DEVICE_ORDER_AUTO, &assignment));
-    print_assignment(title, assignment, job);
-    CHECK(tpu_device_assignment_release(assignment));
+    snprintf(title, sizeof title, "Device assignment of computation shape [%d, %d, %d, %d]",
+             shape[0], shape[1], shape[2], shape[3]);
+    print_assignment(title, built, job);
+    CHECK(tpu_device_assignment_release(built));
   }
 
   CHECK(tpu_topology_release(topology));

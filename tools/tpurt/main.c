@@ -54,5 +54,6 @@ int main(int argc, char **argv) {
     print_overview(stderr);
     return EXIT_USAGE;
   }
+  tool_command_name = command->name;
   return command->run(argc - 1, argv + 1);
 }
