@@ -635,6 +635,16 @@ static void test_resolver__slurm_host_lists(void **state) {
   EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "more than 65536 hosts");
   setenv("SLURM_STEP_NODELIST", "a[0-300]b[0-300]", 1);
   EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "more than 65536 hosts");
+  /* a name past DNS's 253 characters: with 65536 hosts, gigabytes */
+  char long_name[300];
+  memset(long_name, 'a', 249);
+  strcpy(long_name + 249, "[0-65535]"); /* up to 249 + 5 characters */
+  setenv("SLURM_STEP_NODELIST", long_name, 1);
+  EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "a host name of 254 characters (at most 253)");
+  memset(long_name, 'a', 253);
+  long_name[253] = '\0';
+  setenv("SLURM_STEP_NODELIST", long_name, 1);
+  EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "has 1 hosts"); /* 253 is a host */
   /* 65536 hosts is the limit, not an error */
   setenv("SLURM_STEP_NODELIST", "n[00000-65535]", 1);
   setenv("SLURM_STEP_NUM_TASKS", "65536", 1);
