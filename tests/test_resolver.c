@@ -392,6 +392,21 @@ static void test_resolver__tf_config_sparse_job(void **state) {
          "\"index\": 0}}",
          1);
   EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "task index 0");
+  /* Jobs at the largest index: 16 are 2^20 task slots, 17 are too many (more would be
+   * gigabytes) */
+  char json[1024];
+  for (int jobs = 16; jobs <= 17; ++jobs) {
+    strcpy(json, "{\"task\": {\"type\": \"j0\", \"index\": 65535}, \"cluster\": {");
+    for (int j = 0; j < jobs; ++j)
+      snprintf(json + strlen(json), sizeof json - strlen(json), "%s\"j%d\": {\"65535\": \"h%d:1\"}",
+               j ? ", " : "", j, j);
+    strcat(json, "}}");
+    setenv("TF_CONFIG", json, 1);
+    if (jobs == 16)
+      create(NULL);
+    else
+      EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "more than 1048576 task slots");
+  }
 }
 
 static void expect_tf_config_error(const char *json, const char *fragment) {
