@@ -32,15 +32,17 @@ FUZZ_COMPILE := -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(CPPFLAGS_COMMON)
 FUZZ_TARGETS := wire topology device_assignment embedding_config tf_config hostlist \
   dtensor_jobs grpc_name
 
+# The decoded protobufs' enum checks (where the tree has them).
+FUZZ_PROTO_SRCS := $(wildcard lib/core/proto_enums.cc)
 FUZZ_RESOLVER_SRCS := lib/cluster/resolver.cc lib/cluster/hostlist.cc lib/core/env.cc \
   lib/core/cpus.cc lib/core/status.cc
 FUZZ_SRCS_wire := lib/net/frame.cc lib/net/handshake.cc lib/cluster/coordination_wire.cc \
-  lib/core/status.cc gen/wire.pb-c.c
+  lib/core/status.cc $(FUZZ_PROTO_SRCS) gen/wire.pb-c.c
 FUZZ_SRCS_topology := lib/topology/topology.cc lib/topology/device_assignment.cc \
-  lib/core/status.cc gen/topology.pb-c.c
+  lib/core/status.cc $(FUZZ_PROTO_SRCS) gen/topology.pb-c.c
 FUZZ_SRCS_device_assignment := $(FUZZ_SRCS_topology) lib/topology/group_assignment.cc
 FUZZ_SRCS_embedding_config := lib/topology/embedding_config.cc lib/core/status.cc \
-  gen/tpu_embedding_configuration.pb-c.c
+  $(FUZZ_PROTO_SRCS) gen/tpu_embedding_configuration.pb-c.c
 FUZZ_SRCS_tf_config := $(FUZZ_RESOLVER_SRCS)
 FUZZ_SRCS_hostlist := $(FUZZ_RESOLVER_SRCS)
 FUZZ_SRCS_dtensor_jobs := $(FUZZ_RESOLVER_SRCS)
