@@ -6,6 +6,7 @@
 #   make mpi                 the MPI plugin, libtpurt_mpi.so (needs mpicxx or mpicc)
 #   make bindings            the C#, Java and Go bindings (bindings/<lang>/<lang>.mk)
 #   make bench-bindings      one step from C, C#, Java and Go (bench/bindings.sh)
+#   make fuzz [FUZZ_TIME=300]   every libFuzzer target for FUZZ_TIME s (tests/fuzz/fuzz.mk)
 #   make install PREFIX=/usr/local DESTDIR=   (also BINDIR, LIBDIR, INCLUDEDIR, MANDIR, DOCDIR)
 #   make SANITIZE=address|undefined|thread test   (builds into build/<sanitizer>)
 # CFLAGS, CXXFLAGS, CPPFLAGS and LDFLAGS given by the user come after the project's own.

@@ -392,6 +392,21 @@ static void test_resolver__tf_config_sparse_job(void **state) {
          "\"index\": 0}}",
          1);
   EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "task index 0");
+  /* Jobs at the largest index: 16 are 2^20 task slots, 17 are too many (more would be
+   * gigabytes) */
+  char json[1024];
+  for (int jobs = 16; jobs <= 17; ++jobs) {
+    strcpy(json, "{\"task\": {\"type\": \"j0\", \"index\": 65535}, \"cluster\": {");
+    for (int j = 0; j < jobs; ++j)
+      snprintf(json + strlen(json), sizeof json - strlen(json), "%s\"j%d\": {\"65535\": \"h%d:1\"}",
+               j ? ", " : "", j, j);
+    strcat(json, "}}");
+    setenv("TF_CONFIG", json, 1);
+    if (jobs == 16)
+      create(NULL);
+    else
+      EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "more than 1048576 task slots");
+  }
 }
 
 static void expect_tf_config_error(const char *json, const char *fragment) {
@@ -635,6 +650,16 @@ static void test_resolver__slurm_host_lists(void **state) {
   EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "more than 65536 hosts");
   setenv("SLURM_STEP_NODELIST", "a[0-300]b[0-300]", 1);
   EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "more than 65536 hosts");
+  /* a name past DNS's 253 characters: with 65536 hosts, gigabytes */
+  char long_name[300];
+  memset(long_name, 'a', 249);
+  strcpy(long_name + 249, "[0-65535]"); /* up to 249 + 5 characters */
+  setenv("SLURM_STEP_NODELIST", long_name, 1);
+  EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "a host name of 254 characters (at most 253)");
+  memset(long_name, 'a', 253);
+  long_name[253] = '\0';
+  setenv("SLURM_STEP_NODELIST", long_name, 1);
+  EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "has 1 hosts"); /* 253 is a host */
   /* 65536 hosts is the limit, not an error */
   setenv("SLURM_STEP_NODELIST", "n[00000-65535]", 1);
   setenv("SLURM_STEP_NUM_TASKS", "65536", 1);

@@ -95,6 +95,20 @@ std::vector<std::pair<std::string, std::string>> seeds() {
   e.welcome = &wel;
   out.push_back({"welcome_error", frame_of(e, 0)});
 
+  // What a listener without a token answers a dialling task: a challenge, then welcome.
+  Tpurt__Wire__Challenge open_ch = TPURT__WIRE__CHALLENGE__INIT;
+  open_ch.server_nonce = w::binary(nonce);
+  Tpurt__Wire__Welcome ok = TPURT__WIRE__WELCOME__INIT;
+  ok.ok = 1;
+  e = TPURT__WIRE__ENVELOPE__INIT;
+  e.msg_case = TPURT__WIRE__ENVELOPE__MSG_CHALLENGE;
+  e.challenge = &open_ch;
+  std::string open_challenge = frame_of(e, 0);
+  e = TPURT__WIRE__ENVELOPE__INIT;
+  e.msg_case = TPURT__WIRE__ENVELOPE__MSG_WELCOME;
+  e.welcome = &ok;
+  out.push_back({"challenge_welcome", open_challenge + frame_of(e, 0)});
+
   Tpurt__Wire__TaskInfo info = TPURT__WIRE__TASK_INFO__INIT;
   info.task_id = 1;
   info.hostname = const_cast<char*>("host");
@@ -259,6 +273,34 @@ void test_wire_corpus__seeds(void** state) {
   CHECK(parsed >= 10);
 }
 
+// The dialling side's seed: a listener's answer without a token completes the client
+// handshake (so the fuzzer starts from the accepting path); with a token it is refused.
+void test_wire_corpus__dialer_seed(void** state) {
+  (void)state;
+  std::ifstream in(std::string(corpus_dir()) + "/challenge_welcome", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string bytes = ss.str();
+  CHECK(!bytes.empty());
+  tpurt::net::Hello me;
+  me.cluster_id = "job,127.0.0.1:1";
+  me.task_id = 1;
+  for (const char* token : {"", "token"}) {
+    int other;
+    int fd = connection_from(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &other);
+    CHECK(fd >= 0);
+    tpu_status code = TPU_OK;
+    try {
+      tpurt::net::client_handshake(fd, "127.0.0.1:1", me, token, tpurt::net::now_ms() + 2000);
+    } catch (const tpurt::Error& e) {
+      code = e.code();
+    }
+    CHECK(code == (*token ? TPU_UNAUTHENTICATED : TPU_OK));
+    close(fd);
+    close(other);
+  }
+}
+
 void test_wire_corpus__mutations(void** state) {
   (void)state;
   std::vector<std::string> files = read_corpus();
@@ -350,6 +392,7 @@ int main(int argc, char** argv) {
   if (const char* dir = getenv("TPURT_WRITE_WIRE_CORPUS")) return write_corpus(dir);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wire_corpus__seeds),
+      cmocka_unit_test(test_wire_corpus__dialer_seed),
       cmocka_unit_test(test_wire_corpus__mutations),
       cmocka_unit_test(test_wire_corpus__oneof_case_is_checked),
   };

@@ -30,6 +30,10 @@ PKGS=(
   libjansson-dev      "module jansson"                          # TF_CONFIG; the tests' JSON vectors
   libcmocka-dev       "module cmocka"                           # tests
   iproute2            "have ip"                                 # the tests' network namespaces
+  # The fuzzers (make fuzz; tests/check_fuzz.sh in make test): clang, and libFuzzer's
+  # and the sanitizers' runtime, which clang only recommends
+  clang               "have clang && have clang++"
+  libclang-rt-dev     "have clang && compgen -G \"\$(clang --print-runtime-dir)/libclang_rt.fuzzer-*.a\" >/dev/null"
   # The MPI plugin (make mpi) and its tests (tests/check_mpi.sh); libtpurt never links MPI
   openmpi-bin         "have mpirun"
   libopenmpi-dev      "have mpicxx || have mpicc"

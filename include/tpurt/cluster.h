@@ -47,8 +47,9 @@ typedef TPU_ENUM(tpu_resolver_source) {
   /* TFConfigClusterResolver: TF_CONFIG's cluster (jobs as lists of host:port, or as
    * objects index -> host:port for sparse jobs), task.type, task.index (absent: 0),
    * rpc_layer, session_master. Malformed JSON or a field of the wrong type is
-   * TPU_INVALID_ARGUMENT naming it; so is a task that is not in the cluster. No
-   * cluster (or TF_CONFIG unset) gives a local resolver. */
+   * TPU_INVALID_ARGUMENT naming it; so is a task that is not in the cluster, and a
+   * cluster of more than 2^20 task slots (a sparse job counts up to its largest
+   * index). No cluster (or TF_CONFIG unset) gives a local resolver. */
   TPU_RESOLVER_TF_CONFIG = 2,
   /* DTENSOR_JOBS (host:port per client, index = client id), DTENSOR_CLIENT_ID (default
    * 0; 0 <= id < clients), DTENSOR_JOB_NAME (default "localhost" for one client, else
@@ -63,7 +64,7 @@ typedef TPU_ENUM(tpu_resolver_source) {
    * sorts them) with zero padding kept (n[01-02] is n01, n02); task i of a host
    * listens on port_base + i; task_id = SLURM_PROCID. The coordinator is the first
    * host at port 61440 + SLURM_JOB_ID % 4096, as JAX picks it. A host list expands
-   * to at most 65536 hosts. */
+   * to at most 65536 hosts, each name at most 253 characters. */
   TPU_RESOLVER_SLURM = 4,
   /* OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK (required), _LOCAL_SIZE. Open MPI does
    * not tell a rank where the others run: TPURT_TASK_ADDRESSES (host:port, comma-

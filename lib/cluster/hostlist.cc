@@ -1,5 +1,6 @@
 #include "cluster/hostlist.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/status.h"
@@ -117,6 +118,15 @@ std::vector<std::string> expand_hostlist(const std::string& text, const char* va
     if (parts.empty()) bad_hostlist(variable, text, str_cat("empty item at offset ", pos));
     if (product > kMaxHosts - hosts.size())
       bad_hostlist(variable, text, str_cat("it names more than ", kMaxHosts, " hosts"));
+    size_t longest = 0;  // the item's longest host name
+    for (const Part& part : parts) {
+      size_t widest = 0;
+      for (const std::string& choice : part.choices) widest = std::max(widest, choice.size());
+      longest += widest;
+    }
+    if (longest > kMaxHostNameBytes)
+      bad_hostlist(variable, text, str_cat("a host name of ", longest, " characters (at most ",
+                                           kMaxHostNameBytes, ")"));
     // The cartesian product, last part fastest: an odometer over the parts.
     std::vector<size_t> digit(parts.size(), 0);
     for (size_t n = 0; n < product; ++n) {

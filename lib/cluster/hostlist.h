@@ -11,6 +11,9 @@ namespace tpurt {
 
 // The most hosts (and tasks-per-node entries) one list may expand to.
 constexpr size_t kMaxHosts = 65536;
+// The longest host name (DNS's 253): with kMaxHosts, this bounds a list's expansion
+// in bytes too (a 4 KB name times 65536 hosts would be gigabytes).
+constexpr size_t kMaxHostNameBytes = 253;
 
 // Expands a host list: comma-separated items, each a name with zero or more bracket
 // groups of ranges ("rack[1-2]-n[01-04,7]"); the last group varies fastest, as Slurm

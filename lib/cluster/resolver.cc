@@ -18,6 +18,9 @@ namespace {
 constexpr int kDefaultTpuPort = 8470;    // TPUClusterResolver's port for grpc:// names
 constexpr int kDefaultPortBase = 8888;   // SlurmClusterResolver's port_base
 constexpr int kMaxSparseIndex = 65535;   // bounds a sparse TF_CONFIG job's vector
+// Bounds the vectors of all TF_CONFIG's jobs together (each sparse job is as long as its
+// largest index): many jobs of one large index each would be gigabytes.
+constexpr size_t kMaxTaskSlots = size_t{1} << 20;
 const char kGrpcPrefix[] = "grpc://";
 
 // The variable's value; nullptr when unset. `empty_is_unset`: set but empty counts as
@@ -325,6 +328,7 @@ void ClusterResolver::resolve_tf_config(const tpu_cluster_resolver_options& o, c
                        "; expected an object of job name -> list of host:port");
     const char* job;
     json_t* tasks;
+    size_t slots = 0;
     json_object_foreach(const_cast<json_t*>(cluster), job, tasks) {
       std::string where = str_cat("TF_CONFIG's cluster.", job);
       std::vector<std::string> addresses;
@@ -360,6 +364,10 @@ void ClusterResolver::resolve_tf_config(const tpu_cluster_resolver_options& o, c
         invalid_argument(where, " is ", json_type_name(tasks),
                          "; expected a list of \"host:port\" or an object of index -> \"host:port\"");
       }
+      slots += addresses.size();
+      if (slots > kMaxTaskSlots)
+        invalid_argument("TF_CONFIG's cluster has more than ", kMaxTaskSlots,
+                         " task slots (a sparse job has as many as its largest index + 1)");
       check_no_duplicates(addresses, where);
       spec_[job] = std::move(addresses);
     }

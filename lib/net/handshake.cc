@@ -164,7 +164,8 @@ tpu_status status_from_wire(int32_t code) {
   return is_status(s) && s != TPU_OK ? s : TPU_UNAVAILABLE;
 }
 
-// The client's side on a connected socket.
+}  // namespace
+
 void client_handshake(int fd, const std::string& address, const Hello& me,
                       const std::string& token, int64_t deadline_ms) {
   std::string client_nonce = random_bytes(wire::kNonceBytes);
@@ -217,6 +218,8 @@ void client_handshake(int fd, const std::string& address, const Hello& me,
     fail(TPU_UNAUTHENTICATED, "the task at ", address,
          " could not prove it holds the cluster token (wrong token)");
 }
+
+namespace {
 
 int connect_once(const struct addrinfo* ai, int64_t deadline_ms, int* err) {
   int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);

@@ -32,6 +32,12 @@ struct Hello {
 int dial(const std::string& address, const Hello& me, const std::string& token,
          int64_t deadline_ms);
 
+// dial's side of the handshake on a connected socket (tests/fuzz/fuzz_wire.cc calls
+// it directly to give it the server's bytes). Throws as dial does, and PeerClosed
+// (a tpurt::Error) when the socket ends before the server's answer.
+void client_handshake(int fd, const std::string& address, const Hello& me,
+                      const std::string& token, int64_t deadline_ms);
+
 // The server side, on a freshly accepted blocking socket: reads the HELLO, checks
 // the cluster id and the token's proof, answers. Returns the peer's Hello. Throws
 // (the caller closes the socket) with the same codes as dial.

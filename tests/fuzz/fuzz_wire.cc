@@ -7,7 +7,12 @@
 //     every accepted envelope must survive a pack and re-parse;
 //   - as what a connecting peer sends a listener: net::accept_handshake on one end
 //     of a socketpair (with and without a token), which must end with an error or
-//     a Hello, never a crash or a wait past its deadline.
+//     a Hello, never a crash or a wait past its deadline;
+//   - as what a listener answers a dialling task: net::client_handshake (dial's
+//     side: Challenge, then Welcome), likewise.
+// Data frames share the header (net::decode_header, which FrameReader calls with
+// every type); their payload is raw bytes.
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,10 +49,11 @@ void drain(tpurt::wire::FrameReader* reader) {
   }
 }
 
-void as_handshake(const uint8_t* data, size_t size, const std::string& token) {
+// One end of a socketpair on which the other end has sent all of data, then its end
+// of the stream: nothing can wait for more. *other is the other end.
+int connection_from(const uint8_t* data, size_t size, int* other) {
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
-  // A peer's whole side of the stream, then its end: nothing can wait for more.
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
   size_t done = 0;
   while (done < size) {
     ssize_t n = send(sv[1], data + done, size - done, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -55,13 +61,42 @@ void as_handshake(const uint8_t* data, size_t size, const std::string& token) {
     done += static_cast<size_t>(n);
   }
   shutdown(sv[1], SHUT_WR);
+  *other = sv[1];
+  return sv[0];
+}
+
+// The bytes as what a connecting peer sends a listener.
+void as_handshake(const uint8_t* data, size_t size, const std::string& token) {
+  int other;
+  int fd = connection_from(data, size, &other);
+  if (fd < 0) return;
   try {
-    tpurt::net::accept_handshake(sv[0], "job,127.0.0.1:1", token, tpurt::net::now_ms() + 2000);
+    tpurt::net::accept_handshake(fd, "job,127.0.0.1:1", token, tpurt::net::now_ms() + 2000);
   } catch (const tpurt::Error&) {
     // Rejected: the listener closes this connection.
   }
-  close(sv[0]);
-  close(sv[1]);
+  close(fd);
+  close(other);
+}
+
+// The bytes as what a listener answers a dialling task (its Challenge, then its
+// Welcome), on a non-blocking socket as dial's.
+void as_dialer(const uint8_t* data, size_t size, const std::string& token) {
+  int other;
+  int fd = connection_from(data, size, &other);
+  if (fd < 0) return;
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
+  tpurt::net::Hello me;
+  me.cluster_id = "job,127.0.0.1:1";
+  me.task_id = 1;
+  me.incarnation = 7;
+  try {
+    tpurt::net::client_handshake(fd, "127.0.0.1:1", me, token, tpurt::net::now_ms() + 2000);
+  } catch (const tpurt::Error&) {
+    // Rejected, or the server closed first: dial closes (or retries) the connection.
+  }
+  close(fd);
+  close(other);
 }
 
 }  // namespace
@@ -74,6 +109,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   drain(&reader);
   reader.append(reinterpret_cast<const char*>(data) + split, size - split);
   drain(&reader);
-  if (size <= 64 * 1024) as_handshake(data, size, (size & 1) ? "token" : "");
+  if (size <= 64 * 1024) {
+    as_handshake(data, size, (size & 1) ? "token" : "");
+    as_dialer(data, size, "");
+    as_dialer(data, size, "token");
+  }
   return 0;
 }
