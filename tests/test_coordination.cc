@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "cluster/coordination.h"
-#include "cluster/coordination_wire.h"
 #include "core/status.h"
+#include "net/control_wire.h"
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "tpurt.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/coordination_wire.h"
+#include "net/control_wire.h"
 #include "net/frame.h"
 
 #include "fuzz/fuzz_wire.cc"

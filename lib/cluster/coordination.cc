@@ -25,8 +25,8 @@
 
 #include "cluster/coordination_conn.h"
 #include "cluster/coordination_service.h"
-#include "cluster/coordination_wire.h"
 #include "core/status.h"
+#include "net/control_wire.h"
 #include "net/event_loop.h"
 #include "net/handshake.h"
 #include "net/listener.h"

@@ -7,7 +7,7 @@ FUZZ_CC ?= clang
 FUZZ_CXX ?= clang++
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address -fno-omit-frame-pointer
-FUZZ_WIRE_SRCS := lib/net/frame.cc lib/net/handshake.cc lib/cluster/coordination_wire.cc \
+FUZZ_WIRE_SRCS := lib/net/frame.cc lib/net/handshake.cc lib/net/control_wire.cc \
   lib/core/status.cc
 
 .PHONY: fuzz
