@@ -54,8 +54,8 @@ void ClusterResolver::resolve(const tpu_cluster_resolver_options& o) {
     case TPU_RESOLVER_OPENMPI: return resolve_openmpi(o);
     default: break;
   }
-  // AUTO, in the header's order. A DTENSOR_JOBS set to "" still counts (DTensor
-  // itself treats it as one client with an empty address, an error below).
+  // AUTO, in the header's order. A DTENSOR_JOBS set to "" still counts: DTensor's
+  // local mode.
   if (env("DTENSOR_JOBS", false) != nullptr) return resolve_dtensor(o);
   if (const char* tf_config = env("TF_CONFIG")) {
     // Parsed here to see whether it names a cluster; a malformed one is reported,
@@ -64,6 +64,7 @@ void ClusterResolver::resolve(const tpu_cluster_resolver_options& o) {
     if (!spec_.empty()) return;
     // No cluster: forget what it set and go on with the other sources.
     sparse_jobs_.clear();
+    has_task_ = true;
     has_session_master_ = false;
     session_master_.clear();
     job_name_.clear();
@@ -219,6 +220,8 @@ std::string ClusterResolver::master(const char* task_type, int task_id,
   // TensorFlow looks at session_master first, even without a cluster.
   if (source_ == TPU_RESOLVER_TF_CONFIG && has_session_master_) return session_master_;
   if (local_) return "";
+  // TensorFlow's master() is "" while the task type is None.
+  if (task_type == nullptr && !has_task_) return "";
   std::string type = task_type ? task_type : job_name_;
   int id = task_id >= 0 ? task_id : task_id_;
   switch (source_) {

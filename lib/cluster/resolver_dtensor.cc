@@ -25,9 +25,12 @@ void ClusterResolver::resolve_dtensor(const tpu_cluster_resolver_options& o) {
       fail(TPU_UNIMPLEMENTED, "DTENSOR_USE_PARALLEL_EXECUTOR=pw asks for Pathways, which "
                               "tpurt does not have");
   tpu_name_ = jobs_text;
-  // DTensor splits on ','; "" is then one client with an empty address, which fails
-  // the address check below. DTENSOR_NUM_CLIENTS was removed from DTensor: ignored.
-  std::vector<std::string> jobs = split(jobs_text, ',');
+  // DTensor's jobs(): "" is no jobs, i.e. local mode (one client, id 0, job
+  // "localhost"). Otherwise it splits on ','. DTENSOR_NUM_CLIENTS was removed from
+  // DTensor: ignored.
+  local_ = *jobs_text == '\0';
+  std::vector<std::string> jobs;
+  if (!local_) jobs = split(jobs_text, ',');
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (starts_with(jobs[i], "/bns/"))
       fail(TPU_UNIMPLEMENTED, "DTENSOR_JOBS entry ", i, " '", jobs[i],
@@ -41,9 +44,11 @@ void ClusterResolver::resolve_dtensor(const tpu_cluster_resolver_options& o) {
     if (!parse_int(id, &client_id))
       invalid_argument("DTENSOR_CLIENT_ID='", id, "' is not an integer");
     if (client_id < 0) invalid_argument("DTENSOR_CLIENT_ID (=", id, ") must be >= 0");
-    if (client_id >= static_cast<int64_t>(jobs.size()))
-      invalid_argument("DTENSOR_CLIENT_ID (=", id, ") must be < ", jobs.size(),
-                       " (the number of clients in DTENSOR_JOBS)");
+    const size_t clients = local_ ? 1 : jobs.size();
+    if (client_id >= static_cast<int64_t>(clients))
+      invalid_argument("DTENSOR_CLIENT_ID (=", id, ") must be < ", clients,
+                       " (the number of clients in DTENSOR_JOBS", local_ ? ", empty: local" : "",
+                       ")");
   }
   task_id_ = static_cast<int>(client_id);
   if (o.job_name != nullptr)
@@ -51,7 +56,7 @@ void ClusterResolver::resolve_dtensor(const tpu_cluster_resolver_options& o) {
   else if (const char* name = env("DTENSOR_JOB_NAME"))
     job_name_ = name;
   else  // DTensor's default, also for a multi-client run of one client
-    job_name_ = jobs.size() == 1 ? "localhost" : "worker";
+    job_name_ = jobs.size() <= 1 ? "localhost" : "worker";
   spec_[job_name_] = std::move(jobs);
 }
 

@@ -129,11 +129,12 @@ void ClusterResolver::resolve_tf_config(const tpu_cluster_resolver_options& o, c
     task_id_ = index >= 0 && index <= INT32_MAX ? static_cast<int>(index) : 0;
     return;
   }
-  // tpurt runs this task in the cluster, so it must be one of the cluster's tasks.
-  // (TensorFlow lets task.index default to None; a missing index is task 0 here.)
-  if (!has_type)
-    invalid_argument("TF_CONFIG names a cluster but no task.type (nor options->task_type): "
-                     "tpurt needs to know which task this process is");
+  // As TensorFlow: a cluster without task.type resolves, and master() is "" (this
+  // process is none of the cluster's tasks: joining it fails, see has_task()).
+  // TensorFlow lets task.index default to None; a missing index is task 0 here.
+  has_task_ = has_type;
+  task_id_ = index >= 0 && index <= INT32_MAX ? static_cast<int>(index) : 0;
+  if (!has_type) return;
   auto job = spec_.find(job_name_);
   if (job == spec_.end())
     invalid_argument("TF_CONFIG's task.type '", job_name_, "' is not a job of its cluster");
