@@ -790,7 +790,7 @@ void test_coordination__registration_conflicts(void** state) {
   CHECK(!t0->failure(nullptr));
   // A second process claiming task 1 while the first is alive.
   CHECK_THROWS(Coordination::start(cs[1], nullptr), TPU_ALREADY_EXISTS,
-               "task 1 is already registered by another process");
+               "duplicate task id 1: task 1 is already registered by a process on host ");
   Seen seen;
   seen.watch(*t0);
   close(fd);  // task 1 lost
@@ -798,6 +798,28 @@ void test_coordination__registration_conflicts(void** state) {
   // Its restart cannot join the cluster that lost it.
   CHECK_THROWS(Coordination::start(cs[1], nullptr), TPU_ABORTED, "task 1 restarted");
   t0->shutdown();
+}
+
+// Two tasks with the same id: the second cannot listen on the address (in use), and is
+// told it is a duplicate, naming both hosts, not "Address already in use" alone. Task 0
+// twice: the same, against the first one's service.
+void test_coordination__duplicate_task_id(void** state) {
+  (void)state;
+  for (int dup = 1; dup >= 0; --dup) {
+    auto cs = configs(2);
+    Started s = start_all(cs);
+    if (!all_started(s)) return;
+    std::string host = s.tasks[0]->tasks()[dup].hostname;
+    std::string m;
+    CHECK(code_of([&] { Coordination::start(cs[dup], nullptr); }, &m) == TPU_ALREADY_EXISTS);
+    const std::string want = "duplicate task id " + std::to_string(dup) + ": task " +
+                             std::to_string(dup) + " is already registered by a process on host " +
+                             host;
+    if (m.find(want) == std::string::npos || m.find("this one runs on host " + host) == std::string::npos)
+      CHECK_FAIL("a second task %d: \"%s\"; expected \"%s\" and this one's host", dup, m.c_str(),
+                 want.c_str());
+    shutdown_all(s.tasks);
+  }
 }
 
 void test_coordination__step_abort_relay(void** state) {
@@ -1134,6 +1156,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_coordination__heartbeat_timeout),
       cmocka_unit_test(test_coordination__silent_service),
       cmocka_unit_test(test_coordination__registration_conflicts),
+      cmocka_unit_test(test_coordination__duplicate_task_id),
       cmocka_unit_test(test_coordination__step_abort_relay),
       cmocka_unit_test(test_coordination__malformed_input),
       cmocka_unit_test(test_coordination__malformed_agent_is_lost),

@@ -67,8 +67,16 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
 
   // Listeners and the service are set up before the loop thread runs them.
   auto accept = [m](int fd) { m->on_accept(fd); };
-  m->listeners.push_back(net::Listener::open(m->loop->loop(), config.addresses[config.task_id], accept));
-  if (config.task_id == 0) {
+  // A taken address is most often a second process with this task id: registering
+  // anyway lets the service say so, naming both hosts.
+  std::string in_use;
+  try {
+    m->listeners.push_back(net::Listener::open(m->loop->loop(), config.addresses[config.task_id], accept));
+  } catch (const Error& e) {
+    if (e.code() != TPU_ALREADY_EXISTS) throw;
+    in_use = e.message();
+  }
+  if (config.task_id == 0 && in_use.empty()) {
     if (config.service_address != config.addresses[0])
       m->listeners.push_back(net::Listener::open(m->loop->loop(), config.service_address, accept));
     m->service = std::make_unique<CoordinationService>(m->loop->loop(), config);
@@ -116,6 +124,18 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
   wire::Envelope e = TPURT__WIRE__ENVELOPE__INIT;
   e.msg_case = TPURT__WIRE__ENVELOPE__MSG_REGISTER;
   e.register_ = &reg;
+  if (!in_use.empty()) {
+    // The service answers a duplicate at once; a registration it takes is not ours to
+    // keep (this process cannot listen), so the wait is short and the error the same.
+    std::shared_ptr<Pending> p;
+    try {
+      p = m->call(e, std::min<int64_t>(reg.timeout_ms, 5000), "registration");
+    } catch (const Error&) {
+    }
+    if (p && p->code == TPU_ALREADY_EXISTS) fail(TPU_ALREADY_EXISTS, p->message, " (", in_use, ")");
+    fail(TPU_ALREADY_EXISTS, in_use, ": another process holds task ", config.task_id,
+         "'s address (a second process with this task id, or another program)");
+  }
   std::shared_ptr<Pending> p = m->request(e, reg.timeout_ms + 2000, "registration");
   if (static_cast<int>(p->tasks.size()) != m->num_tasks)
     fail(TPU_INTERNAL, "the coordination service described ", p->tasks.size(), " tasks, not ",

@@ -317,8 +317,11 @@ void CoordinationService::on_register(uint64_t conn, uint64_t seq, const Tpurt__
     case State::kConnected:
       if (t.info.incarnation != info.incarnation) {
         respond(conn, seq, TPU_ALREADY_EXISTS,
-                str_cat("task ", task, " is already registered by another process (incarnation ",
-                        t.info.incarnation, "; this one is ", info.incarnation, ")"));
+                str_cat("duplicate task id ", task, ": task ", task,
+                        " is already registered by a process on host ", t.info.hostname,
+                        " (incarnation ", t.info.incarnation, "); this one runs on host ",
+                        info.hostname ? info.hostname : "", " (incarnation ", info.incarnation,
+                        ")"));
         return;
       }
       break;  // a retry: harmless
