@@ -107,6 +107,33 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
     ok "[$TPURT_TRANSPORT] kill -9 of task 2 in a step: tasks 0 and 1 get TPU_UNAVAILABLE naming it and shut down"
   else bad "[$TPURT_TRANSPORT] kill -9 of a task (exit $rc)" "$out"; fi
 
+  # kill -9 of task 0 (which hosts the service) and of a middle task, KILL_TRIALS times
+  # each: every survivor names the killed task, with TPU_UNAVAILABLE, never a survivor
+  # that left only because of it.
+  for victim in 0 2; do
+    failures=0
+    for ((trial = 0; trial < ${KILL_TRIALS:-10}; trial++)); do
+      out=$(timeout 60 "$tpurt" launch --keep-going -n 4 --cores-per-task 1 -- "$worker" kill $victim 2>&1)
+      survivors=$(grep -c "task [0-3]: kill ok" <<<"$out")
+      if [ "$survivors" != 3 ] || grep "kill of task $victim:" <<<"$out" | grep -qv "UNAVAILABLE.*task $victim"; then
+        failures=$((failures + 1))
+        last=$out
+      fi
+    done
+    if [ $failures -eq 0 ]; then
+      ok "[$TPURT_TRANSPORT] kill -9 of task $victim of 4, ${KILL_TRIALS:-10} times: every survivor reports TPU_UNAVAILABLE naming task $victim"
+    else bad "[$TPURT_TRANSPORT] kill -9 of task $victim of 4: $failures of ${KILL_TRIALS:-10} trials" "$last"; fi
+  done
+
+  # A task that shuts down instead of the step: the others are told at once, not at the
+  # shutdown barrier's 60 s (the timeout below is shorter).
+  out=$(TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS=60000 timeout 40 "$tpurt" launch -n 4 --cores-per-task 1 -- "$worker" quit 1 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] && every_task_says 4 "quit ok" "$out" &&
+     [ "$(grep -c 'quit of task 1: FAILED_PRECONDITION.*task 1 shut down' <<<"$out")" = 3 ]; then
+    ok "[$TPURT_TRANSPORT] task 1 shutting down while the others are in a step: TPU_FAILED_PRECONDITION naming it, at once"
+  else bad "[$TPURT_TRANSPORT] a task shutting down during the others' step (exit $rc)" "$out"; fi
+
   out=$(TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 \
         timeout 120 "$tpurt" launch --keep-going --timeout 25 -n 3 --cores-per-task 1 -- "$worker" stop 2 2>&1)
   rc=$?

@@ -16,6 +16,19 @@ namespace {
 // What pads a frame a failed collective left half-sent.
 const char g_zeros[64 * 1024] = {};
 constexpr size_t kSinkBytes = 64 * 1024;  // discarded payload is read in these
+// A farewell's frames may take this long to leave.
+constexpr int64_t kFarewellMs = 1000;
+
+// An END or farewell payload: code, origin replica, message (bounded).
+std::string encode_outcome(const StepOutcome& o) {
+  std::string payload(8 + o.message.size(), '\0');
+  const int32_t code = o.code, origin = o.origin_replica;
+  std::memcpy(&payload[0], &code, 4);
+  std::memcpy(&payload[4], &origin, 4);
+  std::memcpy(&payload[8], o.message.data(), o.message.size());
+  if (payload.size() > kMaxEndPayloadBytes) payload.resize(kMaxEndPayloadBytes);
+  return payload;
+}
 
 }  // namespace
 
@@ -42,7 +55,8 @@ struct StreamTransport::Peer {
   bool in_payload = false;
   char* in_dest = nullptr;  // nullptr: discard
   uint64_t in_left = 0;
-  bool in_end = false;      // the frame in flight ends the step
+  bool in_end = false;      // the frame in flight ends the step (or is a farewell)
+  bool in_farewell = false;
   std::string end_payload;
   std::vector<const Recv*> recvs;
   size_t recv_index = 0;
@@ -52,6 +66,10 @@ struct StreamTransport::Peer {
   bool ended = false;
   StepOutcome outcome;
   bool end_sent = false;
+  // The peer's farewell, once read: it has left, for every later step.
+  bool left = false;
+  StepOutcome left_why;
+  bool farewell_sent = false;
 
   bool sending() const { return out_header_left > 0 || out_left > 0 || send_index < sends.size(); }
   bool receiving() const { return in_header_got > 0 || in_payload || recv_index < recvs.size(); }
@@ -67,10 +85,14 @@ struct StreamTransport::Peer {
     in_dest = nullptr;
     in_left = 0;
     in_end = false;
+    in_farewell = false;
     end_payload.clear();
     ended = false;
     outcome = StepOutcome{};
     end_sent = false;
+    left = false;
+    left_why = StepOutcome{};
+    farewell_sent = false;
   }
 };
 
@@ -161,6 +183,7 @@ void StreamTransport::begin_step(uint64_t step) {
   for (int i = 0; i < num_tasks_; ++i) {
     Peer& p = peers_[i];
     if (i == task_id_) continue;
+    if (p.left) tpurt::fail(p.left_why.code, p.left_why.message);
     if (!p.lost.empty())
       tpurt::fail(TPU_UNAVAILABLE, "the data connection to task ", i, " is gone (", p.lost,
                   "); the cluster must be restarted");
@@ -267,9 +290,10 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
       std::string bad = decode_header(p.in_header, &h);
       if (bad.empty() && h.type != static_cast<uint16_t>(FrameType::kData))
         bad = str_cat("a frame of type ", h.type, " on a data connection");
-      if (bad.empty() && h.step != step_)
+      const bool farewell = h.tag == kFarewellTag;  // of whatever step the peer left in
+      if (bad.empty() && h.step != step_ && !farewell)
         bad = str_cat("a frame of step ", h.step, " during step ", step_);
-      if (bad.empty() && h.tag == kEndTag && h.length > kMaxEndPayloadBytes)
+      if (bad.empty() && (h.tag == kEndTag || farewell) && h.length > kMaxEndPayloadBytes)
         bad = str_cat("a step-end frame of ", h.length, " bytes");
       if (!bad.empty()) {
         lose(p, "malformed frame: " + bad);
@@ -280,7 +304,8 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
       p.in_payload = true;
       p.in_left = h.length;
       p.in_dest = nullptr;
-      p.in_end = h.tag == kEndTag;
+      p.in_end = h.tag == kEndTag || farewell;
+      p.in_farewell = farewell;
       p.end_payload.clear();
       if (!p.in_end && !ending) {
         if (h.seq != seq_ || h.digest != digest_)
@@ -331,13 +356,13 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
                                                                    : TPU_UNKNOWN;
         p.outcome.origin_replica = origin;
         p.outcome.message = e.substr(8);
-        if (!ending) {
-          if (p.outcome.code != TPU_OK)
-            tpurt::fail(TPU_ABORTED, p.outcome.message);
-          tpurt::fail(TPU_FAILED_PRECONDITION, name(p.id),
-                      " finished the step without calling collective #", seq_,
-                      ", which this task's replicas are in");
+        if (p.in_farewell) {
+          p.in_farewell = false;
+          if (p.outcome.code == TPU_OK) p.outcome.code = TPU_FAILED_PRECONDITION;
+          p.left = true;
+          p.left_why = p.outcome;
         }
+        if (!ending) throw_peer_ended(p, name);
       }
     }
   }
@@ -363,8 +388,8 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
     Peer& p = peers_[peer];
     if (p.link.load(std::memory_order_acquire) == nullptr)
       tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no data connection");
-    if (!p.lost.empty())
-      tpurt::fail(TPU_UNAVAILABLE, name(peer), ": the data connection is gone (", p.lost, ")");
+    if (p.left) throw_peer_ended(p, name);
+    if (!p.lost.empty()) throw_gone(p, name);
     return p;
   };
   for (size_t i = 0; i < num_sends; ++i) peer_of(sends[i].peer, "a send").sends.push_back(&sends[i]);
@@ -383,12 +408,10 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
     for (int i = 0; i < num_tasks_; ++i) {
       Peer& p = peers_[i];
       if (i == task_id_ || (!p.sending() && !p.receiving())) continue;
-      if (!p.lost.empty())
-        tpurt::fail(TPU_UNAVAILABLE, name(i), ": the data connection is gone (", p.lost, ")");
+      if (!p.lost.empty()) throw_gone(p, name);
       if (p.sending()) {
         Progress s = pump_send(p);
-        if (!p.lost.empty())
-          tpurt::fail(TPU_UNAVAILABLE, name(i), ": the data connection is gone (", p.lost, ")");
+        if (!p.lost.empty()) throw_gone(p, name);
         advanced |= s == Progress::kAdvanced;
         if (p.sending()) writers.push_back(i);
       }
@@ -427,8 +450,8 @@ void StreamTransport::probe(int peer, const std::function<std::string(int)>& nam
   Peer& p = peers_[peer];
   if (p.link.load(std::memory_order_acquire) == nullptr)
     tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no data connection");
-  if (!p.lost.empty())
-    tpurt::fail(TPU_UNAVAILABLE, name(peer), ": the data connection is gone (", p.lost, ")");
+  if (p.left) throw_peer_ended(p, name);
+  if (!p.lost.empty()) throw_gone(p, name);
   p.recvs.clear();
   p.recv_index = 0;
   p.recv_offset = 0;
@@ -452,13 +475,21 @@ bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, Step
                             const std::function<std::string(int)>& name) {
   // A late replica's leader, interrupted by the step's abort, leaves exchange() first.
   std::lock_guard<DriveLock> driving(drive_mu_);
-  if (num_tasks_ == 1 || has_failed_.load(std::memory_order_acquire)) return false;
-  std::string end_payload(8 + mine.message.size(), '\0');
-  const int32_t code = mine.code, origin = mine.origin_replica;
-  std::memcpy(&end_payload[0], &code, 4);
-  std::memcpy(&end_payload[4], &origin, 4);
-  std::memcpy(&end_payload[8], mine.message.data(), mine.message.size());
-  if (end_payload.size() > kMaxEndPayloadBytes) end_payload.resize(kMaxEndPayloadBytes);
+  if (num_tasks_ == 1) return false;
+  // A lost task ends the cluster: nobody waits for the others' step ends then, but
+  // every peer hears the cause (the same error on every task), not a link closing.
+  auto cluster_failed = [&] {
+    StepOutcome why{TPU_UNAVAILABLE, -1, ""};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      why.message = failed_;
+    }
+    send_farewells(why, kFarewellMs);
+    *remote = why;
+    return true;
+  };
+  if (has_failed_.load(std::memory_order_acquire)) return cluster_failed();
+  const std::string end_payload = encode_outcome(mine);
 
   for (int i = 0; i < num_tasks_; ++i) {
     Peer& p = peers_[i];
@@ -478,14 +509,13 @@ bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, Step
   bool failed = false;
   std::vector<int> readers, writers;
   for (;;) {
-    // A lost task ends the cluster: nobody waits for the others' step ends then.
-    if (has_failed_.load(std::memory_order_acquire)) return false;
+    if (has_failed_.load(std::memory_order_acquire)) return cluster_failed();
     readers.clear();
     writers.clear();
     bool advanced = false;
     for (int i = 0; i < num_tasks_; ++i) {
       Peer& p = peers_[i];
-      if (i == task_id_ || !p.lost.empty() || p.link.load() == nullptr) continue;
+      if (i == task_id_ || !p.lost.empty() || p.link.load() == nullptr || p.left) continue;
       if (!p.end_sent && p.out_header_left == 0 && p.out_left == 0 && p.sends.empty()) {
         FrameHeader h;
         h.type = static_cast<uint16_t>(FrameType::kData);
@@ -527,6 +557,90 @@ bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, Step
     failed = true;
   }
   return failed;
+}
+
+void StreamTransport::throw_peer_ended(Peer& p, const std::function<std::string(int)>& name) {
+  if (p.left) tpurt::fail(p.left_why.code, p.left_why.message);
+  // A lost task stays TPU_UNAVAILABLE wherever it is heard of; any other failure is the
+  // peer's, which aborts this task's collective.
+  if (p.outcome.code == TPU_UNAVAILABLE) tpurt::fail(TPU_UNAVAILABLE, p.outcome.message);
+  if (p.outcome.code != TPU_OK) tpurt::fail(TPU_ABORTED, p.outcome.message);
+  tpurt::fail(TPU_FAILED_PRECONDITION, name(p.id),
+              " finished the step without calling collective #", seq_,
+              ", which this task's replicas are in");
+}
+
+void StreamTransport::throw_gone(Peer& p, const std::function<std::string(int)>& name) {
+  // What the peer sent before its link went is still there to read (a socket's queue,
+  // a ring): its END or farewell says why it went, when it went because of a failure.
+  if (!p.ended && !p.left && p.link.load() != nullptr) {
+    if (p.in_payload && !p.in_end) p.in_dest = nullptr;  // the collective is over
+    p.recvs.clear();
+    p.recv_index = 0;
+    p.recv_offset = 0;
+    try {
+      for (int rounds = 0; rounds < 1024 && !p.ended; ++rounds)
+        if (pump_recv(p, name, /*ending=*/true) != Progress::kAdvanced) break;
+    } catch (const Error&) {
+      // The end of what it sent.
+    }
+  }
+  if (p.left || (p.ended && p.outcome.code != TPU_OK)) throw_peer_ended(p, name);
+  tpurt::fail(TPU_UNAVAILABLE, name(p.id), ": the data connection is gone (", p.lost, ")");
+}
+
+void StreamTransport::send_farewells(const StepOutcome& why, int64_t timeout_ms) {
+  farewell_ = encode_outcome(why);
+  std::vector<int> writers;
+  for (int i = 0; i < num_tasks_; ++i) {
+    Peer& p = peers_[i];
+    if (i == task_id_ || !p.lost.empty() || p.link.load() == nullptr || p.farewell_sent) continue;
+    if (p.out_left > 0) p.out_data = nullptr;  // a half-sent frame is padded
+    p.sends.clear();
+    p.send_index = 0;
+    p.send_offset = 0;
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    writers.clear();
+    bool advanced = false;
+    for (int i = 0; i < num_tasks_; ++i) {
+      Peer& p = peers_[i];
+      if (i == task_id_ || !p.lost.empty() || p.link.load() == nullptr) continue;
+      if (!p.farewell_sent && p.out_header_left == 0 && p.out_left == 0) {
+        FrameHeader h;
+        h.type = static_cast<uint16_t>(FrameType::kData);
+        h.tag = kFarewellTag;
+        h.step = step_;
+        h.length = farewell_.size();
+        start_frame(p, h, farewell_.data());
+        p.farewell_sent = true;
+      }
+      if (p.out_header_left > 0 || p.out_left > 0) {
+        advanced |= pump_send(p) == Progress::kAdvanced;
+        if (p.lost.empty() && (p.out_header_left > 0 || p.out_left > 0)) writers.push_back(i);
+      }
+    }
+    if (writers.empty()) return;
+    if (advanced) continue;
+    if (Clock::now() >= deadline) {
+      // Never pumped again: the frame in flight points into farewell_.
+      for (int i : writers) lose(peers_[i], "did not take this task's farewell");
+      return;
+    }
+    wait_ready({}, writers, deadline);
+  }
+}
+
+void StreamTransport::leave(const StepOutcome& why) {
+  std::lock_guard<DriveLock> driving(drive_mu_);
+  if (num_tasks_ == 1) return;
+  StepOutcome w = why;
+  if (has_failed_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    w = StepOutcome{TPU_UNAVAILABLE, -1, failed_};
+  }
+  send_farewells(w, kFarewellMs);
 }
 
 }  // namespace net
