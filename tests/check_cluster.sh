@@ -211,6 +211,24 @@ if [ $rc -eq 0 ] && every_task_says 3 "init ok" "$out" &&
   ok "three tasks with the same token join, over shared memory (chosen: one host)"
 else bad "three tasks with one token (exit $rc)" "$out"; fi
 
+# A flood of connections that never authenticate (3,000 from 127.0.0.2-9, reopened as
+# the server closes them, for 10 s) against a token-protected task 0 while four tasks
+# join: they join within their (shorter) init timeout all the same.
+base=$(port_base 4) || exit 1
+python3 tests/cluster/flood.py $base 10 >"$BUILD/flood.log" 2>&1 &
+flooder=$!
+sleep 1
+out=$(TPURT_CLUSTER_TOKEN=secret TPURT_INIT_TIMEOUT_MS=8000 timeout 60 "$tpurt" launch -n 4 --cores-per-task 1 \
+      --port-base $base -- "$worker" init 2>&1)
+rc=$?
+wait $flooder
+flood=$(cat "$BUILD/flood.log")
+rm -f "$BUILD/flood.log"
+if [ $rc -eq 0 ] && every_task_says 4 "init ok" "$out" && grep -q '^flood: [0-9]* connections' <<<"$flood"; then
+  ok "four tasks join within 8 s under a flood of unauthenticated connections (${flood#flood: })"
+else bad "four tasks under a flood of unauthenticated connections (exit $rc)" "$out
+$flood"; fi
+
 # Garbage on every port while the cluster works: random bytes, a truncated frame, an
 # oversized length. Each connection is dropped; the steps go on.
 base=$(port_base 2) || exit 1

@@ -5,8 +5,8 @@
 // thread, hand it to the loop with post(), and wait for the response (matched by
 // the frame's seq) with a deadline.
 //
-// Accepted connections run their handshake on a short-lived thread each (at most
-// 32 at once; beyond that a connection is closed at once), then come back to the
+// Accepted connections run their handshake on a short-lived thread each (admitted by
+// a HandshakeGate: bounded per source and in all, a short deadline), then come back to the
 // loop: data connections go to on_data, called on the loop thread; coordination
 // connections go to the service (task 0; elsewhere they are closed).
 #include "cluster/coordination_impl.h"

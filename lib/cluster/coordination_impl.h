@@ -19,6 +19,7 @@
 #include "cluster/coordination.h"
 #include "cluster/coordination_conn.h"
 #include "cluster/coordination_service.h"
+#include "cluster/handshake_gate.h"
 #include "core/status.h"
 #include "net/control_wire.h"
 #include "net/event_loop.h"
@@ -28,24 +29,12 @@
 namespace tpurt {
 namespace coordination_detail {
 
-
-constexpr int kMaxHandshakes = 32;
-constexpr int64_t kHandshakeTimeoutMs = 10000;
 constexpr size_t kMaxValueBytes = 8u << 20;
 constexpr size_t kMaxKeyBytes = 64u << 10;
 // Longer timeouts are this long (no overflow in deadlines and clocks).
 constexpr int64_t kMaxWaitMs = int64_t(100) * 24 * 3600 * 1000;
 
 inline int64_t capped(int64_t ms) { return ms > kMaxWaitMs ? kMaxWaitMs : ms; }
-
-// Handshakes in flight on their threads; teardown wakes and waits for them.
-struct HandshakeGate {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::set<int> fds;
-  int count = 0;
-  bool closing = false;
-};
 
 // One request waiting for its response.
 struct Pending {
@@ -75,8 +64,8 @@ inline uint64_t random_incarnation() {
   return v;
 }
 
-// host:port of a connected socket's peer, for the log.
-inline std::string peer_address(int fd) {
+// host:port of a connected socket's peer, for the log (host alone without with_port).
+inline std::string peer_address(int fd, bool with_port = true) {
   struct sockaddr_storage a;
   socklen_t len = sizeof a;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown peer";
@@ -84,6 +73,7 @@ inline std::string peer_address(int fd) {
   if (getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, port, sizeof port,
                   NI_NUMERICHOST | NI_NUMERICSERV) != 0)
     return "an unknown peer";
+  if (!with_port) return host;
   return a.ss_family == AF_INET6 ? str_cat("[", host, "]:", port) : str_cat(host, ":", port);
 }
 
@@ -140,16 +130,11 @@ struct Coordination::Impl {
   // ---- Loop thread ----
 
   void on_accept(int fd) {
-    HandshakeGate& g = *gate;
-    {
-      std::lock_guard<std::mutex> lock(g.mu);
-      if (g.closing || g.count >= kMaxHandshakes) {
-        wire::log("closing an incoming connection: too many handshakes in flight");
-        ::close(fd);
-        return;
-      }
-      ++g.count;
-      g.fds.insert(fd);
+    std::string why;
+    if (!gate->admit(fd, peer_address(fd, false), &why)) {
+      wire::log(str_cat("closing the connection from ", peer_address(fd), ": ", why));
+      ::close(fd);
+      return;
     }
     std::shared_ptr<HandshakeGate> gate_ref = gate;
     std::shared_ptr<net::EventLoop> loop_ref = loop;
@@ -159,24 +144,18 @@ struct Coordination::Impl {
         net::Hello hello;
         bool ok = false;
         try {
-          hello = net::accept_handshake(fd, id, token, net::now_ms() + kHandshakeTimeoutMs);
+          hello = net::accept_handshake(fd, id, token, net::now_ms() + HandshakeGate::kDeadlineMs);
           ok = true;
         } catch (const std::exception& e) {
           wire::log(str_cat("closing the connection from ", peer_address(fd), ": ", e.what()));
         }
-        {
-          std::lock_guard<std::mutex> lock(gate_ref->mu);
-          gate_ref->fds.erase(fd);
-        }
+        gate_ref->finished(fd);
         if (!ok || !loop_ref->post([this, fd, hello] { on_handshaken(fd, hello); })) ::close(fd);
-        std::lock_guard<std::mutex> lock(gate_ref->mu);
-        --gate_ref->count;
-        gate_ref->cv.notify_all();
+        gate_ref->exited();
       }).detach();
     } catch (const std::exception&) {
-      std::lock_guard<std::mutex> lock(g.mu);
-      g.fds.erase(fd);
-      --g.count;
+      gate->finished(fd);
+      gate->exited();
       ::close(fd);
     }
   }
@@ -450,13 +429,7 @@ struct Coordination::Impl {
   void teardown() {
     if (stopped) return;
     stopped = true;
-    {
-      std::unique_lock<std::mutex> lock(gate->mu);
-      gate->closing = true;
-      for (int fd : gate->fds) ::shutdown(fd, SHUT_RDWR);
-      gate->cv.wait_for(lock, std::chrono::milliseconds(kHandshakeTimeoutMs + 2000),
-                        [&] { return gate->count == 0; });
-    }
+    gate->close(HandshakeGate::kDeadlineMs + 2000);
     if (loop) {
       loop->post([this] { close_on_loop(); });
       loop->stop();

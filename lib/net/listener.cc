@@ -38,7 +38,7 @@ Listener* Listener::open(uv_loop_t* loop, const std::string& address, Accepted o
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
       in_use = errno == EADDRINUSE;
       last = std::strerror(errno);
       ::close(fd);
