@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cluster/coordination.h"
+#include "cluster/handshake_gate.h"
 #include "core/status.h"
 #include "net/control_wire.h"
 #include "net/frame.h"
@@ -822,6 +823,54 @@ void test_coordination__duplicate_task_id(void** state) {
   }
 }
 
+// The gate that admits unauthenticated connections: a cap per source, a cap in all,
+// and at the cap a newcomer from a quieter source ends the busiest source's oldest.
+void test_coordination__handshake_gate(void** state) {
+  (void)state;
+  using tpurt::HandshakeGate;
+  HandshakeGate gate;
+  std::vector<int> fds;
+  auto fresh = [&] {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
+    fds.push_back(sv[0]);
+    fds.push_back(sv[1]);
+    return sv[0];
+  };
+  auto ended = [](int fd) {  // shut down by the gate: a read sees the end at once
+    char c;
+    return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+  };
+  std::string why;
+  std::vector<int> from_a;
+  for (int i = 0; i < HandshakeGate::kMaxPerSource; ++i) {
+    from_a.push_back(fresh());
+    CHECK(gate.admit(from_a.back(), "10.0.0.1", &why));
+  }
+  CHECK(!gate.admit(fresh(), "10.0.0.1", &why));
+  CHECK(why.find("from 10.0.0.1") != std::string::npos);
+  // Fill up from other sources, up to 4 each (the first source stays the busiest).
+  int admitted = HandshakeGate::kMaxPerSource;
+  for (int s = 2; admitted < HandshakeGate::kMaxInFlight; ++s)
+    for (int k = 0; k < 4 && admitted < HandshakeGate::kMaxInFlight; ++k, ++admitted)
+      CHECK(gate.admit(fresh(), "10.0.0." + std::to_string(s), &why));
+  // A real task's first connection: 10.0.0.1's oldest handshake makes way.
+  int real = fresh();
+  CHECK(gate.admit(real, "127.0.0.1", &why));
+  CHECK(ended(from_a[0]));
+  CHECK(!ended(from_a[1]));
+  gate.finished(from_a[0]);  // its thread ends: no place was held any more
+  gate.exited();
+  // A source as busy as the busiest is refused rather than served by evicting.
+  CHECK(gate.admit(fresh(), "10.0.0.2", &why));  // 10.0.0.1 (7) > 10.0.0.2 (4)
+  gate.finished(real);
+  gate.exited();
+  for (int i = 0; i < HandshakeGate::kMaxInFlight; ++i) gate.exited();  // the rest
+  gate.close(100);
+  CHECK(ended(from_a[1]));  // close ends every handshake in flight
+  for (int fd : fds) close(fd);
+}
+
 void test_coordination__step_abort_relay(void** state) {
   (void)state;
   auto cs = configs(3);
@@ -1157,6 +1206,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_coordination__silent_service),
       cmocka_unit_test(test_coordination__registration_conflicts),
       cmocka_unit_test(test_coordination__duplicate_task_id),
+      cmocka_unit_test(test_coordination__handshake_gate),
       cmocka_unit_test(test_coordination__step_abort_relay),
       cmocka_unit_test(test_coordination__malformed_input),
       cmocka_unit_test(test_coordination__malformed_agent_is_lost),
