@@ -48,8 +48,38 @@
 /* Callbacks from worker threads: directors that return a tpu_status. */
 %feature("director") tpurt::Computation;
 %feature("director") tpurt::HostComputation;
+%feature("director") tpurt::HostTensorComputation;
 /* A language layer catches its own exception or panic inside run() and returns
  * ctx.fail(code, message): nothing managed unwinds through the C frames. */
+
+#ifdef SWIGPYTHON
+/* Python has no hand layer: an exception raised in run() becomes a tpurt::Error with
+ * "Type: message", which the trampolines pass to tpu_replica_context_fail (or the host
+ * error), instead of SWIG's bare "director method error". Runs with the GIL held. */
+%{
+static std::string tpurt_python_error() {
+  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+  PyErr_Fetch(&type, &value, &trace);
+  PyErr_NormalizeException(&type, &value, &trace);
+  PyObject* module = type ? PyObject_GetAttrString(type, "__module__") : nullptr;
+  PyObject* name = type ? PyObject_GetAttrString(type, "__qualname__") : nullptr;
+  PyObject* message = value ? PyObject_Str(value) : nullptr;
+  auto utf8 = [](PyObject* o) {
+    const char* s = o && PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : nullptr;
+    return std::string(s ? s : "");
+  };
+  std::string text = utf8(name).empty() ? "a Python exception" : utf8(name);
+  if (!utf8(module).empty() && utf8(module) != "builtins") text = utf8(module) + "." + text;
+  if (!utf8(message).empty()) text += ": " + utf8(message);
+  PyErr_Clear();  // a failed lookup above must not leak into the caller's next call
+  for (PyObject* o : {module, name, message, type, value, trace}) Py_XDECREF(o);
+  return text;
+}
+%}
+%feature("director:except") {
+  if ($error != nullptr) throw tpurt::Error(TPU_UNKNOWN, tpurt_python_error());
+}
+#endif
 
 /* Internal plumbing the languages do not need. */
 %ignore tpurt::Error;

@@ -230,7 +230,10 @@ class Tensor {
 
   // A tensor of zeros.
   static Tensor zeros(DType dtype, const std::vector<long long>& dims) {
-    return create(dtype, dims, nullptr, 0);
+    int rank = detail::int_or_throw(dims.size(), "dims");
+    return madeBy([&](tpu_tensor** t) {
+      return tpu_tensor_create(static_cast<tpu_dtype>(dtype), detail::c_dims(dims), rank, nullptr, 0, t);
+    });
   }
   static Tensor fromBytes(DType dtype, const std::vector<long long>& dims,
                           const std::vector<uint8_t>& bytes) {
@@ -363,10 +366,14 @@ class Tensor {
 #endif
 
  private:
+  // A copy of data. Null data (a nil slice, an empty vector) holds no elements here, not
+  // zeros as in tpu_tensor_create: only zeros() asks for those.
   static Tensor create(DType dtype, const std::vector<long long>& dims, const void* data, size_t bytes) {
     int rank = detail::int_or_throw(dims.size(), "dims");
+    static const uint8_t nothing = 0;
     return madeBy([&](tpu_tensor** t) {
-      return tpu_tensor_create(static_cast<tpu_dtype>(dtype), detail::c_dims(dims), rank, data, bytes, t);
+      return tpu_tensor_create(static_cast<tpu_dtype>(dtype), detail::c_dims(dims), rank, data ? data : &nothing,
+                               bytes, t);
     });
   }
   void check_elements(DType dtype, const void* array, size_t count) const {
@@ -927,8 +934,14 @@ class HostComputation {
   virtual Status run(int replicaId) = 0;
   static Status failHost(Status code, const std::string& message) { return setLastError(code, message); }
   static tpu_status trampoline(int replica, void* user_data) noexcept {
+    return guard([&] { return static_cast<HostComputation*>(user_data)->run(replica); });
+  }
+#ifndef SWIG
+  // body() -> Status, with any exception turned into the host function's error.
+  template <typename Body>
+  static tpu_status guard(Body body) noexcept {
     try {
-      return static_cast<tpu_status>(static_cast<HostComputation*>(user_data)->run(replica));
+      return static_cast<tpu_status>(body());
     } catch (const Error& e) {
       return tpu_set_last_error(static_cast<tpu_status>(e.code() ? e.code() : TPU_UNKNOWN), e.what());
     } catch (const std::exception& e) {
@@ -937,6 +950,53 @@ class HostComputation {
       return tpu_set_last_error(TPU_UNKNOWN, "the host function threw a non-standard exception");
     }
   }
+#endif
+};
+
+// A host function for outside compilation with tensors: run() gets the replica's
+// tensors (borrowed by the C call) and hands its own back with setOutputs, which
+// reach the replica through the C call's outputs.
+class HostTensorComputation {
+ public:
+  virtual ~HostTensorComputation() = default;
+  virtual Status run(int replicaId, const std::vector<Tensor>& inputs) = 0;
+  void setOutputs(const std::vector<Tensor>& outputs) { outputs_ = outputs; }
+  static Status failHost(Status code, const std::string& message) { return setLastError(code, message); }
+#ifndef SWIG
+  // First call: runs the function (no outputs: their count is known only once it ran).
+  static tpu_status trampoline(int replica, tpu_tensor* const* inputs, int numInputs, tpu_tensor** outputs,
+                               int numOutputs, void* user_data) noexcept {
+    return HostComputation::guard([&] {
+      auto* self = static_cast<HostTensorComputation*>(user_data);
+      std::vector<Tensor> in;
+      for (int i = 0; i < numInputs; ++i) {
+        detail::check(tpu_tensor_retain(inputs[i]));
+        in.emplace_back(inputs[i]);
+      }
+      self->outputs_.clear();
+      return self->run(replica, in);
+    });
+  }
+  // Second call: hands the function's tensors over as the C call's outputs (an empty
+  // one stays NULL, which the call names).
+  static tpu_status handOver(int replica, tpu_tensor* const* inputs, int numInputs, tpu_tensor** outputs,
+                             int numOutputs, void* user_data) noexcept {
+    return HostComputation::guard([&] {
+      auto* self = static_cast<HostTensorComputation*>(user_data);
+      for (int o = 0; o < numOutputs; ++o) {
+        tpu_tensor* t = self->outputs_[static_cast<size_t>(o)].handleOrNull();
+        if (t) detail::check(tpu_tensor_retain(t));
+        outputs[o] = t;
+      }
+      self->outputs_.clear();
+      return Status::Ok;
+    });
+  }
+  size_t numOutputs() const { return outputs_.size(); }
+#endif
+
+ private:
+  std::vector<Tensor> outputs_;
 };
 
 // What a computation sees: its replica, its inputs and outputs, and the collectives.
@@ -1031,6 +1091,19 @@ class ReplicaContext {
   void bfloat16ScopeExit() { detail::check(tpu_bfloat16_scope_exit(ctx_)); }
   void outsideCompilation(HostComputation& fn) {
     detail::check(tpu_outside_compilation(ctx_, &HostComputation::trampoline, &fn));
+  }
+  // tf.tpu.outside_compilation(computation, *args): inputs go to fn.run on the host;
+  // returns the tensors it set with setOutputs. Two C calls: the replica sizes the
+  // outputs, and their count is known only once fn has run.
+  std::vector<Tensor> outsideCompilationTensors(HostTensorComputation& fn, const std::vector<Tensor>& inputs) {
+    std::vector<tpu_tensor*> in = Tensor::handles(inputs);
+    detail::check(tpu_outside_compilation_tensors(ctx_, &HostTensorComputation::trampoline, &fn, in.data(),
+                                                  detail::int_or_throw(in.size(), "inputs"), nullptr, 0));
+    std::vector<tpu_tensor*> out(fn.numOutputs(), nullptr);
+    if (out.empty()) return {};
+    detail::check(tpu_outside_compilation_tensors(ctx_, &HostTensorComputation::handOver, &fn, nullptr, 0,
+                                                  out.data(), detail::int_or_throw(out.size(), "outputs")));
+    return Tensor::adopt(out);
   }
   std::vector<Tensor> infeedDequeue(InfeedQueue& queue) {
     std::vector<tpu_tensor*> h(static_cast<size_t>(queue.numElements()), nullptr);

@@ -77,6 +77,18 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
   if [ $rc -eq 0 ] && every_task_says 3 "kv ok" "$out"; then ok "[$TPURT_TRANSPORT] key-value store and barriers across 3 tasks"
   else bad "[$TPURT_TRANSPORT] key-value store and barriers (exit $rc)" "$out"; fi
 
+  # Infeed and outfeed of every replica: each task feeds its own replicas; another
+  # task's replica is TPU_INVALID_ARGUMENT naming it and its task, on both queues.
+  for shape in "2 2" "4 1"; do
+    set -- $shape
+    out=$(timeout 120 "$tpurt" launch -n "$1" --cores-per-task "$2" -- "$worker" feed 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && every_task_says "$1" "feed ok" "$out" &&
+       [ "$(grep -c 'task [0-9]*: \(infeed enqueue\|outfeed dequeue\) for replica [0-9]*: INVALID_ARGUMENT: .*replica [0-9]* runs on task [0-9]*' <<<"$out")" = $((2 * $1)) ]; then
+      ok "[$TPURT_TRANSPORT] infeed and outfeed across $1 tasks of $2 cores: each task feeds its own replicas, another's is refused naming it"
+    else bad "[$TPURT_TRANSPORT] infeed and outfeed across $1 tasks of $2 cores (exit $rc)" "$out"; fi
+  done
+
   out=$(timeout 120 "$tpurt" launch -n 3 --cores-per-task 2 -- "$worker" fail 1 2>&1)
   rc=$?
   if [ $rc -eq 0 ] && every_task_says 3 "fail ok" "$out"; then

@@ -115,6 +115,17 @@ for shape in "2 1" "2 2" "3 1" "3 2" "4 1" "4 2"; do
 done
 unset TEST_REORDERED_FOLDS
 
+# Infeed and outfeed of every replica over MPI: each task feeds its own replicas;
+# another task's replica is TPU_INVALID_ARGUMENT naming it and its task.
+for shape in "2 2" "4 1"; do
+  set -- $shape
+  mpi "$1" "$2" 120 feed
+  if [ $rc -eq 0 ] && every_task_says "$1" "feed ok" &&
+     [ "$(grep -c 'task [0-9]*: \(infeed enqueue\|outfeed dequeue\) for replica [0-9]*: INVALID_ARGUMENT: .*replica [0-9]* runs on task [0-9]*' <<<"$out")" = $((2 * $1)) ]; then
+    ok "infeed and outfeed over MPI, $1 ranks of $2 cores: each task feeds its own replicas, another's is refused naming it"
+  else bad "infeed and outfeed over MPI, $1 ranks of $2 cores (exit $rc)" "$out"; fi
+done
+
 # The reduce-scatters above went to MPI: every task counts its
 # MPI_Ireduce_scatter_block calls (TPURT_MPI_STATS, printed when the transport
 # closes). One member per task (1 core, all replicas) and pairs across 2 tasks of 2 cores.

@@ -1,5 +1,6 @@
-/* Infeed and outfeed: round trips, tuple checks, creation checks, bounded waits,
- * a step abort waking a blocked dequeue, and queues after shutdown. */
+/* Infeed and outfeed: round trips (also with replicas on other cores), tuple checks,
+ * creation checks, bounded waits, a step abort waking a blocked dequeue, and queues
+ * after shutdown. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,8 +86,8 @@ static tpu_status echo(tpu_replica_context *ctx, tpu_tensor *const *in, int ni, 
   return TPU_OK;
 }
 
-static void test_feed__round_trip(void **state) {
-  start(2, 0);
+/* Two tuples in and out for each of 2 replicas, run with `options`. */
+static void round_trip(const tpu_step_options *options) {
   CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in));
   CHECK_OK(tpu_outfeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 4, &g_out));
   for (int k = 0; k < 2; ++k)
@@ -96,7 +97,7 @@ static void test_feed__round_trip(void **state) {
       CHECK_OK(tpu_infeed_enqueue(g_in, r, t, 2));
       release_tuple(t); /* the queue holds its own references */
     }
-  CHECK_OK(tpu_replicate(g_sys, echo, NULL, 2, 0, NULL, 0, NULL, NULL));
+  CHECK_OK(tpu_replicate(g_sys, echo, NULL, 2, 0, NULL, 0, NULL, options));
   for (int r = 0; r < 2; ++r)
     for (int k = 0; k < 2; ++k) { /* FIFO order per replica */
       tpu_tensor *t[2];
@@ -113,6 +114,34 @@ static void test_feed__round_trip(void **state) {
   make_tuple(0, 0, t);
   CHECK_OK(tpu_infeed_enqueue(g_in, 1, t, 2));
   release_tuple(t);
+}
+
+static void test_feed__round_trip(void **state) {
+  start(2, 0);
+  round_trip(NULL);
+}
+
+/* One task serves all its replicas, whichever of its cores a device assignment runs
+ * them on (the queue's task check concerns tasks only). */
+static void test_feed__replicas_on_other_cores(void **state) {
+  start(2, 0);
+  tpu_device_assignment *da = NULL, *swapped = NULL;
+  tpu_topology *topology = NULL;
+  int32_t cores[8], other[8];
+  size_t count = 0;
+  CHECK_OK(tpu_system_default_device_assignment(g_sys, 2, &da));
+  CHECK_OK(tpu_device_assignment_core_assignment(da, cores, 8, &count));
+  memcpy(other, cores + 4, sizeof cores / 2);
+  memcpy(other + 4, cores, sizeof cores / 2);
+  CHECK_OK(tpu_device_assignment_topology(da, &topology));
+  CHECK_OK(tpu_device_assignment_create(topology, other, 2, 1, &swapped));
+  round_trip(STEP_OPTIONS(swapped, NULL, 0));
+  int core = -1;
+  CHECK_OK(tpu_device_assignment_tpu_ordinal(swapped, 0, 0, &core));
+  assert_int_equal(core, 1);
+  tpu_device_assignment_release(swapped);
+  tpu_device_assignment_release(da);
+  tpu_topology_release(topology);
 }
 
 static void test_feed__tuple_checks(void **state) {
@@ -226,6 +255,7 @@ static void test_feed__after_shutdown(void **state) {
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_feed__round_trip, teardown),
+      cmocka_unit_test_teardown(test_feed__replicas_on_other_cores, teardown),
       cmocka_unit_test_teardown(test_feed__tuple_checks, teardown),
       cmocka_unit_test_teardown(test_feed__creation_checks, teardown),
       cmocka_unit_test_teardown(test_feed__deadlines, teardown),

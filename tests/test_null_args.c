@@ -483,6 +483,14 @@ static tpu_status host_ok(int replica_id, void *user_data) {
   return TPU_OK;
 }
 
+/* Hands its one input back as its one output. */
+static tpu_status host_tensors_echo(int replica_id, tpu_tensor *const *inputs, int num_inputs,
+                                    tpu_tensor **outputs, int num_outputs, void *user_data) {
+  (void)replica_id, (void)num_inputs, (void)num_outputs, (void)user_data;
+  outputs[0] = inputs[0];
+  return tpu_tensor_retain(inputs[0]);
+}
+
 /* Each output o gets input o (or NULL). */
 static tpu_status identity(tpu_replica_context *ctx, tpu_tensor *const *inputs, int num_inputs,
                            tpu_tensor **outputs, int num_outputs, void *user_data) {
@@ -550,6 +558,14 @@ static void in_replica(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f
   ARRAY_ARGS(tpu_replica_context_device_name, ctx);
   NULL_ARG(tpu_outside_compilation(ctx, NULL, NULL), "'fn'");
   CHECK_OK(tpu_outside_compilation(ctx, host_ok, NULL)); /* user_data may be NULL */
+  {
+    tpu_tensor *ins[1] = {x}, *outs[1] = {NULL};
+    NULL_ARG(tpu_outside_compilation_tensors(ctx, NULL, NULL, ins, 1, outs, 1), "'fn'");
+    NULL_ARG(tpu_outside_compilation_tensors(ctx, host_tensors_echo, NULL, NULL, 1, outs, 1), "'inputs'");
+    NULL_ARG(tpu_outside_compilation_tensors(ctx, host_tensors_echo, NULL, ins, 1, NULL, 1), "'outputs'");
+    CHECK_OK(tpu_outside_compilation_tensors(ctx, host_tensors_echo, NULL, ins, 1, outs, 1));
+    tpu_tensor_release(outs[0]);
+  }
 
   collectives_with_nulls(ctx, x);
 
@@ -634,6 +650,7 @@ static void test_null_args__replica_context(void **state) {
   NULL_ARG(tpu_replica_context_device_name(NULL, buf, sizeof buf, &len), "'ctx'");
   NULL_ARG(tpu_replica_context_fail(NULL, TPU_DATA_LOSS, "why"), "'ctx'");
   NULL_ARG(tpu_outside_compilation(NULL, host_ok, NULL), "'ctx'");
+  NULL_ARG(tpu_outside_compilation_tensors(NULL, host_tensors_echo, NULL, NULL, 0, NULL, 0), "'ctx'");
   NULL_ARG(tpu_cross_replica_sum(NULL, f->x, NULL, &out, NULL), "'ctx'");
   NULL_ARG(tpu_all_reduce(NULL, f->x, TPU_REDUCE_SUM, NULL, &out, NULL), "'ctx'");
   NULL_ARG(tpu_all_gather(NULL, f->x, 0, NULL, &out, NULL), "'ctx'");

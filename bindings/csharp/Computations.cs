@@ -2,6 +2,7 @@
 // reports it as the replica's error: an exception escaping a director is fatal in Mono.
 using System;
 using System.Reflection;
+using System.Threading;
 
 namespace Tpurt {
 
@@ -21,7 +22,12 @@ internal sealed class DelegateComputation : NativeComputation {
     return t;
   }
 
+  int running;
+  // A late replica (its step already failed) may still be in this computation.
+  internal bool Running { get { return Volatile.Read(ref running) > 0; } }
+
   public override Status Run(ReplicaContext ctx) {
+    Interlocked.Increment(ref running);
     ReplicaContext previous = Current;
     Current = ctx;
     var previousOwned = owned;
@@ -46,6 +52,7 @@ internal sealed class DelegateComputation : NativeComputation {
         foreach (Tensor t in inputs) t?.Dispose();
       owned = previousOwned;
       Current = previous;
+      Interlocked.Decrement(ref running);
     }
   }
 
@@ -67,25 +74,6 @@ internal sealed class DelegateComputation : NativeComputation {
   static Exception Unwrap(Exception e) {
     while (e is TargetInvocationException && e.InnerException != null) e = e.InnerException;
     return e;
-  }
-}
-
-internal sealed class DelegateHostComputation : NativeHostComputation {
-  readonly Func<object> body;
-  internal object Result;
-  internal DelegateHostComputation(Func<object> body) { this.body = body; }
-
-  public override Status Run(int replicaId) {
-    try {
-      Result = body();
-      return Status.Ok;
-    } catch (Exception e) {
-      try {
-        return FailHost(DelegateComputation.CodeOf(e), DelegateComputation.MessageOf(e));
-      } catch (Exception) {
-        return Status.Unknown;
-      }
-    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Array-friendly forms of Tensor (the generated methods take Int64Vector dims and an
 // explicit count) and the shape types replicate's maximum_shapes accepts.
 using System;
+using System.Collections;
 using System.Collections.Generic;
 
 namespace Tpurt {
@@ -83,8 +84,9 @@ public partial class Tensor {
 }
 
 // TensorFlow's TensorShape: dims with -1 (or null) for an unknown size; null dims is
-// an unknown rank.
-public sealed class TensorShape {
+// an unknown rank (also default(TensorShape)). A struct, so that a null
+// maximum_shapes means only IEnumerable<TensorShape> (none) to the compiler.
+public struct TensorShape {
   public long?[] Dims { get; }
   public TensorShape(params long?[] dims) { Dims = dims; }
   public TensorShape(IEnumerable<long> dims) {
@@ -101,6 +103,35 @@ public sealed class TensorShape {
   }
   public override string ToString() {
     return Dims == null ? "<unknown>" : "(" + string.Join(", ", Array.ConvertAll(Dims, d => d?.ToString() ?? "?")) + ")";
+  }
+}
+
+// The seed's PythonClassContainer for maximum_shapes: a nested structure of shapes,
+// one per input of a replica, flattened in order. A leaf is a TensorShape, a Dimension
+// or an int/long (a rank-1 size, -1 unknown); a branch is a ShapeStructure or any
+// IEnumerable of leaves and branches.
+public struct ShapeStructure {
+  readonly object[] items;
+  public ShapeStructure(params object[] items) { this.items = items; }
+
+  internal List<TensorShape> Flatten() {
+    var shapes = new List<TensorShape>();
+    Flatten(items ?? new object[0], "maximum_shapes", shapes);
+    return shapes;
+  }
+  static void Flatten(IEnumerable items, string path, List<TensorShape> shapes) {
+    int i = 0;
+    foreach (object item in items) {
+      string at = path + "[" + i++ + "]";
+      if (item is TensorShape s) shapes.Add(s);
+      else if (item is Dimension d) shapes.Add(new TensorShape(d.Value));
+      else if (item is int n) shapes.Add(new TensorShape((long)n));
+      else if (item is long l) shapes.Add(new TensorShape(l));
+      else if (item is ShapeStructure nested) Flatten(nested.items ?? new object[0], at, shapes);
+      else if (item is IEnumerable branch && !(item is string)) Flatten(branch, at, shapes);
+      else throw new ArgumentException(at + " cannot be a " + (item == null ? "null" : item.GetType().FullName) +
+                                       "; expected a TensorShape, Dimension, int, long or a nested structure of them", "maximum_shapes");
+    }
   }
 }
 

@@ -3,9 +3,11 @@
 // run time. Steps run on the system from initialize_system unless `system` is given.
 // The C ABI needs each step's output count up front: num_outputs says it.
 using System;
+using System.Collections;
 using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Reflection;
+using System.Runtime.InteropServices;
 using System.Threading;
 
 namespace Tpurt {
@@ -42,7 +44,7 @@ public static partial class tpu {
   static TpuSystem SystemOrDefault(TpuSystem system) {
     TpuSystem s = system ?? defaultSystem;
     if (s == null) throw new FailedPreconditionError("no TPU system: call tpu.initialize_system first or pass system");
-    if (s.IsDisposed) throw new FailedPreconditionError("the TPU system is disposed");
+    if (s.IsDisposed) throw new ObjectDisposedException(nameof(TpuSystem));
     return s;
   }
   internal static void UseAsDefault(TpuSystem system) { defaultSystem = system; }
@@ -145,13 +147,11 @@ public static partial class tpu {
     }
   }
 
+  // maximum_shapes: null means none (no padding).
   static IEnumerable<Shape> Shapes(IEnumerable<TensorShape> shapes) {
-    if (shapes == null) throw new ArgumentNullException(nameof(shapes));
+    if (shapes == null) return null;
     var list = new List<Shape>();
-    foreach (TensorShape t in shapes) {
-      if (t == null) throw new ArgumentNullException(nameof(shapes), "maximum_shapes[" + list.Count + "] is null");
-      list.Add(t.ToShape());
-    }
+    foreach (TensorShape t in shapes) list.Add(t.ToShape());
     return list;
   }
   static IEnumerable<Shape> Shapes(long size) {
@@ -159,39 +159,74 @@ public static partial class tpu {
     return new[] { Shape.Of(new Int64Vector(new[] { size })) };
   }
 
-  // tf.tpu.replicate, without maximum_shapes.
+  // tf.tpu.replicate: the seed's five maximum_shapes forms, each for both computation
+  // types. The forms' types take disjoint arguments, null only IEnumerable<TensorShape>
+  // (the form whose maximum_shapes defaults to none), so every call with TensorFlow's
+  // names and defaults has one candidate: mcs calls two candidates that both fill in
+  // omitted defaults ambiguous. [Optional] lets the other forms default what precedes
+  // their (required) maximum_shapes.
   public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs = null,
                                      InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
-                                     string name = null, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, null, num_outputs, num_replicas, system);
+                                     string name = null, IEnumerable<TensorShape> maximum_shapes = null,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
   }
-  // The form whose computation receives its ReplicaContext.
+  // The computation receives its ReplicaContext.
   public static Tensor[][] replicate(ReplicaComputation computation, IEnumerable<IEnumerable<Tensor>> inputs = null,
                                      InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
-                                     string name = null, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(computation, inputs, infeed_queue, device_assignment, null, num_outputs, num_replicas, system);
+                                     string name = null, IEnumerable<TensorShape> maximum_shapes = null,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
   }
-  // maximum_shapes as one size: the single input's rank-1 bound.
-  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs,
-                                     InfeedQueue infeed_queue, DeviceAssignment device_assignment, string name,
-                                     int maximum_shapes, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+  // One size: the single input's rank-1 bound.
+  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
+                                     [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
+                                     [Optional] string name, int maximum_shapes,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
     return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
   }
-  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs,
-                                     InfeedQueue infeed_queue, DeviceAssignment device_assignment, string name,
-                                     TensorShape maximum_shapes, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    if (maximum_shapes == null) throw new ArgumentNullException(nameof(maximum_shapes));
+  public static Tensor[][] replicate(ReplicaComputation computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
+                                     [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
+                                     [Optional] string name, int maximum_shapes,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
+  }
+  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
+                                     [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
+                                     [Optional] string name, TensorShape maximum_shapes,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
     return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, new[] { maximum_shapes.ToShape() }, num_outputs, num_replicas, system);
   }
-  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs,
-                                     InfeedQueue infeed_queue, DeviceAssignment device_assignment, string name,
-                                     Dimension maximum_shapes, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+  public static Tensor[][] replicate(ReplicaComputation computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
+                                     [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
+                                     [Optional] string name, TensorShape maximum_shapes,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, new[] { maximum_shapes.ToShape() }, num_outputs, num_replicas, system);
+  }
+  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
+                                     [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
+                                     [Optional] string name, Dimension maximum_shapes,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
     return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Value ?? -1), num_outputs, num_replicas, system);
   }
-  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs,
-                                     InfeedQueue infeed_queue, DeviceAssignment device_assignment, string name,
-                                     IEnumerable<TensorShape> maximum_shapes, int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
+  public static Tensor[][] replicate(ReplicaComputation computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
+                                     [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
+                                     [Optional] string name, Dimension maximum_shapes,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Value ?? -1), num_outputs, num_replicas, system);
+  }
+  // The seed's PythonClassContainer: a nested structure of shapes.
+  public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
+                                     [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
+                                     [Optional] string name, ShapeStructure maximum_shapes,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Flatten()), num_outputs, num_replicas, system);
+  }
+  public static Tensor[][] replicate(ReplicaComputation computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
+                                     [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
+                                     [Optional] string name, ShapeStructure maximum_shapes,
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Flatten()), num_outputs, num_replicas, system);
   }
 
   // tf.tpu.rewrite: one replica.
@@ -252,116 +287,104 @@ public static partial class tpu {
     }
   }
 
-  static GroupAssignment Groups(int[][] group_assignment) {
+  // group_assignment: null (one group), int[][], int[,] or any nested IEnumerable<int>.
+  static GroupAssignment Groups(object group_assignment) {
     if (group_assignment == null) return new GroupAssignment();
-    var ids = new Int32Vector();
-    int size = group_assignment.Length == 0 ? 0 : (group_assignment[0] ?? new int[0]).Length;
-    for (int g = 0; g < group_assignment.Length; ++g) {
-      if (group_assignment[g] == null || group_assignment[g].Length != size)
-        throw new ArgumentException("group " + g + " does not have " + size + " replicas", nameof(group_assignment));
-      foreach (int id in group_assignment[g]) ids.Add(id);
+    var rows = new List<int[]>();
+    if (group_assignment is int[,] grid) {
+      for (int g = 0; g < grid.GetLength(0); ++g) {
+        var row = new int[grid.GetLength(1)];
+        for (int i = 0; i < row.Length; ++i) row[i] = grid[g, i];
+        rows.Add(row);
+      }
+    } else if (group_assignment is IEnumerable groups && !(group_assignment is string)) {
+      foreach (object g in groups) {
+        if (!(g is IEnumerable<int> ids))
+          throw new ArgumentException("group_assignment[" + rows.Count + "] is a " + (g == null ? "null" : g.GetType().FullName) +
+                                      ", not a list of replica ids", nameof(group_assignment));
+        rows.Add(new List<int>(ids).ToArray());
+      }
+    } else {
+      throw Cannot("group_assignment", group_assignment, "int[][], int[,] or a nested IEnumerable<int>");
     }
-    return new GroupAssignment(ids, group_assignment.Length, size);
+    int size = rows.Count == 0 ? 0 : rows[0].Length;
+    var flat = new Int32Vector();
+    for (int g = 0; g < rows.Count; ++g) {
+      if (rows[g].Length != size)
+        throw new ArgumentException("group " + g + " has " + rows[g].Length + " replicas, group 0 has " + size, nameof(group_assignment));
+      foreach (int id in rows[g]) flat.Add(id);
+    }
+    return new GroupAssignment(flat, rows.Count, size);
   }
 
-  public static Tensor cross_replica_sum(Tensor x, int[][] group_assignment = null, string name = null) {
+  // tf.tpu.cross_replica_sum: every form returns one Tensor, as the seed's do.
+  public static Tensor cross_replica_sum(Tensor x, object group_assignment = null, string name = null) {
     if (x == null) throw new ArgumentNullException(nameof(x));
     ReplicaContext ctx = current_replica;
     using (GroupAssignment groups = Groups(group_assignment))
     using (var options = new CollectiveOptions())
       return DelegateComputation.Own(ctx.CrossReplicaSum(x, groups, options));
   }
-  public static Tensor cross_replica_sum(PerReplica x, int[][] group_assignment = null, string name = null) {
+  public static Tensor cross_replica_sum(PerReplica x, object group_assignment = null, string name = null) {
     if (x == null) throw new ArgumentNullException(nameof(x));
     int replica = current_replica.ReplicaId();
     if (replica >= x.Values.Count)
       throw new ArgumentException("PerReplica has " + x.Values.Count + " values; replica " + replica + " has none", nameof(x));
     return cross_replica_sum(x.Values[replica], group_assignment, name);
   }
-  public static Tensor cross_replica_sum(float[] x, int[][] group_assignment = null, string name = null) {
-    if (x == null) throw new ArgumentNullException(nameof(x));
-    return cross_replica_sum(Tensor.Of(x), group_assignment, name);
+  public static Tensor cross_replica_sum(float[] x, object group_assignment = null, string name = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
   }
-  public static Tensor cross_replica_sum(double[] x, int[][] group_assignment = null, string name = null) {
-    if (x == null) throw new ArgumentNullException(nameof(x));
-    return cross_replica_sum(Tensor.Of(x), group_assignment, name);
+  public static Tensor cross_replica_sum(double[] x, object group_assignment = null, string name = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
   }
-  public static Tensor cross_replica_sum(int[] x, int[][] group_assignment = null, string name = null) {
-    if (x == null) throw new ArgumentNullException(nameof(x));
-    return cross_replica_sum(Tensor.Of(x), group_assignment, name);
+  public static Tensor cross_replica_sum(int[] x, object group_assignment = null, string name = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
   }
-  public static Tensor cross_replica_sum(long[] x, int[][] group_assignment = null, string name = null) {
-    if (x == null) throw new ArgumentNullException(nameof(x));
-    return cross_replica_sum(Tensor.Of(x), group_assignment, name);
+  public static Tensor cross_replica_sum(long[] x, object group_assignment = null, string name = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
   }
-  public static (Tensor, Tensor) cross_replica_sum((Tensor, Tensor) x, int[][] group_assignment = null, string name = null) {
-    Tensor[] sums = Fused(new[] { x.Item1, x.Item2 }, group_assignment, "x");
-    return (sums[0], sums[1]);
+  // A structure is one tensor, as tf.convert_to_tensor packs it: its leaves (same
+  // dtype and shape) stacked along a new first axis, summed in one collective.
+  public static Tensor cross_replica_sum(ValueTuple<object, object> x, object group_assignment = null, string name = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
   }
-  public static Tensor[] cross_replica_sum(IEnumerable<Tensor> x, int[][] group_assignment = null, string name = null) {
-    if (x == null) throw new ArgumentNullException(nameof(x));
-    return Fused(new List<Tensor>(x).ToArray(), group_assignment, "x");
+  public static Tensor cross_replica_sum(IEnumerable<object> x, object group_assignment = null, string name = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
   }
-  public static Dictionary<string, Tensor> cross_replica_sum(IDictionary<string, Tensor> x, int[][] group_assignment = null, string name = null) {
-    if (x == null) throw new ArgumentNullException(nameof(x));
-    var keys = new List<string>(x.Keys);
-    var values = new Tensor[keys.Count];
-    for (int i = 0; i < keys.Count; ++i) values[i] = x[keys[i]];
-    Tensor[] sums = Fused(values, group_assignment, "x");
-    var result = new Dictionary<string, Tensor>();
-    for (int i = 0; i < keys.Count; ++i) result[keys[i]] = sums[i];
-    return result;
+  // A dictionary's values in key order (tf.nest's order for a dict).
+  public static Tensor cross_replica_sum(IDictionary<object, object> x, object group_assignment = null, string name = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
+  }
+  // Any of the above, chosen at run time.
+  public static Tensor cross_replica_sum(object x, object group_assignment = null, string name = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
   }
 
-  // A collection is ONE collective per dtype: flatten and concatenate, sum, split back.
-  static Tensor[] Fused(Tensor[] xs, int[][] group_assignment, string what) {
-    for (int i = 0; i < xs.Length; ++i)
-      if (xs[i] == null) throw new ArgumentNullException(what, what + "[" + i + "] is null");
-    var result = new Tensor[xs.Length];
-    var byDtype = new Dictionary<DType, List<int>>();
-    for (int i = 0; i < xs.Length; ++i) {
-      DType d = xs[i].Dtype();
-      if (!byDtype.TryGetValue(d, out List<int> members)) byDtype[d] = members = new List<int>();
-      members.Add(i);
+  // x as one tensor owned by the step (released when the computation returns).
+  static Tensor Converted(object x, string what) {
+    if (x == null) throw new ArgumentNullException(what);
+    if (x is Tensor t) return t;
+    if (x is PerReplica p) {
+      int replica = current_replica.ReplicaId();
+      if (replica >= p.Values.Count)
+        throw new ArgumentException("PerReplica has " + p.Values.Count + " values; replica " + replica + " has none", what);
+      return p.Values[replica];
     }
-    foreach (KeyValuePair<DType, List<int>> group in byDtype) {
-      var bytes = new List<byte>();
-      long elements = 0;
-      foreach (int i in group.Value) {
-        bytes.AddRange(xs[i].ToBytes());
-        elements += xs[i].NumElements();
-      }
-      using (var dims = new Int64Vector(new[] { elements }))
-      using (var packed = Tensor.FromBytes(group.Key, dims, new ByteVector(bytes)))
-      using (Tensor sum = cross_replica_sum(packed, group_assignment)) {
-        byte[] summed = new byte[sum.ByteSize()];
-        sum.ToBytes().CopyTo(summed);
-        int offset = 0;
-        foreach (int i in group.Value) {
-          int size = (int)xs[i].ByteSize();
-          var part = new byte[size];
-          System.Array.Copy(summed, offset, part, 0, size);
-          offset += size;
-          result[i] = Tensor.FromBytes(group.Key, xs[i].Dims(), new ByteVector(part));
-        }
-      }
-    }
-    return result;
+    return DelegateComputation.Own(TensorConversion.ToTensor(x, what));
   }
 
   // tf.tpu.outside_compilation: runs `computation(args)` on the host (one call per
   // replica, in order) and returns its result.
   public static object outside_compilation(Delegate computation, params object[] args) {
     if (computation == null) throw new ArgumentNullException(nameof(computation));
-    object[] bound = args ?? new object[0];
-    return OnHost(() => computation.DynamicInvoke(bound));
+    return OnHostWithTensors(computation, args ?? new object[0]);
   }
   // kwargs bind the computation's parameters by name after the positional args.
   public static object outside_compilation(Delegate computation, IDictionary<string, object> kwargs, params object[] args) {
     if (computation == null) throw new ArgumentNullException(nameof(computation));
     if (kwargs == null) throw new ArgumentNullException(nameof(kwargs));
-    object[] bound = Bind(computation.Method, kwargs, args ?? new object[0]);
-    return OnHost(() => computation.DynamicInvoke(bound));
+    return OnHostWithTensors(computation, Bind(computation.Method, kwargs, args ?? new object[0]));
   }
   static object[] Bind(MethodInfo method, IDictionary<string, object> kwargs, object[] args) {
     ParameterInfo[] parameters = method.GetParameters();
@@ -386,13 +409,6 @@ public static partial class tpu {
     foreach (string k in kwargs.Keys)
       if (!used.Contains(k)) throw new ArgumentException("the computation has no parameter \"" + k + "\"", nameof(kwargs));
     return bound;
-  }
-  static object OnHost(Func<object> body) {
-    ReplicaContext ctx = current_replica;
-    using (var host = new DelegateHostComputation(body)) {
-      ctx.OutsideCompilation(host);
-      return host.Result;
-    }
   }
 
   // tf.tpu.bfloat16_scope: bfloat16 inside the using block of this replica.

@@ -6,19 +6,20 @@ using System.Collections.Generic;
 namespace Tpurt {
 
 public static partial class tpu {
-  public static Tensor CrossReplicaSum(Tensor x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(PerReplica x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(float[] x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(double[] x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(int[] x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(long[] x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static (Tensor, Tensor) CrossReplicaSum((Tensor, Tensor) x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor[] CrossReplicaSum(IEnumerable<Tensor> x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Dictionary<string, Tensor> CrossReplicaSum(IDictionary<string, Tensor> x, int[][] group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(Tensor x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(PerReplica x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(float[] x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(double[] x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(int[] x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(long[] x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(ValueTuple<object, object> x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(IEnumerable<object> x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(IDictionary<object, object> x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(object x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
   public static Tensor[][] Replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs = null,
                                      InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
                                      int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return replicate(computation, inputs, infeed_queue, device_assignment, null, num_outputs, num_replicas, system);
+    return replicate(computation, inputs, infeed_queue, device_assignment, num_outputs: num_outputs, num_replicas: num_replicas, system: system);
   }
   public static Tensor[] Rewrite(Func<Tensor[], Tensor[]> computation, IEnumerable<Tensor> inputs = null, int num_outputs = 0, TpuSystem system = null) {
     return rewrite(computation, inputs, null, null, null, num_outputs, system);
@@ -64,17 +65,7 @@ public static partial class tpu {
   }
 
   public static object cross_replica_sum_dyn(object x, object group_assignment = null, object name = null) {
-    int[][] groups = As<int[][]>("group_assignment", group_assignment, "int[][]");
-    if (x is Tensor) return cross_replica_sum((Tensor)x, groups);
-    if (x is PerReplica) return cross_replica_sum((PerReplica)x, groups);
-    if (x is float[]) return cross_replica_sum((float[])x, groups);
-    if (x is double[]) return cross_replica_sum((double[])x, groups);
-    if (x is int[]) return cross_replica_sum((int[])x, groups);
-    if (x is long[]) return cross_replica_sum((long[])x, groups);
-    if (x is ValueTuple<Tensor, Tensor>) return cross_replica_sum((ValueTuple<Tensor, Tensor>)x, groups);
-    if (x is IDictionary<string, Tensor>) return cross_replica_sum((IDictionary<string, Tensor>)x, groups);
-    if (x is IEnumerable<Tensor>) return cross_replica_sum((IEnumerable<Tensor>)x, groups);
-    throw Cannot("x", x, "Tensor, PerReplica, float[], double[], int[], long[], (Tensor, Tensor), IEnumerable<Tensor> or IDictionary<string, Tensor>");
+    return cross_replica_sum(x, group_assignment, As<string>("name", name, "string"));
   }
   public static object replicate_dyn(object computation, object inputs = null, object infeed_queue = null,
                                      object device_assignment = null, object name = null, object maximum_shapes = null,
@@ -85,7 +76,8 @@ public static partial class tpu {
     else if (maximum_shapes is Dimension) shapes = Shapes(((Dimension)maximum_shapes).Value ?? -1);
     else if (maximum_shapes is TensorShape) shapes = new[] { ((TensorShape)maximum_shapes).ToShape() };
     else if (maximum_shapes is IEnumerable<TensorShape>) shapes = Shapes((IEnumerable<TensorShape>)maximum_shapes);
-    else throw Cannot("maximum_shapes", maximum_shapes, "int, Dimension, TensorShape or IEnumerable<TensorShape>");
+    else if (maximum_shapes is ShapeStructure) shapes = Shapes(((ShapeStructure)maximum_shapes).Flatten());
+    else throw Cannot("maximum_shapes", maximum_shapes, "int, Dimension, TensorShape, IEnumerable<TensorShape> or ShapeStructure");
     return Replicate(ComputationOf(computation),
                      As<IEnumerable<IEnumerable<Tensor>>>("inputs", inputs, "IEnumerable<IEnumerable<Tensor>>"),
                      As<InfeedQueue>("infeed_queue", infeed_queue, "InfeedQueue"),
@@ -100,12 +92,31 @@ public static partial class tpu {
                    As<DeviceAssignment>("device_assignment", device_assignment, "DeviceAssignment"), null,
                    IntOf("num_outputs", num_outputs, 0), As<TpuSystem>("system", system, "TpuSystem"));
   }
+  // tf.tpu.shard's nine parameters (outputs_from_all_shards: a bool for every output,
+  // or one per output), then tpurt's num_outputs and system.
   public static object shard_dyn(object computation, object inputs = null, object num_shards = null,
+                                 object input_shard_axes = null, object outputs_from_all_shards = null,
+                                 object output_shard_axes = null, object infeed_queue = null,
+                                 object device_assignment = null, object name = null,
                                  object num_outputs = null, object system = null) {
     var f = As<Func<Tensor[], Tensor[]>>("computation", computation, "Func<Tensor[], Tensor[]>");
     if (f == null) throw Cannot("computation", computation, "Func<Tensor[], Tensor[]>");
+    int outputs = IntOf("num_outputs", num_outputs, 0);
+    bool[] fromAll;
+    if (outputs_from_all_shards == null || outputs_from_all_shards is bool[]) fromAll = (bool[])outputs_from_all_shards;
+    else if (outputs_from_all_shards is bool) fromAll = (bool)outputs_from_all_shards ? null : new bool[Math.Max(outputs, 0)];
+    else if (outputs_from_all_shards is IEnumerable<bool>) fromAll = new List<bool>((IEnumerable<bool>)outputs_from_all_shards).ToArray();
+    else throw Cannot("outputs_from_all_shards", outputs_from_all_shards, "bool, bool[] or IEnumerable<bool>");
     return shard(f, As<IEnumerable<Tensor>>("inputs", inputs, "IEnumerable<Tensor>"), IntOf("num_shards", num_shards, 1),
-                 num_outputs: IntOf("num_outputs", num_outputs, 0), system: As<TpuSystem>("system", system, "TpuSystem"));
+                 IntsOf("input_shard_axes", input_shard_axes), fromAll, IntsOf("output_shard_axes", output_shard_axes),
+                 As<InfeedQueue>("infeed_queue", infeed_queue, "InfeedQueue"),
+                 As<DeviceAssignment>("device_assignment", device_assignment, "DeviceAssignment"),
+                 As<string>("name", name, "string"), outputs, As<TpuSystem>("system", system, "TpuSystem"));
+  }
+  static int[] IntsOf(string parameter, object value) {
+    if (value == null || value is int[]) return (int[])value;
+    if (value is IEnumerable<int>) return new List<int>((IEnumerable<int>)value).ToArray();
+    throw Cannot(parameter, value, "int[] or IEnumerable<int>");
   }
   public static object batch_parallel_dyn(object computation, object inputs = null, object num_shards = null,
                                           object infeed_queue = null, object device_assignment = null, object name = null,

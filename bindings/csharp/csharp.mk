@@ -21,8 +21,15 @@ $(CS_GLUE): $(CS_DIR)/tpurt_wrap.cxx $(BUILD)/lib/libtpurt.so
 $(CS_DLL): $(CS_DIR)/tpurt_wrap.cxx $(CS_HAND)
 	$(CS_MCS) -nologo -target:library -unsafe -optimize+ -debug -nowarn:1591,414 -out:$@ $(CS_GEN)/*.cs $(CS_HAND)
 
+# A dllmap beside the build tree's Tpurt.dll: a program run with
+# MONO_PATH=$(CS_DIR) finds the glue without LD_LIBRARY_PATH (the glue's rpath finds
+# libtpurt). Mono looks for Tpurt.dll itself only beside the .exe or on MONO_PATH.
+$(CS_DIR)/Tpurt.dll.config: bindings/csharp/csharp.mk
+	@mkdir -p $(@D)
+	printf '<configuration>\n  <dllmap dll="tpurt_csharp" target="%s"/>\n</configuration>\n' '$(abspath $(CS_GLUE))' > $@
+
 .PHONY: bindings-csharp test-csharp install-csharp example-csharp bench-csharp
-bindings-csharp: $(CS_GLUE) $(CS_DLL)
+bindings-csharp: $(CS_GLUE) $(CS_DLL) $(CS_DIR)/Tpurt.dll.config
 
 $(CS_DIR)/Tpurt.Tests.dll: $(CS_DLL) $(CS_TESTS)
 	$(CS_MCS) -nologo -target:library -unsafe -debug -out:$@ -r:$(CS_DLL) \

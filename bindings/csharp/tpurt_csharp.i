@@ -30,7 +30,16 @@ SWIGEXPORT void SWIGSTDCALL TpurtRegisterRaiseCallback(TpurtCSharpRaiseCallback 
     [global::System.Runtime.InteropServices.DllImport("$dllimport", EntryPoint="TpurtRegisterRaiseCallback")]
     static extern void TpurtRegisterRaiseCallback(RaiseDelegate callback);
 
+    // code Disposed: a call through a disposed proxy; message is the wrapper's
+    // symbol ("Class_Method"), whose class part names the type.
+    internal const int Disposed = -1;
     static void Raise(int code, string message) {
+      if (code == Disposed) {
+        string symbol = message.StartsWith("delete_") ? message.Substring(7) : message;
+        int end = symbol.IndexOf('_');
+        SWIGPendingException.Set(new global::System.ObjectDisposedException(end < 0 ? symbol : symbol.Substring(0, end)));
+        return;
+      }
       SWIGPendingException.Set(OpError.FromCode((Status)code, message));
     }
 
@@ -91,6 +100,7 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 /* The director the hand layer subclasses; its native name stays free for tpu's. */
 %rename(NativeComputation) tpurt::Computation;
 %rename(NativeHostComputation) tpurt::HostComputation;
+%rename(NativeHostTensorComputation) tpurt::HostTensorComputation;
 
 /* The proxies are partial so the hand layer can add IDisposable-friendly helpers. */
 %typemap(csclassmodifiers) tpurt::Tensor "public partial class"
@@ -98,14 +108,49 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 %typemap(csclassmodifiers) tpurt::Shape "public partial class"
 %typemap(csclassmodifiers) tpurt::ClusterResolver "public partial class"
 
-/* A call through a disposed proxy passes a null `this`: a FailedPreconditionError,
- * not a crash. */
+/* A disposed handle is an ObjectDisposedException naming its type, wherever it goes:
+ * as `this` (the proxy passes a null pointer, caught here) and as an argument
+ * (getCPtr, where every proxy becomes a native pointer, throws: null there would mean
+ * "none", e.g. no DeviceAssignment, and the call would run as if none was given). */
 %typemap(check, canthrow=1) SWIGTYPE* self %{
   if (!$1) {
-    tpurt_csharp_raise_callback(9 /* FAILED_PRECONDITION */, "the $*1_ltype is disposed");
+    tpurt_csharp_raise_callback(-1 /* TpurtExceptionHelper.Disposed */, "$symname");
     return $null;
   }
 %}
+%typemap(csbody) SWIGTYPE %{
+  private global::System.Runtime.InteropServices.HandleRef swigCPtr;
+  protected bool swigCMemOwn;
+
+  internal $csclassname(global::System.IntPtr cPtr, bool cMemoryOwn) {
+    swigCMemOwn = cMemoryOwn;
+    swigCPtr = new global::System.Runtime.InteropServices.HandleRef(this, cPtr);
+  }
+
+  internal static global::System.Runtime.InteropServices.HandleRef getCPtr($csclassname obj) {
+    if (obj == null) return new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
+    if (obj.swigCPtr.Handle == global::System.IntPtr.Zero) throw new global::System.ObjectDisposedException("$csclassname");
+    return obj.swigCPtr;
+  }
+
+  internal static global::System.Runtime.InteropServices.HandleRef swigRelease($csclassname obj) {
+    if (obj != null) {
+      if (!obj.swigCMemOwn)
+        throw new global::System.ApplicationException("Cannot release ownership as memory is not owned");
+      global::System.Runtime.InteropServices.HandleRef ptr = getCPtr(obj);
+      obj.swigCMemOwn = false;
+      obj.Dispose();
+      return ptr;
+    } else {
+      return new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
+    }
+  }
+%}
+
+/* Every step (the methods taking the computation) is counted on its system: the
+ * exit-time dispose waits only a bounded time for running steps, and the finalizer
+ * pump runs while any step does (Lifetime.cs, FinalizerPump.cs). */
+%typemap(csin, pre="    StepStarted();", post="      StepEnded();") tpurt::Computation& computation "$csclassname.getCPtr($csinput)"
 
 /* TensorVector's indexer returns a new reference (a retained copy), not a view into
  * the vector: the vector may be collected while the tensor is still used. */

@@ -231,6 +231,53 @@ func CrossReplicaSumValue[T Numeric](ctx *Context, x T, opt ...Collective) (T, e
 	return sum[0], nil
 }
 
+// PerReplica holds one tensor per replica (TensorFlow's PerReplica): the collectives
+// that take one use the calling replica's value.
+type PerReplica struct {
+	values []*Tensor
+}
+
+// NewPerReplica takes values[r] for replica r; a nil one is an ErrInvalidArgument naming it.
+func NewPerReplica(values ...*Tensor) (*PerReplica, error) {
+	for r, v := range values {
+		if v == nil {
+			return nil, newError(CodeInvalidArgument, "NewPerReplica: the value of replica %d is nil", r)
+		}
+	}
+	return &PerReplica{values: append([]*Tensor(nil), values...)}, nil
+}
+
+// Values are the tensors, indexed by replica.
+func (p *PerReplica) Values() []*Tensor {
+	if p == nil {
+		return nil
+	}
+	return append([]*Tensor(nil), p.values...)
+}
+
+// Get is replica's value; a replica it holds none for is an ErrInvalidArgument.
+func (p *PerReplica) Get(replica int) (*Tensor, error) {
+	if p == nil {
+		return nil, newError(CodeInvalidArgument, "the PerReplica is nil")
+	}
+	if replica < 0 || replica >= len(p.values) {
+		return nil, newError(CodeInvalidArgument, "replica %d has no value (the PerReplica holds %d)", replica, len(p.values))
+	}
+	return p.values[replica], nil
+}
+
+// CrossReplicaSumPerReplica sums each replica's own value of x.
+func CrossReplicaSumPerReplica(ctx *Context, x *PerReplica, opt ...Collective) (*Tensor, error) {
+	if ctx == nil {
+		return nil, newError(CodeInvalidArgument, "CrossReplicaSumPerReplica: the context is nil")
+	}
+	v, err := x.Get(ctx.ReplicaID())
+	if err != nil {
+		return nil, err
+	}
+	return ctx.CrossReplicaSumTensor(v, opt...)
+}
+
 // CrossReplicaSumTensors sums several tensors (one dtype) in ONE collective: they are
 // flattened and concatenated, summed, then split back into their shapes.
 func CrossReplicaSumTensors(ctx *Context, xs []*Tensor, opt ...Collective) ([]*Tensor, error) {
@@ -332,7 +379,7 @@ func CrossReplicaSumMap(ctx *Context, xs map[string]*Tensor, opt ...Collective) 
 }
 
 // CrossReplicaSumDyn accepts any of the forms above in an interface{}: *Tensor,
-// []*Tensor, map[string]*Tensor, a numeric slice or a numeric value. Another type is
+// *PerReplica, []*Tensor, map[string]*Tensor, a numeric slice or a numeric value. Another type is
 // an ErrInvalidArgument naming it.
 func CrossReplicaSumDyn(ctx *Context, x interface{}, opt ...Collective) (interface{}, error) {
 	switch v := x.(type) {
@@ -341,6 +388,8 @@ func CrossReplicaSumDyn(ctx *Context, x interface{}, opt ...Collective) (interfa
 			return nil, newError(CodeInvalidArgument, "CrossReplicaSumDyn: the context is nil")
 		}
 		return ctx.CrossReplicaSumTensor(v, opt...)
+	case *PerReplica:
+		return CrossReplicaSumPerReplica(ctx, v, opt...)
 	case []*Tensor:
 		return CrossReplicaSumTensors(ctx, v, opt...)
 	case map[string]*Tensor:
@@ -385,7 +434,8 @@ func (h *hostFunction) Run(replica int) (status TpurtStatus) {
 }
 
 // OutsideCompilation runs fn on the host (outside the replicated computation) with
-// positional args and keyword args; its error fails the replica.
+// positional args and keyword args; *Tensor args reach it through the C ABI. Its
+// error fails the replica.
 func OutsideCompilation(ctx *Context, fn func(replica int, args []interface{}, kwargs map[string]interface{}) error,
 	args []interface{}, kwargs map[string]interface{}) error {
 	if ctx == nil {
@@ -393,6 +443,9 @@ func OutsideCompilation(ctx *Context, fn func(replica int, args []interface{}, k
 	}
 	if fn == nil {
 		return newError(CodeInvalidArgument, "OutsideCompilation: the function is nil")
+	}
+	if hasTensor(args) {
+		return outsideCompilationArgs(ctx, args, func(replica int, bound []interface{}) error { return fn(replica, bound, kwargs) })
 	}
 	director := NewDirectorRawHostComputation(&hostFunction{fn: func(replica int) error { return fn(replica, args, kwargs) }})
 	defer DeleteDirectorRawHostComputation(director)

@@ -19,13 +19,17 @@ func InitializeSystemDyn(opts interface{}) (*System, error) {
 	return InitializeSystem(SystemOptions{})
 }
 
-// ShutdownSystemDyn takes a *System.
-func ShutdownSystemDyn(system interface{}) error {
+// ShutdownSystemDyn takes a *System and a job that is a string or nil.
+func ShutdownSystemDyn(system interface{}, job interface{}) error {
 	s, ok := system.(*System)
 	if !ok {
 		return newError(CodeInvalidArgument, "ShutdownSystemDyn: expected a *System, not %T", system)
 	}
-	return ShutdownSystem(s)
+	name, ok := job.(string)
+	if !ok && job != nil {
+		return newError(CodeInvalidArgument, "ShutdownSystemDyn: job must be a string or nil, not %T", job)
+	}
+	return ShutdownSystem(s, name)
 }
 
 // Bfloat16ScopeDyn takes a *Context.

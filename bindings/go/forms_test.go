@@ -139,7 +139,7 @@ func TestDynFormsNameWrongTypes(t *testing.T) {
 		"NewTensorDyn":          second(NewTensorDyn([]int64{1}, []string{"x"})),
 		"OutsideCompilationDyn": OutsideCompilationDyn(&Context{}, 7, nil, nil),
 		"InitializeSystemDyn":   second(InitializeSystemDyn("8 cores")),
-		"ShutdownSystemDyn":     ShutdownSystemDyn(s.raw),
+		"ShutdownSystemDyn":     ShutdownSystemDyn(s.raw, nil),
 		"Bfloat16ScopeDyn":      second(Bfloat16ScopeDyn(3)),
 		"nil system":            second(ReplicateN(nil, sumInput, replicas)),
 		"nil computation":       second(ReplicateN(s, nil, replicas)),
@@ -344,7 +344,7 @@ func TestErrorSentinels(t *testing.T) {
 	if _, err := NewTensor([]int64{5}, []float32{1}); !errors.As(err, &tErr) || tErr.Code != CodeInvalidArgument || tErr.Message == "" {
 		t.Errorf("errors.As: %v", err)
 	}
-	if err := ShutdownSystemDyn(closed); err != nil {
+	if err := ShutdownSystemDyn(closed, nil); err != nil {
 		t.Fatal(err)
 	}
 	if c, err := closed.IsClosed(); err != nil || !c {

@@ -77,10 +77,21 @@ func InitializeSystem(opts SystemOptions) (*System, error) {
 	return newSystem(raw), nil
 }
 
-// ShutdownSystem stops s's workers; later steps fail with ErrFailedPrecondition.
-func ShutdownSystem(s *System) error {
+// ShutdownSystem is tf.tpu.shutdown_system(job): it stops the workers of s, whose
+// job must be job ("": s's own, as None); later steps fail with ErrFailedPrecondition.
+// Another job is an ErrNotFound naming both, and s keeps running.
+func ShutdownSystem(s *System, job string) error {
 	if s == nil {
 		return newError(CodeInvalidArgument, "ShutdownSystem: the system is nil")
+	}
+	if job != "" {
+		own, err := s.JobName()
+		if err != nil {
+			return err
+		}
+		if job != own {
+			return newError(CodeNotFound, "ShutdownSystem: job %q is not the TPU system's job %q", job, own)
+		}
 	}
 	return s.Shutdown()
 }

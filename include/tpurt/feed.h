@@ -9,6 +9,13 @@
  * host the system's collective deadline.
  * A dequeue inside a computation also returns TPU_ABORTED when the step fails.
  * Queue operations are safe from any thread. A queue must not outlive its system.
+ *
+ * Many tasks: as TensorFlow feeds each host's cores from that host, each task creates
+ * the queue (for the step's replicas of all tasks) and serves the replicas it runs:
+ * replica r belongs to task r / (cores per task), where a step without a device
+ * assignment runs it. Enqueueing infeed for, or dequeueing outfeed of, another task's
+ * replica is TPU_INVALID_ARGUMENT naming it and its task; so is a replica's own call
+ * when a device assignment runs it on another task than that.
  */
 #ifndef TPURT_FEED_H
 #define TPURT_FEED_H
@@ -25,8 +32,9 @@ extern "C" {
 /* tpu_infeed_queue is declared in tpurt/replicate.h. */
 typedef struct tpu_outfeed_queue tpu_outfeed_queue;
 
-/* dtypes[num_elements] must be infeed types (bool, int32, int64, bfloat16, float32,
- * complex64, uint32; TPU_INVALID_ARGUMENT naming the element otherwise);
+/* num_replicas: 1 to the cores of all tasks. dtypes[num_elements] must be infeed
+ * types (bool, int32, int64, bfloat16, float32, complex64, uint32;
+ * TPU_INVALID_ARGUMENT naming the element otherwise);
  * shapes[num_elements] fully known. capacity 0 means 16. */
 TPU_API tpu_status tpu_infeed_queue_create(tpu_system *system, int num_replicas,
                                            int num_elements, const tpu_dtype *dtypes,

@@ -170,6 +170,20 @@ typedef tpu_status (*tpu_host_fn)(int replica_id, void *user_data);
 TPU_API tpu_status tpu_outside_compilation(tpu_replica_context *ctx, tpu_host_fn fn,
                                            void *user_data);
 
+/* tf.tpu.outside_compilation(computation, *args) (1.2): as tpu_outside_compilation, and
+ * fn gets this replica's inputs[0..num_inputs) (borrowed for the call) and sets each
+ * of outputs[0..num_outputs) to a tensor it owns a reference to; those references
+ * pass to the calling replica. On failure (fn's status, or TPU_INVALID_ARGUMENT for an
+ * output fn left NULL) outputs are unchanged and what fn set is released. A NULL
+ * input is TPU_INVALID_ARGUMENT naming it. */
+typedef tpu_status (*tpu_host_tensors_fn)(int replica_id, tpu_tensor *const *inputs,
+                                          int num_inputs, tpu_tensor **outputs,
+                                          int num_outputs, void *user_data);
+TPU_API tpu_status tpu_outside_compilation_tensors(tpu_replica_context *ctx,
+                                                   tpu_host_tensors_fn fn, void *user_data,
+                                                   tpu_tensor *const *inputs, int num_inputs,
+                                                   tpu_tensor **outputs, int num_outputs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -153,3 +153,23 @@ TPU_EXPORT tpu_status tpu_outside_compilation(tpu_replica_context* ctx, tpu_host
     if (st != TPU_OK) throw Error(st, message);
   });
 }
+
+TPU_EXPORT tpu_status tpu_outside_compilation_tensors(tpu_replica_context* ctx,
+                                                      tpu_host_tensors_fn fn, void* user_data,
+                                                      tpu_tensor* const* inputs, int num_inputs,
+                                                      tpu_tensor** outputs, int num_outputs) {
+  return guarded([&] {
+    Communicator& comm = step_communicator(ctx);
+    if (fn == nullptr) invalid_argument("argument 'fn' is NULL");
+    if (num_inputs < 0) invalid_argument("num_inputs is ", num_inputs, "; it must be >= 0");
+    if (num_outputs < 0) invalid_argument("num_outputs is ", num_outputs, "; it must be >= 0");
+    if (num_inputs > 0) require_not_null(inputs, "inputs");
+    if (num_outputs > 0) require_not_null(outputs, "outputs");
+    for (int i = 0; i < num_inputs; ++i)
+      if (inputs[i] == nullptr) invalid_argument("input ", i, " is NULL");
+    std::string message;
+    tpu_status st = ctx->system->host().call_tensors(fn, user_data, ctx->replica_id, inputs, num_inputs,
+                                                     outputs, num_outputs, comm, &message);
+    if (st != TPU_OK) throw Error(st, message);
+  });
+}

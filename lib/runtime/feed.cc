@@ -39,9 +39,10 @@ FeedQueue::FeedQueue(std::shared_ptr<System> system, const char* kind, int num_r
       num_elements_(num_elements),
       capacity_(capacity == 0 ? kDefaultCapacity : static_cast<size_t>(capacity)) {
   system_->check_live();
-  if (num_replicas <= 0 || num_replicas > system_->num_cores())
+  if (num_replicas <= 0 || num_replicas > system_->num_global_cores())
     invalid_argument("num_replicas is ", num_replicas, "; it must be in [1, ",
-                     system_->num_cores(), "] (the number of cores)");
+                     system_->num_global_cores(), "] (the number of cores",
+                     system_->num_tasks() > 1 ? " of all tasks" : "", ")");
   if (num_elements <= 0)
     invalid_argument("num_elements is ", num_elements, "; a tuple needs at least one element");
   require_not_null(dtypes, "dtypes");
@@ -82,6 +83,27 @@ void FeedQueue::check_replica(int replica) const {
                      num_replicas_, " replicas");
 }
 
+int FeedQueue::task_of(int replica) const { return replica / system_->num_cores(); }
+
+// As TensorFlow feeds each host's cores from that host: the host side serves only the
+// replicas of this task, and a replica only reaches the FIFO its own task fills.
+void FeedQueue::check_task(int replica, bool enqueue, const Communicator* step) const {
+  const int task = task_of(replica), here = system_->task_id();
+  if (task == here) return;
+  if (step != nullptr)
+    invalid_argument(kind_, " replica ", replica, " runs on task ", here,
+                     " in this step, but the queue serves it from task ", task,
+                     " (replica r belongs to task r / ", system_->num_cores(),
+                     ", as without a device assignment)");
+  const int first = here * system_->num_cores();
+  const int last = std::min(first + system_->num_cores(), num_replicas_) - 1;
+  invalid_argument(kind_, " replica ", replica, " runs on task ", task, ": task ", here,
+                   enqueue ? " enqueues" : " dequeues", " only for its own replicas",
+                   first > last    ? std::string(" (none)")
+                   : first == last ? str_cat(" (replica ", first, ")")
+                                   : str_cat(" (replicas ", first, " to ", last, ")"));
+}
+
 void FeedQueue::check_count(int num_elements) const {
   if (num_elements != num_elements_)
     invalid_argument(kind_, " tuple has ", num_elements, " elements but the queue's tuples have ",
@@ -114,6 +136,7 @@ void FeedQueue::push(int replica, tpu_tensor* const* tuple, int num_elements,
                      const Communicator* step) {
   system_->check_live();
   check_replica(replica);
+  check_task(replica, true, step);
   check_count(num_elements);
   require_not_null(tuple, "tuple");
   for (int e = 0; e < num_elements_; ++e) {
@@ -140,6 +163,7 @@ void FeedQueue::push(int replica, tpu_tensor* const* tuple, int num_elements,
 void FeedQueue::pop(int replica, tpu_tensor** tuple, int num_elements, const Communicator* step) {
   system_->check_live();
   check_replica(replica);
+  check_task(replica, false, step);
   check_count(num_elements);
   require_not_null(tuple, "tuple");
   std::unique_lock<std::mutex> lock(mu_);

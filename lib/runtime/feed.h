@@ -1,5 +1,6 @@
 // Infeed and outfeed: one bounded FIFO of tuples per replica, with fixed per-element
-// dtypes and shapes. Waits are bounded by the system's collective deadline; a
+// dtypes and shapes. In a multi-task system each task's queue serves the replicas that
+// task runs (replica r on task r / cores per task, as without a device assignment). Waits are bounded by the system's collective deadline; a
 // replica's wait also ends when its step is aborted.
 #pragma once
 
@@ -42,6 +43,9 @@ class FeedQueue {
 
  private:
   void check_replica(int replica) const;
+  int task_of(int replica) const;
+  // TPU_INVALID_ARGUMENT for a replica another task serves. step: as in push.
+  void check_task(int replica, bool enqueue, const Communicator* step) const;
   void check_count(int num_elements) const;
   // Waits until ready() under lock; throws on deadline, abort or shutdown.
   template <typename Ready>

@@ -4,17 +4,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "core/status.h"
+#include "core/tensor.h"
 #include "runtime/executor.h"
 
 namespace tpurt {
 
 struct HostExecutor::Request {
-  tpu_host_fn fn = nullptr;
-  void* user_data = nullptr;
-  int replica = 0;
+  explicit Request(FunctionRef<tpu_status()> b) : body(b) {}
+  FunctionRef<tpu_status()> body;
   bool done = false;
   tpu_status status = TPU_OK;
   std::string message;
@@ -56,7 +57,7 @@ void HostExecutor::loop() {
     {
       UserCodeScope scope;
       try {
-        status = req->fn(req->replica, req->user_data);
+        status = req->body();
       } catch (...) {
         status = set_last_error(TPU_INTERNAL, "the outside-compilation function threw a C++ exception");
       }
@@ -76,10 +77,34 @@ void HostExecutor::loop() {
 
 tpu_status HostExecutor::call(tpu_host_fn fn, void* user_data, int replica,
                               const Communicator& comm, std::string* message) {
-  Request req;
-  req.fn = fn;
-  req.user_data = user_data;
-  req.replica = replica;
+  return run([&] { return fn(replica, user_data); }, replica, comm, message);
+}
+
+tpu_status HostExecutor::call_tensors(tpu_host_tensors_fn fn, void* user_data, int replica,
+                                      tpu_tensor* const* inputs, int num_inputs,
+                                      tpu_tensor** outputs, int num_outputs,
+                                      const Communicator& comm, std::string* message) {
+  // The function fills a scratch array: the caller's outputs change only on success.
+  std::vector<tpu_tensor*> made(static_cast<size_t>(num_outputs), nullptr);
+  tpu_status st = run([&] { return fn(replica, inputs, num_inputs, made.data(), num_outputs, user_data); },
+                      replica, comm, message);
+  for (int o = 0; st == TPU_OK && o < num_outputs; ++o)
+    if (made[o] == nullptr) {
+      st = TPU_INVALID_ARGUMENT;
+      *message = str_cat("outside compilation for replica ", replica, " returned TPU_OK but left output ",
+                         o, " of ", num_outputs, " NULL");
+    }
+  if (st != TPU_OK) {
+    for (tpu_tensor* t : made) release(t);
+    return st;
+  }
+  std::copy(made.begin(), made.end(), outputs);
+  return TPU_OK;
+}
+
+tpu_status HostExecutor::run(FunctionRef<tpu_status()> body, int replica, const Communicator& comm,
+                             std::string* message) {
+  Request req(body);
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_) {
     *message = "the TPU system is shut down";

@@ -22,6 +22,8 @@
  *                                  MAX instead of SUM): TPU_INVALID_ARGUMENT naming V
  * TEST_FAULT_COLLECTIVE=reduce_scatter: the collective the fault scenarios' tasks are
  * in when task V fails is a reduce-scatter instead of an all-reduce.
+ *   cluster_worker feed            infeed and outfeed queues of every replica: each task
+ *                                  feeds its own, another task's replica is refused
  *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
  *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
  */
@@ -675,9 +677,112 @@ static tpu_status soak_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int n
   return check_all_reduce(ctx, r, TPU_FLOAT, TPU_REDUCE_SUM, 4096, 0);
 }
 
+/* ---- feed: infeed and outfeed across tasks ---------------------------------------
+ * Queues of every replica (g_n): each task enqueues infeed for its own replicas,
+ * a step with infeed_queue sums every replica's tuple and each replica puts (sum, r)
+ * on the outfeed, which its own task dequeues. A replica of another task is
+ * TPU_INVALID_ARGUMENT on both queues, naming it and its task; so is a step whose
+ * device assignment runs a replica on another task than the queue serves it from. */
+static tpu_outfeed_queue *g_outfeed;
+
+static tpu_status feed_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin,
+                          tpu_tensor **out, int nout, void *user) {
+  (void)nout, (void)user;
+  int r;
+  OK(tpu_replica_context_replica_id(ctx, &r));
+  tpu_tensor *sum = NULL, *id = NULL;
+  OK(tpu_cross_replica_sum(ctx, in[nin - 1], NULL, &sum, NULL)); /* the infeed tuple's one element */
+  int32_t r32 = r;
+  OK(tpu_tensor_create(TPU_INT32, NULL, 0, &r32, sizeof r32, &id));
+  tpu_tensor *tuple[2] = {sum, id};
+  tpu_status s = tpu_outfeed_enqueue(ctx, g_outfeed, tuple, 2);
+  out[0] = sum;
+  tpu_tensor_release(id);
+  return s;
+}
+
+static int scenario_feed(tpu_system *system) {
+  tpu_dtype in_types[1] = {TPU_FLOAT}, out_types[2] = {TPU_FLOAT, TPU_INT32};
+  tpu_shape vec = {1, {2}}, scalar = {0, {0}}, in_shapes[1] = {vec}, out_shapes[2] = {vec, scalar};
+  tpu_infeed_queue *infeed = NULL;
+  OK(tpu_infeed_queue_create(system, g_n, 1, in_types, in_shapes, 0, &infeed));
+  OK(tpu_outfeed_queue_create(system, g_n, 2, out_types, out_shapes, 0, &g_outfeed));
+  int64_t two = 2;
+  const int steps = 2, first = g_task * g_local;
+  for (int k = 0; k < steps; k++)
+    for (int r = first; r < first + g_local; r++) {
+      float v[2] = {(float)r, (float)k};
+      tpu_tensor *t = NULL;
+      OK(tpu_tensor_create(TPU_FLOAT, &two, 1, v, sizeof v, &t));
+      OK(tpu_infeed_enqueue(infeed, r, &t, 1));
+      tpu_tensor_release(t);
+    }
+  /* Another task's replica: refused on both queues, naming it and its task. */
+  const int other = (first + g_local) % g_n, other_task = other / g_local;
+  char who[64];
+  snprintf(who, sizeof who, "replica %d runs on task %d", other, other_task);
+  tpu_tensor *t = NULL, *pair[2] = {NULL, NULL};
+  float z[2] = {0, 0};
+  OK(tpu_tensor_create(TPU_FLOAT, &two, 1, z, sizeof z, &t));
+  tpu_status s = tpu_infeed_enqueue(infeed, other, &t, 1);
+  printf("task %d: infeed enqueue for replica %d: %s: %s\n", g_task, other, tpu_status_name(s), tpu_last_error());
+  EXPECT(s == TPU_INVALID_ARGUMENT && strstr(tpu_last_error(), who), "want TPU_INVALID_ARGUMENT naming %s", who);
+  tpu_tensor_release(t);
+  s = tpu_outfeed_dequeue(g_outfeed, other, pair, 2);
+  printf("task %d: outfeed dequeue for replica %d: %s: %s\n", g_task, other, tpu_status_name(s), tpu_last_error());
+  EXPECT(s == TPU_INVALID_ARGUMENT && strstr(tpu_last_error(), who), "want TPU_INVALID_ARGUMENT naming %s", who);
+
+  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+  o.infeed_queue = infeed;
+  tpu_tensor **outs = calloc((size_t)g_n, sizeof *outs);
+  for (int k = 0; k < steps && !g_failures; k++) {
+    s = tpu_replicate(system, feed_fn, NULL, g_n, 0, NULL, 1, outs, &o);
+    EXPECT(s == TPU_OK, "feed step %d: %s: %s", k, tpu_status_name(s), tpu_last_error());
+    /* Every replica's infeed summed: sum of r, and k * g_n. */
+    const double want0 = (double)g_n * (g_n - 1) / 2, want1 = (double)k * g_n;
+    for (int r = first; s == TPU_OK && r < first + g_local; r++) {
+      EXPECT(outs[r] && element(outs[r], 0) == want0 && element(outs[r], 1) == want1,
+             "step %d replica %d output", k, r);
+      OK(tpu_outfeed_dequeue(g_outfeed, r, pair, 2));
+      const void *id = NULL;
+      tpu_tensor_data(pair[1], &id);
+      EXPECT(element(pair[0], 0) == want0 && element(pair[0], 1) == want1 && *(const int32_t *)id == r,
+             "step %d: replica %d's outfeed tuple", k, r);
+      tpu_tensor_release(pair[0]);
+      tpu_tensor_release(pair[1]);
+    }
+    for (int r = 0; r < g_n; r++) tpu_tensor_release(outs[r]), outs[r] = NULL;
+  }
+  /* A device assignment that runs each replica on another task than the queue's
+   * (replica r on the core of replica n-1-r): the replica's dequeue names the mismatch. */
+  tpu_device_assignment *da = NULL, *reversed = NULL;
+  tpu_topology *topology = NULL;
+  int32_t *cores = calloc((size_t)g_n * 4, sizeof *cores), *swapped = calloc((size_t)g_n * 4, sizeof *swapped);
+  size_t count = 0;
+  OK(tpu_system_default_device_assignment(system, g_n, &da));
+  OK(tpu_device_assignment_core_assignment(da, cores, (size_t)g_n * 4, &count));
+  for (int r = 0; r < g_n; r++) memcpy(&swapped[4 * r], &cores[4 * (g_n - 1 - r)], 4 * sizeof *cores);
+  OK(tpu_device_assignment_topology(da, &topology));
+  OK(tpu_device_assignment_create(topology, swapped, g_n, 1, &reversed));
+  o.device_assignment = reversed;
+  s = tpu_replicate(system, feed_fn, NULL, g_n, 0, NULL, 1, outs, &o);
+  printf("task %d: feed step with the replicas on other tasks: %s: %s\n", g_task, tpu_status_name(s), tpu_last_error());
+  EXPECT(s == TPU_INVALID_ARGUMENT && strstr(tpu_last_error(), "in this step, but the queue serves it from task"),
+         "want TPU_INVALID_ARGUMENT naming the replica's task and the queue's");
+  tpu_device_assignment_release(reversed);
+  tpu_device_assignment_release(da);
+  tpu_topology_release(topology);
+  free(cores);
+  free(swapped);
+  free(outs);
+  tpu_infeed_queue_release(infeed);
+  tpu_outfeed_queue_release(g_outfeed);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: cluster_worker collectives|kv|kill V|quit V|stop V|skip V|fail V|mismatch V|init|soak N\n");
+    fprintf(stderr, "usage: cluster_worker collectives|kv|feed|kill V|quit V|stop V|skip V|fail V|mismatch V|init|soak N\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -710,6 +815,7 @@ int main(int argc, char **argv) {
   if (!strcmp(scenario, "collectives")) rc = scenario_collectives(system);
   else if (!strcmp(scenario, "kv")) rc = scenario_kv(system);
   else if (!strcmp(scenario, "init")) rc = 0;
+  else if (!strcmp(scenario, "feed")) rc = scenario_feed(system);
   else if (!strcmp(scenario, "soak")) {
     int steps = argc > 2 ? atoi(argv[2]) : 100;
     for (int i = 0; i < steps && !g_failures; i++) {

@@ -1,5 +1,7 @@
 """Proves bindings/tpurt.i is language-neutral: a Python module generated from it
-runs one replicated cross_replica_sum on 8 cores. Run by tests/check_python_binding.sh."""
+runs one replicated cross_replica_sum on 8 cores, outside compilation with tensors, and a
+Python exception in a computation or host function fails the step with its type and
+message. Run by make test-python (tests/check_bindings_python.sh)."""
 import sys
 
 import tpurt
@@ -14,10 +16,63 @@ class Sum(tpurt.Computation):
         return tpurt.Status_Ok
 
 
-class Fails(tpurt.Computation):
+class WeightsError(Exception):
+    pass
+
+
+class Raises(tpurt.Computation):
+    """Replica 3 raises `error`; the others wait in a collective the failure releases."""
+
+    def __init__(self, error):
+        super().__init__()
+        self.error = error
+
     def run(self, ctx):
         if ctx.replicaId() == 3:
-            raise KeyError("weights")
+            raise self.error
+        ctx.barrier(tpurt.CollectiveOptions())
+        return tpurt.Status_Ok
+
+
+class HostRaises(tpurt.HostComputation):
+    def run(self, replica):
+        if replica == 5:
+            raise ValueError("host rows are gone")
+        return tpurt.Status_Ok
+
+
+class CallsHost(tpurt.Computation):
+    def __init__(self):
+        super().__init__()
+        self.host = HostRaises()
+
+    def run(self, ctx):
+        ctx.outsideCompilation(self.host)
+        return tpurt.Status_Ok
+
+
+def step_error(system, computation):
+    """The message of the step's RuntimeError, or None if the step succeeded."""
+    try:
+        system.replicate(computation, REPLICAS, 0, tpurt.TensorVector(), 0, tpurt.StepOptions())
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+class HostTwice(tpurt.HostTensorComputation):
+    """Outside compilation with tensors: doubles the replica's tensor on the host."""
+    def run(self, replica, inputs):
+        v = [2.0 * x for x in inputs[0].toFloat32Vector()]
+        self.setOutputs(tpurt.TensorVector([tpurt.Tensor.fromFloat32Vector(tpurt.Int64Vector([len(v)]),
+                                                                           tpurt.FloatVector(v))]))
+        return tpurt.Status_Ok
+
+
+class WithHost(tpurt.Computation):
+    def run(self, ctx):
+        host = HostTwice()
+        ctx.setOutput(0, ctx.outsideCompilationTensors(host, tpurt.TensorVector([ctx.input(0)]))[0])
         return tpurt.Status_Ok
 
 
@@ -30,28 +85,48 @@ def main():
         inputs.append(tpurt.Tensor.fromFloat32Vector(tpurt.Int64Vector([3]),
                                                      tpurt.FloatVector([r, 2.0 * r, 1.0])))
     computation = Sum()
-    outputs = system.replicate(computation, REPLICAS, 1, inputs, 1, tpurt.StepOptions())
     expected = [sum(range(REPLICAS)), 2.0 * sum(range(REPLICAS)), float(REPLICAS)]
-    failures = 0
-    for r in range(REPLICAS):
-        got = list(outputs[r].toFloat32Vector())
-        if got != expected:
-            print(f"replica {r}: got {got}, expected {expected}")
-            failures += 1
-    # An exception in a computation becomes that replica's error; the next step runs.
-    try:
-        system.replicate(Fails(), REPLICAS, 0, tpurt.TensorVector(), 0, tpurt.StepOptions())
-        print("a raising computation did not fail the step")
-        failures += 1
-    except RuntimeError as e:
-        if "replica 3" not in str(e):
-            print(f"unexpected message: {e}")
-            failures += 1
+    checks = []
+
+    def check(what, ok, detail=""):
+        checks.append(ok)
+        if not ok:
+            print(f"FAILED {what}: {detail}")
+
     outputs = system.replicate(computation, REPLICAS, 1, inputs, 1, tpurt.StepOptions())
-    failures += list(outputs[0].toFloat32Vector()) != expected
+    got = [list(outputs[r].toFloat32Vector()) for r in range(REPLICAS)]
+    check("cross_replica_sum", all(g == expected for g in got), got)
+
+    # An exception in a computation fails the step with "replica R: Type: message".
+    for error, text in [(KeyError("weights"), "replica 3: KeyError: 'weights'"),
+                        (WeightsError("NaN in layer 2"), "replica 3: __main__.WeightsError: NaN in layer 2"),
+                        (RuntimeError(), "replica 3: RuntimeError")]:
+        message = step_error(system, Raises(error))
+        check(f"{type(error).__name__} in a computation", message is not None and text in message
+              and "director method error" not in message, message)
+    message = step_error(system, CallsHost())
+    check("ValueError in a host function", message is not None
+          and "replica 5" in message and "ValueError: host rows are gone" in message, message)
+
+    # Data for a shape with elements: an empty vector is not zeros.
+    try:
+        tpurt.Tensor.fromFloat32Vector(tpurt.Int64Vector([2]), tpurt.FloatVector([]))
+        check("empty data for a [2] tensor", False, "no error")
+    except RuntimeError as e:
+        check("empty data for a [2] tensor", "INVALID_ARGUMENT" in str(e), e)
+
+    # Outside compilation with tensors: the director is language-neutral too.
+    outputs = system.replicate(WithHost(), REPLICAS, 1, inputs, 1, tpurt.StepOptions())
+    got = list(outputs[5].toFloat32Vector())
+    check("outside compilation with tensors", got == [10.0, 20.0, 2.0], got)
+
+    # The system still runs steps.
+    outputs = system.replicate(computation, REPLICAS, 1, inputs, 1, tpurt.StepOptions())
+    check("a step after the failures", list(outputs[0].toFloat32Vector()) == expected)
     system.close()
-    print(f"python: {3 - failures} passed, {failures} failed")
-    return 1 if failures else 0
+    failed = checks.count(False)
+    print(f"python: {len(checks) - failed} passed, {failed} failed")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

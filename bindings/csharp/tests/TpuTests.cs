@@ -2,7 +2,6 @@
 // errors, lifetime, feeds, sharding, topology, and every member of bindings/api_map.txt.
 using System;
 using System.Collections.Generic;
-using System.Diagnostics;
 using System.IO;
 using System.Linq;
 using System.Threading;
@@ -53,16 +52,26 @@ public class TpuTests {
       return new[] { sum };
     });
     AssertAll(outputs, ExpectedSum); // an output keeps its own reference
-    foreach (Tensor t in kept)
-      Assert.Throws<FailedPreconditionError>(() => t.ToFloatArray()); // released with the step
+    foreach (Tensor t in kept) // released with the step
+      Assert.AreEqual("Tensor", Assert.Throws<ObjectDisposedException>(() => t.ToFloatArray()).ObjectName);
   }
 
   [Test]
-  public void CrossReplicaSumWithGroups() {
-    int[][] groups = { new[] { 0, 1, 2, 3 }, new[] { 4, 5, 6, 7 } };
-    Tensor[][] o = Run(x => new[] { tpu.cross_replica_sum(x[0], groups) });
-    CollectionAssert.AreEqual(new float[] { 6, 12, 4 }, o[0][0].ToFloatArray());
-    CollectionAssert.AreEqual(new float[] { 22, 44, 4 }, o[7][0].ToFloatArray());
+  public void CrossReplicaSumWithGroupsOfEachForm() {
+    int[][] jagged = { new[] { 0, 1, 2, 3 }, new[] { 4, 5, 6, 7 } };
+    int[,] grid = { { 0, 1, 2, 3 }, { 4, 5, 6, 7 } };
+    var lists = new List<List<int>> { new List<int> { 0, 1, 2, 3 }, new List<int> { 4, 5, 6, 7 } };
+    IEnumerable<IEnumerable<int>> lazy = Enumerable.Range(0, 2).Select(g => Enumerable.Range(4 * g, 4));
+    foreach (object groups in new object[] { jagged, grid, lists, lazy }) {
+      Tensor[][] o = Run(x => new[] { tpu.cross_replica_sum(x[0], groups), tpu.cross_replica_sum(x: x[0], group_assignment: groups, name: "s") }, 2);
+      CollectionAssert.AreEqual(new float[] { 6, 12, 4 }, o[0][0].ToFloatArray(), groups.GetType().Name);
+      CollectionAssert.AreEqual(new float[] { 22, 44, 4 }, o[7][1].ToFloatArray(), groups.GetType().Name);
+    }
+    // Thrown in the computation: the step fails with the ArgumentException's message.
+    var e = Assert.Throws<UnknownError>(() => Run(x => new[] { tpu.cross_replica_sum(x[0], "0,1") }));
+    StringAssert.Contains("group_assignment cannot be a System.String", e.Message);
+    e = Assert.Throws<UnknownError>(() => Run(x => new[] { tpu.cross_replica_sum(x[0], new object[] { new[] { 0 }, 1.5 }) }));
+    StringAssert.Contains("group_assignment[1] is a System.Double", e.Message);
   }
 
   [Test]
@@ -93,12 +102,11 @@ public class TpuTests {
   public void PascalCaseAliasesOfEveryForm() {
     var values = new PerReplica(Enumerable.Range(0, Replicas).Select(r => F(r)));
     Tensor[][] o = Run(x => {
-      ValueTuple<Tensor, Tensor> pair = tpu.CrossReplicaSum((F(1), F(2)));
       return new[] {
         tpu.CrossReplicaSum(values), tpu.CrossReplicaSum(new float[] { 1 }), tpu.CrossReplicaSum(new double[] { 1 }),
-        tpu.CrossReplicaSum(new[] { 1 }), tpu.CrossReplicaSum(new long[] { 1 }), pair.Item2,
-        tpu.CrossReplicaSum(new List<Tensor> { F(3) })[0],
-        tpu.CrossReplicaSum(new Dictionary<string, Tensor> { { "k", F(4) } })["k"],
+        tpu.CrossReplicaSum(new[] { 1 }), tpu.CrossReplicaSum(new long[] { 1 }), tpu.CrossReplicaSum((F(1), F(2))),
+        tpu.CrossReplicaSum(new List<Tensor> { F(3) }),
+        tpu.CrossReplicaSum(new Dictionary<object, object> { { "k", F(4) } }),
         F((float)tpu.OutsideCompilation((Func<float, float>)(v => v + 1), new Dictionary<string, object> { { "v", 1f } })),
       };
     }, 9);
@@ -107,7 +115,7 @@ public class TpuTests {
     CollectionAssert.AreEqual(new[] { 8.0 }, o[1][2].ToDoubleArray());
     CollectionAssert.AreEqual(new[] { 8 }, o[1][3].ToIntArray());
     CollectionAssert.AreEqual(new[] { 8L }, o[1][4].ToLongArray());
-    CollectionAssert.AreEqual(new float[] { 16 }, o[1][5].ToFloatArray());
+    CollectionAssert.AreEqual(new float[] { 8, 16 }, o[1][5].ToFloatArray());
     CollectionAssert.AreEqual(new float[] { 24 }, o[1][6].ToFloatArray());
     CollectionAssert.AreEqual(new float[] { 32 }, o[1][7].ToFloatArray());
     CollectionAssert.AreEqual(new float[] { 2 }, o[1][8].ToFloatArray());
@@ -119,29 +127,43 @@ public class TpuTests {
     Assert.AreEqual(Status.AlreadyExists, e.Code);
   }
 
+  // A structure is one tensor (tf.convert_to_tensor): leaves stacked on a new axis.
   [Test]
-  public void CrossReplicaSumOfCollectionsIsFused() {
+  public void CrossReplicaSumOfAStructureIsOneStackedTensor() {
     Tensor[][] o = Run(x => {
-      ValueTuple<Tensor, Tensor> ab = tpu.cross_replica_sum((x[0], Tensor.Of(new[] { 1, 2 })));
-      Tensor[] list = tpu.cross_replica_sum(new List<Tensor> { x[0], F(1), Tensor.Of(new[] { 5 }) });
-      Dictionary<string, Tensor> d = tpu.cross_replica_sum(new Dictionary<string, Tensor> { { "w", x[0] }, { "b", F(2) } });
-      var dynTuple = (ValueTuple<Tensor, Tensor>)tpu.cross_replica_sum_dyn((F(1), F(2)));
-      var dynList = (Tensor[])tpu.cross_replica_sum_dyn(new List<Tensor> { F(3) });
-      var dynDict = (Dictionary<string, Tensor>)tpu.cross_replica_sum_dyn(new Dictionary<string, Tensor> { { "k", F(4) } });
-      return new[] { ab.Item1, ab.Item2, list[0], list[1], list[2], d["w"], d["b"], dynTuple.Item2, dynList[0], dynDict["k"] };
-    }, 10);
-    float[][] f = o[5].Select(t => t.Dtype() == DType.Float32 ? t.ToFloatArray() : null).ToArray();
-    CollectionAssert.AreEqual(ExpectedSum, f[0]);
-    CollectionAssert.AreEqual(new[] { 8, 16 }, o[5][1].ToIntArray());
-    CollectionAssert.AreEqual(ExpectedSum, f[2]);
-    CollectionAssert.AreEqual(new float[] { 8 }, f[3]);
-    CollectionAssert.AreEqual(new[] { 40 }, o[5][4].ToIntArray());
-    CollectionAssert.AreEqual(ExpectedSum, f[5]);
-    CollectionAssert.AreEqual(new float[] { 16 }, f[6]);
-    CollectionAssert.AreEqual(new float[] { 16 }, f[7]);
-    CollectionAssert.AreEqual(new float[] { 24 }, f[8]);
-    CollectionAssert.AreEqual(new float[] { 32 }, f[9]);
-    CollectionAssert.AreEqual(new long[] { 3 }, o[5][0].DimsArray);
+      ValueTuple<Tensor, Tensor> pair = (x[0], F(1, 2, 3));
+      return new[] {
+        tpu.cross_replica_sum((x[0], F(1, 2, 3))), tpu.cross_replica_sum(pair),
+        tpu.cross_replica_sum(new List<Tensor> { x[0], F(0, 0, 1) }),
+        tpu.cross_replica_sum(new List<object> { 1, 2 }),
+        tpu.cross_replica_sum(new Dictionary<object, object> { { "w", F(2) }, { "b", F(1) } }),
+        tpu.cross_replica_sum(new Dictionary<string, float[]> { { "w", new float[] { 2 } }, { "b", new float[] { 1 } } }),
+        tpu.cross_replica_sum((object)new List<float> { 0.5f, 1 }),
+        tpu.cross_replica_sum((object)x[0]), tpu.cross_replica_sum((object)3L),
+        (Tensor)tpu.cross_replica_sum_dyn((F(1), F(2))),
+        (Tensor)tpu.cross_replica_sum_dyn(new List<Tensor> { F(3) }, null, "n"),
+      };
+    }, 11);
+    CollectionAssert.AreEqual(new long[] { 2, 3 }, o[5][0].DimsArray);
+    CollectionAssert.AreEqual(new float[] { 28, 56, 8, 8, 16, 24 }, o[5][0].ToFloatArray());
+    CollectionAssert.AreEqual(o[5][0].ToFloatArray(), o[5][1].ToFloatArray());
+    CollectionAssert.AreEqual(new float[] { 28, 56, 8, 0, 0, 8 }, o[5][2].ToFloatArray());
+    CollectionAssert.AreEqual(new[] { 8, 16 }, o[5][3].ToIntArray());
+    CollectionAssert.AreEqual(new float[] { 8, 16 }, o[5][4].ToFloatArray()); // keys sorted: b, w
+    CollectionAssert.AreEqual(new long[] { 2, 1 }, o[5][5].DimsArray);
+    CollectionAssert.AreEqual(new float[] { 8, 16 }, o[5][5].ToFloatArray());
+    CollectionAssert.AreEqual(new float[] { 4, 8 }, o[5][6].ToFloatArray());
+    CollectionAssert.AreEqual(ExpectedSum, o[5][7].ToFloatArray());
+    CollectionAssert.AreEqual(new[] { 24L }, o[5][8].ToLongArray());
+    CollectionAssert.AreEqual(new float[] { 8, 16 }, o[5][9].ToFloatArray());
+    CollectionAssert.AreEqual(new float[] { 24 }, o[5][10].ToFloatArray());
+    // Leaves that do not match cannot be one tensor.
+    var e = Assert.Throws<UnknownError>(() => Run(x => new[] { tpu.cross_replica_sum((x[0], F(1))) }));
+    StringAssert.Contains("x[1] is float32[1], x[0] is float32[3]", e.Message);
+    e = Assert.Throws<UnknownError>(() => Run(x => new[] { tpu.cross_replica_sum(new List<object> { 1, 2.0 }) }));
+    StringAssert.Contains("x[1] is float64[], x[0] is int32[]", e.Message);
+    e = Assert.Throws<UnknownError>(() => Run(x => new[] { tpu.cross_replica_sum(new List<object>()) }));
+    StringAssert.Contains("empty structure", e.Message);
   }
 
   [Test]
@@ -175,8 +197,17 @@ public class TpuTests {
     // Replica r has r+1 elements; maximum_shapes pads them to one size.
     var ragged = Enumerable.Range(0, Replicas).Select(r => (IEnumerable<Tensor>)new[] { F(Enumerable.Repeat(1f, r + 1).ToArray()) }).ToList();
     Func<Tensor[], Tensor[]> sum = x => new[] { tpu.cross_replica_sum(x[0]) };
+    ReplicaComputation sumCtx = (ctx, x) => new[] { tpu.cross_replica_sum(x[0]) };
     var forms = new List<Tensor[][]> {
       tpu.replicate(sum, ragged, null, null, null, 8, num_outputs: 1, system: system),
+      tpu.replicate(computation: sum, inputs: ragged, maximum_shapes: 8, num_outputs: 1, system: system),
+      tpu.replicate(computation: sumCtx, inputs: ragged, maximum_shapes: 8, num_outputs: 1, system: system),
+      tpu.replicate(computation: sumCtx, inputs: ragged, maximum_shapes: new TensorShape(8), num_outputs: 1, system: system),
+      tpu.replicate(computation: sumCtx, inputs: ragged, maximum_shapes: new Dimension(8), num_outputs: 1, system: system),
+      tpu.replicate(computation: sumCtx, inputs: ragged, maximum_shapes: new[] { new TensorShape(8) }, num_outputs: 1, system: system),
+      tpu.replicate(computation: sum, inputs: ragged, maximum_shapes: new ShapeStructure(8), num_outputs: 1, system: system),
+      tpu.replicate(computation: sumCtx, inputs: ragged, maximum_shapes: new ShapeStructure(new object[] { new TensorShape(8) }), num_outputs: 1, system: system),
+      (Tensor[][])tpu.replicate_dyn(sum, ragged, maximum_shapes: new ShapeStructure(new Dimension(8)), num_outputs: 1, system: system),
       tpu.replicate(sum, ragged, null, null, null, new TensorShape(8), num_outputs: 1, system: system),
       tpu.replicate(sum, ragged, null, null, null, new Dimension(8), num_outputs: 1, system: system),
       tpu.replicate(sum, ragged, null, null, null, new[] { new TensorShape(8) }, num_outputs: 1, system: system),
@@ -190,8 +221,11 @@ public class TpuTests {
       Assert.AreEqual(8, got.Length);
       CollectionAssert.AreEqual(new float[] { 8, 7, 6, 5, 4, 3, 2, 1 }, got);
     }
-    // No maximum_shapes: ragged inputs are an InvalidArgument.
+    // No maximum_shapes (or null, TensorFlow's default): ragged inputs are an InvalidArgument.
     Assert.Throws<InvalidArgumentError>(() => tpu.replicate(sum, ragged, num_outputs: 1, system: system));
+    Assert.Throws<InvalidArgumentError>(() => tpu.replicate(computation: sum, inputs: ragged, maximum_shapes: null, num_outputs: 1, system: system));
+    var e = Assert.Throws<ArgumentException>(() => tpu.replicate(sum, ragged, maximum_shapes: new ShapeStructure("8"), num_outputs: 1, system: system));
+    StringAssert.Contains("maximum_shapes[0] cannot be a System.String", e.Message);
   }
 
   [Test]
@@ -247,11 +281,24 @@ public class TpuTests {
   [Test]
   public void ShardAndBatchParallelSplitAndConcatenate() {
     Tensor input = F(0, 1, 2, 3, 4, 5, 6, 7);
+    ArgumentException e;
     Func<Tensor[], Tensor[]> twice = x => new[] { Tensor.Of(x[0].ToFloatArray().Select(v => 2 * v).ToArray()) };
     var expected = new float[] { 0, 2, 4, 6, 8, 10, 12, 14 };
     CollectionAssert.AreEqual(expected, tpu.shard(twice, new[] { input }, 8, num_outputs: 1, system: system)[0].ToFloatArray());
     CollectionAssert.AreEqual(expected, tpu.Shard(twice, new[] { input }, 1, 1, system)[0].ToFloatArray());
-    CollectionAssert.AreEqual(expected, ((Tensor[])tpu.shard_dyn(twice, new[] { input }, 8, 1, system))[0].ToFloatArray());
+    CollectionAssert.AreEqual(expected, ((Tensor[])tpu.shard_dyn(twice, new[] { input }, 8, num_outputs: 1, system: system))[0].ToFloatArray());
+    // shard_dyn takes tf.tpu.shard's nine parameters.
+    Tensor matrix = Tensor.Of(Enumerable.Range(0, 16).Select(v => (float)v).ToArray(), 2, 8);
+    Func<Tensor[], Tensor[]> twiceKeepingShape = x => new[] { Tensor.Of(x[0].ToFloatArray().Select(v => 2 * v).ToArray(), x[0].DimsArray) };
+    var perShard = (Tensor[])tpu.shard_dyn(computation: twiceKeepingShape, inputs: new[] { matrix }, num_shards: 8, input_shard_axes: new[] { 1 },
+                                          outputs_from_all_shards: true, output_shard_axes: new List<int> { 1 }, infeed_queue: null,
+                                          device_assignment: null, name: "s", num_outputs: 1, system: system);
+    CollectionAssert.AreEqual(new long[] { 2, 8 }, perShard[0].DimsArray);
+    CollectionAssert.AreEqual(Enumerable.Range(0, 16).Select(v => 2f * v).ToArray(), perShard[0].ToFloatArray());
+    var first = (Tensor[])tpu.shard_dyn(twice, new[] { input }, 8, outputs_from_all_shards: false, num_outputs: 1, system: system);
+    CollectionAssert.AreEqual(new float[] { 0 }, first[0].ToFloatArray());
+    e = Assert.Throws<ArgumentException>(() => tpu.shard_dyn(twice, new[] { input }, 8, outputs_from_all_shards: "yes", num_outputs: 1, system: system));
+    StringAssert.Contains("outputs_from_all_shards", e.Message);
     CollectionAssert.AreEqual(expected, tpu.batch_parallel(twice, new[] { input }, 8, num_outputs: 1, system: system)[0].ToFloatArray());
     CollectionAssert.AreEqual(expected, tpu.BatchParallel(twice, new[] { input }, 8, 1, system)[0].ToFloatArray());
     CollectionAssert.AreEqual(expected, ((Tensor[])tpu.batch_parallel_dyn(twice, new[] { input }, 1, num_outputs: 1, system: system))[0].ToFloatArray());
@@ -345,8 +392,7 @@ public class TpuTests {
     system.Close();
     Assert.Throws<FailedPreconditionError>(() => system.NumCores());
     system.Dispose();
-    e = Assert.Throws<FailedPreconditionError>(() => tpu.rewrite(x => x, new[] { F(1) }, num_outputs: 1, system: system));
-    StringAssert.Contains("disposed", e.Message);
+    Assert.AreEqual("TpuSystem", Assert.Throws<ObjectDisposedException>(() => tpu.rewrite(x => x, new[] { F(1) }, num_outputs: 1, system: system)).ObjectName);
     StringAssert.Contains("no TPU system", Assert.Throws<FailedPreconditionError>(() => tpu.rewrite(x => x, num_outputs: 0)).Message);
     using (var options = new SystemOptions { NumCores = 2 })
     using (var s = new TpuSystem(options)) {
@@ -450,29 +496,14 @@ public class TpuTests {
     return long.Parse(fields[1]) * Environment.SystemPageSize;
   }
 
-  static string RunProgram(string name) {
-    string dir = Environment.GetEnvironmentVariable("TPURT_CS_DIR") ?? ".";
-    var info = new ProcessStartInfo("mono", Path.Combine(dir, name)) {
-      UseShellExecute = false, RedirectStandardOutput = true,
-    };
-    using (Process p = Process.Start(info)) {
-      string output = p.StandardOutput.ReadToEnd();
-      bool exited = p.WaitForExit(20000);
-      if (!exited) p.Kill();
-      Assert.IsTrue(exited, name + " did not exit within 20 s");
-      Assert.AreEqual(0, p.ExitCode, output);
-      return output;
-    }
-  }
-
   [Test]
   public void NeverDisposedSystemDoesNotHangExit() {
-    StringAssert.Contains("sum 3", RunProgram("ExitWithoutDispose.exe"));
+    StringAssert.Contains("sum 3", LifetimeTests.RunProgram("ExitWithoutDispose.exe"));
   }
 
   [Test]
   public void LateReplicaFindsItsComputationAliveAfterTheStepFailed() {
-    string output = RunProgram("LateReplica.exe");
+    string output = LifetimeTests.RunProgram("LateReplica.exe");
     StringAssert.Contains("late: replica 0", output);
     StringAssert.Contains("returned 1, sum 3", output);
   }

@@ -5,12 +5,15 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 /**
  * The director behind tpu.replicate and friends: runs a TpuComputation on a worker
  * thread with the replica's context in ReplicaScope, keeps each replica's outputs on the
- * Java side, and turns any Throwable into ctx.fail(code, message) so nothing Java
- * unwinds through the library's frames.
+ * Java side, and turns any Throwable (and a null output) into ctx.fail(code, message) so
+ * nothing Java unwinds through the library's frames.
  */
 public final class JavaComputation extends Computation {
   private final TpuComputation body;
   private final AtomicReferenceArray<Tensor[]> outputs;
+  // The library's threads have no context class loader: a computation loads classes
+  // (ServiceLoader) with that of the thread that made it, the one starting the step.
+  private final ClassLoader callerLoader = Thread.currentThread().getContextClassLoader();
 
   public JavaComputation(TpuComputation body, int numReplicas) {
     if (body == null) throw new IllegalArgumentException("computation is null");
@@ -27,12 +30,19 @@ public final class JavaComputation extends Computation {
 
   @Override
   public Status run(ReplicaContext ctx) {
+    ClassLoader workerLoader = useLoader(callerLoader);
     ReplicaContext previous = ReplicaScope.enter(ctx);
     try {
       Tensor[] inputs = new Tensor[ctx.numInputs()];
       for (int i = 0; i < inputs.length; i++) inputs[i] = ctx.input(i);
       Tensor[] result = body.apply(ctx, inputs);
+      int returned = result == null ? 0 : result.length;
+      if (ctx.numOutputs() > 0 && returned != ctx.numOutputs())
+        return ctx.fail(Status.InvalidArgument,
+            "the computation returned " + returned + " outputs; the step expects " + ctx.numOutputs());
       if (result != null) {
+        for (int j = 0; j < result.length; j++)
+          if (result[j] == null) return ctx.fail(Status.InvalidArgument, "output " + j + " is null");
         // Outputs the C step expects (raw TpuSystem use) go through setOutput as well.
         for (int j = 0; j < ctx.numOutputs() && j < result.length; j++) ctx.setOutput(j, result[j]);
         int replica = ctx.replicaId();
@@ -43,7 +53,16 @@ public final class JavaComputation extends Computation {
       return ctx.fail(statusOf(t), messageOf(t));
     } finally {
       ReplicaScope.exit(previous);
+      useLoader(workerLoader);
     }
+  }
+
+  /** Makes loader the current thread's context class loader; returns the one it had. */
+  static ClassLoader useLoader(ClassLoader loader) {
+    Thread thread = Thread.currentThread();
+    ClassLoader had = thread.getContextClassLoader();
+    thread.setContextClassLoader(loader);
+    return had;
   }
 
   static Status statusOf(Throwable t) {

@@ -133,10 +133,40 @@ public final class tpu {
     return replicate(computation, inputs, infeedQueue, deviceAssignment, (List<Shape>) null);
   }
 
+  /** name: tf.tpu's (deprecated) op name; it does nothing, as in TensorFlow. So in every form below. */
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, String name) {
+    return replicate(computation, inputs, infeedQueue, deviceAssignment, (List<Shape>) null);
+  }
+
   /** maximum_shapes as an int: every input padded to the rank-1 shape [maximumShapes]. */
   public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, int maximumShapes) {
     return replicateEach(computation, inputs, infeedQueue, deviceAssignment, new TensorShape(maximumShapes));
+  }
+
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, String name,
+                                         int maximumShapes) {
+    return replicate(computation, inputs, infeedQueue, deviceAssignment, maximumShapes);
+  }
+
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, String name,
+                                         TensorShape maximumShapes) {
+    return replicate(computation, inputs, infeedQueue, deviceAssignment, maximumShapes);
+  }
+
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, String name,
+                                         Dimension maximumShapes) {
+    return replicate(computation, inputs, infeedQueue, deviceAssignment, maximumShapes);
+  }
+
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, String name,
+                                         Iterable<TensorShape> maximumShapes) {
+    return replicate(computation, inputs, infeedQueue, deviceAssignment, maximumShapes);
   }
 
   /** maximum_shapes as one TensorShape for every input. */
@@ -243,6 +273,11 @@ public final class tpu {
     return out;
   }
 
+  public static Tensor[] rewrite(TpuComputation computation, Iterable<Tensor> inputs, InfeedQueue infeedQueue,
+                                 DeviceAssignment deviceAssignment, String name) {
+    return rewrite(computation, inputs, infeedQueue, deviceAssignment);
+  }
+
   public static Object rewrite_dyn(Object computation, Object inputs, Object infeedQueue, Object deviceAssignment, Object name) {
     asOptional(name, String.class, "name");
     return rewrite(asComputation(computation, "computation"), asTensors(inputs, "inputs"),
@@ -270,6 +305,57 @@ public final class tpu {
     return concatenateShards(director, numShards);
   }
 
+  /**
+   * tf.tpu.shard with all nine parameters. outputsFromAllShards[o] (null: all true) says whether
+   * output o joins every shard's output along outputShardAxes[o] (null: all 0; scalars are
+   * stacked) or is shard 0's; given either, it has one entry per output the computation returns.
+   */
+  public static Tensor[] shard(TpuComputation computation, Iterable<Tensor> inputs, int numShards, int[] inputShardAxes,
+                               boolean[] outputsFromAllShards, int[] outputShardAxes, InfeedQueue infeedQueue,
+                               DeviceAssignment deviceAssignment, String name) {
+    if (outputsFromAllShards == null && outputShardAxes == null)
+      return shard(computation, inputs, numShards, inputShardAxes, infeedQueue, deviceAssignment);
+    requireComputation(computation);
+    if (numShards <= 0) throw new InvalidArgumentError("numShards " + numShards + " must be positive");
+    if (outputsFromAllShards != null && outputShardAxes != null && outputsFromAllShards.length != outputShardAxes.length)
+      throw new InvalidArgumentError("outputsFromAllShards has " + outputsFromAllShards.length
+          + " entries but outputShardAxes has " + outputShardAxes.length + "; both have one per output");
+    int numOutputs = outputsFromAllShards != null ? outputsFromAllShards.length : outputShardAxes.length;
+    int[] fromAll = new int[0];
+    if (outputsFromAllShards != null) {
+      fromAll = new int[numOutputs];
+      for (int o = 0; o < numOutputs; o++) fromAll[o] = outputsFromAllShards[o] ? 1 : 0;
+    }
+    JavaComputation director = new JavaComputation(computation, numShards);
+    try {
+      // The library joins the shards' outputs, so the step is told how many there are.
+      TensorVector out = system().shard(director, tensors(inputs, "inputs"), numShards,
+          inputShardAxes == null ? new int[0] : inputShardAxes, fromAll,
+          outputShardAxes == null ? new int[0] : outputShardAxes, numOutputs, stepOptions(infeedQueue, deviceAssignment));
+      return out.toArray(new Tensor[0]);
+    } finally {
+      director.delete();
+    }
+  }
+
+  public static Tensor[] shard(Function<Tensor[], Tensor[]> computation, Iterable<Tensor> inputs, int numShards,
+                               int[] inputShardAxes, boolean[] outputsFromAllShards, int[] outputShardAxes,
+                               InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, String name) {
+    return shard(adapt(computation), inputs, numShards, inputShardAxes, outputsFromAllShards, outputShardAxes,
+        infeedQueue, deviceAssignment, name);
+  }
+
+  public static Object shard_dyn(Object computation, Object inputs, Object numShards, Object inputShardAxes,
+                                 Object outputsFromAllShards, Object outputShardAxes, Object infeedQueue,
+                                 Object deviceAssignment, Object name) {
+    asOptional(name, String.class, "name");
+    return shard(asComputation(computation, "computation"), asTensors(inputs, "inputs"), asInt(numShards, "numShards"),
+        asOptional(inputShardAxes, int[].class, "inputShardAxes"),
+        asOptional(outputsFromAllShards, boolean[].class, "outputsFromAllShards"),
+        asOptional(outputShardAxes, int[].class, "outputShardAxes"), asOptional(infeedQueue, InfeedQueue.class, "infeedQueue"),
+        asOptional(deviceAssignment, DeviceAssignment.class, "deviceAssignment"), (String) name);
+  }
+
   public static Object shard_dyn(Object computation, Object inputs, Object numShards, Object inputShardAxes,
                                  Object infeedQueue, Object deviceAssignment) {
     return shard(asComputation(computation, "computation"), asTensors(inputs, "inputs"), asInt(numShards, "numShards"),
@@ -295,6 +381,11 @@ public final class tpu {
     return concatenateShards(director, numShards);
   }
 
+  public static Tensor[] batch_parallel(TpuComputation computation, Iterable<Tensor> inputs, int numShards,
+                                        InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, String name) {
+    return batch_parallel(computation, inputs, numShards, infeedQueue, deviceAssignment);
+  }
+
   public static Object batch_parallel_dyn(Object computation, Object inputs, Object numShards, Object infeedQueue,
                                           Object deviceAssignment, Object name) {
     asOptional(name, String.class, "name");
@@ -314,7 +405,10 @@ public final class tpu {
     return bfloat16_scope();
   }
 
-  /** Runs fn on the host (serialised across replicas) and returns its result. */
+  /**
+   * Runs fn on the host (serialised across replicas) and returns its result. Tensor
+   * arguments reach it through the C ABI, and a Tensor or Tensor[] it returns comes back so.
+   */
   public static Object outside_compilation(HostFunction computation, Object... args) {
     return outside_compilation(computation, Collections.emptyMap(), args);
   }
@@ -323,14 +417,8 @@ public final class tpu {
     if (computation == null) throw new IllegalArgumentException("computation is null");
     if (kwargs == null) throw new IllegalArgumentException("kwargs is null");
     ReplicaContext ctx = ReplicaScope.current("outside_compilation");
-    JavaHostComputation host = new JavaHostComputation(computation,
-        args == null ? new Object[0] : args.clone(), Collections.unmodifiableMap(new LinkedHashMap<>(kwargs)));
-    try {
-      ctx.outsideCompilation(host);
-      return host.result();
-    } finally {
-      host.delete();
-    }
+    return JavaHostTensorComputation.call(ctx, computation, args == null ? new Object[0] : args.clone(),
+        Collections.unmodifiableMap(new LinkedHashMap<>(kwargs)));
   }
 
   public static Object outside_compilation_dyn(Object computation, Object... args) {
@@ -432,8 +520,50 @@ public final class tpu {
     return out;
   }
 
+  // tf.tpu.cross_replica_sum(x, group_assignment, name): name (an op name) does nothing here.
+  public static Tensor cross_replica_sum(Tensor x, int[][] groupAssignment, String name) {
+    return cross_replica_sum(x, groupAssignment);
+  }
+
+  public static Tensor cross_replica_sum(PerReplica x, int[][] groupAssignment, String name) {
+    return cross_replica_sum(x, groupAssignment);
+  }
+
+  public static float[] cross_replica_sum(float[] x, int[][] groupAssignment, String name) {
+    return cross_replica_sum(x, groupAssignment);
+  }
+
+  public static double[] cross_replica_sum(double[] x, int[][] groupAssignment, String name) {
+    return cross_replica_sum(x, groupAssignment);
+  }
+
+  public static int[] cross_replica_sum(int[] x, int[][] groupAssignment, String name) {
+    return cross_replica_sum(x, groupAssignment);
+  }
+
+  public static long[] cross_replica_sum(long[] x, int[][] groupAssignment, String name) {
+    return cross_replica_sum(x, groupAssignment);
+  }
+
+  public static Map.Entry<Tensor, Tensor> cross_replica_sum(Map.Entry<Tensor, Tensor> x, int[][] groupAssignment, String name) {
+    return cross_replica_sum(x, groupAssignment);
+  }
+
+  public static List<Tensor> cross_replica_sum(Iterable<Tensor> x, int[][] groupAssignment, String name) {
+    return cross_replica_sum(x, groupAssignment);
+  }
+
+  public static Map<String, Tensor> cross_replica_sum(Map<String, Tensor> x, int[][] groupAssignment, String name) {
+    return cross_replica_sum(x, groupAssignment);
+  }
+
   public static Object cross_replica_sum_dyn(Object x) {
     return cross_replica_sum_dyn(x, null);
+  }
+
+  public static Object cross_replica_sum_dyn(Object x, Object groupAssignment, Object name) {
+    asOptional(name, String.class, "name");
+    return cross_replica_sum_dyn(x, groupAssignment);
   }
 
   @SuppressWarnings("unchecked")

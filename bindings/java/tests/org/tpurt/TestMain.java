@@ -7,7 +7,8 @@ import org.junit.runner.notification.Failure;
 /** Runs the JUnit 4 suite and prints the one line make test reads: "java: N passed, N failed". */
 public final class TestMain {
   public static void main(String[] args) {
-    Result result = new JUnitCore().run(TpurtTest.class, ErrorsTest.class, ClusterTest.class);
+    Result result = new JUnitCore().run(TpurtTest.class, ErrorsTest.class, ClusterTest.class, ComputationThreadTest.class,
+        SeedSurfaceTest.class, OutsideCompilationTest.class);
     for (Failure f : result.getFailures()) {
       System.out.println("FAILED " + f.getTestHeader() + ": " + f.getMessage());
       System.out.println(f.getTrace());
