@@ -223,6 +223,26 @@ if [ $rc -eq 0 ] && every_task_says 3 "init ok" "$out" &&
   ok "three tasks with the same token join, over shared memory (chosen: one host)"
 else bad "three tasks with one token (exit $rc)" "$out"; fi
 
+# Two processes with task id 1: the second is told it is a duplicate, naming both
+# hosts; task 0 and the first task 1 form the cluster.
+base=$(port_base 2) || exit 1
+jobs=127.0.0.1:$base,127.0.0.1:$((base + 1))
+pids=()
+for id in 0 1 1; do
+  (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$id TPURT_NUM_CORES=1 exec timeout 60 "$worker" soak 100 \
+     >"$BUILD/dup.${#pids[@]}.log" 2>&1) &
+  pids+=($!)
+  sleep 0.2
+done
+for p in "${pids[@]}"; do wait "$p"; done
+out=$(cat "$BUILD"/dup.*.log)
+rm -f "$BUILD"/dup.*.log
+host=$(hostname)
+if grep -q "init: ALREADY_EXISTS: duplicate task id 1: task 1 is already registered by a process on host $host .*this one runs on host $host" <<<"$out" &&
+   [ "$(grep -c 'task [01]: soak ok' <<<"$out")" = 2 ]; then
+  ok "two processes with task id 1: the second gets TPU_ALREADY_EXISTS 'duplicate task id 1' naming both hosts"
+else bad "two processes with one task id" "$out"; fi
+
 # A flood of connections that never authenticate (3,000 from 127.0.0.2-9, reopened as
 # the server closes them, for 10 s) against a token-protected task 0 while four tasks
 # join: they join within their (shorter) init timeout all the same.

@@ -91,9 +91,18 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
   hello.incarnation = m->incarnation;
   hello.kind = net::ConnectionKind::kCoordination;
   int fd = -1;
+  // Without a listener this process only asks the service whom its address belongs to.
+  const std::string holder_unknown = str_cat(
+      in_use, ": another process holds task ", config.task_id,
+      "'s address (a second process with this task id, or another program)");
+  // The holder of the address registers right after it listens: it goes first.
+  if (!in_use.empty())
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(1000, config.init_timeout_ms / 2)));
   try {
-    fd = net::dial(config.service_address, hello, config.token, deadline);
+    fd = net::dial(config.service_address, hello, config.token,
+                   in_use.empty() ? deadline : std::min<int64_t>(deadline, net::now_ms() + 5000));
   } catch (const Error& e) {
+    if (!in_use.empty()) fail(TPU_ALREADY_EXISTS, holder_unknown);
     if (e.code() == TPU_DEADLINE_EXCEEDED)
       fail(TPU_DEADLINE_EXCEEDED, "task ", config.task_id, " could not reach the coordination service at ",
            config.service_address, " within ", config.init_timeout_ms, " ms: ", e.message());
@@ -133,8 +142,7 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
     } catch (const Error&) {
     }
     if (p && p->code == TPU_ALREADY_EXISTS) fail(TPU_ALREADY_EXISTS, p->message, " (", in_use, ")");
-    fail(TPU_ALREADY_EXISTS, in_use, ": another process holds task ", config.task_id,
-         "'s address (a second process with this task id, or another program)");
+    fail(TPU_ALREADY_EXISTS, holder_unknown);
   }
   std::shared_ptr<Pending> p = m->request(e, reg.timeout_ms + 2000, "registration");
   if (static_cast<int>(p->tasks.size()) != m->num_tasks)
