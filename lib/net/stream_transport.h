@@ -62,6 +62,15 @@ class DriveLock {
     }
   }
   void unlock() { taken_.store(false, std::memory_order_release); }
+  // lock(), unless another thread keeps it for `patience`: false then.
+  bool try_lock_for(std::chrono::milliseconds patience) {
+    const auto until = std::chrono::steady_clock::now() + patience;
+    while (taken_.exchange(true, std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return true;
+  }
 
  private:
   std::atomic<bool> taken_{false};

@@ -188,8 +188,11 @@ void StreamTransport::send_farewells(const StepOutcome& why, int64_t timeout_ms)
 }
 
 void StreamTransport::leave(const StepOutcome& why) {
-  std::lock_guard<DriveLock> driving(drive_mu_);
   if (num_tasks_ == 1) return;
+  // A replica that never returned may still drive a collective: then no farewell (its
+  // peers learn of this task at its links' close or from the coordination service).
+  if (!drive_mu_.try_lock_for(std::chrono::milliseconds(kFarewellMs))) return;
+  std::lock_guard<DriveLock> driving(drive_mu_, std::adopt_lock);
   StepOutcome w = why;
   if (has_failed_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mu_);
