@@ -119,6 +119,33 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
     ok "[$TPURT_TRANSPORT] kill -9 of task 2 in a step: tasks 0 and 1 get TPU_UNAVAILABLE naming it and shut down"
   else bad "[$TPURT_TRANSPORT] kill -9 of a task (exit $rc)" "$out"; fi
 
+  # kill -9 of task 0 (which hosts the service) and of a middle task, KILL_TRIALS times
+  # each: every survivor names the killed task, with TPU_UNAVAILABLE, never a survivor
+  # that left only because of it.
+  for victim in 0 2; do
+    failures=0
+    for ((trial = 0; trial < ${KILL_TRIALS:-10}; trial++)); do
+      out=$(timeout 60 "$tpurt" launch --keep-going -n 4 --cores-per-task 1 -- "$worker" kill $victim 2>&1)
+      survivors=$(grep -c "task [0-3]: kill ok" <<<"$out")
+      if [ "$survivors" != 3 ] || grep "kill of task $victim:" <<<"$out" | grep -qv "UNAVAILABLE.*task $victim"; then
+        failures=$((failures + 1))
+        last=$out
+      fi
+    done
+    if [ $failures -eq 0 ]; then
+      ok "[$TPURT_TRANSPORT] kill -9 of task $victim of 4, ${KILL_TRIALS:-10} times: every survivor reports TPU_UNAVAILABLE naming task $victim"
+    else bad "[$TPURT_TRANSPORT] kill -9 of task $victim of 4: $failures of ${KILL_TRIALS:-10} trials" "$last"; fi
+  done
+
+  # A task that shuts down instead of the step: the others are told at once, not at the
+  # shutdown barrier's 60 s (the timeout below is shorter).
+  out=$(TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS=60000 timeout 40 "$tpurt" launch -n 4 --cores-per-task 1 -- "$worker" quit 1 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] && every_task_says 4 "quit ok" "$out" &&
+     [ "$(grep -c 'quit of task 1: FAILED_PRECONDITION.*task 1 shut down' <<<"$out")" = 3 ]; then
+    ok "[$TPURT_TRANSPORT] task 1 shutting down while the others are in a step: TPU_FAILED_PRECONDITION naming it, at once"
+  else bad "[$TPURT_TRANSPORT] a task shutting down during the others' step (exit $rc)" "$out"; fi
+
   out=$(TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 \
         timeout 120 "$tpurt" launch --keep-going --timeout 25 -n 3 --cores-per-task 1 -- "$worker" stop 2 2>&1)
   rc=$?
@@ -195,6 +222,44 @@ if [ $rc -eq 0 ] && every_task_says 3 "init ok" "$out" &&
    every_task_says 3 "transport shm (every task runs on this host)" "$out"; then
   ok "three tasks with the same token join, over shared memory (chosen: one host)"
 else bad "three tasks with one token (exit $rc)" "$out"; fi
+
+# Two processes with task id 1: the second is told it is a duplicate, naming both
+# hosts; task 0 and the first task 1 form the cluster.
+base=$(port_base 2) || exit 1
+jobs=127.0.0.1:$base,127.0.0.1:$((base + 1))
+pids=()
+for id in 0 1 1; do
+  (DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$id TPURT_NUM_CORES=1 exec timeout 60 "$worker" soak 100 \
+     >"$BUILD/dup.${#pids[@]}.log" 2>&1) &
+  pids+=($!)
+  sleep 0.2
+done
+for p in "${pids[@]}"; do wait "$p"; done
+out=$(cat "$BUILD"/dup.*.log)
+rm -f "$BUILD"/dup.*.log
+host=$(hostname)
+if grep -q "init: ALREADY_EXISTS: duplicate task id 1: task 1 is already registered by a process on host $host .*this one runs on host $host" <<<"$out" &&
+   [ "$(grep -c 'task [01]: soak ok' <<<"$out")" = 2 ]; then
+  ok "two processes with task id 1: the second gets TPU_ALREADY_EXISTS 'duplicate task id 1' naming both hosts"
+else bad "two processes with one task id" "$out"; fi
+
+# A flood of connections that never authenticate (3,000 from 127.0.0.2-9, reopened as
+# the server closes them, for 10 s) against a token-protected task 0 while four tasks
+# join: they join within their (shorter) init timeout all the same.
+base=$(port_base 4) || exit 1
+python3 tests/cluster/flood.py $base 10 >"$BUILD/flood.log" 2>&1 &
+flooder=$!
+sleep 1
+out=$(TPURT_CLUSTER_TOKEN=secret TPURT_INIT_TIMEOUT_MS=8000 timeout 60 "$tpurt" launch -n 4 --cores-per-task 1 \
+      --port-base $base -- "$worker" init 2>&1)
+rc=$?
+wait $flooder
+flood=$(cat "$BUILD/flood.log")
+rm -f "$BUILD/flood.log"
+if [ $rc -eq 0 ] && every_task_says 4 "init ok" "$out" && grep -q '^flood: [0-9]* connections' <<<"$flood"; then
+  ok "four tasks join within 8 s under a flood of unauthenticated connections (${flood#flood: })"
+else bad "four tasks under a flood of unauthenticated connections (exit $rc)" "$out
+$flood"; fi
 
 # Garbage on every port while the cluster works: random bytes, a truncated frame, an
 # oversized length. Each connection is dropped; the steps go on.

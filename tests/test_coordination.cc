@@ -21,8 +21,9 @@
 #include <vector>
 
 #include "cluster/coordination.h"
-#include "cluster/coordination_wire.h"
+#include "cluster/handshake_gate.h"
 #include "core/status.h"
+#include "net/control_wire.h"
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "tpurt.h"
@@ -790,7 +791,7 @@ void test_coordination__registration_conflicts(void** state) {
   CHECK(!t0->failure(nullptr));
   // A second process claiming task 1 while the first is alive.
   CHECK_THROWS(Coordination::start(cs[1], nullptr), TPU_ALREADY_EXISTS,
-               "task 1 is already registered by another process");
+               "duplicate task id 1: task 1 is already registered by a process on host ");
   Seen seen;
   seen.watch(*t0);
   close(fd);  // task 1 lost
@@ -798,6 +799,76 @@ void test_coordination__registration_conflicts(void** state) {
   // Its restart cannot join the cluster that lost it.
   CHECK_THROWS(Coordination::start(cs[1], nullptr), TPU_ABORTED, "task 1 restarted");
   t0->shutdown();
+}
+
+// Two tasks with the same id: the second cannot listen on the address (in use), and is
+// told it is a duplicate, naming both hosts, not "Address already in use" alone. Task 0
+// twice: the same, against the first one's service.
+void test_coordination__duplicate_task_id(void** state) {
+  (void)state;
+  for (int dup = 1; dup >= 0; --dup) {
+    auto cs = configs(2);
+    Started s = start_all(cs);
+    if (!all_started(s)) return;
+    std::string host = s.tasks[0]->tasks()[dup].hostname;
+    std::string m;
+    CHECK(code_of([&] { Coordination::start(cs[dup], nullptr); }, &m) == TPU_ALREADY_EXISTS);
+    const std::string want = "duplicate task id " + std::to_string(dup) + ": task " +
+                             std::to_string(dup) + " is already registered by a process on host " +
+                             host;
+    if (m.find(want) == std::string::npos || m.find("this one runs on host " + host) == std::string::npos)
+      CHECK_FAIL("a second task %d: \"%s\"; expected \"%s\" and this one's host", dup, m.c_str(),
+                 want.c_str());
+    shutdown_all(s.tasks);
+  }
+}
+
+// The gate that admits unauthenticated connections: a cap per source, a cap in all,
+// and at the cap a newcomer from a quieter source ends the busiest source's oldest.
+void test_coordination__handshake_gate(void** state) {
+  (void)state;
+  using tpurt::HandshakeGate;
+  HandshakeGate gate;
+  std::vector<int> fds;
+  auto fresh = [&] {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
+    fds.push_back(sv[0]);
+    fds.push_back(sv[1]);
+    return sv[0];
+  };
+  auto ended = [](int fd) {  // shut down by the gate: a read sees the end at once
+    char c;
+    return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+  };
+  std::string why;
+  std::vector<int> from_a;
+  for (int i = 0; i < HandshakeGate::kMaxPerSource; ++i) {
+    from_a.push_back(fresh());
+    CHECK(gate.admit(from_a.back(), "10.0.0.1", &why));
+  }
+  CHECK(!gate.admit(fresh(), "10.0.0.1", &why));
+  CHECK(why.find("from 10.0.0.1") != std::string::npos);
+  // Fill up from other sources, up to 4 each (the first source stays the busiest).
+  int admitted = HandshakeGate::kMaxPerSource;
+  for (int s = 2; admitted < HandshakeGate::kMaxInFlight; ++s)
+    for (int k = 0; k < 4 && admitted < HandshakeGate::kMaxInFlight; ++k, ++admitted)
+      CHECK(gate.admit(fresh(), "10.0.0." + std::to_string(s), &why));
+  // A real task's first connection: 10.0.0.1's oldest handshake makes way.
+  int real = fresh();
+  CHECK(gate.admit(real, "127.0.0.1", &why));
+  CHECK(ended(from_a[0]));
+  CHECK(!ended(from_a[1]));
+  gate.finished(from_a[0]);  // its thread ends: no place was held any more
+  gate.exited();
+  // A source as busy as the busiest is refused rather than served by evicting.
+  CHECK(gate.admit(fresh(), "10.0.0.2", &why));  // 10.0.0.1 (7) > 10.0.0.2 (4)
+  gate.finished(real);
+  gate.exited();
+  for (int i = 0; i < HandshakeGate::kMaxInFlight; ++i) gate.exited();  // the rest
+  gate.close(100);
+  CHECK(ended(from_a[1]));  // close ends every handshake in flight
+  for (int fd : fds) close(fd);
 }
 
 void test_coordination__step_abort_relay(void** state) {
@@ -1134,6 +1205,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_coordination__heartbeat_timeout),
       cmocka_unit_test(test_coordination__silent_service),
       cmocka_unit_test(test_coordination__registration_conflicts),
+      cmocka_unit_test(test_coordination__duplicate_task_id),
+      cmocka_unit_test(test_coordination__handshake_gate),
       cmocka_unit_test(test_coordination__step_abort_relay),
       cmocka_unit_test(test_coordination__malformed_input),
       cmocka_unit_test(test_coordination__malformed_agent_is_lost),

@@ -443,7 +443,6 @@ static void test_resolver__tf_config_malformed(void **state) {
                          "task index -1");
   expect_tf_config_error("{\"cluster\": {\"worker\": [\"a:1\"]}, \"task\": {\"type\": \"ps\"}}",
                          "task.type 'ps' is not a job");
-  expect_tf_config_error("{\"cluster\": {\"worker\": [\"a:1\"]}}", "no task.type");
   expect_tf_config_error("{\"cluster\": {\"worker\": []}, \"task\": {\"type\": \"worker\"}}", "has 0 task(s)");
   expect_tf_config_error("{\"cluster\": {\"worker\": [\"a:1\"]}, \"task\": {\"type\": \"worker\"}, \"rpc_layer\": 1}",
                          "rpc_layer is an integer");
@@ -543,8 +542,10 @@ static void test_resolver__dtensor_malformed(void **state) {
   assert_int_equal(task_id(), 1);
   unsetenv("DTENSOR_CLIENT_ID");
 
-  setenv("DTENSOR_JOBS", "", 1); /* one empty entry */
-  EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "invalid address '' in DTENSOR_JOBS entry 0");
+  setenv("DTENSOR_JOBS", "", 1); /* local: one client */
+  setenv("DTENSOR_CLIENT_ID", "1", 1);
+  EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "DTENSOR_CLIENT_ID (=1) must be < 1");
+  unsetenv("DTENSOR_CLIENT_ID");
   setenv("DTENSOR_JOBS", "a:1,b:2,a:1", 1);
   EXPECT_CREATE_ERROR(NULL, TPU_INVALID_ARGUMENT, "duplicate address 'a:1' in DTENSOR_JOBS");
   setenv("DTENSOR_JOBS", "a:1,b", 1);
@@ -556,6 +557,59 @@ static void test_resolver__dtensor_malformed(void **state) {
   EXPECT_CREATE_ERROR(NULL, TPU_UNIMPLEMENTED, "Pathways");
   setenv("DTENSOR_USE_PARALLEL_EXECUTOR", "other", 1);
   create(NULL);
+}
+
+/* DTensor's config.py: DTENSOR_JOBS set but empty is local mode (no jobs; one client,
+ * id 0, job "localhost"). */
+static void test_resolver__dtensor_empty_jobs_is_local(void **state) {
+  setenv("DTENSOR_JOBS", "", 1);
+  const int sources[] = {TPU_RESOLVER_AUTO, TPU_RESOLVER_DTENSOR};
+  for (int i = 0; i < 2; ++i) {
+    tpu_cluster_resolver_options o = opts(sources[i]);
+    create(&o);
+    assert_int_equal(source(), TPU_RESOLVER_DTENSOR);
+    assert_string_equal(spec(), "{}");
+    assert_int_equal(task_id(), 0);
+    assert_string_equal(get(tpu_cluster_resolver_job_name), "localhost");
+    assert_string_equal(master(NULL, -1, NULL), "");
+    assert_string_equal(get(tpu_cluster_resolver_coordinator_address), "");
+  }
+  setenv("DTENSOR_CLIENT_ID", "0", 1);
+  setenv("DTENSOR_JOB_NAME", "trainer", 1);
+  create(NULL);
+  assert_string_equal(get(tpu_cluster_resolver_job_name), "trainer");
+  assert_string_equal(spec(), "{}");
+  /* a system starts from it, alone */
+  setenv("TPURT_NUM_CORES", "1", 1);
+  tpu_system *system = NULL;
+  CHECK_OK(tpu_initialize_tpu_system(g_r, NULL, NULL, &system, NULL));
+  int tasks = 0;
+  CHECK_OK(tpu_system_num_tasks(system, &tasks));
+  assert_int_equal(tasks, 1);
+  CHECK_OK(tpu_system_shutdown(system));
+  tpu_system_release(system);
+}
+
+/* TensorFlow's TFConfigClusterResolver: a cluster without a task type resolves and
+ * master() is ''; tpurt cannot start a system from it (it is none of the tasks). */
+static void test_resolver__tf_config_cluster_without_task(void **state) {
+  const char *configs[] = {"{" TF_CLUSTER "}", "{" TF_CLUSTER ", \"task\": {}}",
+                           "{" TF_CLUSTER ", \"task\": {\"index\": 1}, \"rpc_layer\": \"grpc\"}"};
+  for (size_t i = 0; i < sizeof configs / sizeof *configs; ++i) {
+    setenv("TF_CONFIG", configs[i], 1);
+    create(NULL);
+    assert_int_equal(source(), TPU_RESOLVER_TF_CONFIG);
+    assert_string_equal(
+        spec(), "{\"chief\":[\"h0:2222\"],\"ps\":[\"h3:2222\"],\"worker\":[\"h1:2222\",\"h2:2222\"]}");
+    assert_string_equal(master(NULL, -1, NULL), "");
+    assert_string_equal(get(tpu_cluster_resolver_job_name), "");
+    assert_string_equal(master("worker", 1, ""), "h2:2222"); /* a named task has one */
+    assert_string_equal(get(tpu_cluster_resolver_coordinator_address), "h0:2222");
+    tpu_system *system = NULL;
+    CHECK_ERROR(tpu_initialize_tpu_system(g_r, NULL, NULL, &system, NULL), TPU_INVALID_ARGUMENT,
+                "no task.type");
+    assert_null(system);
+  }
 }
 
 /* ---- Slurm -------------------------------------------------------------------- */
@@ -1031,6 +1085,7 @@ int main(int argc, char **argv) {
       T(tpu_name_from_the_environment), T(cloud_tpu_name_is_not_found), T(tpu_bad_endpoints),
       T(coordinator_options), T(tf_config), T(tf_config_overrides), T(tf_config_sparse_job),
       T(tf_config_malformed), T(tf_config_without_cluster), T(dtensor), T(dtensor_malformed),
+      T(dtensor_empty_jobs_is_local), T(tf_config_cluster_without_task),
       T(slurm), T(slurm_host_lists), T(slurm_malformed), T(openmpi), T(openmpi_malformed),
       T(auto_order), T(options), T(num_accelerators), T(enter_exit), T(out_arrays),
       T(null_arguments), T(random_tf_config), T(random_host_lists),

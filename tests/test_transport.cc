@@ -162,6 +162,49 @@ static void digest_mismatch(MakeCluster make_cluster) {
 
 // Nothing arrives: TPU_DEADLINE_EXCEEDED naming the peer. A peer that closes its end:
 // TPU_UNAVAILABLE naming it, and later steps are refused.
+// A task that leaves says why, and its peers report that, not its link: one shutting
+// down while its peer waits for its data (TPU_FAILED_PRECONDITION, now and at every
+// later step), and one leaving because the cluster failed while its peer is blocked
+// sending to it (the cluster's failure, read from what it sent before it closed).
+static void peer_leaves(MakeCluster make_cluster) {
+  auto t = make_cluster(2);
+  char buf[16];
+  auto results = run_tasks(2, [&](int me) {
+    if (me == 1) return t[1]->leave(StepOutcome{TPU_FAILED_PRECONDITION, -1, "task 1 shut down"});
+    t[0]->begin_step(1);
+    Recv r{1, 0, buf, sizeof buf};
+    t[0]->exchange(1, 9, nullptr, 0, &r, 1, in_ms(5000), no_check, name);
+  });
+  CHECK(results[0].code == TPU_FAILED_PRECONDITION);
+  CHECK(results[0].message == "task 1 shut down");
+  try {
+    t[0]->begin_step(2);
+    CHECK_FAIL("a step began with a peer that left");
+  } catch (const tpurt::Error& e) {
+    CHECK(e.code() == TPU_FAILED_PRECONDITION && e.message() == "task 1 shut down");
+  }
+
+  t = make_cluster(2);
+  std::vector<char> big(16u << 20);
+  results = run_tasks(2, [&](int me) {
+    t[me]->begin_step(1);
+    if (me == 1) {
+      (t[1]->fail)("task 2 (elsewhere) lost: killed");  // () keeps cmocka's fail macro out
+      StepOutcome remote;
+      CHECK(t[1]->end_step(StepOutcome{TPU_UNAVAILABLE, -1, "task 2 (elsewhere) lost: killed"}, 5000,
+                           &remote, name));
+      CHECK(remote.code == TPU_UNAVAILABLE);
+      t[1].reset();  // its links close
+      return;
+    }
+    Send s{1, 0, big.data(), big.size()};
+    t[0]->exchange(1, 9, &s, 1, nullptr, 0, in_ms(10000), no_check, name);
+  });
+  CHECK(results[0].code == TPU_UNAVAILABLE);
+  if (results[0].message != "task 2 (elsewhere) lost: killed")
+    CHECK_FAIL("task 0 reported \"%s\", not task 1's cause", results[0].message.c_str());
+}
+
 static void deadline_and_closed(MakeCluster make_cluster) {
   auto t = make_cluster(2);
   char in[8];
@@ -331,6 +374,9 @@ static void test_transport__random_bytes(void **) {
 
 static void test_transport__exchange_all_pairs(void **) { exchange_all_pairs(make_cluster); }
 static void test_transport__peer_ends_step(void **) { peer_ends_step(make_cluster); }
+static void test_transport__peer_leaves(void **) { peer_leaves(make_cluster); }
+static void test_transport__shm_peer_leaves(void **) { peer_leaves(make_shm_cluster); }
+static void test_transport__mixed_peer_leaves(void **) { peer_leaves(make_mixed_cluster); }
 static void test_transport__digest_mismatch(void **) { digest_mismatch(make_cluster); }
 static void test_transport__deadline_and_closed(void **) { deadline_and_closed(make_cluster); }
 static void test_transport__interrupted_send(void **) { interrupted_send(make_cluster); }
@@ -661,6 +707,9 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transport__exchange_all_pairs),
       cmocka_unit_test(test_transport__peer_ends_step),
+      cmocka_unit_test(test_transport__peer_leaves),
+      cmocka_unit_test(test_transport__shm_peer_leaves),
+      cmocka_unit_test(test_transport__mixed_peer_leaves),
       cmocka_unit_test(test_transport__digest_mismatch),
       cmocka_unit_test(test_transport__deadline_and_closed),
       cmocka_unit_test(test_transport__malformed_frames),

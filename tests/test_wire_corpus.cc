@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "cluster/coordination_wire.h"
 #include "core/proto_enums.h"
 #include "core/status.h"
+#include "net/control_wire.h"
 #include "net/frame.h"
 
 #include "fuzz/fuzz_wire.cc"

@@ -49,13 +49,16 @@ typedef TPU_ENUM(tpu_resolver_source) {
    * rpc_layer, session_master. Malformed JSON or a field of the wrong type is
    * TPU_INVALID_ARGUMENT naming it; so is a task that is not in the cluster, and a
    * cluster of more than 2^20 task slots (a sparse job counts up to its largest
-   * index). No cluster (or TF_CONFIG unset) gives a local resolver. */
+   * index). No cluster (or TF_CONFIG unset) gives a local resolver. A cluster without
+   * task.type resolves (job name "", master() ""), as in TensorFlow, but cannot start a
+   * system. */
   TPU_RESOLVER_TF_CONFIG = 2,
   /* DTENSOR_JOBS (host:port per client, index = client id), DTENSOR_CLIENT_ID (default
    * 0; 0 <= id < clients), DTENSOR_JOB_NAME (default "localhost" for one client, else
    * "worker"; options->job_name wins). DTENSOR_NUM_CLIENTS is ignored, as DTensor
    * removed it. /bns/ entries and DTENSOR_USE_PARALLEL_EXECUTOR=pw (Pathways) are
-   * TPU_UNIMPLEMENTED. One client is a one-task cluster, not local. */
+   * TPU_UNIMPLEMENTED. One client is a one-task cluster, not local; DTENSOR_JOBS set
+   * but empty is DTensor's local mode (one client, id 0, job "localhost"). */
   TPU_RESOLVER_DTENSOR = 3,
   /* SlurmClusterResolver: SLURM_PROCID, SLURM_STEP_NUM_TASKS (or SLURM_NTASKS),
    * SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST), SLURM_STEP_TASKS_PER_NODE (or
@@ -132,7 +135,8 @@ TPU_API tpu_status tpu_cluster_resolver_task_address(const tpu_cluster_resolver 
                                                      const char *job, int task_id, char *out,
                                                      size_t capacity, size_t *count);
 /* master(task_type, task_id, rpc_layer): NULL/-1 mean the resolver's own. TF_CONFIG's
- * session_master verbatim if given; else "" when local. TPU source: "grpc://" + the
+ * session_master verbatim if given; else "" when local, or when TF_CONFIG names no
+ * task.type and task_type is NULL. TPU source: "grpc://" + the
  * task's address (rpc_layer ignored). TF_CONFIG: "" for a cluster of one job with one
  * task; else rpc_layer + "://" + address, or the bare address when the rpc layer is
  * "". The others: as TF_CONFIG without session_master. TPU_NOT_FOUND for a task not

@@ -51,6 +51,9 @@ ClusterSetup setup_from(const ClusterResolver& r, const tpu_cluster_options* opt
 // under the resolver's job name.
 std::shared_ptr<System> start_from(const ClusterResolver& r, const tpu_system_options* system_options,
                                    const tpu_cluster_options* cluster_options) {
+  if (!r.has_task())
+    invalid_argument("TF_CONFIG names a cluster but no task.type (nor options->task_type): "
+                     "tpurt needs to know which of its tasks this process is");
   if (r.is_local() || r.task_addresses().size() <= 1) {
     read_options(cluster_options, sizeof(tpu_cluster_options), "tpu_cluster_options");
     tpu_system_options o = read_options(system_options, kSystemOptionsMinSize, "tpu_system_options");

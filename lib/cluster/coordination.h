@@ -65,8 +65,8 @@ class Coordination {
   // data connections for on_data, and in task 0 agents for the service), then
   // registers with the service (retrying until init_timeout_ms) and waits until
   // every task has registered. Throws TPU_DEADLINE_EXCEEDED naming the tasks that did
-  // not register, TPU_UNAUTHENTICATED, TPU_ALREADY_EXISTS for a task id registered by
-  // another live process, TPU_INVALID_ARGUMENT for a config that does not hold.
+  // not register, TPU_UNAUTHENTICATED, TPU_ALREADY_EXISTS "duplicate task id N" naming both
+  // processes' hosts for a task id another live process holds, TPU_INVALID_ARGUMENT for a config that does not hold.
   static std::unique_ptr<Coordination> start(const CoordinationConfig& config,
                                              DataConnectionHandler on_data);
   // shutdown() if not done, without the barrier: a Disconnect that tells the service

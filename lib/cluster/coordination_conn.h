@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "cluster/coordination_wire.h"
+#include "net/control_wire.h"
 
 namespace tpurt {
 namespace wire {

@@ -23,6 +23,12 @@
 
 namespace tpurt {
 
+// A timeout from the wire is at most this long (deadlines cannot overflow).
+inline int64_t bounded_timeout(int64_t ms) {
+  constexpr int64_t kMaxTimeoutMs = int64_t(100) * 24 * 3600 * 1000;
+  return ms > kMaxTimeoutMs ? kMaxTimeoutMs : ms;
+}
+
 class CoordinationService {
  public:
   CoordinationService(uv_loop_t* loop, const CoordinationConfig& config);

@@ -28,7 +28,10 @@ class ClusterResolver {
   tpu_resolver_source source() const;
   bool is_local() const;                 // one task, no network
   const std::string& tpu_name() const;
-  const std::string& job_name() const;   // task_type
+  const std::string& job_name() const;   // task_type ("" when TF_CONFIG names none)
+  // Whether this process is one of the spec's tasks: false for a TF_CONFIG whose
+  // cluster comes without task.type (TensorFlow's task_type None), which cannot join.
+  bool has_task() const { return has_task_; }
   int task_id() const;
   const std::string& rpc_layer() const;
   const std::string& environment() const;
@@ -72,6 +75,7 @@ class ClusterResolver {
   int task_id_ = 0;
   std::map<std::string, std::vector<std::string>> spec_;
   std::set<std::string> sparse_jobs_;  // TF_CONFIG jobs given as {index: address}
+  bool has_task_ = true;
   bool has_session_master_ = false;
   std::string session_master_;
   std::string coordinator_address_;

@@ -18,8 +18,8 @@
 #include <random>
 #include <thread>
 
-#include "cluster/coordination_wire.h"
 #include "core/status.h"
+#include "net/control_wire.h"
 
 namespace tpurt {
 namespace net {

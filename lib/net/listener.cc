@@ -28,6 +28,7 @@ Listener* Listener::open(uv_loop_t* loop, const std::string& address, Accepted o
   int g = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
   if (g != 0) fail(TPU_UNAVAILABLE, "cannot listen on ", address, ": ", gai_strerror(g));
   std::string last = "no address";
+  bool in_use = false;  // another process holds the address: TPU_ALREADY_EXISTS
   int fd = -1;
   for (struct addrinfo* ai = list; ai != nullptr && fd < 0; ai = ai->ai_next) {
     fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
@@ -37,14 +38,15 @@ Listener* Listener::open(uv_loop_t* loop, const std::string& address, Accepted o
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+      in_use = errno == EADDRINUSE;
       last = std::strerror(errno);
       ::close(fd);
       fd = -1;
     }
   }
   freeaddrinfo(list);
-  if (fd < 0) fail(TPU_UNAVAILABLE, "cannot listen on ", address, ": ", last);
+  if (fd < 0) fail(in_use ? TPU_ALREADY_EXISTS : TPU_UNAVAILABLE, "cannot listen on ", address, ": ", last);
   Listener* l = new Listener(address, fd, std::move(on_accept));
   int r = uv_poll_init_socket(loop, &l->poll_, fd);
   if (r == 0) r = uv_poll_start(&l->poll_, UV_READABLE, &Listener::on_readable);

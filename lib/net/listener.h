@@ -16,7 +16,8 @@ class Listener {
   using Accepted = std::function<void(int fd)>;
 
   // Binds and listens on address (host:port) at once, so that a taken port throws
-  // here (TPU_UNAVAILABLE naming the address); accepts once the loop runs. Call
+  // here (TPU_ALREADY_EXISTS when another socket holds it, else TPU_UNAVAILABLE,
+  // naming the address); accepts once the loop runs. Call
   // before the loop thread starts or on it. The object deletes itself on close().
   static Listener* open(uv_loop_t* loop, const std::string& address, Accepted on_accept);
   // Stops listening; on the loop thread.

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/status.h"
+#include "net/stream_peer.h"
 
 namespace tpurt {
 namespace net {
@@ -18,61 +19,6 @@ const char g_zeros[64 * 1024] = {};
 constexpr size_t kSinkBytes = 64 * 1024;  // discarded payload is read in these
 
 }  // namespace
-
-// One peer's connection and the frame in flight each way. A frame once started is
-// always finished (a failed step pads what it had not sent with zeros and drains
-// what it had not read), so the byte stream never loses its framing.
-struct StreamTransport::Peer {
-  int id = -1;
-  std::atomic<Link*> link{nullptr};  // owned by links_
-  std::string lost;  // why the connection is unusable; "" while it works
-
-  // Sending: the frame in flight, and the position in the exchange's list.
-  unsigned char out_header[kFrameHeaderBytes];
-  size_t out_header_left = 0;
-  const char* out_data = nullptr;  // nullptr: zeros (padding after a failure)
-  uint64_t out_left = 0;
-  std::vector<const Send*> sends;
-  size_t send_index = 0;
-  uint64_t send_offset = 0;
-
-  // Receiving: the frame in flight, and the position in the exchange's list.
-  unsigned char in_header[kFrameHeaderBytes];
-  size_t in_header_got = 0;
-  bool in_payload = false;
-  char* in_dest = nullptr;  // nullptr: discard
-  uint64_t in_left = 0;
-  bool in_end = false;      // the frame in flight ends the step
-  std::string end_payload;
-  std::vector<const Recv*> recvs;
-  size_t recv_index = 0;
-  uint64_t recv_offset = 0;
-
-  // The peer's END for the current step, once read.
-  bool ended = false;
-  StepOutcome outcome;
-  bool end_sent = false;
-
-  bool sending() const { return out_header_left > 0 || out_left > 0 || send_index < sends.size(); }
-  bool receiving() const { return in_header_got > 0 || in_payload || recv_index < recvs.size(); }
-
-  // A new stream starts with no frame in flight.
-  void reset_stream() {
-    lost.clear();
-    out_header_left = 0;
-    out_data = nullptr;
-    out_left = 0;
-    in_header_got = 0;
-    in_payload = false;
-    in_dest = nullptr;
-    in_left = 0;
-    in_end = false;
-    end_payload.clear();
-    ended = false;
-    outcome = StepOutcome{};
-    end_sent = false;
-  }
-};
 
 StreamTransport::StreamTransport(int num_tasks, int task_id, std::chrono::microseconds spin)
     : num_tasks_(num_tasks), task_id_(task_id), spin_(spin), peers_(new Peer[num_tasks]),
@@ -161,6 +107,7 @@ void StreamTransport::begin_step(uint64_t step) {
   for (int i = 0; i < num_tasks_; ++i) {
     Peer& p = peers_[i];
     if (i == task_id_) continue;
+    if (p.left) tpurt::fail(p.left_why.code, p.left_why.message);
     if (!p.lost.empty())
       tpurt::fail(TPU_UNAVAILABLE, "the data connection to task ", i, " is gone (", p.lost,
                   "); the cluster must be restarted");
@@ -267,9 +214,10 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
       std::string bad = decode_header(p.in_header, &h);
       if (bad.empty() && h.type != static_cast<uint16_t>(FrameType::kData))
         bad = str_cat("a frame of type ", h.type, " on a data connection");
-      if (bad.empty() && h.step != step_)
+      const bool farewell = h.tag == kFarewellTag;  // of whatever step the peer left in
+      if (bad.empty() && h.step != step_ && !farewell)
         bad = str_cat("a frame of step ", h.step, " during step ", step_);
-      if (bad.empty() && h.tag == kEndTag && h.length > kMaxEndPayloadBytes)
+      if (bad.empty() && (h.tag == kEndTag || farewell) && h.length > kMaxEndPayloadBytes)
         bad = str_cat("a step-end frame of ", h.length, " bytes");
       if (!bad.empty()) {
         lose(p, "malformed frame: " + bad);
@@ -280,7 +228,8 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
       p.in_payload = true;
       p.in_left = h.length;
       p.in_dest = nullptr;
-      p.in_end = h.tag == kEndTag;
+      p.in_end = h.tag == kEndTag || farewell;
+      p.in_farewell = farewell;
       p.end_payload.clear();
       if (!p.in_end && !ending) {
         if (h.seq != seq_ || h.digest != digest_)
@@ -331,13 +280,13 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
                                                                    : TPU_UNKNOWN;
         p.outcome.origin_replica = origin;
         p.outcome.message = e.substr(8);
-        if (!ending) {
-          if (p.outcome.code != TPU_OK)
-            tpurt::fail(TPU_ABORTED, p.outcome.message);
-          tpurt::fail(TPU_FAILED_PRECONDITION, name(p.id),
-                      " finished the step without calling collective #", seq_,
-                      ", which this task's replicas are in");
+        if (p.in_farewell) {
+          p.in_farewell = false;
+          if (p.outcome.code == TPU_OK) p.outcome.code = TPU_FAILED_PRECONDITION;
+          p.left = true;
+          p.left_why = p.outcome;
         }
+        if (!ending) throw_peer_ended(p, name);
       }
     }
   }
@@ -363,8 +312,8 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
     Peer& p = peers_[peer];
     if (p.link.load(std::memory_order_acquire) == nullptr)
       tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no data connection");
-    if (!p.lost.empty())
-      tpurt::fail(TPU_UNAVAILABLE, name(peer), ": the data connection is gone (", p.lost, ")");
+    if (p.left) throw_peer_ended(p, name);
+    if (!p.lost.empty()) throw_gone(p, name);
     return p;
   };
   for (size_t i = 0; i < num_sends; ++i) peer_of(sends[i].peer, "a send").sends.push_back(&sends[i]);
@@ -383,12 +332,10 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
     for (int i = 0; i < num_tasks_; ++i) {
       Peer& p = peers_[i];
       if (i == task_id_ || (!p.sending() && !p.receiving())) continue;
-      if (!p.lost.empty())
-        tpurt::fail(TPU_UNAVAILABLE, name(i), ": the data connection is gone (", p.lost, ")");
+      if (!p.lost.empty()) throw_gone(p, name);
       if (p.sending()) {
         Progress s = pump_send(p);
-        if (!p.lost.empty())
-          tpurt::fail(TPU_UNAVAILABLE, name(i), ": the data connection is gone (", p.lost, ")");
+        if (!p.lost.empty()) throw_gone(p, name);
         advanced |= s == Progress::kAdvanced;
         if (p.sending()) writers.push_back(i);
       }
@@ -427,8 +374,8 @@ void StreamTransport::probe(int peer, const std::function<std::string(int)>& nam
   Peer& p = peers_[peer];
   if (p.link.load(std::memory_order_acquire) == nullptr)
     tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no data connection");
-  if (!p.lost.empty())
-    tpurt::fail(TPU_UNAVAILABLE, name(peer), ": the data connection is gone (", p.lost, ")");
+  if (p.left) throw_peer_ended(p, name);
+  if (!p.lost.empty()) throw_gone(p, name);
   p.recvs.clear();
   p.recv_index = 0;
   p.recv_offset = 0;
@@ -446,87 +393,6 @@ void StreamTransport::missed_deadline(const std::vector<int>& owing, const std::
               to.empty() ? "" : "nothing could be sent to ", to,
               " before the collective deadline (the task is stopped, hung, or has not "
               "reached this collective)");
-}
-
-bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, StepOutcome* remote,
-                            const std::function<std::string(int)>& name) {
-  // A late replica's leader, interrupted by the step's abort, leaves exchange() first.
-  std::lock_guard<DriveLock> driving(drive_mu_);
-  if (num_tasks_ == 1 || has_failed_.load(std::memory_order_acquire)) return false;
-  std::string end_payload(8 + mine.message.size(), '\0');
-  const int32_t code = mine.code, origin = mine.origin_replica;
-  std::memcpy(&end_payload[0], &code, 4);
-  std::memcpy(&end_payload[4], &origin, 4);
-  std::memcpy(&end_payload[8], mine.message.data(), mine.message.size());
-  if (end_payload.size() > kMaxEndPayloadBytes) end_payload.resize(kMaxEndPayloadBytes);
-
-  for (int i = 0; i < num_tasks_; ++i) {
-    Peer& p = peers_[i];
-    if (i == task_id_ || !p.lost.empty() || p.link.load() == nullptr) continue;
-    // What a failed collective left unsent is not sent: the rest of the frame in
-    // flight becomes zeros, the transfers after it are dropped.
-    if (p.out_left > 0) p.out_data = nullptr;
-    p.sends.clear();
-    p.send_index = 0;
-    p.send_offset = 0;
-    p.recvs.clear();
-    p.recv_index = 0;
-    p.recv_offset = 0;
-    if (p.in_payload && !p.in_end) p.in_dest = nullptr;  // drain, not deliver
-  }
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  bool failed = false;
-  std::vector<int> readers, writers;
-  for (;;) {
-    // A lost task ends the cluster: nobody waits for the others' step ends then.
-    if (has_failed_.load(std::memory_order_acquire)) return false;
-    readers.clear();
-    writers.clear();
-    bool advanced = false;
-    for (int i = 0; i < num_tasks_; ++i) {
-      Peer& p = peers_[i];
-      if (i == task_id_ || !p.lost.empty() || p.link.load() == nullptr) continue;
-      if (!p.end_sent && p.out_header_left == 0 && p.out_left == 0 && p.sends.empty()) {
-        FrameHeader h;
-        h.type = static_cast<uint16_t>(FrameType::kData);
-        h.tag = kEndTag;
-        h.step = step_;
-        h.length = end_payload.size();
-        start_frame(p, h, end_payload.data());
-        p.end_sent = true;
-      }
-      if (p.out_header_left > 0 || p.out_left > 0) {
-        advanced |= pump_send(p) == Progress::kAdvanced;
-        if (!p.lost.empty()) continue;
-      }
-      // Until the END frame is out: a padded frame finishing first starts it next round.
-      if (p.out_header_left > 0 || p.out_left > 0 || !p.end_sent) writers.push_back(i);
-      try {
-        advanced |= pump_recv(p, name, true) == Progress::kAdvanced;
-      } catch (const Error& e) {
-        if (getenv("TPURT_LOG")) fprintf(stderr, "end_step: %s\n", e.message().c_str());
-        continue;  // the peer is lost; its failure reaches us through coordination
-      }
-      if (!(p.ended && !p.in_payload && p.in_header_got == 0)) readers.push_back(i);
-    }
-    if (readers.empty() && writers.empty()) break;
-    if (advanced) continue;
-    if (Clock::now() >= deadline) {
-      for (int i : readers) lose(peers_[i], str_cat("did not end step ", step_, " within ", timeout_ms, " ms"));
-      for (int i : writers) lose(peers_[i], str_cat("did not take the end of step ", step_, " within ", timeout_ms, " ms"));
-      break;
-    }
-    wait_ready(readers, writers, deadline);
-  }
-  // The failure to report: a task's own error before the aborts it caused elsewhere.
-  for (int i = 0; i < num_tasks_; ++i) {
-    Peer& p = peers_[i];
-    if (i == task_id_ || !p.ended || p.outcome.code == TPU_OK) continue;
-    if (failed && !(remote->code == TPU_ABORTED && p.outcome.code != TPU_ABORTED)) continue;
-    *remote = p.outcome;
-    failed = true;
-  }
-  return failed;
 }
 
 }  // namespace net

@@ -30,6 +30,9 @@ namespace net {
 constexpr uint64_t kFramePayloadBytes = 1u << 20;
 // The tag of the frame that ends a step (its payload: the step's outcome).
 constexpr uint32_t kEndTag = 0xffffffffu;
+// The tag of a task's last frame, of any step (payload: an outcome, as END's): why it
+// leaves (its shutdown, or the cluster's failure), so that no peer blames the link.
+constexpr uint32_t kFarewellTag = 0xfffffffeu;
 constexpr uint64_t kMaxEndPayloadBytes = 64 * 1024;
 
 // One direction-pair byte stream to a peer. Never blocks; one thread at a time
@@ -59,6 +62,15 @@ class DriveLock {
     }
   }
   void unlock() { taken_.store(false, std::memory_order_release); }
+  // lock(), unless another thread keeps it for `patience`: false then.
+  bool try_lock_for(std::chrono::milliseconds patience) {
+    const auto until = std::chrono::steady_clock::now() + patience;
+    while (taken_.exchange(true, std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return true;
+  }
 
  private:
   std::atomic<bool> taken_{false};
@@ -79,6 +91,7 @@ class StreamTransport : public Transport {
   bool end_step(const StepOutcome& mine, int64_t timeout_ms, StepOutcome* remote,
                 const std::function<std::string(int)>& name) override;
   void fail(const std::string& message) override;
+  void leave(const StepOutcome& why) override;
 
  protected:
   // spin: how long a waiting driver retries its links before wait_ready().
@@ -149,6 +162,14 @@ class StreamTransport : public Transport {
                      bool probing = false);
   void start_frame(Peer& p, const FrameHeader& h, const void* data);
   void lose(Peer& p, const std::string& why);
+  // Throws why `p`'s link is unusable: what the peer said last (an END with a failure,
+  // or its farewell), read from what it sent before the link went, else the link's loss.
+  [[noreturn]] void throw_gone(Peer& p, const std::function<std::string(int)>& name);
+  // Throws what the peer's END (read outside end_step) or farewell means here.
+  [[noreturn]] void throw_peer_ended(Peer& p, const std::function<std::string(int)>& name);
+  // Sends a farewell carrying `why` to every peer whose link works, after what is in
+  // flight (padded), for up to timeout_ms; no reply awaited. The driver's thread.
+  void send_farewells(const StepOutcome& why, int64_t timeout_ms);
   void drain_interrupts();
   [[noreturn]] void throw_failed() const;
 
@@ -161,6 +182,7 @@ class StreamTransport : public Transport {
   std::atomic<bool> has_failed_{false};
   std::vector<std::unique_ptr<Link>> links_;  // every link attached, under mu_
   std::unique_ptr<char[]> sink_;  // where discarded payload goes
+  std::string farewell_;          // the farewell's payload: frames in flight point into it
   std::atomic<bool> interrupted_{false};
   uint64_t step_ = 0;
   uint64_t seq_ = 0;

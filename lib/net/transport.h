@@ -84,6 +84,11 @@ class Transport {
 
   // Marks the cluster failed: later calls throw TPU_UNAVAILABLE with this message.
   virtual void fail(const std::string& message) = 0;
+
+  // This task leaves (its shutdown): tells every peer why, bounded in time, so that a
+  // peer in a step with it fails at once with `why` (or, once the cluster failed, with
+  // that failure) rather than waiting or blaming the link. The driver's thread.
+  virtual void leave(const StepOutcome& why) { (void)why; }
 };
 
 }  // namespace net

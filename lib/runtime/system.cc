@@ -267,6 +267,12 @@ void System::shutdown() {
     state_.store(kShutDown, std::memory_order_release);
     executor_.stop();
     host_.stop();
+    // Peers in a step with this task hear at once why it will not come, rather than
+    // at their deadline or the shutdown barrier's.
+    if (transport_)
+      transport_->leave({TPU_FAILED_PRECONDITION, -1,
+                         str_cat("task ", task_id(), " shut down its TPU system (tpu_system_shutdown)"
+                                 " while this task's step needs it")});
     if (coordination_) {
       try {
         coordination_->shutdown();

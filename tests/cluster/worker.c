@@ -8,7 +8,10 @@
  *                                  the same topology bytes on every task
  *   cluster_worker kv              the key-value store and barriers across tasks
  *   cluster_worker kill V          task V kills itself (SIGKILL) inside a step; the
- *                                  others must get TPU_UNAVAILABLE naming task V
+ *                                  others must get TPU_UNAVAILABLE naming task V (and
+ *                                  only it: no survivor may blame another survivor)
+ *   cluster_worker quit V          task V shuts its system down instead of the step:
+ *                                  the others get TPU_FAILED_PRECONDITION naming it
  *   cluster_worker stop V          task V stops itself (SIGSTOP): TPU_DEADLINE_EXCEEDED
  *   cluster_worker skip V          task V's replicas skip a collective:
  *                                  TPU_FAILED_PRECONDITION naming task V
@@ -632,6 +635,7 @@ static tpu_status fault_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int 
 
 static int scenario_fault(tpu_system *system, const char *kind, int victim) {
   fault f = {kind, victim};
+  if (!strcmp(kind, "quit") && g_task == victim) return 0; /* main shuts down */
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   tpu_status s = tpu_replicate(system, fault_fn, &f, g_n, 0, NULL, 0, NULL, NULL);
@@ -644,6 +648,9 @@ static int scenario_fault(tpu_system *system, const char *kind, int victim) {
          seconds, msg);
   if (!strcmp(kind, "kill"))
     EXPECT(s == TPU_UNAVAILABLE && strstr(msg, who), "want TPU_UNAVAILABLE naming %s", who);
+  else if (!strcmp(kind, "quit"))
+    EXPECT(s == TPU_FAILED_PRECONDITION && strstr(msg, who) && strstr(msg, "shut down"),
+           "want TPU_FAILED_PRECONDITION naming %s, which shut down", who);
   else if (!strcmp(kind, "stop"))
     EXPECT(s == TPU_DEADLINE_EXCEEDED && strstr(msg, who), "want TPU_DEADLINE_EXCEEDED naming %s", who);
   else if (!strcmp(kind, "skip"))
@@ -775,7 +782,7 @@ static int scenario_feed(tpu_system *system) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: cluster_worker collectives|kv|feed|kill V|stop V|skip V|fail V|mismatch V|init|soak N\n");
+    fprintf(stderr, "usage: cluster_worker collectives|kv|feed|kill V|quit V|stop V|skip V|fail V|mismatch V|init|soak N\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -823,7 +830,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   s = tpu_system_shutdown(system);
-  if (s != TPU_OK && strcmp(scenario, "stop") != 0)
+  /* A stopped task misses the shutdown barrier; a killed task 0 takes the service. */
+  const int barrier_may_fail = !strcmp(scenario, "stop") ||
+                               (!strcmp(scenario, "kill") && argc > 2 && atoi(argv[2]) == 0);
+  if (s != TPU_OK && !barrier_may_fail)
     EXPECT(0, "shutdown: %s: %s", tpu_status_name(s), tpu_last_error());
   tpu_system_release(system);
   if (rc || g_failures) {

@@ -34,9 +34,9 @@ FUZZ_TARGETS := wire topology device_assignment embedding_config tf_config hostl
 
 # The decoded protobufs' enum checks (where the tree has them).
 FUZZ_PROTO_SRCS := $(wildcard lib/core/proto_enums.cc)
-FUZZ_RESOLVER_SRCS := lib/cluster/resolver.cc lib/cluster/hostlist.cc lib/core/env.cc \
+FUZZ_RESOLVER_SRCS := $(wildcard lib/cluster/resolver*.cc) lib/cluster/hostlist.cc lib/core/env.cc \
   lib/core/cpus.cc lib/core/status.cc
-FUZZ_SRCS_wire := lib/net/frame.cc lib/net/handshake.cc lib/cluster/coordination_wire.cc \
+FUZZ_SRCS_wire := lib/net/frame.cc lib/net/handshake.cc lib/net/control_wire.cc \
   lib/core/status.cc $(FUZZ_PROTO_SRCS) gen/wire.pb-c.c
 FUZZ_SRCS_topology := lib/topology/topology.cc lib/topology/device_assignment.cc \
   lib/core/status.cc $(FUZZ_PROTO_SRCS) gen/topology.pb-c.c

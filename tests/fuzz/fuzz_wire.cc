@@ -20,8 +20,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "cluster/coordination_wire.h"
 #include "core/status.h"
+#include "net/control_wire.h"
 #include "net/handshake.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "cluster/coordination_wire.h"
+#include "net/control_wire.h"
 
 #include <cstdio>
 #include <cstdlib>
