@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test runner (tests/run_tests.sh) on a fixture (tests/runner/): each case runs in
-# its own process; a case that fails, exits early or hangs is named with its output; a
-# hang is killed, with its children, at its limit from tests/test-list's format; T=
-# selects by name, binary, glob or prefix; a binary without --list, or not built, fails.
+# its own process; a case that fails, exits early or hangs is named with its output (a
+# skipped one counts as neither passed nor failed); a hang is killed, with its child,
+# at its limit; T= selects by case, binary, glob or prefix; --list gives each case its
+# limit; a binary without --list, or not built, fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -52,6 +53,8 @@ has "$(grep '^FAIL  runner_fixture__hangs ' <<<"$out")" "(out of time: killed af
 has "$(output_of runner_fixture__hangs)" "fixture: hanging"
 has "$(grep '^FAIL  runner_fixture__exits_early ' <<<"$out")" "(exit 0 before cmocka's OK line)"
 has "$out" "ok    fixture_suite" # counted as its own "2 passed" line
+has "$out" "skip  runner_fixture__skips"
+has "$out" "skipped: runner_fixture__skips"
 for f in "runner_fixture__fails (exit 1)" "runner_fixture__hangs (out of time: killed after 2 s)" \
          "runner_fixture__exits_early (exit 0 before cmocka's OK line)" "missing (not built)"; do
   has "$out" "FAILED: $f"
@@ -84,8 +87,8 @@ selects '*__fail*' "0 passed, 1 failed" runner_fixture__fails
 selects fixture_suite.sh,runner_fixture__passes "3 passed, 0 failed" fixture_suite runner_fixture__passes
 # A binary's every case (listed, not run: the hang was timed above).
 [ "$(T=runner_fixture runner --list "${fixture[@]}" | awk '{print $1}' | sort | tr '\n' ' ')" = \
-  "runner_fixture__exits_early runner_fixture__fails runner_fixture__hangs runner_fixture__passes " ] ||
-  fail "T=runner_fixture does not select the binary's four cases"
+  "runner_fixture__exits_early runner_fixture__fails runner_fixture__hangs runner_fixture__passes runner_fixture__skips " ] ||
+  fail "T=runner_fixture does not select the binary's five cases"
 rc=0
 out=$(T=nothing_is_called_this runner "${fixture[@]}" 2>&1) || rc=$?
 [ "$rc" -eq 2 ] || fail "T matching nothing exited $rc"
@@ -94,7 +97,7 @@ has "$out" "no case matches 'nothing_is_called_this'"
 # --- --list: every case with its limit, scaled ------------------------------------------
 limit_of() { awk -v c="$1" '$1 == c {print $2}' <<<"$out"; }
 out=$(runner --list "${fixture[@]}")
-[ "$(wc -l <<<"$out")" -eq 5 ] || fail "--list: expected 5 cases:"$'\n'"$out"
+[ "$(wc -l <<<"$out")" -eq 6 ] || fail "--list: expected 6 cases:"$'\n'"$out"
 [ "$(limit_of runner_fixture__hangs)" = 2s ] && [ "$(limit_of fixture_suite)" = 10s ] ||
   fail "--list: wrong limits:"$'\n'"$out"
 out=$(TPURT_TEST_TIMEOUT_MULTIPLIER=2 SANITIZE=address runner --list "${fixture[@]}")

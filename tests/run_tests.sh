@@ -130,7 +130,7 @@ fi
 logs=$BUILD/test-logs
 rm -rf "$logs" && mkdir -p "$logs" || die "cannot make $logs"
 passed=0
-times=()
+times=() skipped=()
 unset CMOCKA_MESSAGE_OUTPUT # the runner reads cmocka's standard output
 current=
 # Interrupted (^C, or a limit of its own): the running case goes too.
@@ -170,8 +170,17 @@ for i in "${!names[@]}"; do
   p=0 f=0 why=
   case ${kinds[i]} in
     case)
-      # Exit 0 and cmocka's OK line: a case that exits early did not pass.
-      if [ $rc -eq 0 ] && grep -qxF "[       OK ] $name" "$log"; then p=1; else f=1; fi ;;
+      # Exit 0 and cmocka's OK line: a case that exits early did not pass. A skipped
+      # case (cmocka's skip()) counts as neither, as cmocka counts it.
+      if [ $rc -eq 0 ] && grep -qxF "[       OK ] $name" "$log"; then
+        p=1
+      elif [ $rc -eq 0 ] && grep -qxF "[  SKIPPED ] $name" "$log"; then
+        skipped+=("$name")
+        printf 'skip  %-64s %8ss\n' "$name" "$secs_taken"
+        continue
+      else
+        f=1
+      fi ;;
     whole)
       p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
       f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
@@ -204,6 +213,7 @@ done
 echo
 echo "slowest: $(printf '%s\n' "${times[@]+"${times[@]}"}" | sort -rn | head -n 5 |
   awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1}')"
+[ ${#skipped[@]} -eq 0 ] || echo "skipped: ${skipped[*]}"
 for f in "${failures[@]+"${failures[@]}"}"; do echo "FAILED: $f"; done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

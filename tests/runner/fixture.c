@@ -1,6 +1,6 @@
 /* The cases tests/check_runner.sh gives the runner: one passes, one fails, one hangs
  * ignoring SIGTERM with a child that holds its output open, one exits before cmocka
- * says OK. */
+ * says OK, one skips. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <signal.h>
@@ -50,12 +50,18 @@ static void runner_fixture__exits_early(void **state) {
   exit(0);
 }
 
+static void runner_fixture__skips(void **state) {
+  (void)state;
+  skip();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(runner_fixture__passes),
       cmocka_unit_test(runner_fixture__fails),
       cmocka_unit_test(runner_fixture__hangs),
       cmocka_unit_test(runner_fixture__exits_early),
+      cmocka_unit_test(runner_fixture__skips),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }
