@@ -1,6 +1,8 @@
 # tpurt build. Everything is written under $(BUILD); nothing in the source tree.
 #   make                     library, tool and tests
 #   make test                every test (unit, ABI, header, pkg-config)
+#   make test T=NAME         one case, binary or script (a glob or prefix too; tests/test-list)
+#   make test-list           every case with its time limit
 #   make demo                the main job: `tpurt demo`
 #   make bench               `tpurt bench` sweep
 #   make mpi                 the MPI plugin, libtpurt_mpi.so (needs mpicxx or mpicc)
@@ -90,7 +92,7 @@ EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
 
-.PHONY: all lib tool tests examples test demo bench deps install uninstall clean headertest bindings bench-bindings
+.PHONY: all lib tool tests examples test test-list demo bench deps install uninstall clean headertest bindings bench-bindings
 .DELETE_ON_ERROR:
 
 all: lib tool tests examples
@@ -186,12 +188,19 @@ $(MPI_PLUGIN): $(MPI_PLUGIN_SRCS) $(wildcard lib/mpi_plugin/*.h) lib/mpi_plugin/
 	  -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX -Iinclude -Ilib $(SAN_FLAGS) $(CPPFLAGS) $(CXXFLAGS) -shared -Wl,--no-undefined -Wl,--version-script=lib/mpi_plugin/plugin.map $(TPURT_LDFLAGS) \
 	  -o $@ $(MPI_PLUGIN_SRCS) $(MPI_BUILD_LIBS)
 
-# The runner runs exactly the tests listed here. With an MPI compiler the plugin is
+# The runner runs exactly the tests listed here, each case in its own process with the
+# time limit tests/test-list gives it. With an MPI compiler the plugin is
 # built for tests/check_mpi.sh; without one (or under a sanitizer, whose reports on
 # Open MPI itself would drown tpurt's) that script says the MPI tests were skipped.
+# T is taken from the command line only (`make test T=test_tensor__cast`), never from
+# the environment.
+RUN_TESTS = BUILD=$(BUILD) SANITIZE=$(SANITIZE) T='$(if $(filter command line,$(origin T)),$(T))' \
+  bash tests/run_tests.sh
 test: all $(if $(and $(MPI_BUILD_CXX),$(if $(SANITIZE),,yes)),mpi)
-	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1} \
-	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} bash tests/run_tests.sh $(TEST_BINS) $(TEST_SCRIPTS)
+	@ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} \
+	  $(RUN_TESTS) $(TEST_BINS) $(TEST_SCRIPTS)
+test-list: tests
+	@$(RUN_TESTS) --list $(TEST_BINS) $(TEST_SCRIPTS)
 
 demo: lib tool
 	$(TOOL) demo --check

@@ -13,6 +13,7 @@ extern "C" {  // cmocka.h has no C++ linkage of its own
 
 #include "core/cpus.h"
 #include "tpurt/system.h"
+#include "test_util.h"
 
 static void test_cpus__usable_follow_affinity_mask(void **) {
   std::vector<int> all = tpurt::usable_cpus();
@@ -50,10 +51,10 @@ static void test_cpus__placement_by_mode(void **) {
   assert_int_equal(always[0], cpus[0]);
 }
 
-int main() {
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpus__usable_follow_affinity_mask),
       cmocka_unit_test(test_cpus__placement_by_mode),
   };
-  return cmocka_run_group_tests(tests, nullptr, nullptr);
+  return RUN_TESTS(argc, argv, tests, nullptr, nullptr);
 }

@@ -19,9 +19,11 @@
  *     return RUN_TESTS(argc, argv, tests, group_setup, group_teardown);
  *   }
  * and runs only the cases whose name matches `binary PATTERN` or, without an argument,
- * $TPURT_TEST_FILTER (cmocka's pattern: `*` any run of characters, `?` one), e.g.
+ * $TPURT_TEST_FILTER (cmocka's pattern: `*` any run of characters, `?` one);
+ * `binary --list` prints the case names, one a line, and runs none. tests/run_tests.sh
+ * (`make test`) runs each case in its own process that way, e.g.
  *   build/tests/test_tensor test_tensor__cast
- *   TPURT_TEST_FILTER='*bf16*' make test
+ *   make test T='*bf16*'
  *
  * time_limit(seconds) and time_limit_ms(ms) scale a wall-clock limit by
  * TPURT_TEST_TIMEOUT_MULTIPLIER (below). */
@@ -149,9 +151,14 @@ static inline int64_t time_limit_ms(int64_t ms) {
 static inline int tpurt_run_tests(int argc, char **argv, const char *group,
                                   const struct CMUnitTest *tests, size_t n,
                                   CMFixtureFunction setup, CMFixtureFunction teardown) {
+  if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+    for (size_t i = 0; i < n; ++i) printf("%s\n", tests[i].name);
+    return 0;
+  }
   const char *filter = argc > 1 ? argv[1] : getenv("TPURT_TEST_FILTER");
   if (argc > 2 || (filter && filter[0] == '-')) {
-    fprintf(stderr, "usage: %s [PATTERN]  (or TPURT_TEST_FILTER=PATTERN; '*' and '?' match)\n",
+    fprintf(stderr,
+            "usage: %s [PATTERN | --list]  (or TPURT_TEST_FILTER=PATTERN; '*' and '?' match)\n",
             argv[0]);
     return 2;
   }
