@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "net/event_loop.h"
 #include "net/frame.h"
 #include "net/shm_segment.h"
 #include "net/shm_transport.h"
@@ -703,6 +704,35 @@ static void test_transport__shm_peer_process(void **) {
   }
 }
 
+// The coordination service writes through libuv on the loop thread. A peer that closes
+// as it writes must be an EPIPE for the connection, not a SIGPIPE that ends the process
+// (test_coordination__arbitrary_requests died so about 2 runs in 100).
+static void test_transport__loop_write_to_closed_peer(void** state) {
+  (void)state;
+  int fds[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  close(fds[1]);
+  tpurt::net::EventLoop loop;
+  loop.start();
+  std::atomic<int> result{0};
+  std::atomic<bool> done{false};
+  CHECK(loop.post([&] {
+    auto* pipe = new uv_pipe_t;
+    uv_pipe_init(loop.loop(), pipe, 0);
+    uv_pipe_open(pipe, fds[0]);
+    char byte = 1;
+    uv_buf_t b = uv_buf_init(&byte, 1);
+    result = uv_try_write(reinterpret_cast<uv_stream_t*>(pipe), &b, 1);
+    uv_close(reinterpret_cast<uv_handle_t*>(pipe),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_pipe_t*>(h); });
+    done = true;
+  }));
+  for (int i = 0; i < 5000 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  loop.stop();
+  CHECK(done);
+  CHECK(result == UV_EPIPE);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transport__exchange_all_pairs),
@@ -733,6 +763,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_transport__shm_random_bytes),
       cmocka_unit_test(test_transport__shm_peer_process),
       cmocka_unit_test(test_transport__mixed_waits),
+      cmocka_unit_test(test_transport__loop_write_to_closed_peer),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

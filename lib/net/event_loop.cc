@@ -1,5 +1,7 @@
 #include "net/event_loop.h"
 
+#include <signal.h>
+
 #include "core/status.h"
 
 namespace tpurt {
@@ -20,6 +22,14 @@ EventLoop::~EventLoop() { stop(); }
 
 void EventLoop::start() {
   started_ = true;
+  // libuv writes with write(2): a peer that closes as the loop writes to it would raise
+  // SIGPIPE and end the caller's process. The loop thread is created with SIGPIPE
+  // blocked (a new thread inherits the mask), so such a write fails with EPIPE instead;
+  // the caller's own threads keep their mask.
+  sigset_t pipe, before;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &before);
   thread_ = std::thread([this] {
     thread_id_ = std::this_thread::get_id();
     uv_run(&loop_, UV_RUN_DEFAULT);
@@ -29,6 +39,7 @@ void EventLoop::start() {
             nullptr);
     uv_run(&loop_, UV_RUN_DEFAULT);
   });
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 bool EventLoop::post(std::function<void()> fn) {
