@@ -124,6 +124,15 @@ void StreamTransport::start_frame(Peer& p, const FrameHeader& h, const void* dat
   p.out_left = h.length;
 }
 
+void StreamTransport::start_control_frame(Peer& p, uint32_t tag, const std::string& payload) {
+  FrameHeader h;
+  h.type = static_cast<uint16_t>(FrameType::kData);
+  h.tag = tag;
+  h.step = step_;
+  h.length = payload.size();
+  start_frame(p, h, payload.data());
+}
+
 StreamTransport::Progress StreamTransport::pump_send(Peer& p) {
   bool advanced = false;
   for (;;) {

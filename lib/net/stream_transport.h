@@ -161,6 +161,8 @@ class StreamTransport : public Transport {
   Progress pump_recv(Peer& p, const std::function<std::string(int)>& name, bool ending,
                      bool probing = false);
   void start_frame(Peer& p, const FrameHeader& h, const void* data);
+  // A step's control frame (END, farewell): `tag` and `payload`, which must outlive it.
+  void start_control_frame(Peer& p, uint32_t tag, const std::string& payload);
   void lose(Peer& p, const std::string& why);
   // Throws why `p`'s link is unusable: what the peer said last (an END with a failure,
   // or its farewell), read from what it sent before the link went, else the link's loss.

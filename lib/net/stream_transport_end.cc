@@ -72,12 +72,7 @@ bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, Step
       Peer& p = peers_[i];
       if (i == task_id_ || !p.lost.empty() || p.link.load() == nullptr || p.left) continue;
       if (!p.end_sent && p.out_header_left == 0 && p.out_left == 0 && p.sends.empty()) {
-        FrameHeader h;
-        h.type = static_cast<uint16_t>(FrameType::kData);
-        h.tag = kEndTag;
-        h.step = step_;
-        h.length = end_payload.size();
-        start_frame(p, h, end_payload.data());
+        start_control_frame(p, kEndTag, end_payload);
         p.end_sent = true;
       }
       if (p.out_header_left > 0 || p.out_left > 0) {
@@ -163,12 +158,7 @@ void StreamTransport::send_farewells(const StepOutcome& why, int64_t timeout_ms)
       Peer& p = peers_[i];
       if (i == task_id_ || !p.lost.empty() || p.link.load() == nullptr) continue;
       if (!p.farewell_sent && p.out_header_left == 0 && p.out_left == 0) {
-        FrameHeader h;
-        h.type = static_cast<uint16_t>(FrameType::kData);
-        h.tag = kFarewellTag;
-        h.step = step_;
-        h.length = farewell_.size();
-        start_frame(p, h, farewell_.data());
+        start_control_frame(p, kFarewellTag, farewell_);
         p.farewell_sent = true;
       }
       if (p.out_header_left > 0 || p.out_left > 0) {
