@@ -13,6 +13,16 @@ using namespace resolver;
 
 // ---- TFConfigClusterResolver -------------------------------------------------------
 
+namespace {
+
+// Checked before a sparse job's vector grows, so that no input allocates past the bound.
+[[noreturn]] void too_many_slots() {
+  invalid_argument("TF_CONFIG's cluster has more than ", kMaxTaskSlots,
+                   " task slots (a sparse job has as many as its largest index + 1)");
+}
+
+}  // namespace
+
 void ClusterResolver::resolve_tf_config(const tpu_cluster_resolver_options& o, const char* text) {
   source_ = TPU_RESOLVER_TF_CONFIG;
   tpu_name_ = "TF_CONFIG";
@@ -63,6 +73,7 @@ void ClusterResolver::resolve_tf_config(const tpu_cluster_resolver_options& o, c
                              kMaxSparseIndex, "]");
           if (!json_is_string(a))
             invalid_argument(where, ".", key, " is ", json_type_name(a), "; expected a \"host:port\" string");
+          if (slots + index + 1 > kMaxTaskSlots) too_many_slots();
           if (addresses.size() <= static_cast<size_t>(index)) addresses.resize(index + 1);
           if (!addresses[index].empty())
             invalid_argument(where, " names task ", index, " twice");
@@ -75,9 +86,7 @@ void ClusterResolver::resolve_tf_config(const tpu_cluster_resolver_options& o, c
                          "; expected a list of \"host:port\" or an object of index -> \"host:port\"");
       }
       slots += addresses.size();
-      if (slots > kMaxTaskSlots)
-        invalid_argument("TF_CONFIG's cluster has more than ", kMaxTaskSlots,
-                         " task slots (a sparse job has as many as its largest index + 1)");
+      if (slots > kMaxTaskSlots) too_many_slots();
       check_no_duplicates(addresses, where);
       spec_[job] = std::move(addresses);
     }
