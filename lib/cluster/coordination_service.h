@@ -84,6 +84,8 @@ class CoordinationService {
   void on_kv_set(uint64_t conn, uint64_t seq, const Tpurt__Wire__KvSet& m);
   void on_kv_get(uint64_t conn, uint64_t seq, const Tpurt__Wire__KvGet& m);
   void on_kv_delete(uint64_t conn, uint64_t seq, const Tpurt__Wire__KvDelete& m);
+  // The request's key normalized into *key; false after answering the request with why not.
+  bool key_or_respond(uint64_t conn, uint64_t seq, const char* raw, std::string* key);
   void tick();
   void try_form();
   void fail_task(int task, tpu_status code, const std::string& message);

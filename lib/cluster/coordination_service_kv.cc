@@ -8,14 +8,20 @@
 
 namespace tpurt {
 
-void CoordinationService::on_kv_set(uint64_t conn, uint64_t seq, const Tpurt__Wire__KvSet& m) {
-  std::string key;
+bool CoordinationService::key_or_respond(uint64_t conn, uint64_t seq, const char* raw,
+                                         std::string* key) {
   try {
-    key = normalize_key(m.key);
+    *key = normalize_key(raw);
+    return true;
   } catch (const Error& err) {
     respond(conn, seq, err.code(), err.message());
-    return;
+    return false;
   }
+}
+
+void CoordinationService::on_kv_set(uint64_t conn, uint64_t seq, const Tpurt__Wire__KvSet& m) {
+  std::string key;
+  if (!key_or_respond(conn, seq, m.key, &key)) return;
   if (kv_.count(key)) {
     respond(conn, seq, TPU_ALREADY_EXISTS, str_cat("key '", key, "' is already set"));
     return;
@@ -33,12 +39,7 @@ void CoordinationService::on_kv_set(uint64_t conn, uint64_t seq, const Tpurt__Wi
 
 void CoordinationService::on_kv_get(uint64_t conn, uint64_t seq, const Tpurt__Wire__KvGet& m) {
   std::string key;
-  try {
-    key = normalize_key(m.key);
-  } catch (const Error& err) {
-    respond(conn, seq, err.code(), err.message());
-    return;
-  }
+  if (!key_or_respond(conn, seq, m.key, &key)) return;
   auto it = kv_.find(key);
   if (it != kv_.end()) {
     respond(conn, seq, TPU_OK, "", &it->second, true);
@@ -59,12 +60,7 @@ void CoordinationService::on_kv_get(uint64_t conn, uint64_t seq, const Tpurt__Wi
 void CoordinationService::on_kv_delete(uint64_t conn, uint64_t seq,
                                        const Tpurt__Wire__KvDelete& m) {
   std::string key;
-  try {
-    key = normalize_key(m.key);
-  } catch (const Error& err) {
-    respond(conn, seq, err.code(), err.message());
-    return;
-  }
+  if (!key_or_respond(conn, seq, m.key, &key)) return;
   kv_.erase(key);
   std::string prefix = key + "/";
   for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.compare(0, prefix.size(), prefix) == 0;)
