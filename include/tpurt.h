@@ -10,5 +10,6 @@
 #include "tpurt/collectives.h"
 #include "tpurt/feed.h"
 #include "tpurt/cluster.h"
+#include "tpurt/mesh.h"
 
 #endif /* TPURT_H */

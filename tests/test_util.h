@@ -141,7 +141,8 @@ static inline double timeout_multiplier(void) {
 /* A pointer to step options with a device assignment and maximum_shapes (NULL
  * and 0 for none), the rest default. */
 #define STEP_OPTIONS(da, shapes, num_shapes) \
-  (&(tpu_step_options){sizeof(tpu_step_options), (da), (shapes), (num_shapes), 0, 0, NULL})
+  (&(tpu_step_options){.struct_size = sizeof(tpu_step_options), .device_assignment = (da), \
+                       .maximum_shapes = (shapes), .num_maximum_shapes = (num_shapes)})
 
 static inline double time_limit(double seconds) { return seconds * timeout_multiplier(); }
 static inline int64_t time_limit_ms(int64_t ms) {

@@ -12,7 +12,10 @@
  *
  * groups: NULL means one group of every replica. Otherwise it must be valid for the
  * step's replica count (tpu_group_assignment_validate); all-reduce, all-gather,
- * reduce-scatter, all-to-all and broadcast work within each group.
+ * reduce-scatter, all-to-all and broadcast work within each group. With several
+ * cores per replica, the options' group_mode says what the ids are (tpu_group_mode,
+ * below); "replica" in this header then means a participant (replica, logical core),
+ * and messages name it "replica R core C".
  *
  * Outputs are new tensor handles (*out, the caller's). Inputs are only read. The
  * members of a group may receive handles on one shared buffer for the result of
@@ -44,6 +47,32 @@ typedef TPU_ENUM(tpu_reduce_op) {
   TPU_REDUCE_MEAN = 4
 } tpu_reduce_op;
 
+/* (1.3) Which ids a group assignment holds and who takes part: XLA's
+ * CollectiveOpGroupMode (xla/service/collective_ops_utils.h), same numbers. A step
+ * with k cores per replica has num_replicas * k participants, (replica r, logical
+ * core c), whose flattened id is r * k + c. With one core per replica every mode
+ * means today's groups of replica ids (CROSS_PARTITION then only allows {0}).
+ * - CROSS_REPLICA (default): groups of replica ids; one collective per logical core,
+ *   among the cores with the same logical core id. NULL groups: all replicas.
+ * - CROSS_PARTITION: groups of logical-core ids; one collective per replica, among
+ *   its cores. NULL groups: all cores of the replica.
+ * - CROSS_REPLICA_AND_PARTITION: groups of replica ids; every core of those replicas
+ *   takes part, ordered by replica, then logical core. NULL groups: everyone.
+ * - FLATTENED_ID: groups of flattened ids. NULL groups: everyone.
+ * The whole assignment is checked (not only the caller's group): every id of the
+ * mode's kind exactly once, TPU_INVALID_ARGUMENT naming the id, the group and the
+ * mode otherwise. collective_permute's pairs are replica ids (CROSS_REPLICA, one
+ * permute per logical core), logical-core ids (CROSS_PARTITION, one per replica) or
+ * flattened ids (FLATTENED_ID); CROSS_REPLICA_AND_PARTITION has no meaning for a
+ * permute (TPU_INVALID_ARGUMENT), as in XLA. tpu_barrier ignores the mode: all
+ * participants meet. */
+typedef TPU_ENUM(tpu_group_mode) {
+  TPU_GROUP_MODE_CROSS_REPLICA = 0,
+  TPU_GROUP_MODE_CROSS_PARTITION = 1,
+  TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION = 2,
+  TPU_GROUP_MODE_FLATTENED_ID = 3
+} tpu_group_mode;
+
 /* Per-call options, as Gloo's per-operation options: every collective takes a
  * pointer to one as its last argument; NULL or zeros mean the defaults. */
 typedef struct tpu_collective_options {
@@ -52,9 +81,12 @@ typedef struct tpu_collective_options {
    * 0: the step's deadline (tpu_step_options.collective_timeout_ms, else the
    * system's). Must not be negative. Each participant applies its own. */
   int64_t timeout_ms;
+  /* (1.3) A tpu_group_mode: what the groups (or permute pairs) hold. Every
+   * participant of one collective must pass the same mode and groups. */
+  int group_mode;
 } tpu_collective_options;
 
-#define TPU_COLLECTIVE_OPTIONS_INIT { sizeof(tpu_collective_options), 0 }
+#define TPU_COLLECTIVE_OPTIONS_INIT { sizeof(tpu_collective_options), 0, 0 }
 
 /* Fills *options with the defaults (zeros) and struct_size (the caller's sizeof; at
  * least the first release's size, at most this library's). */

@@ -9,7 +9,8 @@
  *
  * A step fails as one: the first failure cancels the step, every replica blocked in
  * a collective returns TPU_ABORTED at once, and the caller gets the first error with
- * "replica R: " before its message. Outputs of a failed step are all NULL.
+ * "replica R: " before its message ("replica R core C: " when a replica spans several
+ * cores). Outputs of a failed step are all NULL.
  *
  * Late replicas. Once the step has failed or a replica has finished, the others get
  * the step's collective deadline to return. One that has not returned by then is
@@ -62,14 +63,38 @@ typedef TPU_ENUM(tpu_padding_spec) {
   TPU_PADDING_POWER_OF_TWO = 1 /* to the smallest power of two >= that */
 } tpu_padding_spec;
 
+/* Spatial partitioning of one input or output over the cores of a replica (1.3): the
+ * partition_dims of TensorFlow's TPUPartitionedInputV2 / TPUPartitionedOutputV2
+ * (TPUEstimator's input_partition_dims).
+ * - num_dims 0: not partitioned. An input goes whole to every core of its replica
+ *   (each core gets its own handle on one buffer, copy-on-write as results are:
+ *   tensor.h); an output is logical core 0's, and the other cores' are released.
+ * - Otherwise num_dims equals the tensor's rank, every partition_dims[d] >= 1, and
+ *   their product equals the step's cores per replica. The tensor is cut into a grid
+ *   of tiles, partition_dims[d] along dimension d; logical core c gets tile c in
+ *   row-major order of the grid (the last dimension varying fastest), as TensorFlow's
+ *   tile assignment does. A dimension of size n cut p ways is split as TPUEstimator
+ *   splits it (tpu_feed.py): n / p each when p divides n; otherwise greedily, pieces
+ *   of ceil(n / p) while they fit, then the remainder, then empty pieces
+ *   (5 cut 4 ways: 2, 2, 1, 0). An output is assembled the other way: the cores'
+ *   tiles are concatenated along every dimension, so tiles in one row of the grid
+ *   must agree in the other dimensions (TPU_INVALID_ARGUMENT naming the output and
+ *   the cores that differ). */
+typedef struct tpu_partition_spec {
+  int num_dims;
+  int partition_dims[TPU_MAX_RANK];
+} tpu_partition_spec;
+
 /* Per-step options of tpu_replicate, tpu_rewrite, tpu_shard and tpu_batch_parallel.
  * Zero (or a NULL options pointer) means default in every field. */
 typedef struct tpu_step_options {
   size_t struct_size; /* sizeof(tpu_step_options) */
   /* NULL: one core per replica, replica r on core r; the replica count must then be 1
-   * or the number of cores. Otherwise its replica count must equal the step's, it must
-   * be built on this system's topology (tpu_system_topology), and replica r runs on
-   * the core of (r, logical core 0). */
+   * or the number of cores. Otherwise its replica count must equal the step's and it
+   * must be built on this system's topology (tpu_system_topology). With
+   * num_cores_per_replica = k the computation runs num_replicas * k times, once per
+   * (replica r, logical core c), on the core (and task) the assignment names for
+   * (r, c); no two of them may share a core. */
   const tpu_device_assignment *device_assignment;
   /* tpu_replicate only. NULL, or num_maximum_shapes == num_inputs entries: input i is
    * padded with zeros at the end of every dimension whose size differs between
@@ -88,9 +113,19 @@ typedef struct tpu_step_options {
    * the tuple's tensors after its own inputs (and after any padding sizes). NULL:
    * none. An empty FIFO waits up to the collective deadline. */
   tpu_infeed_queue *infeed_queue;
+  /* (1.3) NULL, or num_input_partitions == num_inputs entries: how input i is spread
+   * over the cores of its replica (tpu_partition_spec). NULL: every input whole to
+   * every core. Partitioning applies after maximum_shapes padding; the padded sizes'
+   * extra inputs go whole to every core. */
+  const tpu_partition_spec *input_partitions;
+  size_t num_input_partitions;
+  /* (1.3) NULL, or num_output_partitions == num_outputs entries: how output o is
+   * assembled from the cores of its replica. NULL: logical core 0's outputs. */
+  const tpu_partition_spec *output_partitions;
+  size_t num_output_partitions;
 } tpu_step_options;
 
-#define TPU_STEP_OPTIONS_INIT { sizeof(tpu_step_options), NULL, NULL, 0, 0, 0, NULL }
+#define TPU_STEP_OPTIONS_INIT { sizeof(tpu_step_options), NULL, NULL, 0, 0, 0, NULL, NULL, 0, NULL, 0 }
 
 /* Fills *options with the defaults (zeros) and struct_size (the caller's sizeof; at
  * least the first release's size, at most this library's). */
@@ -145,15 +180,20 @@ TPU_API tpu_status tpu_batch_parallel(tpu_system *system, tpu_computation_fn com
                                       const tpu_step_options *options);
 
 /* ---- Inside a computation ----------------------------------------------------
- * A replica context is valid only on its worker thread during its computation. */
+ * A replica context is valid only on its worker thread during its computation. With
+ * several cores per replica there is one context per (replica, logical core): the
+ * computation runs once for each, and messages name "replica R core C". */
 
 TPU_API tpu_status tpu_replica_context_replica_id(const tpu_replica_context *ctx, int *out);
 TPU_API tpu_status tpu_replica_context_num_replicas(const tpu_replica_context *ctx, int *out);
-/* The system core (worker) this replica runs on. */
+/* The system core (worker) this computation runs on. */
 TPU_API tpu_status tpu_replica_context_core(const tpu_replica_context *ctx, int *out);
 TPU_API tpu_status tpu_replica_context_num_cores_per_replica(const tpu_replica_context *ctx,
                                                              int *out);
-/* "/job:J/replica:0/task:T/device:TPU:D" of this replica's core. */
+/* (1.3) This computation's logical core within its replica, in
+ * [0, num_cores_per_replica): XLA's partition id, the n of tf.tpu.core(n). */
+TPU_API tpu_status tpu_replica_context_logical_core(const tpu_replica_context *ctx, int *out);
+/* "/job:J/replica:0/task:T/device:TPU:D" of this computation's core. */
 TPU_API tpu_status tpu_replica_context_device_name(const tpu_replica_context *ctx, char *out,
                                                    size_t capacity, size_t *count);
 

@@ -1,10 +1,12 @@
 // C API: collectives and the bfloat16 scope, called from inside a computation.
 #include <cstddef>
+#include <vector>
 
 #include "capi/api.h"
 #include "collectives/communicator.h"
 #include "core/options.h"
 #include "runtime/replica_context.h"
+#include "topology/group_modes.h"
 
 using namespace tpurt;
 
@@ -14,28 +16,48 @@ namespace {
 constexpr size_t kCollectiveOptionsMinSize =
     offsetof(tpu_collective_options, timeout_ms) + sizeof(int64_t);
 
-// The step's communicator, with this replica's deadline for the call set from options.
-Communicator& prepare(tpu_replica_context* ctx, const tpu_collective_options* options) {
+// The step's communicator, with this participant's deadline for the call set from
+// options; *group_mode receives the options' group mode, checked.
+Communicator& prepare(tpu_replica_context* ctx, const tpu_collective_options* options,
+                      int* group_mode = nullptr) {
   Communicator& comm = step_communicator(ctx);
   const tpu_collective_options o =
       read_options(options, kCollectiveOptionsMinSize, "tpu_collective_options");
   if (o.timeout_ms < 0)
     invalid_argument("options->timeout_ms is ", o.timeout_ms,
                      "; it must be positive, or 0 for the step's deadline");
-  comm.set_call_timeout(ctx->replica_id, o.timeout_ms);
+  check_group_mode(o.group_mode);
+  if (group_mode != nullptr) *group_mode = o.group_mode;
+  comm.set_call_timeout(ctx->participant, o.timeout_ms);
   return comm;
 }
 
+// The caller's groups in its group mode as participant groups (the same pointer when
+// they already are). The storage is per thread: one collective at a time per thread.
+const tpu_group_assignment* participants(const tpu_replica_context* ctx, int mode,
+                                         const tpu_group_assignment* groups) {
+  if (mode == TPU_GROUP_MODE_CROSS_REPLICA && ctx->num_cores_per_replica == 1) return groups;
+  static thread_local ParticipantGroups storage;
+  static thread_local tpu_group_assignment view;
+  if (!participant_groups(mode, groups, ctx->num_replicas, ctx->num_cores_per_replica, &storage))
+    return groups;
+  view = storage.view();
+  return &view;
+}
+
 // Collectives return their result through *out; check it before any meeting so a
-// bad out pointer fails only this call's argument check.
+// bad out pointer fails only this call's argument check. fn gets the communicator
+// and the call's groups as participant groups.
 template <typename Fn>
-tpu_status collective(tpu_replica_context* ctx, const tpu_tensor* x, tpu_tensor** out,
+tpu_status collective(tpu_replica_context* ctx, const tpu_tensor* x,
+                      const tpu_group_assignment* groups, tpu_tensor** out,
                       const tpu_collective_options* options, Fn&& fn) {
   return guarded([&] {
-    Communicator& comm = prepare(ctx, options);
+    int mode = 0;
+    Communicator& comm = prepare(ctx, options, &mode);
     require_not_null(x, "x");
     require_not_null(out, "out");
-    *out = fn(comm);
+    *out = fn(comm, participants(ctx, mode, groups));
   });
 }
 
@@ -46,31 +68,33 @@ bool bf16_wire(const tpu_replica_context* ctx) { return ctx->bf16_scope_depth > 
 TPU_EXPORT tpu_status tpu_cross_replica_sum(tpu_replica_context* ctx, const tpu_tensor* x,
                                             const tpu_group_assignment* groups, tpu_tensor** out,
                                             const tpu_collective_options* options) {
-  return collective(ctx, x, out, options, [&](Communicator& c) {
-    return c.all_reduce(ctx->replica_id, x, TPU_REDUCE_SUM, groups, bf16_wire(ctx));
+  return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
+    return c.all_reduce(ctx->participant, x, TPU_REDUCE_SUM, g, bf16_wire(ctx));
   });
 }
 
 TPU_EXPORT tpu_status tpu_all_reduce(tpu_replica_context* ctx, const tpu_tensor* x, tpu_reduce_op op,
                                      const tpu_group_assignment* groups, tpu_tensor** out,
                                      const tpu_collective_options* options) {
-  return collective(ctx, x, out, options, [&](Communicator& c) {
-    return c.all_reduce(ctx->replica_id, x, op, groups, bf16_wire(ctx));
+  return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
+    return c.all_reduce(ctx->participant, x, op, g, bf16_wire(ctx));
   });
 }
 
 TPU_EXPORT tpu_status tpu_all_gather(tpu_replica_context* ctx, const tpu_tensor* x, int axis,
                                      const tpu_group_assignment* groups, tpu_tensor** out,
                                      const tpu_collective_options* options) {
-  return collective(ctx, x, out, options, [&](Communicator& c) { return c.all_gather(ctx->replica_id, x, axis, groups); });
+  return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
+    return c.all_gather(ctx->participant, x, axis, g);
+  });
 }
 
 TPU_EXPORT tpu_status tpu_reduce_scatter(tpu_replica_context* ctx, const tpu_tensor* x,
                                          tpu_reduce_op op, int scatter_axis,
                                          const tpu_group_assignment* groups, tpu_tensor** out,
                                          const tpu_collective_options* options) {
-  return collective(ctx, x, out, options, [&](Communicator& c) {
-    return c.reduce_scatter(ctx->replica_id, x, op, scatter_axis, groups, bf16_wire(ctx));
+  return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
+    return c.reduce_scatter(ctx->participant, x, op, scatter_axis, g, bf16_wire(ctx));
   });
 }
 
@@ -78,8 +102,8 @@ TPU_EXPORT tpu_status tpu_all_to_all(tpu_replica_context* ctx, const tpu_tensor*
                                      int concat_dimension, int split_dimension, int split_count,
                                      const tpu_group_assignment* groups, tpu_tensor** out,
                                      const tpu_collective_options* options) {
-  return collective(ctx, x, out, options, [&](Communicator& c) {
-    return c.all_to_all(ctx->replica_id, x, concat_dimension, split_dimension, split_count, groups);
+  return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
+    return c.all_to_all(ctx->participant, x, concat_dimension, split_dimension, split_count, g);
   });
 }
 
@@ -87,19 +111,33 @@ TPU_EXPORT tpu_status tpu_collective_permute(tpu_replica_context* ctx, const tpu
                                              const int32_t* source_target_pairs, int num_pairs,
                                              tpu_tensor** out,
                                              const tpu_collective_options* options) {
-  return collective(ctx, x, out, options, [&](Communicator& c) {
-    return c.collective_permute(ctx->replica_id, x, source_target_pairs, num_pairs);
+  return guarded([&] {
+    int mode = 0;
+    Communicator& comm = prepare(ctx, options, &mode);
+    require_not_null(x, "x");
+    require_not_null(out, "out");
+    static thread_local std::vector<int32_t> pairs;  // one collective at a time per thread
+    const int32_t* p = source_target_pairs;
+    int n = num_pairs;
+    if (participant_pairs(mode, source_target_pairs, num_pairs, ctx->num_replicas,
+                          ctx->num_cores_per_replica, &pairs)) {
+      p = pairs.data();
+      n = static_cast<int>(pairs.size() / 2);
+    }
+    *out = comm.collective_permute(ctx->participant, x, p, n);
   });
 }
 
 TPU_EXPORT tpu_status tpu_broadcast(tpu_replica_context* ctx, const tpu_tensor* x, int root,
                                     const tpu_group_assignment* groups, tpu_tensor** out,
                                     const tpu_collective_options* options) {
-  return collective(ctx, x, out, options, [&](Communicator& c) { return c.broadcast(ctx->replica_id, x, root, groups); });
+  return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
+    return c.broadcast(ctx->participant, x, root, g);
+  });
 }
 
 TPU_EXPORT tpu_status tpu_barrier(tpu_replica_context* ctx, const tpu_collective_options* options) {
-  return guarded([&] { prepare(ctx, options).barrier(ctx->replica_id); });
+  return guarded([&] { prepare(ctx, options).barrier(ctx->participant); });
 }
 
 TPU_EXPORT tpu_status tpu_collective_options_init(tpu_collective_options* options,

@@ -33,6 +33,10 @@ StepOptions step_options(const tpu_step_options* options) {
   out.padding_spec = o.padding_spec;
   out.collective_timeout_ms = o.collective_timeout_ms;
   out.infeed_queue = o.infeed_queue;
+  out.input_partitions = o.input_partitions;
+  out.num_input_partitions = o.num_input_partitions;
+  out.output_partitions = o.output_partitions;
+  out.num_output_partitions = o.num_output_partitions;
   return out;
 }
 
@@ -124,6 +128,10 @@ TPU_EXPORT tpu_status tpu_replica_context_core(const tpu_replica_context* ctx, i
 TPU_EXPORT tpu_status tpu_replica_context_num_cores_per_replica(const tpu_replica_context* ctx,
                                                                 int* out) {
   return get(ctx, out, &tpu_replica_context::num_cores_per_replica);
+}
+
+TPU_EXPORT tpu_status tpu_replica_context_logical_core(const tpu_replica_context* ctx, int* out) {
+  return get(ctx, out, &tpu_replica_context::logical_core);
 }
 
 TPU_EXPORT tpu_status tpu_replica_context_device_name(const tpu_replica_context* ctx, char* out,

@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor_ops.h"
+#include "topology/group_modes.h"
 
 namespace tpurt {
 
@@ -53,22 +54,10 @@ void all_to_all_shape(const Tensor* x, int concat_dim, int split_dim, int split_
 }
 
 int permute_source(const int32_t* pairs, int num_pairs, int num_replicas, int replica) {
-  if (num_pairs < 0) invalid_argument("num_pairs must be >= 0, got ", num_pairs);
-  if (num_pairs > 0) require_not_null(pairs, "source_target_pairs");
-  const int n = num_replicas;
-  std::vector<int> as_source(n, -1), as_target(n, -1);
-  int source = -1;
-  for (int i = 0; i < num_pairs; ++i) {
-    int a = pairs[2 * i], b = pairs[2 * i + 1];
-    if (a < 0 || a >= n || b < 0 || b >= n)
-      invalid_argument("source_target_pairs[", i, "] = (", a, ", ", b, ") names a replica outside [0, ", n, ")");
-    if (as_source[a] >= 0) invalid_argument("Source ", a, " appears more than once (pairs ", as_source[a], " and ", i, ")");
-    if (as_target[b] >= 0) invalid_argument("Target ", b, " appears more than once (pairs ", as_target[b], " and ", i, ")");
-    as_source[a] = i;
-    as_target[b] = i;
-    if (b == replica) source = a;
-  }
-  return source;
+  check_permute_pairs(pairs, num_pairs, num_replicas, "replica", "");
+  for (int i = 0; i < num_pairs; ++i)
+    if (pairs[2 * i + 1] == replica) return pairs[2 * i];
+  return -1;
 }
 
 }  // namespace tpurt

@@ -243,6 +243,7 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
     tpu_replica_context& ctx = core.ctx;
     ctx.comm = comm;
     ctx.replica_id = r;
+    ctx.participant = r;  // one core per replica until the executor runs participants
     ctx.num_replicas = n;
     ctx.num_cores_per_replica = cores_per_replica;
     ctx.bf16_scope_depth = 0;

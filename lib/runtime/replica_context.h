@@ -19,8 +19,10 @@ struct tpu_replica_context {
   tpurt::Communicator* comm = nullptr;  // the step's communicator
   int replica_id = 0;
   int num_replicas = 0;
-  int core = 0;
+  int core = 0;                         // the system core it runs on
+  int logical_core = 0;                 // XLA's partition id, in [0, num_cores_per_replica)
   int num_cores_per_replica = 1;
+  int participant = 0;                  // replica_id * num_cores_per_replica + logical_core
   int bf16_scope_depth = 0;             // tpu_bfloat16_scope_enter/exit nesting
   tpu_status fail_code = TPU_OK;        // set by tpu_replica_context_fail
   std::string fail_message;

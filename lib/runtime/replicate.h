@@ -18,6 +18,10 @@ struct StepOptions {
   int padding_spec = TPU_PADDING_AUTO;
   int64_t collective_timeout_ms = 0;  // 0: the system's
   FeedQueue* infeed_queue = nullptr;
+  const tpu_partition_spec* input_partitions = nullptr;  // 1.3
+  size_t num_input_partitions = 0;
+  const tpu_partition_spec* output_partitions = nullptr;
+  size_t num_output_partitions = 0;
 };
 
 void replicate(System& system, tpu_computation_fn computation, void* user_data,

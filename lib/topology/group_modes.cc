@@ -1,0 +1,143 @@
+#include "topology/group_modes.h"
+
+#include "core/status.h"
+#include "topology/group_assignment.h"
+
+namespace tpurt {
+namespace {
+
+// What the ids of a mode's groups are, for messages.
+const char* id_kind(int mode) {
+  switch (mode) {
+    case TPU_GROUP_MODE_CROSS_PARTITION: return "logical core";
+    case TPU_GROUP_MODE_FLATTENED_ID: return "flattened id";
+    default: return "replica";
+  }
+}
+
+std::string where(int mode) { return str_cat(" (group mode ", group_mode_name(mode), ")"); }
+
+// The ids a mode's groups range over.
+int id_count(int mode, int num_replicas, int cores_per_replica) {
+  switch (mode) {
+    case TPU_GROUP_MODE_CROSS_PARTITION: return cores_per_replica;
+    case TPU_GROUP_MODE_FLATTENED_ID: return num_replicas * cores_per_replica;
+    default: return num_replicas;
+  }
+}
+
+}  // namespace
+
+const char* group_mode_name(int mode) {
+  switch (mode) {
+    case TPU_GROUP_MODE_CROSS_REPLICA: return "CROSS_REPLICA";
+    case TPU_GROUP_MODE_CROSS_PARTITION: return "CROSS_PARTITION";
+    case TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION: return "CROSS_REPLICA_AND_PARTITION";
+    case TPU_GROUP_MODE_FLATTENED_ID: return "FLATTENED_ID";
+    default: return "an unknown group mode";
+  }
+}
+
+void check_group_mode(int mode) {
+  if (mode < TPU_GROUP_MODE_CROSS_REPLICA || mode > TPU_GROUP_MODE_FLATTENED_ID)
+    invalid_argument("options->group_mode is ", mode,
+                     "; it must be a tpu_group_mode: TPU_GROUP_MODE_CROSS_REPLICA (0), "
+                     "CROSS_PARTITION (1), CROSS_REPLICA_AND_PARTITION (2) or FLATTENED_ID (3)");
+}
+
+bool participant_groups(int mode, const tpu_group_assignment* groups, int num_replicas,
+                        int cores_per_replica, ParticipantGroups* out) {
+  check_group_mode(mode);
+  const int k = cores_per_replica;
+  const int n = id_count(mode, num_replicas, k);
+  validate_group_assignment(groups, n, id_kind(mode), where(mode).c_str());
+  const bool as_given = mode == TPU_GROUP_MODE_FLATTENED_ID ||
+                        (k == 1 && mode != TPU_GROUP_MODE_CROSS_PARTITION);
+  if (as_given) return false;
+
+  // The caller's groups, or the mode's default: one group of every id.
+  int num_groups = 1, group_size = n;
+  const int32_t* ids = nullptr;
+  if (groups != nullptr) {
+    num_groups = groups->num_groups;
+    group_size = groups->group_size;
+    ids = groups->replica_ids;
+  }
+  auto id = [&](int g, int i) { return ids ? ids[int64_t(g) * group_size + i] : i; };
+  out->ids.clear();
+  switch (mode) {
+    case TPU_GROUP_MODE_CROSS_REPLICA:  // per logical core, the same replica groups
+      out->num_groups = num_groups * k;
+      out->group_size = group_size;
+      for (int c = 0; c < k; ++c)
+        for (int g = 0; g < num_groups; ++g)
+          for (int i = 0; i < group_size; ++i) out->ids.push_back(id(g, i) * k + c);
+      break;
+    case TPU_GROUP_MODE_CROSS_PARTITION:  // per replica, the same core groups
+      out->num_groups = num_groups * num_replicas;
+      out->group_size = group_size;
+      for (int r = 0; r < num_replicas; ++r)
+        for (int g = 0; g < num_groups; ++g)
+          for (int i = 0; i < group_size; ++i) out->ids.push_back(r * k + id(g, i));
+      break;
+    default:  // CROSS_REPLICA_AND_PARTITION: every core of the group's replicas
+      out->num_groups = num_groups;
+      out->group_size = group_size * k;
+      for (int g = 0; g < num_groups; ++g)
+        for (int i = 0; i < group_size; ++i)
+          for (int c = 0; c < k; ++c) out->ids.push_back(id(g, i) * k + c);
+      break;
+  }
+  return true;
+}
+
+void check_permute_pairs(const int32_t* pairs, int num_pairs, int n, const char* kind,
+                         const char* where) {
+  if (num_pairs < 0) invalid_argument("num_pairs must be >= 0, got ", num_pairs);
+  if (num_pairs > 0) require_not_null(pairs, "source_target_pairs");
+  std::vector<int> as_source(n, -1), as_target(n, -1);
+  for (int i = 0; i < num_pairs; ++i) {
+    const int a = pairs[2 * i], b = pairs[2 * i + 1];
+    if (a < 0 || a >= n || b < 0 || b >= n)
+      invalid_argument("source_target_pairs[", i, "] = (", a, ", ", b, ") names a ", kind,
+                       " outside [0, ", n, ")", where);
+    if (as_source[a] >= 0)
+      invalid_argument("Source ", a, " appears more than once (pairs ", as_source[a], " and ", i,
+                       ")", where);
+    if (as_target[b] >= 0)
+      invalid_argument("Target ", b, " appears more than once (pairs ", as_target[b], " and ", i,
+                       ")", where);
+    as_source[a] = i;
+    as_target[b] = i;
+  }
+}
+
+bool participant_pairs(int mode, const int32_t* pairs, int num_pairs, int num_replicas,
+                       int cores_per_replica, std::vector<int32_t>* out) {
+  check_group_mode(mode);
+  if (mode == TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION)
+    invalid_argument("collective_permute has no group mode CROSS_REPLICA_AND_PARTITION (as in "
+                     "XLA): its pairs are replica ids (CROSS_REPLICA), logical-core ids "
+                     "(CROSS_PARTITION) or flattened ids (FLATTENED_ID)");
+  const int k = cores_per_replica;
+  check_permute_pairs(pairs, num_pairs, id_count(mode, num_replicas, k), id_kind(mode),
+                      where(mode).c_str());
+  if (mode == TPU_GROUP_MODE_FLATTENED_ID || (k == 1 && mode == TPU_GROUP_MODE_CROSS_REPLICA))
+    return false;
+  out->clear();
+  const int copies = mode == TPU_GROUP_MODE_CROSS_REPLICA ? k : num_replicas;
+  for (int x = 0; x < copies; ++x)
+    for (int i = 0; i < num_pairs; ++i)
+      for (int e = 0; e < 2; ++e) {
+        const int32_t v = pairs[2 * i + e];
+        out->push_back(mode == TPU_GROUP_MODE_CROSS_REPLICA ? v * k + x : x * k + v);
+      }
+  return true;
+}
+
+std::string participant_name(int id, int cores_per_replica) {
+  if (cores_per_replica <= 1) return str_cat("replica ", id);
+  return str_cat("replica ", id / cores_per_replica, " core ", id % cores_per_replica);
+}
+
+}  // namespace tpurt
