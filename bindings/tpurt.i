@@ -23,6 +23,8 @@
 %template(DoubleVector) std::vector<double>;
 %template(ByteVector) std::vector<uint8_t>;
 %template(UInt16Vector) std::vector<uint16_t>;
+%template(StringVector) std::vector<std::string>;
+%template(Int32VectorVector) std::vector<std::vector<int32_t>>;
 
 /* A failing call raises the language's error with the status code and message, read
  * in this same wrapper call. A language defines TPURT_RAISE(code, message) before
@@ -92,6 +94,8 @@ static std::string tpurt_python_error() {
 %ignore tpurt::Topology::handle;
 %ignore tpurt::DeviceAssignment::DeviceAssignment(tpu_device_assignment*);
 %ignore tpurt::DeviceAssignment::handle;
+%ignore tpurt::Mesh::Mesh(tpu_mesh*);
+%ignore tpurt::Mesh::handle;
 %ignore tpurt::Shape::toC;
 %ignore tpurt::GroupAssignment::get;
 %ignore tpurt::SystemOptions::toC;
@@ -113,6 +117,9 @@ static std::string tpurt_python_error() {
 %newobject tpurt::DeviceAssignment::build;
 %newobject tpurt::DeviceAssignment::create;
 %newobject tpurt::DeviceAssignment::topology;
+%newobject tpurt::Mesh::create;
+%newobject tpurt::Mesh::createFromTopology;
+%newobject tpurt::Mesh::deviceAssignment;
 %newobject tpurt::TpuSystem::initializeSystem;
 %newobject tpurt::TpuSystem::topology;
 %newobject tpurt::TpuSystem::defaultDeviceAssignment;

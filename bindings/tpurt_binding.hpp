@@ -40,6 +40,8 @@ enum class ReduceOp : int { Sum = 0, Prod = 1, Min = 2, Max = 3, Mean = 4 };
 enum class PaddingSpec : int { Auto = 0, PowerOfTwo = 1 };
 enum class ThreadPinning : int { Auto = 0, Always = 1, Never = 2 };
 enum class DeviceOrderMode : int { Auto = 0, Ring = 1, Mesh = 2 };
+// tpu_group_mode (1.3): XLA's CollectiveOpGroupMode.
+enum class GroupMode : int { CrossReplica = 0, CrossPartition = 1, CrossReplicaAndPartition = 2, FlattenedId = 3 };
 enum class ResolverSource : int { Auto = 0, Tpu = 1, TfConfig = 2, DTensor = 3, Slurm = 4, OpenMpi = 5 };
 
 #ifndef SWIG
@@ -122,6 +124,16 @@ inline int int_or_throw(size_t n, const char* what) {
   if (n > static_cast<size_t>(INT32_MAX))
     throw Error(TPU_INVALID_ARGUMENT, std::string(what) + " has more than 2^31-1 entries");
   return static_cast<int>(n);
+}
+// The C strings of names, which must have `count` entries (the parallel list's size).
+inline std::vector<const char*> names_of(const std::vector<std::string>& names, size_t count,
+                                         const char* parallel) {
+  if (names.size() != count)
+    throw Error(TPU_INVALID_ARGUMENT, std::to_string(names.size()) + " names but " +
+                                          std::to_string(count) + " entries in " + parallel);
+  std::vector<const char*> out;
+  for (const std::string& n : names) out.push_back(n.c_str());
+  return out;
 }
 }  // namespace detail
 #endif
@@ -662,6 +674,93 @@ class DeviceAssignment {
   tpu_device_assignment* a_;
 };
 
+// tpu_mesh (1.3): named axes over a device assignment's participants.
+class Mesh {
+ public:
+  explicit Mesh(tpu_mesh* adopted) : m_(adopted) {}
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
+  ~Mesh() { close(); }
+  void close() {
+    if (m_) tpu_mesh_release(m_);
+    m_ = nullptr;
+  }
+  static Mesh* create(const DeviceAssignment& assignment, const std::vector<std::string>& axisNames,
+                      const std::vector<long long>& axisSizes) {
+    std::vector<const char*> names = detail::names_of(axisNames, axisSizes.size(), "axisSizes");
+    tpu_mesh* m = nullptr;
+    detail::check(tpu_mesh_create(assignment.handle(), names.data(), detail::c_dims(axisSizes),
+                                  detail::int_or_throw(names.size(), "axisNames"), &m));
+    return new Mesh(m);
+  }
+  static Mesh* createFromTopology(const Topology& topology, const std::vector<std::string>& axisNames,
+                                  const std::vector<long long>& axisSizes) {
+    std::vector<const char*> names = detail::names_of(axisNames, axisSizes.size(), "axisSizes");
+    tpu_mesh* m = nullptr;
+    detail::check(tpu_mesh_create_from_topology(topology.handle(), names.data(), detail::c_dims(axisSizes),
+                                                detail::int_or_throw(names.size(), "axisNames"), &m));
+    return new Mesh(m);
+  }
+  DeviceAssignment* deviceAssignment() const {
+    tpu_device_assignment* a = nullptr;
+    detail::check(tpu_mesh_device_assignment(handle(), &a));
+    return new DeviceAssignment(a);
+  }
+  int numAxes() const {
+    int n = 0;
+    detail::check(tpu_mesh_num_axes(handle(), &n));
+    return n;
+  }
+  int64_t size() const {
+    int64_t n = 0;
+    detail::check(tpu_mesh_size(handle(), &n));
+    return n;
+  }
+  std::string axisName(int axis) const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) { return tpu_mesh_axis_name(handle(), axis, o, c, n); });
+  }
+  int64_t axisSize(int axis) const {
+    int64_t n = 0;
+    detail::check(tpu_mesh_axis_size(handle(), axis, &n));
+    return n;
+  }
+  int axisIndex(const std::string& name) const {
+    int i = 0;
+    detail::check(tpu_mesh_axis_index(handle(), name.c_str(), &i));
+    return i;
+  }
+  std::vector<long long> coordinates(int replica, int logicalCore) const {
+    std::vector<int64_t> v = detail::read_array<int64_t>([&](int64_t* o, size_t c, size_t* n) {
+      return tpu_mesh_coordinates(handle(), replica, logicalCore, o, c, n);
+    });
+    return std::vector<long long>(v.begin(), v.end());
+  }
+  // The groups of a collective over the named axes; pass axisGroupMode(axes) with them.
+  GroupAssignment axisGroups(const std::vector<std::string>& axes) const {
+    int mode = 0;
+    return axis_groups(axes, &mode);
+  }
+  GroupMode axisGroupMode(const std::vector<std::string>& axes) const {
+    int mode = 0;
+    axis_groups(axes, &mode);
+    return static_cast<GroupMode>(mode);
+  }
+  tpu_mesh* handle() const {
+    detail::check_handle(m_, "the mesh");
+    return m_;
+  }
+
+ private:
+  GroupAssignment axis_groups(const std::vector<std::string>& axes, int* mode) const {
+    std::vector<const char*> names = detail::names_of(axes, axes.size(), "axes");
+    tpu_group_assignment g{};
+    detail::check(tpu_mesh_axis_groups(handle(), names.data(), detail::int_or_throw(names.size(), "axes"), &g, mode));
+    return GroupAssignment(std::vector<int32_t>(g.replica_ids, g.replica_ids + int64_t(g.num_groups) * g.group_size),
+                           g.num_groups, g.group_size);
+  }
+  tpu_mesh* m_;
+};
+
 // ---- Options ---------------------------------------------------------------------
 
 class SystemOptions {
@@ -709,18 +808,39 @@ class StepOptions {
   PaddingSpec paddingSpec = PaddingSpec::Auto;
   int64_t collectiveTimeoutMs = 0;
   InfeedQueue* infeedQueue = nullptr;  // not owned
+  // (1.3) One entry per input / output: partitionDims over the cores of a replica
+  // (tpu_partition_spec); an empty entry is not partitioned. Empty lists: none.
+  std::vector<std::vector<int32_t>> inputPartitions;
+  std::vector<std::vector<int32_t>> outputPartitions;
   const tpu_step_options* toC(std::vector<tpu_shape>* shapes) const;
 
  private:
+  static void partition_specs(const std::vector<std::vector<int32_t>>& dims, const char* what,
+                              std::vector<tpu_partition_spec>* out) {
+    out->clear();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i].size() > TPU_MAX_RANK)
+        throw Error(TPU_INVALID_ARGUMENT, std::string(what) + "[" + std::to_string(i) + "] has " +
+                                              std::to_string(dims[i].size()) + " dimensions; at most " +
+                                              std::to_string(TPU_MAX_RANK));
+      tpu_partition_spec p{};
+      p.num_dims = static_cast<int>(dims[i].size());
+      for (size_t d = 0; d < dims[i].size(); ++d) p.partition_dims[d] = dims[i][d];
+      out->push_back(p);
+    }
+  }
   mutable tpu_step_options o_;
+  mutable std::vector<tpu_partition_spec> input_parts_, output_parts_;
 };
 
 class CollectiveOptions {
  public:
   CollectiveOptions() { detail::check(tpu_collective_options_init(&o_, sizeof o_)); }
   int64_t timeoutMs = 0;  // 0: the step's deadline
+  GroupMode groupMode = GroupMode::CrossReplica;  // (1.3) what the groups hold
   const tpu_collective_options* toC() const {
     o_.timeout_ms = timeoutMs;
+    o_.group_mode = static_cast<int>(groupMode);
     return &o_;
   }
 
@@ -919,6 +1039,12 @@ inline const tpu_step_options* StepOptions::toC(std::vector<tpu_shape>* shapes) 
   o_.padding_spec = static_cast<int>(paddingSpec);
   o_.collective_timeout_ms = collectiveTimeoutMs;
   o_.infeed_queue = infeedQueue ? infeedQueue->handle() : nullptr;
+  partition_specs(inputPartitions, "inputPartitions", &input_parts_);
+  partition_specs(outputPartitions, "outputPartitions", &output_parts_);
+  o_.input_partitions = input_parts_.empty() ? nullptr : input_parts_.data();
+  o_.num_input_partitions = input_parts_.size();
+  o_.output_partitions = output_parts_.empty() ? nullptr : output_parts_.data();
+  o_.num_output_partitions = output_parts_.size();
   return &o_;
 }
 
@@ -1011,6 +1137,8 @@ class ReplicaContext {
   int numReplicas() const { return get_int(tpu_replica_context_num_replicas); }
   int core() const { return get_int(tpu_replica_context_core); }
   int numCoresPerReplica() const { return get_int(tpu_replica_context_num_cores_per_replica); }
+  // (1.3) The logical core within the replica: XLA's partition id, tf.tpu.core(n)'s n.
+  int logicalCore() const { return get_int(tpu_replica_context_logical_core); }
   std::string deviceName() const {
     return detail::read_string([&](char* o, size_t c, size_t* n) {
       return tpu_replica_context_device_name(ctx_, o, c, n);

@@ -95,6 +95,7 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 /* A method named Topology would hide the Topology type inside these classes. */
 %rename(GetTopology) tpurt::TpuSystem::topology;
 %rename(GetTopology) tpurt::DeviceAssignment::topology;
+%rename(GetDeviceAssignment) tpurt::Mesh::deviceAssignment;
 /* The struct owns the name; the accessor by index reads "environment variable at". */
 %rename(EnvironmentVariableAt) tpurt::environmentVariable;
 /* The director the hand layer subclasses; its native name stays free for tpu's. */
