@@ -14,6 +14,7 @@
 #include "core/tensor_ops.h"
 #include "core/tensor_ref.h"
 #include "topology/group_assignment.h"
+#include "topology/group_modes.h"
 
 namespace tpurt {
 namespace {
@@ -30,10 +31,10 @@ struct Published {
   Tensor* take() { return std::exchange(t, nullptr); }
 };
 
-// Validates on this replica; a failure fails the whole step, so peers blocked in the
-// same collective learn of it at once.
+// Validates on this participant; a failure fails the whole step, so peers blocked in
+// the same collective learn of it at once.
 template <typename Fn>
-void guard(Rendezvous& rv, int lr, int replica, Fn&& checks) {
+void guard(Rendezvous& rv, int lr, int participant, Fn&& checks) {
   if (rv.aborted()) {
     uint64_t seq;
     rv.begin(lr, &seq);
@@ -42,7 +43,7 @@ void guard(Rendezvous& rv, int lr, int replica, Fn&& checks) {
   try {
     checks();
   } catch (const Error& e) {
-    rv.poison(e.code(), e.message(), replica);
+    rv.poison(e.code(), e.message(), participant);
     throw;
   }
 }
@@ -58,12 +59,14 @@ void fill_desc(Descriptor* d, CollectiveKind kind, const Tensor* x) {
 
 }  // namespace
 
-ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_replica, int task_id,
-                                         net::Transport* transport, int64_t timeout_ms,
+ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_participant, int cores_per_replica,
+                                         int task_id, net::Transport* transport, int64_t timeout_ms,
                                          int num_cpus, bool private_results)
-    : Communicator(static_cast<int>(std::count(task_of_replica.begin(), task_of_replica.end(), task_id)),
+    : Communicator(static_cast<int>(
+                       std::count(task_of_participant.begin(), task_of_participant.end(), task_id)),
                    timeout_ms, num_cpus, private_results),
-      cx_(std::move(task_of_replica), task_id, transport,
+      cores_per_replica_(cores_per_replica),
+      cx_(std::move(task_of_participant), task_id, transport,
           [rv = &rendezvous()] {
             int origin;
             tpu_status code;
@@ -71,26 +74,36 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_replica, int t
             if (rv->failure(&origin, &code, &message)) throw Error(code, message);
           },
           [this](int task) { return describe_task(task); }),
-      all_replicas_(cx_.num_participants()),
+      all_(cx_.num_participants()),
       call_(new ClusterCall) {
-  for (int r = 0; r < num_replicas(); ++r) all_replicas_[r] = r;
-  all_replicas_hash_ = hash_ids(all_replicas_.data(), num_replicas());
+  if (cores_per_replica < 1 || num_participants() % cores_per_replica != 0)
+    fail(TPU_INTERNAL, num_participants(), " participants are not replicas of ", cores_per_replica,
+         " cores");
+  for (int p = 0; p < num_participants(); ++p) all_[p] = p;
+  all_hash_ = hash_ids(all_.data(), num_participants());
   call_timeout_ms_.assign(cx_.local_participants().size(), 0);
+  // The rendezvous's ranks are this task's participants: its messages name them.
+  rendezvous().name_ranks(cx_.local_participants(), cores_per_replica);
 }
 
 ClusterCommunicator::~ClusterCommunicator() = default;
 
-void ClusterCommunicator::not_local(int replica) const {
-  fail(TPU_INTERNAL, "replica ", replica, " is not one of task ", cx_.task_id(), "'s");
+void ClusterCommunicator::not_local(int participant) const {
+  fail(TPU_INTERNAL, participant_name(participant, cores_per_replica_), " is not one of task ",
+       cx_.task_id(), "'s");
 }
 
 std::string ClusterCommunicator::describe_task(int task) const {
-  std::string replicas;
+  std::string names;
   int count = 0;
-  for (int r = 0; r < num_replicas(); ++r)
-    if (cx_.task_of(r) == task) replicas += str_cat(count++ ? ", " : "", r);
+  for (int p = 0; p < num_participants(); ++p) {
+    if (cx_.task_of(p) != task) continue;
+    names += count++ ? ", " : "";
+    names += cores_per_replica_ > 1 ? participant_name(p, cores_per_replica_) : std::to_string(p);
+  }
   if (count == 0) return str_cat("task ", task, " (no replicas in this step)");
-  return str_cat("task ", task, " (replica", count > 1 ? "s " : " ", replicas, ")");
+  if (cores_per_replica_ > 1) return str_cat("task ", task, " (", names, ")");
+  return str_cat("task ", task, " (replica", count > 1 ? "s " : " ", names, ")");
 }
 
 void ClusterCommunicator::set_call_timeout(int rank, int64_t timeout_ms) {
@@ -99,8 +112,8 @@ void ClusterCommunicator::set_call_timeout(int rank, int64_t timeout_ms) {
   Communicator::set_call_timeout(lr, timeout_ms);
 }
 
-void ClusterCommunicator::abort(int replica, tpu_status code, const std::string& message) {
-  Communicator::abort(replica, code, message);
+void ClusterCommunicator::abort(int participant, tpu_status code, const std::string& message) {
+  Communicator::abort(participant, code, message);
   cx_.transport()->interrupt();  // the leader may be waiting on the network
 }
 
@@ -109,11 +122,11 @@ void ClusterCommunicator::depart(int rank) { Communicator::depart(local_rank(ran
 Groups ClusterCommunicator::groups_of(const tpu_group_assignment* groups, Descriptor* desc) const {
   if (groups == nullptr) {
     desc->num_groups = 1;
-    desc->group_size = num_replicas();
-    desc->groups_hash = all_replicas_hash_;
-    return {all_replicas_.data(), 1, num_replicas()};
+    desc->group_size = num_participants();
+    desc->groups_hash = all_hash_;
+    return {all_.data(), 1, num_participants()};
   }
-  validate_group_assignment(groups, num_replicas());
+  validate_group_assignment(groups, num_participants());
   desc->num_groups = groups->num_groups;
   desc->group_size = groups->group_size;
   desc->groups_hash = hash_ids(groups->replica_ids, int64_t(groups->num_groups) * groups->group_size);
@@ -339,7 +352,7 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
   guard(rv, lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kCollectivePermute, x);
-    permute_source(pairs, num_pairs, num_replicas(), rank);
+    permute_source(pairs, num_pairs, num_participants(), rank);
     out.t = new_tensor_like(x);
   });
   desc.num_groups = num_pairs;

@@ -1,7 +1,9 @@
-// The collectives of one step whose replicas live on several tasks. The replicas of
-// this task meet in the in-process rendezvous (over local ranks); the first of them,
-// the leader, then runs the exchange with the other tasks through the transport and
-// writes every local member's result, while the others wait for it.
+// The collectives of one step whose participants live on several tasks. A participant
+// is (replica r, logical core c), numbered r * k + c for k cores per replica (k = 1:
+// the replicas); the cores of one replica may sit on different tasks. This task's
+// participants meet in the in-process rendezvous (over local ranks); the first of
+// them, the leader, then runs the exchange with the other tasks through the transport
+// and writes every local member's result, while the others wait for it.
 //
 // Results are bit-identical to a single process. The algorithms of the exchange, one
 // per file, and the tables that choose among them are cluster_algorithms.h's: the
@@ -23,23 +25,27 @@ struct Descriptor;
 
 class ClusterCommunicator : public Communicator {
  public:
-  // task_of_replica: every replica's task; this task's replicas are the local ranks
-  // in increasing replica order. Another task learns of this task's failed step from
-  // the transport's end of the step (net::Transport::end_step).
+  // task_of_participant: every participant's task (R * k entries); this task's
+  // participants are the local ranks in increasing order. Every call takes a
+  // participant id and groups of participant ids. Another task learns of this task's
+  // failed step from the transport's end of the step (net::Transport::end_step).
   // private_results: as Communicator's; otherwise a task's members of a group share
   // one result buffer for all-reduce, all-gather and broadcast above kInlineBytes.
-  ClusterCommunicator(std::vector<int> task_of_replica, int task_id, net::Transport* transport,
-                      int64_t timeout_ms, int num_cpus, bool private_results = false);
+  ClusterCommunicator(std::vector<int> task_of_participant, int cores_per_replica, int task_id,
+                      net::Transport* transport, int64_t timeout_ms, int num_cpus,
+                      bool private_results = false);
   ~ClusterCommunicator() override;
 
-  int num_replicas() const { return cx_.num_participants(); }
-  const std::vector<int>& task_of_replica() const { return cx_.task_of(); }
-  const std::vector<int>& local_replicas() const { return cx_.local_participants(); }
-  // "task 1 (replicas 2, 3)" for messages.
+  int num_participants() const { return cx_.num_participants(); }
+  int cores_per_replica() const { return cores_per_replica_; }
+  const std::vector<int>& task_of_participant() const { return cx_.task_of(); }
+  const std::vector<int>& local_participants() const { return cx_.local_participants(); }
+  // "task 1 (replicas 2, 3)", or with several cores per replica "task 1 (replica 2
+  // core 0, replica 3 core 1)", for messages.
   std::string describe_task(int task) const;
 
   void set_call_timeout(int rank, int64_t timeout_ms) override;
-  void abort(int replica, tpu_status code, const std::string& message) override;
+  void abort(int participant, tpu_status code, const std::string& message) override;
   void depart(int rank) override;
 
   Tensor* all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
@@ -54,20 +60,20 @@ class ClusterCommunicator : public Communicator {
   void barrier(int rank) override;
 
  private:
-  int local_rank(int replica) const {
-    if (replica < 0 || replica >= num_replicas() || cx_.local_index(replica) < 0) not_local(replica);
-    return cx_.local_index(replica);
+  int local_rank(int participant) const {
+    if (participant < 0 || participant >= num_participants() || cx_.local_index(participant) < 0)
+      not_local(participant);
+    return cx_.local_index(participant);
   }
-  [[noreturn]] void not_local(int replica) const;
+  [[noreturn]] void not_local(int participant) const;
   Groups groups_of(const tpu_group_assignment* groups, Descriptor* desc) const;
-  // The replica whose result buffer `rank` shares: the first member of its group
+  // The participant whose result buffer `rank` shares: the first member of its group
   // on this task, when results are shared and its group has another member here;
-  // else -1. Such a replica allocates no output: the leader writes the first one's.
+  // else -1. Such a participant allocates no output: the leader writes the first one's.
   int shares_with(int rank, const Groups& g, size_t bytes) const;
-  // Meets the local replicas (after the caller validated), lets the leader run
-  // `leader` and waits for it. out: this replica's result (for a replica that
-  // shares, a handle on the first member's is made here); call.output of such a
-  // replica is NULL.
+  // Meets the local participants (after the caller validated), lets the leader run
+  // `leader` and waits for it. out: this participant's result (for one that shares,
+  // a handle on the first member's is made here); call.output of such a one is NULL.
   void run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out, int share_with,
            FunctionRef<void(ClusterCall&)> leader);
   Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op, const tpu_group_assignment* groups,
@@ -75,9 +81,10 @@ class ClusterCommunicator : public Communicator {
   Tensor* scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,
                        const tpu_group_assignment* groups, bool bf16_wire);
 
-  ClusterContext cx_;  // the participants are the replicas
-  std::vector<int32_t> all_replicas_;
-  uint64_t all_replicas_hash_ = 0;
+  const int cores_per_replica_;
+  ClusterContext cx_;
+  std::vector<int32_t> all_;  // the default group: every participant in order
+  uint64_t all_hash_ = 0;
   std::vector<int64_t> call_timeout_ms_;  // by local rank
   std::unique_ptr<ClusterCall> call_;  // the leader's, reused (its vectors keep their capacity)
 };

@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "topology/group_modes.h"
 
 namespace tpurt {
 
@@ -148,6 +149,15 @@ void Rendezvous::reset(const int* cpu_of_rank) {
   failed_.store(false, std::memory_order_seq_cst);
 }
 
+void Rendezvous::name_ranks(std::vector<int> ids, int cores_per_replica) {
+  ids_ = std::move(ids);
+  cores_per_replica_ = cores_per_replica;
+}
+
+std::string Rendezvous::name_of(int rank) const {
+  return participant_name(ids_.empty() ? rank : ids_[rank], cores_per_replica_);
+}
+
 void Rendezvous::abort(int replica, tpu_status code, const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
@@ -155,7 +165,8 @@ void Rendezvous::abort(int replica, tpu_status code, const std::string& message)
     failure_code_ = TPU_ABORTED;
     failure_origin_ = replica;
     failure_message_ = replica >= 0
-                           ? str_cat("replica ", replica, " failed (", status_name(code), "): ", message)
+                           ? str_cat(participant_name(replica, cores_per_replica_), " failed (",
+                                     status_name(code), "): ", message)
                            : str_cat("step aborted (", status_name(code), "): ", message);
     failed_.store(true, std::memory_order_seq_cst);
   }
@@ -168,7 +179,8 @@ void Rendezvous::poison(tpu_status code, const std::string& message, int origin)
     if (failed_.load(std::memory_order_relaxed)) return;
     failure_code_ = code;
     failure_origin_ = origin;
-    failure_message_ = origin >= 0 ? str_cat("replica ", origin, ": ", message) : message;
+    failure_message_ =
+        origin >= 0 ? str_cat(participant_name(origin, cores_per_replica_), ": ", message) : message;
     failed_.store(true, std::memory_order_seq_cst);
   }
   wake_.wake();
@@ -210,7 +222,10 @@ std::string Rendezvous::missing_list(uint64_t seq, Phase phase) const {
   for (int r = 0; r < size_; ++r) {
     const Slot& s = slots_[r];
     uint64_t v = (phase == Phase::kArrive ? s.line[seq & 1].seq : s.finished).load(std::memory_order_seq_cst);
-    if (v < seq) os << (n++ ? ", " : "") << r;
+    if (v >= seq) continue;
+    os << (n++ ? ", " : "");
+    if (cores_per_replica_ > 1) os << name_of(r);
+    else os << (ids_.empty() ? r : ids_[r]);
   }
   return os.str();
 }
@@ -244,13 +259,13 @@ void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
     if (res == WaitResult::kStopped) {
       if (ready()) continue;  // arrived, then departed
       poison_and_throw(TPU_FAILED_PRECONDITION,
-                       str_cat("replica ", r, " finished its computation without joining collective #",
-                               seq, " (", record(rank, seq).desc.describe(), ") that replica ", rank,
-                               " is in"));
+                       str_cat(name_of(r), " finished its computation without joining collective #", seq,
+                               " (", record(rank, seq).desc.describe(), ") that ", name_of(rank), " is in"));
     }
     poison_and_throw(TPU_DEADLINE_EXCEEDED,
                      str_cat("collective #", seq, " (", record(rank, seq).desc.describe(), ") timed out after ",
-                             timeout_ms, " ms waiting for replicas [", missing_list(seq, phase), "]"));
+                             timeout_ms, " ms waiting for ", cores_per_replica_ > 1 ? "[" : "replicas [",
+                             missing_list(seq, phase), "]"));
   }
 }
 
@@ -290,7 +305,7 @@ void Rendezvous::report_mismatch(uint64_t seq) {
   for (int r = 0; r < size_; ++r) {
     const Descriptor& d = record(r, seq).desc;
     if (d == common) continue;
-    os << (shown++ ? "; " : "") << "replica " << r << " called " << d.describe();
+    os << (shown++ ? "; " : "") << name_of(r) << " called " << d.describe();
   }
   poison_and_throw(TPU_INVALID_ARGUMENT, os.str());
 }

@@ -79,6 +79,10 @@ class Rendezvous {
   void set_step_timeout(int64_t timeout_ms) { timeout_ms_ = timeout_ms; }
   int64_t step_timeout() const { return timeout_ms_; }
   void set_call_timeout(int rank, int64_t timeout_ms) { slots_[rank].call_timeout_ms = timeout_ms; }
+  // How messages name rank r: participant ids[r] (r itself when ids is empty), as
+  // "replica R" or, with several cores per replica, "replica R core C". Origins
+  // (abort, poison) are participant ids. Only between steps.
+  void name_ranks(std::vector<int> ids, int cores_per_replica);
   void abort(int replica, tpu_status code, const std::string& message);
   // Fails the step for everyone with `code` (a collective error all must see).
   // origin: the replica whose own error it is (the others get "replica R: message"),
@@ -143,6 +147,7 @@ class Rendezvous {
   [[noreturn]] void throw_failure();
   [[noreturn]] void report_mismatch(uint64_t seq);
   std::string missing_list(uint64_t seq, Phase phase) const;
+  std::string name_of(int rank) const;  // name_ranks'
 
   // With more threads than CPUs, a waiter whose CPU-mates have all arrived spins
   // rather than yields: none of them can use the CPU, and the ranks still missing
@@ -150,6 +155,8 @@ class Rendezvous {
   bool cpu_mates_arrived(int rank, uint64_t seq, Phase phase) const;
 
   int size_;
+  std::vector<int> ids_;  // name_ranks'
+  int cores_per_replica_ = 1;
   int64_t timeout_ms_;
   SpinPolicy policy_;
   std::unique_ptr<Slot[]> slots_;

@@ -393,10 +393,10 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
 void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_per_replica,
                               tpu_tensor** outputs) {
   transport_->begin_step(++step_number_);
-  if (!cluster_comm_ || cluster_comm_->num_replicas() != spec.num_replicas ||
-      cluster_comm_->task_of_replica() != replica_task_)
+  if (!cluster_comm_ || cluster_comm_->task_of_participant() != replica_task_ ||
+      cluster_comm_->cores_per_replica() != 1)
     cluster_comm_ = std::make_shared<ClusterCommunicator>(
-        replica_task_, task_id(), transport_.get(), config_.collective_timeout_ms,
+        replica_task_, 1, task_id(), transport_.get(), config_.collective_timeout_ms,
         num_usable_cpus(), config_.private_collective_results);
   std::shared_ptr<Communicator> comm = cluster_comm_;
   StepResult result;
