@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi-process tests on loopback: tasks started by tpurt launch (and, for the faults,
 # also by hand with DTensor's environment, where no launcher ends the others) join one
-# TPU system; every collective across them, the key-value store and barriers, and the
+# TPU system; every collective across them (and, with replicas of several cores, in
+# every group mode, bit for bit one process's), the key-value store and barriers, and the
 # faults: a task killed, stopped, skipping a collective, failing; wrong tokens;
 # garbage on the ports. The suite runs over each data plane (TRANSPORTS, default
 # "tcp shm": TPURT_TRANSPORT for every task). Every run is bounded by `timeout`.
@@ -58,8 +59,33 @@ by_hand_wait() {
   rm -f "$BUILD"/byhand.*.log
 }
 
+# Model parallelism: one process of 8 cores gives the reference digests of every
+# participant's results, which the runs across tasks below must match bit for bit.
+model_parallel_reference "$worker"
+if [ -n "$mp_reference" ]; then
+  ok "replicas of 2 and 4 cores in one process of 8: every group mode x every collective against references"
+else bad "replicas of 2 and 4 cores in one process of 8" "$mp_reference_out"; fi
+
 for TPURT_TRANSPORT in $TRANSPORTS; do
   export TPURT_TRANSPORT
+  # Replicas of 2 and 4 cores over 2 tasks of 4 (a replica's cores on both tasks, or
+  # on one): every group mode x every collective against references, and every
+  # result bit for bit one process's.
+  out=$(timeout 180 "$tpurt" launch -n 2 --cores-per-task 4 -- "$worker" model_parallel 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] && every_task_says 2 "model_parallel ok" "$out" && [ -n "$mp_reference" ] &&
+     [ "$(model_parallel_digests "$out")" = "$mp_reference" ]; then
+    ok "[$TPURT_TRANSPORT] replicas of 2 and 4 cores across 2 tasks: every group mode x every collective, bit for bit one process's"
+  else bad "[$TPURT_TRANSPORT] replicas of 2 and 4 cores across 2 tasks (exit $rc)" "$out"; fi
+  # One core of a replica whose other core is on task 0 skips a collective: both
+  # tasks name it "replica 1 core 1"; the next step runs.
+  out=$(timeout 120 "$tpurt" launch -n 2 --cores-per-task 4 -- "$worker" model_parallel_skip 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] && every_task_says 2 "model_parallel_skip ok" "$out" &&
+     [ "$(grep -c 'task [01]: model_parallel_skip: FAILED_PRECONDITION: .*replica 1 core 1 finished' <<<"$out")" = 2 ]; then
+    ok "[$TPURT_TRANSPORT] a core on task 1 skipping a collective: both tasks name it (replica 1 core 1)"
+  else bad "[$TPURT_TRANSPORT] a core on task 1 skipping a collective (exit $rc)" "$out"; fi
+
   for shape in "2 2" "3 2" "4 2" "2 4"; do
     set -- $shape
     out=$(timeout 180 "$tpurt" launch -n "$1" --cores-per-task "$2" -- "$worker" collectives 2>&1)

@@ -40,3 +40,22 @@ for _ in range(50):
 sys.exit("port_base: no %d free ports in a row below the ephemeral range" % n)
 PY
 }
+
+# model_parallel_digests OUTPUT: the cluster worker's model_parallel digests (one line
+# per layout and participant, whichever task printed it), sorted: equal for two runs
+# whose every result is bit for bit the same.
+model_parallel_digests() {
+  grep -o 'model_parallel [^ ]* replica [0-9]* core [0-9]* digest [0-9a-f]*' <<<"$1" | sort
+}
+# model_parallel_reference WORKER: one process of 8 cores runs WORKER's model_parallel
+# scenario; sets mp_reference to its digests (empty if it failed; mp_reference_out:
+# its output).
+model_parallel_reference() {
+  mp_reference_out=$(env -u TPURT_TRANSPORT TPURT_NUM_CORES=8 timeout 120 "$1" model_parallel 2>&1)
+  local rc=$?
+  mp_reference=$(model_parallel_digests "$mp_reference_out")
+  if [ $rc -ne 0 ] || ! grep -qF "task 0: model_parallel ok" <<<"$mp_reference_out" ||
+     [ "$(wc -l <<<"$mp_reference")" != 32 ]; then
+    mp_reference=
+  fi
+}

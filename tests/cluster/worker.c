@@ -24,6 +24,13 @@
  * in when task V fails is a reduce-scatter instead of an all-reduce.
  *   cluster_worker feed            infeed and outfeed queues of every replica: each task
  *                                  feeds its own, another task's replica is refused
+ *   cluster_worker model_parallel  8 cores in all, replicas of 2 and 4 cores (explicit
+ *                                  device assignments, a replica's cores on one task
+ *                                  or several): every group mode x every collective
+ *                                  against references; prints each participant's
+ *                                  digest of its results, to compare with one process
+ *   cluster_worker model_parallel_skip  a core on task 1 skips a collective: every
+ *                                  task gets TPU_FAILED_PRECONDITION naming it
  *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
  *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
  */
@@ -780,9 +787,302 @@ static int scenario_feed(tpu_system *system) {
   return 0;
 }
 
+/* ---- model_parallel: replicas of several cores, every group mode x every collective ----
+ * Eight cores in all (2 tasks of 4, or one process of 8). Each layout is an explicit
+ * device assignment: the cores of a replica on different tasks ("split") or on one
+ * task, replicas in another order than the tasks ("local"). Every participant checks
+ * each collective against a naive reference (float sums folded in member order: bit
+ * for bit) and prints a digest of all its results, which tests/check_cluster.sh and
+ * tests/check_mpi.sh compare with one process's. */
+typedef struct mp_layout {
+  const char *name;
+  int replicas, cores;
+  int global[8]; /* the global core of participant r * cores + c */
+} mp_layout;
+
+static const mp_layout g_mp_layouts[] = {
+    {"k2-split", 4, 2, {0, 4, 1, 5, 2, 6, 3, 7}},  /* core 0 on task 0, core 1 on task 1 */
+    {"k2-local", 4, 2, {4, 5, 6, 7, 0, 1, 2, 3}},  /* replicas 0, 1 on task 1 */
+    {"k4-split", 2, 4, {0, 4, 1, 5, 2, 6, 3, 7}},  /* cores alternate between tasks */
+    {"k4-local", 2, 4, {0, 1, 2, 3, 4, 5, 6, 7}},
+};
+static const char *const g_mode_names[] = {"CROSS_REPLICA", "CROSS_PARTITION",
+                                           "CROSS_REPLICA_AND_PARTITION", "FLATTENED_ID"};
+
+/* Participant p's input element i: fold_value of a seed no other participant has. */
+static float mp_value(int p, int64_t i) { return fold_value(1000 + p, i); }
+
+/* Element i of the sum of the members' inputs, folded left in member order. */
+static float mp_fold(const int32_t *members, int size, int64_t i) {
+  float acc = mp_value(members[0], i);
+  for (int q = 1; q < size; q++) acc += mp_value(members[q], i);
+  return acc;
+}
+
+static tpu_tensor *mp_input(int p, const int64_t *dims, int rank) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++) n *= dims[d];
+  float *data = malloc((size_t)n * sizeof *data);
+  for (int64_t i = 0; i < n; i++) data[i] = mp_value(p, i);
+  tpu_tensor *t = tensor_from_floats(TPU_FLOAT, dims, rank, data, n);
+  free(data);
+  return t;
+}
+
+/* The groups a check passes in `mode` (ids of the mode's kind: reversed pairs
+ * {m-1-g, g}, or for flattened ids two rows of four across tasks), into ids. */
+static tpu_group_assignment mp_groups(int mode, int R, int k, int32_t *ids) {
+  static const int32_t flat[8] = {7, 2, 4, 1, 0, 5, 3, 6};
+  if (mode == TPU_GROUP_MODE_FLATTENED_ID) {
+    memcpy(ids, flat, sizeof flat);
+    return (tpu_group_assignment){ids, 2, 4};
+  }
+  const int m = mode == TPU_GROUP_MODE_CROSS_PARTITION ? k : R;
+  for (int g = 0; g < m / 2; g++) ids[2 * g] = m - 1 - g, ids[2 * g + 1] = g;
+  return (tpu_group_assignment){ids, m / 2, 2};
+}
+
+/* Participant p's group among `groups` in `mode` (NULL: the mode's default), as
+ * include/tpurt/collectives.h defines it: members (participant ids) and p's position. */
+static int mp_my_group(int mode, const tpu_group_assignment *groups, int R, int k, int p, int32_t *members,
+                       int *pos) {
+  const int r = p / k, c = p % k, n = R * k;
+  const int m = mode == TPU_GROUP_MODE_CROSS_PARTITION ? k : mode == TPU_GROUP_MODE_FLATTENED_ID ? n : R;
+  int32_t all[8];
+  for (int i = 0; i < m; i++) all[i] = i;
+  const int32_t *ids = groups ? groups->replica_ids : all;
+  const int ng = groups ? groups->num_groups : 1, gs = groups ? groups->group_size : m;
+  const int mine = mode == TPU_GROUP_MODE_CROSS_PARTITION ? c : mode == TPU_GROUP_MODE_FLATTENED_ID ? p : r;
+  for (int g = 0; g < ng; g++)
+    for (int i = 0; i < gs; i++) {
+      if (ids[g * gs + i] != mine) continue;
+      int size = 0;
+      for (int j = 0; j < gs; j++) {
+        const int id = ids[g * gs + j];
+        if (mode == TPU_GROUP_MODE_CROSS_REPLICA) members[size++] = id * k + c;
+        else if (mode == TPU_GROUP_MODE_CROSS_PARTITION) members[size++] = r * k + id;
+        else if (mode == TPU_GROUP_MODE_FLATTENED_ID) members[size++] = id;
+        else
+          for (int cc = 0; cc < k; cc++) members[size++] = id * k + cc;
+      }
+      *pos = mode == TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION ? i * k + c : i;
+      return size;
+    }
+  abort(); /* every id is in one group */
+}
+
+static uint64_t mp_digest(uint64_t h, const tpu_tensor *t) {
+  const void *p = NULL;
+  size_t bytes = 0;
+  if (tpu_tensor_data(t, &p) != TPU_OK || tpu_tensor_byte_size(t, &bytes) != TPU_OK) abort();
+  for (size_t i = 0; i < bytes; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
+
+/* got[j] == want(j) bit for bit for j < n; names the first difference. */
+#define MP_CHECK(what, y, n, want_expr)                                                          \
+  do {                                                                                           \
+    const void *d_ = NULL;                                                                       \
+    tpu_tensor_data((y), &d_);                                                                   \
+    for (int64_t j = 0; j < (n); j++) {                                                          \
+      const float want_ = (want_expr), got_ = ((const float *)d_)[j];                            \
+      if (memcmp(&got_, &want_, sizeof got_) != 0) {                                             \
+        EXPECT(0, "%s %s %s: replica %d core %d element %lld is %.9g, want %.9g", lay->name,     \
+               g_mode_names[mode], what, r, c, (long long)j, got_, want_);                       \
+        break;                                                                                   \
+      }                                                                                          \
+    }                                                                                            \
+  } while (0)
+
+/* Every collective in one group mode; *h accumulates the results' digest. */
+static tpu_status mp_mode(tpu_replica_context *ctx, const mp_layout *lay, int mode, int r, int c, uint64_t *h) {
+  const int k = lay->cores, R = lay->replicas, n = R * k, p = r * k + c;
+  tpu_collective_options o = TPU_COLLECTIVE_OPTIONS_INIT;
+  o.group_mode = mode;
+  int32_t ids[8], members[8];
+  int pos = 0;
+  tpu_group_assignment g = mp_groups(mode, R, k, ids);
+  const int size = mp_my_group(mode, &g, R, k, p, members, &pos);
+  tpu_tensor *x, *y = NULL;
+  /* all_reduce SUM: small (inputs gathered) and above 64 KiB (folds along tasks, slices). */
+  const int64_t counts[2] = {1000, 30011};
+  for (int s = 0; s < 2; s++) {
+    x = mp_input(p, &counts[s], 1);
+    OK(tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, &g, &y, &o));
+    MP_CHECK("all_reduce", y, counts[s], mp_fold(members, size, j));
+    *h = mp_digest(*h, y);
+    tpu_tensor_release(x), tpu_tensor_release(y), y = NULL;
+  }
+  /* cross_replica_sum with the mode's default group (every id of its kind). */
+  int32_t dmembers[8];
+  int dpos = 0;
+  const int dsize = mp_my_group(mode, NULL, R, k, p, dmembers, &dpos);
+  const int64_t small = 37;
+  x = mp_input(p, &small, 1);
+  OK(tpu_cross_replica_sum(ctx, x, NULL, &y, &o));
+  MP_CHECK("cross_replica_sum (default groups)", y, small, mp_fold(dmembers, dsize, j));
+  *h = mp_digest(*h, y);
+  tpu_tensor_release(x), tpu_tensor_release(y), y = NULL;
+  /* all_gather of [2, 3] along 0: member q's rows at 2q. */
+  const int64_t d23[2] = {2, 3};
+  x = mp_input(p, d23, 2);
+  OK(tpu_all_gather(ctx, x, 0, &g, &y, &o));
+  MP_CHECK("all_gather", y, 6 * size, mp_value(members[j / 6], j % 6));
+  *h = mp_digest(*h, y);
+  tpu_tensor_release(y), y = NULL;
+  /* broadcast from the group's last member. */
+  OK(tpu_broadcast(ctx, x, size - 1, &g, &y, &o));
+  MP_CHECK("broadcast", y, 6, mp_value(members[size - 1], j));
+  *h = mp_digest(*h, y);
+  tpu_tensor_release(x), tpu_tensor_release(y), y = NULL;
+  /* reduce_scatter of [size * 5] along 0: block pos of the member-order fold. */
+  const int64_t rs = 5 * (int64_t)size;
+  x = mp_input(p, &rs, 1);
+  OK(tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, &g, &y, &o));
+  MP_CHECK("reduce_scatter", y, 5, mp_fold(members, size, pos * 5 + j));
+  *h = mp_digest(*h, y);
+  tpu_tensor_release(x), tpu_tensor_release(y), y = NULL;
+  /* all_to_all of [size, 3], split and concatenated along 0: row pos of every member. */
+  const int64_t a2a[2] = {size, 3};
+  x = mp_input(p, a2a, 2);
+  OK(tpu_all_to_all(ctx, x, 0, 0, size, &g, &y, &o));
+  MP_CHECK("all_to_all", y, 3 * size, mp_value(members[j / 3], pos * 3 + j % 3));
+  *h = mp_digest(*h, y);
+  tpu_tensor_release(y), y = NULL;
+  /* collective_permute in the mode's ids: replicas r -> r + 1 (per core), cores
+   * c -> c + 1 but the last (core 0 gets zeros), flattened p -> p + 3. */
+  int32_t pairs[16];
+  int np = 0, from = -1;
+  if (mode == TPU_GROUP_MODE_CROSS_REPLICA) {
+    for (int q = 0; q < R; q++) pairs[2 * np] = q, pairs[2 * np + 1] = (q + 1) % R, np++;
+    from = ((r + R - 1) % R) * k + c;
+  } else if (mode == TPU_GROUP_MODE_CROSS_PARTITION) {
+    for (int q = 0; q + 1 < k; q++) pairs[2 * np] = q, pairs[2 * np + 1] = q + 1, np++;
+    from = c > 0 ? p - 1 : -1;
+  } else {
+    for (int q = 0; q < n; q++) pairs[2 * np] = q, pairs[2 * np + 1] = (q + 3) % n, np++;
+    from = (p + n - 3) % n;
+  }
+  tpu_status s = tpu_collective_permute(ctx, x, pairs, np, &y, &o);
+  if (mode == TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION) {
+    EXPECT(s == TPU_INVALID_ARGUMENT, "%s: collective_permute in CROSS_REPLICA_AND_PARTITION: %s", lay->name,
+           tpu_status_name(s));
+  } else {
+    OK(s);
+    MP_CHECK("collective_permute", y, 3 * size, from < 0 ? 0.0f : mp_value(from, j));
+    *h = mp_digest(*h, y);
+    tpu_tensor_release(y), y = NULL;
+  }
+  tpu_tensor_release(x);
+  OK(tpu_barrier(ctx, &o));
+  return TPU_OK;
+}
+
+static tpu_status mp_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out, int nout,
+                        void *user) {
+  (void)in, (void)nin, (void)out, (void)nout;
+  const mp_layout *lay = user;
+  int r, c, k;
+  OK(tpu_replica_context_replica_id(ctx, &r));
+  OK(tpu_replica_context_logical_core(ctx, &c));
+  OK(tpu_replica_context_num_cores_per_replica(ctx, &k));
+  EXPECT(k == lay->cores, "%s: %d cores per replica, want %d", lay->name, k, lay->cores);
+  uint64_t h = 1469598103934665603ull;
+  for (int mode = 0; mode < 4; mode++) OK(mp_mode(ctx, lay, mode, r, c, &h));
+  printf("task %d: model_parallel %s replica %d core %d digest %016llx\n", g_task, lay->name, r, c,
+         (unsigned long long)h);
+  return TPU_OK;
+}
+
+/* The layout's device assignment on the global cores' coordinates (the default
+ * assignment of 8 replicas puts replica g on global core g). */
+static tpu_device_assignment *mp_assignment(tpu_system *system, const mp_layout *lay) {
+  tpu_device_assignment *da = NULL, *out = NULL;
+  tpu_topology *topology = NULL;
+  int32_t coords[8 * 4], layout[8 * 4];
+  size_t count = 0;
+  if (tpu_system_default_device_assignment(system, 8, &da) != TPU_OK ||
+      tpu_device_assignment_core_assignment(da, coords, 8 * 4, &count) != TPU_OK || count != 8 * 4 ||
+      tpu_device_assignment_topology(da, &topology) != TPU_OK)
+    abort();
+  for (int q = 0; q < 8; q++) memcpy(&layout[4 * q], &coords[4 * lay->global[q]], 4 * sizeof *coords);
+  tpu_status s = tpu_device_assignment_create(topology, layout, lay->replicas, lay->cores, &out);
+  EXPECT(s == TPU_OK, "%s: tpu_device_assignment_create: %s", lay->name, tpu_last_error());
+  for (int q = 0; s == TPU_OK && q < 8; q++) {
+    int task = -1;
+    tpu_device_assignment_task(out, q / lay->cores, q % lay->cores, &task);
+    EXPECT(task == lay->global[q] / g_local, "%s: replica %d core %d on task %d", lay->name, q / lay->cores,
+           q % lay->cores, task);
+  }
+  tpu_device_assignment_release(da);
+  tpu_topology_release(topology);
+  return out;
+}
+
+static int scenario_model_parallel(tpu_system *system) {
+  if (g_n != 8) {
+    EXPECT(0, "model_parallel needs 8 cores in all, not %d", g_n);
+    return 1;
+  }
+  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+  for (size_t l = 0; l < sizeof g_mp_layouts / sizeof g_mp_layouts[0]; l++) {
+    const mp_layout *lay = &g_mp_layouts[l];
+    tpu_device_assignment *da = mp_assignment(system, lay);
+    if (!da) return 1;
+    o.device_assignment = da;
+    tpu_status s = tpu_replicate(system, mp_fn, (void *)lay, lay->replicas, 0, NULL, 0, NULL, &o);
+    EXPECT(s == TPU_OK, "%s: the step failed: %s: %s", lay->name, tpu_status_name(s), tpu_last_error());
+    tpu_device_assignment_release(da);
+  }
+  return 0;
+}
+
+/* Replica 1 core 1 (task 1's in the k2-split layout) skips a cross-partition
+ * all-reduce whose other member, replica 1 core 0, is on task 0: every task gets
+ * TPU_FAILED_PRECONDITION naming "replica 1 core 1"; then the next step works. */
+static tpu_status mp_skip_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out,
+                             int nout, void *user) {
+  (void)in, (void)nin, (void)out, (void)nout;
+  const int skip = user != NULL;
+  int r, c;
+  OK(tpu_replica_context_replica_id(ctx, &r));
+  OK(tpu_replica_context_logical_core(ctx, &c));
+  tpu_collective_options o = TPU_COLLECTIVE_OPTIONS_INIT;
+  o.group_mode = TPU_GROUP_MODE_CROSS_PARTITION;
+  const int64_t len = 100;
+  tpu_tensor *x = mp_input(r * 2 + c, &len, 1), *y = NULL;
+  tpu_status s = tpu_cross_replica_sum(ctx, x, NULL, &y, &o); /* one that works */
+  tpu_tensor_release(y), y = NULL;
+  if (s == TPU_OK && !(skip && r == 1 && c == 1)) s = tpu_cross_replica_sum(ctx, x, NULL, &y, &o);
+  tpu_tensor_release(y);
+  tpu_tensor_release(x);
+  return s;
+}
+
+static int scenario_model_parallel_skip(tpu_system *system) {
+  if (g_n != 8) {
+    EXPECT(0, "model_parallel_skip needs 8 cores in all, not %d", g_n);
+    return 1;
+  }
+  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+  tpu_device_assignment *da = mp_assignment(system, &g_mp_layouts[0]);
+  if (!da) return 1;
+  o.device_assignment = da;
+  tpu_status s = tpu_replicate(system, mp_skip_fn, (void *)1, 4, 0, NULL, 0, NULL, &o);
+  const char *msg = tpu_last_error();
+  printf("task %d: model_parallel_skip: %s: %s\n", g_task, tpu_status_name(s), msg);
+  EXPECT(s == TPU_FAILED_PRECONDITION && strstr(msg, "replica 1 core 1 finished its computation"),
+         "want TPU_FAILED_PRECONDITION naming replica 1 core 1");
+  s = tpu_replicate(system, mp_skip_fn, NULL, 4, 0, NULL, 0, NULL, &o);
+  EXPECT(s == TPU_OK, "the step after the skip: %s: %s", tpu_status_name(s), tpu_last_error());
+  tpu_device_assignment_release(da);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: cluster_worker collectives|kv|feed|kill V|quit V|stop V|skip V|fail V|mismatch V|init|soak N\n");
+    fprintf(stderr, "usage: cluster_worker collectives|kv|feed|model_parallel|model_parallel_skip|kill V|"
+                    "quit V|stop V|skip V|fail V|mismatch V|init|soak N\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -816,6 +1116,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(scenario, "kv")) rc = scenario_kv(system);
   else if (!strcmp(scenario, "init")) rc = 0;
   else if (!strcmp(scenario, "feed")) rc = scenario_feed(system);
+  else if (!strcmp(scenario, "model_parallel")) rc = scenario_model_parallel(system);
+  else if (!strcmp(scenario, "model_parallel_skip")) rc = scenario_model_parallel_skip(system);
   else if (!strcmp(scenario, "soak")) {
     int steps = argc > 2 ? atoi(argv[2]) : 100;
     for (int i = 0; i < steps && !g_failures; i++) {
