@@ -59,13 +59,12 @@ void fill_desc(Descriptor* d, CollectiveKind kind, const Tensor* x) {
 
 }  // namespace
 
-ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_participant, int cores_per_replica,
-                                         int task_id, net::Transport* transport, int64_t timeout_ms,
-                                         int num_cpus, bool private_results)
+ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_participant, int task_id,
+                                         net::Transport* transport, int64_t timeout_ms, int num_cpus,
+                                         bool private_results, int cores_per_replica)
     : Communicator(static_cast<int>(
                        std::count(task_of_participant.begin(), task_of_participant.end(), task_id)),
-                   timeout_ms, num_cpus, private_results),
-      cores_per_replica_(cores_per_replica),
+                   timeout_ms, num_cpus, private_results, cores_per_replica),
       cx_(std::move(task_of_participant), task_id, transport,
           [rv = &rendezvous()] {
             int origin;
@@ -83,13 +82,13 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_participant, i
   all_hash_ = hash_ids(all_.data(), num_participants());
   call_timeout_ms_.assign(cx_.local_participants().size(), 0);
   // The rendezvous's ranks are this task's participants: its messages name them.
-  rendezvous().name_ranks(cx_.local_participants(), cores_per_replica);
+  rendezvous().name_ranks(cx_.local_participants());
 }
 
 ClusterCommunicator::~ClusterCommunicator() = default;
 
 void ClusterCommunicator::not_local(int participant) const {
-  fail(TPU_INTERNAL, participant_name(participant, cores_per_replica_), " is not one of task ",
+  fail(TPU_INTERNAL, participant_name(participant, cores_per_replica()), " is not one of task ",
        cx_.task_id(), "'s");
 }
 
@@ -99,10 +98,10 @@ std::string ClusterCommunicator::describe_task(int task) const {
   for (int p = 0; p < num_participants(); ++p) {
     if (cx_.task_of(p) != task) continue;
     names += count++ ? ", " : "";
-    names += cores_per_replica_ > 1 ? participant_name(p, cores_per_replica_) : std::to_string(p);
+    names += cores_per_replica() > 1 ? participant_name(p, cores_per_replica()) : std::to_string(p);
   }
   if (count == 0) return str_cat("task ", task, " (no replicas in this step)");
-  if (cores_per_replica_ > 1) return str_cat("task ", task, " (", names, ")");
+  if (cores_per_replica() > 1) return str_cat("task ", task, " (", names, ")");
   return str_cat("task ", task, " (replica", count > 1 ? "s " : " ", names, ")");
 }
 

@@ -31,13 +31,13 @@ class ClusterCommunicator : public Communicator {
   // failed step from the transport's end of the step (net::Transport::end_step).
   // private_results: as Communicator's; otherwise a task's members of a group share
   // one result buffer for all-reduce, all-gather and broadcast above kInlineBytes.
-  ClusterCommunicator(std::vector<int> task_of_participant, int cores_per_replica, int task_id,
-                      net::Transport* transport, int64_t timeout_ms, int num_cpus,
-                      bool private_results = false);
+  // cores_per_replica: k (task_of_participant has a multiple of k entries).
+  ClusterCommunicator(std::vector<int> task_of_participant, int task_id, net::Transport* transport,
+                      int64_t timeout_ms, int num_cpus, bool private_results = false,
+                      int cores_per_replica = 1);
   ~ClusterCommunicator() override;
 
   int num_participants() const { return cx_.num_participants(); }
-  int cores_per_replica() const { return cores_per_replica_; }
   const std::vector<int>& task_of_participant() const { return cx_.task_of(); }
   const std::vector<int>& local_participants() const { return cx_.local_participants(); }
   // "task 1 (replicas 2, 3)", or with several cores per replica "task 1 (replica 2
@@ -81,7 +81,6 @@ class ClusterCommunicator : public Communicator {
   Tensor* scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,
                        const tpu_group_assignment* groups, bool bf16_wire);
 
-  const int cores_per_replica_;
   ClusterContext cx_;
   std::vector<int32_t> all_;  // the default group: every participant in order
   uint64_t all_hash_ = 0;

@@ -5,7 +5,6 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
-#include "topology/group_modes.h"
 
 namespace tpurt {
 
@@ -82,8 +81,9 @@ uint64_t Descriptor::digest() const {
   return h;
 }
 
-Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus)
+Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus, int cores_per_replica)
     : size_(size),
+      cores_per_replica_(cores_per_replica),
       timeout_ms_(timeout_ms),
       policy_(SpinPolicy::for_threads(size, num_cpus)),
       slots_(new Slot[size]),
@@ -147,15 +147,6 @@ void Rendezvous::reset(const int* cpu_of_rank) {
   failure_origin_ = -1;
   failure_message_.clear();
   failed_.store(false, std::memory_order_seq_cst);
-}
-
-void Rendezvous::name_ranks(std::vector<int> ids, int cores_per_replica) {
-  ids_ = std::move(ids);
-  cores_per_replica_ = cores_per_replica;
-}
-
-std::string Rendezvous::name_of(int rank) const {
-  return participant_name(ids_.empty() ? rank : ids_[rank], cores_per_replica_);
 }
 
 void Rendezvous::abort(int replica, tpu_status code, const std::string& message) {
@@ -222,10 +213,7 @@ std::string Rendezvous::missing_list(uint64_t seq, Phase phase) const {
   for (int r = 0; r < size_; ++r) {
     const Slot& s = slots_[r];
     uint64_t v = (phase == Phase::kArrive ? s.line[seq & 1].seq : s.finished).load(std::memory_order_seq_cst);
-    if (v >= seq) continue;
-    os << (n++ ? ", " : "");
-    if (cores_per_replica_ > 1) os << name_of(r);
-    else os << (ids_.empty() ? r : ids_[r]);
+    if (v < seq) os << (n++ ? ", " : "") << (cores_per_replica_ > 1 ? name(r) : std::to_string(id(r)));
   }
   return os.str();
 }
@@ -259,12 +247,13 @@ void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
     if (res == WaitResult::kStopped) {
       if (ready()) continue;  // arrived, then departed
       poison_and_throw(TPU_FAILED_PRECONDITION,
-                       str_cat(name_of(r), " finished its computation without joining collective #", seq,
-                               " (", record(rank, seq).desc.describe(), ") that ", name_of(rank), " is in"));
+                       str_cat(name(r), " finished its computation without joining collective #",
+                               seq, " (", record(rank, seq).desc.describe(), ") that ", name(rank),
+                               " is in"));
     }
     poison_and_throw(TPU_DEADLINE_EXCEEDED,
                      str_cat("collective #", seq, " (", record(rank, seq).desc.describe(), ") timed out after ",
-                             timeout_ms, " ms waiting for ", cores_per_replica_ > 1 ? "[" : "replicas [",
+                             timeout_ms, " ms waiting for ", cores_per_replica_ > 1 ? "" : "replicas ", "[",
                              missing_list(seq, phase), "]"));
   }
 }
@@ -299,13 +288,14 @@ void Rendezvous::report_mismatch(uint64_t seq) {
   }
   const Descriptor& common = record(best, seq).desc;
   std::ostringstream os;
-  os << "collective #" << seq << ": replicas disagree with the " << best_count << " that called "
+  os << "collective #" << seq << ": " << (cores_per_replica_ > 1 ? "participants" : "replicas")
+     << " disagree with the " << best_count << " that called "
      << common.describe() << ": ";
   int shown = 0;
   for (int r = 0; r < size_; ++r) {
     const Descriptor& d = record(r, seq).desc;
     if (d == common) continue;
-    os << (shown++ ? "; " : "") << name_of(r) << " called " << d.describe();
+    os << (shown++ ? "; " : "") << name(r) << " called " << d.describe();
   }
   poison_and_throw(TPU_INVALID_ARGUMENT, os.str());
 }

@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "core/wait.h"
+#include "topology/group_modes.h"
 #include "tpurt/collectives.h"
 
 namespace tpurt {
@@ -65,12 +66,18 @@ struct Record {
 
 class Rendezvous {
  public:
-  Rendezvous(int size, int64_t timeout_ms, int num_cpus);
+  // cores_per_replica names rank r as participant_name(r, cores_per_replica).
+  Rendezvous(int size, int64_t timeout_ms, int num_cpus, int cores_per_replica = 1);
   ~Rendezvous();
   Rendezvous(const Rendezvous&) = delete;
   Rendezvous& operator=(const Rendezvous&) = delete;
 
   int size() const { return size_; }
+  int cores_per_replica() const { return cores_per_replica_; }
+  // Messages name rank r as participant ids[r] (r itself while ids is empty): a
+  // cluster's ranks are its task's participants. Origins (abort, poison) are
+  // participant ids. Only between steps.
+  void name_ranks(std::vector<int> ids) { ids_ = std::move(ids); }
   // Starts a step. cpu_of_rank: the CPU each rank's thread is pinned to, or NULL
   // when the OS places them (then waiters never spin in place of yielding).
   void reset(const int* cpu_of_rank);
@@ -79,10 +86,6 @@ class Rendezvous {
   void set_step_timeout(int64_t timeout_ms) { timeout_ms_ = timeout_ms; }
   int64_t step_timeout() const { return timeout_ms_; }
   void set_call_timeout(int rank, int64_t timeout_ms) { slots_[rank].call_timeout_ms = timeout_ms; }
-  // How messages name rank r: participant ids[r] (r itself when ids is empty), as
-  // "replica R" or, with several cores per replica, "replica R core C". Origins
-  // (abort, poison) are participant ids. Only between steps.
-  void name_ranks(std::vector<int> ids, int cores_per_replica);
   void abort(int replica, tpu_status code, const std::string& message);
   // Fails the step for everyone with `code` (a collective error all must see).
   // origin: the replica whose own error it is (the others get "replica R: message"),
@@ -141,13 +144,15 @@ class Rendezvous {
   };
 
   void release_parked();
+  // "replica R", or "replica R core C" with several cores per replica.
+  std::string name(int rank) const { return participant_name(id(rank), cores_per_replica_); }
+  int id(int rank) const { return ids_.empty() ? rank : ids_[rank]; }
 
   enum class Phase { kArrive, kFinish };
   void wait_all(int rank, uint64_t seq, Phase phase);
   [[noreturn]] void throw_failure();
   [[noreturn]] void report_mismatch(uint64_t seq);
   std::string missing_list(uint64_t seq, Phase phase) const;
-  std::string name_of(int rank) const;  // name_ranks'
 
   // With more threads than CPUs, a waiter whose CPU-mates have all arrived spins
   // rather than yields: none of them can use the CPU, and the ranks still missing
@@ -155,8 +160,8 @@ class Rendezvous {
   bool cpu_mates_arrived(int rank, uint64_t seq, Phase phase) const;
 
   int size_;
+  int cores_per_replica_;
   std::vector<int> ids_;  // name_ranks'
-  int cores_per_replica_ = 1;
   int64_t timeout_ms_;
   SpinPolicy policy_;
   std::unique_ptr<Slot[]> slots_;
