@@ -29,8 +29,10 @@
  *                                  or several): every group mode x every collective
  *                                  against references; prints each participant's
  *                                  digest of its results, to compare with one process
- *   cluster_worker model_parallel_skip  a core on task 1 skips a collective: every
- *                                  task gets TPU_FAILED_PRECONDITION naming it
+ *   cluster_worker model_parallel_skip  a core on task 1 skips a collective, then
+ *                                  calls it in another group mode, then all of task 1's
+ *                                  do: every task gets TPU_FAILED_PRECONDITION, then
+ *                                  TPU_INVALID_ARGUMENT, naming the core or the task
  *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
  *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
  */
@@ -1037,23 +1039,31 @@ static int scenario_model_parallel(tpu_system *system) {
   return 0;
 }
 
-/* Replica 1 core 1 (task 1's in the k2-split layout) skips a cross-partition
- * all-reduce whose other member, replica 1 core 0, is on task 0: every task gets
- * TPU_FAILED_PRECONDITION naming "replica 1 core 1"; then the next step works. */
-static tpu_status mp_skip_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out,
-                             int nout, void *user) {
+/* In the k4-split layout (cores 1 and 3 of each replica on task 1, 0 and 2 on task
+ * 0), replica 1 core 1 skips a cross-partition all-reduce of its replica's four cores,
+ * or calls it in another group mode; or every core of task 1 does: every task gets
+ * TPU_FAILED_PRECONDITION or TPU_INVALID_ARGUMENT naming "replica 1 core 1", or task 1
+ * by its cores; then the next step works. (Two members a task: point to point, even
+ * over MPI, so nothing is left in flight.) */
+enum { MP_NO_FAULT, MP_SKIP, MP_OTHER_MODE, MP_TASK_OTHER_MODE };
+
+static tpu_status mp_fault_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out,
+                              int nout, void *user) {
   (void)in, (void)nin, (void)out, (void)nout;
-  const int skip = user != NULL;
+  const int fault = *(const int *)user;
   int r, c;
   OK(tpu_replica_context_replica_id(ctx, &r));
   OK(tpu_replica_context_logical_core(ctx, &c));
+  const int victim = r == 1 && c == 1;
   tpu_collective_options o = TPU_COLLECTIVE_OPTIONS_INIT;
   o.group_mode = TPU_GROUP_MODE_CROSS_PARTITION;
   const int64_t len = 100;
-  tpu_tensor *x = mp_input(r * 2 + c, &len, 1), *y = NULL;
+  tpu_tensor *x = mp_input(r * 4 + c, &len, 1), *y = NULL;
   tpu_status s = tpu_cross_replica_sum(ctx, x, NULL, &y, &o); /* one that works */
   tpu_tensor_release(y), y = NULL;
-  if (s == TPU_OK && !(skip && r == 1 && c == 1)) s = tpu_cross_replica_sum(ctx, x, NULL, &y, &o);
+  if ((victim && fault == MP_OTHER_MODE) || (c % 2 == 1 && fault == MP_TASK_OTHER_MODE))
+    o.group_mode = TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION;
+  if (s == TPU_OK && !(victim && fault == MP_SKIP)) s = tpu_cross_replica_sum(ctx, x, NULL, &y, &o);
   tpu_tensor_release(y);
   tpu_tensor_release(x);
   return s;
@@ -1065,16 +1075,24 @@ static int scenario_model_parallel_skip(tpu_system *system) {
     return 1;
   }
   tpu_step_options o = TPU_STEP_OPTIONS_INIT;
-  tpu_device_assignment *da = mp_assignment(system, &g_mp_layouts[0]);
+  tpu_device_assignment *da = mp_assignment(system, &g_mp_layouts[2]);
   if (!da) return 1;
   o.device_assignment = da;
-  tpu_status s = tpu_replicate(system, mp_skip_fn, (void *)1, 4, 0, NULL, 0, NULL, &o);
-  const char *msg = tpu_last_error();
-  printf("task %d: model_parallel_skip: %s: %s\n", g_task, tpu_status_name(s), msg);
-  EXPECT(s == TPU_FAILED_PRECONDITION && strstr(msg, "replica 1 core 1 finished its computation"),
-         "want TPU_FAILED_PRECONDITION naming replica 1 core 1");
-  s = tpu_replicate(system, mp_skip_fn, NULL, 4, 0, NULL, 0, NULL, &o);
-  EXPECT(s == TPU_OK, "the step after the skip: %s: %s", tpu_status_name(s), tpu_last_error());
+  const int faults[3] = {MP_SKIP, MP_OTHER_MODE, MP_TASK_OTHER_MODE}, none = MP_NO_FAULT;
+  const tpu_status want[3] = {TPU_FAILED_PRECONDITION, TPU_INVALID_ARGUMENT, TPU_INVALID_ARGUMENT};
+  /* Across tasks, each names the other by its cores. */
+  const char *says[3] = {"replica 1 core 1 finished its computation", "replica 1 core 1 called",
+                         g_task == 0 ? "task 1 (replica 0 core 1, replica 0 core 3, replica 1 core 1, replica 1 core 3)"
+                                     : "task 0 (replica 0 core 0, replica 0 core 2, replica 1 core 0, replica 1 core 2)"};
+  for (int f = 0; f < (g_tasks > 1 ? 3 : 2); f++) {
+    tpu_status s = tpu_replicate(system, mp_fault_fn, (void *)&faults[f], 2, 0, NULL, 0, NULL, &o);
+    const char *msg = tpu_last_error();
+    printf("task %d: model_parallel_skip %s: %s: %s\n", g_task, f == 2 ? "task other mode" : f ? "other mode" : "skip", tpu_status_name(s),
+           msg);
+    EXPECT(s == want[f] && strstr(msg, says[f]), "want %s naming '%s'", tpu_status_name(want[f]), says[f]);
+    s = tpu_replicate(system, mp_fault_fn, (void *)&none, 2, 0, NULL, 0, NULL, &o);
+    EXPECT(s == TPU_OK, "the step after the fault: %s: %s", tpu_status_name(s), tpu_last_error());
+  }
   tpu_device_assignment_release(da);
   return 0;
 }
