@@ -30,9 +30,11 @@
  *                                  against references; prints each participant's
  *                                  digest of its results, to compare with one process
  *   cluster_worker model_parallel_skip  a core on task 1 skips a collective, then
- *                                  calls it in another group mode, then all of task 1's
- *                                  do: every task gets TPU_FAILED_PRECONDITION, then
- *                                  TPU_INVALID_ARGUMENT, naming the core or the task
+ *                                  calls it in another group mode, then every core
+ *                                  permutes in a mode XLA has no permute for, then all
+ *                                  of task 1's cores call another mode: every task gets
+ *                                  TPU_FAILED_PRECONDITION, then TPU_INVALID_ARGUMENT,
+ *                                  naming the core, the mode or the task
  *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
  *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
  */
@@ -952,7 +954,8 @@ static tpu_status mp_mode(tpu_replica_context *ctx, const mp_layout *lay, int mo
   *h = mp_digest(*h, y);
   tpu_tensor_release(y), y = NULL;
   /* collective_permute in the mode's ids: replicas r -> r + 1 (per core), cores
-   * c -> c + 1 but the last (core 0 gets zeros), flattened p -> p + 3. */
+   * c -> c + 1 but the last (core 0 gets zeros), flattened p -> p + 3. XLA has no
+   * CROSS_REPLICA_AND_PARTITION permute (model_parallel_skip checks its error). */
   int32_t pairs[16];
   int np = 0, from = -1;
   if (mode == TPU_GROUP_MODE_CROSS_REPLICA) {
@@ -961,16 +964,12 @@ static tpu_status mp_mode(tpu_replica_context *ctx, const mp_layout *lay, int mo
   } else if (mode == TPU_GROUP_MODE_CROSS_PARTITION) {
     for (int q = 0; q + 1 < k; q++) pairs[2 * np] = q, pairs[2 * np + 1] = q + 1, np++;
     from = c > 0 ? p - 1 : -1;
-  } else {
+  } else if (mode == TPU_GROUP_MODE_FLATTENED_ID) {
     for (int q = 0; q < n; q++) pairs[2 * np] = q, pairs[2 * np + 1] = (q + 3) % n, np++;
     from = (p + n - 3) % n;
   }
-  tpu_status s = tpu_collective_permute(ctx, x, pairs, np, &y, &o);
-  if (mode == TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION) {
-    EXPECT(s == TPU_INVALID_ARGUMENT, "%s: collective_permute in CROSS_REPLICA_AND_PARTITION: %s", lay->name,
-           tpu_status_name(s));
-  } else {
-    OK(s);
+  if (mode != TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION) {
+    OK(tpu_collective_permute(ctx, x, pairs, np, &y, &o));
     MP_CHECK("collective_permute", y, 3 * size, from < 0 ? 0.0f : mp_value(from, j));
     *h = mp_digest(*h, y);
     tpu_tensor_release(y), y = NULL;
@@ -1041,11 +1040,12 @@ static int scenario_model_parallel(tpu_system *system) {
 
 /* In the k4-split layout (cores 1 and 3 of each replica on task 1, 0 and 2 on task
  * 0), replica 1 core 1 skips a cross-partition all-reduce of its replica's four cores,
- * or calls it in another group mode; or every core of task 1 does: every task gets
- * TPU_FAILED_PRECONDITION or TPU_INVALID_ARGUMENT naming "replica 1 core 1", or task 1
- * by its cores; then the next step works. (Two members a task: point to point, even
- * over MPI, so nothing is left in flight.) */
-enum { MP_NO_FAULT, MP_SKIP, MP_OTHER_MODE, MP_TASK_OTHER_MODE };
+ * or calls it in another group mode; every core permutes in CROSS_REPLICA_AND_PARTITION;
+ * every core of task 1 calls the all-reduce in another mode: every task gets
+ * TPU_FAILED_PRECONDITION or TPU_INVALID_ARGUMENT naming "replica 1 core 1", the mode,
+ * or the other task by its cores; then the next step works. (Two members a task: point
+ * to point, even over MPI, so nothing is left in flight.) */
+enum { MP_NO_FAULT, MP_SKIP, MP_OTHER_MODE, MP_TASK_OTHER_MODE, MP_PERMUTE_MODE };
 
 static tpu_status mp_fault_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out,
                               int nout, void *user) {
@@ -1063,7 +1063,13 @@ static tpu_status mp_fault_fn(tpu_replica_context *ctx, tpu_tensor *const *in, i
   tpu_tensor_release(y), y = NULL;
   if ((victim && fault == MP_OTHER_MODE) || (c % 2 == 1 && fault == MP_TASK_OTHER_MODE))
     o.group_mode = TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION;
-  if (s == TPU_OK && !(victim && fault == MP_SKIP)) s = tpu_cross_replica_sum(ctx, x, NULL, &y, &o);
+  const int32_t pairs[2] = {0, 1};
+  if (s == TPU_OK && fault == MP_PERMUTE_MODE) {
+    o.group_mode = TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION;
+    s = tpu_collective_permute(ctx, x, pairs, 1, &y, &o);
+  } else if (s == TPU_OK && !(victim && fault == MP_SKIP)) {
+    s = tpu_cross_replica_sum(ctx, x, NULL, &y, &o);
+  }
   tpu_tensor_release(y);
   tpu_tensor_release(x);
   return s;
@@ -1078,16 +1084,19 @@ static int scenario_model_parallel_skip(tpu_system *system) {
   tpu_device_assignment *da = mp_assignment(system, &g_mp_layouts[2]);
   if (!da) return 1;
   o.device_assignment = da;
-  const int faults[3] = {MP_SKIP, MP_OTHER_MODE, MP_TASK_OTHER_MODE}, none = MP_NO_FAULT;
-  const tpu_status want[3] = {TPU_FAILED_PRECONDITION, TPU_INVALID_ARGUMENT, TPU_INVALID_ARGUMENT};
+  const int faults[4] = {MP_SKIP, MP_OTHER_MODE, MP_PERMUTE_MODE, MP_TASK_OTHER_MODE}, none = MP_NO_FAULT;
+  const char *fault_names[4] = {"skip", "other mode", "permute mode", "task other mode"};
+  const tpu_status want[4] = {TPU_FAILED_PRECONDITION, TPU_INVALID_ARGUMENT, TPU_INVALID_ARGUMENT,
+                              TPU_INVALID_ARGUMENT};
   /* Across tasks, each names the other by its cores. */
-  const char *says[3] = {"replica 1 core 1 finished its computation", "replica 1 core 1 called",
+  const char *says[4] = {"replica 1 core 1 finished its computation", "replica 1 core 1 called",
+                         "collective_permute has no group mode CROSS_REPLICA_AND_PARTITION",
                          g_task == 0 ? "task 1 (replica 0 core 1, replica 0 core 3, replica 1 core 1, replica 1 core 3)"
                                      : "task 0 (replica 0 core 0, replica 0 core 2, replica 1 core 0, replica 1 core 2)"};
-  for (int f = 0; f < (g_tasks > 1 ? 3 : 2); f++) {
+  for (int f = 0; f < (g_tasks > 1 ? 4 : 3); f++) {
     tpu_status s = tpu_replicate(system, mp_fault_fn, (void *)&faults[f], 2, 0, NULL, 0, NULL, &o);
     const char *msg = tpu_last_error();
-    printf("task %d: model_parallel_skip %s: %s: %s\n", g_task, f == 2 ? "task other mode" : f ? "other mode" : "skip", tpu_status_name(s),
+    printf("task %d: model_parallel_skip %s: %s: %s\n", g_task, fault_names[f], tpu_status_name(s),
            msg);
     EXPECT(s == want[f] && strstr(msg, says[f]), "want %s naming '%s'", tpu_status_name(want[f]), says[f]);
     s = tpu_replicate(system, mp_fault_fn, (void *)&none, 2, 0, NULL, 0, NULL, &o);
