@@ -1,7 +1,7 @@
 // What the algorithms of a collective across tasks share (cluster_algorithms.h): which
 // task runs each participant, this task's participants, the transport with its
 // optional engines, the transfers of one call, and the leader's scratch buffers.
-// Participants are numbered 0..n-1 (today the replicas of a step); a group row is a
+// Participants are numbered 0..n-1 (a step's, replica * k + core); a group row is a
 // list of participants, and this task's are its local ones in increasing order.
 #pragma once
 
