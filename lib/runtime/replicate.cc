@@ -253,6 +253,9 @@ struct Participants {
         if (!local[p]) continue;
         for (int i = 0; i < width; ++i) {
           const Tensor* t = inputs[static_cast<size_t>(r) * width + i];
+          if (t == nullptr)  // another task's replica with a core on this task
+            invalid_argument("replica ", r, " input ", i, " is NULL, but logical core ", c,
+                             " of replica ", r, " runs on this task");
           const bool split = static_cast<size_t>(i) < num_specs && is_partitioned(specs[i]);
           (*out)[p * width + i] = split ? partition_tile(t, specs[i], c) : share_whole(t);
         }
