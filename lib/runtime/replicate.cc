@@ -307,8 +307,13 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
     fail(TPU_UNIMPLEMENTED, "options->infeed_queue with ", cores,
          " cores per replica: a replica's tuple would have to be split over its cores, which "
          "tpurt does not do yet; give the tuple's tensors as inputs with input_partitions");
+  // Every replica's input i has one rank; another task's replica may give NULL.
   for (size_t i = 0; i < options.num_input_partitions; ++i)
-    check_partition_rank(options.input_partitions[i], spec.inputs[i], "input", static_cast<int>(i));
+    for (int r = 0; r < spec.num_replicas; ++r)
+      if (const Tensor* t = spec.inputs[static_cast<size_t>(r) * spec.num_inputs + i]) {
+        check_partition_rank(options.input_partitions[i], t, "input", static_cast<int>(i));
+        break;
+      }
   InfeedStep infeed{spec.fn, spec.user_data, options.infeed_queue};
   if (options.infeed_queue != nullptr) {
     spec.fn = run_with_infeed;
