@@ -454,7 +454,9 @@ enum { kR = 4, kK = 2, kN = kR * kK };
 
 typedef struct {
   const tpu_mesh *mesh;
-  float got[3][kN][2]; /* [over model, batch, both][participant][element] */
+  /* [over model, batch, both; then CROSS_PARTITION, CROSS_REPLICA,
+   * CROSS_REPLICA_AND_PARTITION with no groups][participant][element] */
+  float got[6][kN][2];
   int ran[kN];
 } mesh_step;
 
@@ -473,12 +475,17 @@ static tpu_status sum_over_axes(tpu_replica_context *ctx, tpu_tensor *const *in,
   tpu_tensor *x = NULL;
   tpu_status st = tpu_tensor_create(TPU_FLOAT, dims, 1, v, sizeof v, &x);
   const char *lists[3][2] = {{"model", NULL}, {"batch", NULL}, {"batch", "model"}};
-  for (int l = 0; l < 3 && st == TPU_OK; ++l) {
+  const int modes[3] = {TPU_GROUP_MODE_CROSS_PARTITION, TPU_GROUP_MODE_CROSS_REPLICA,
+                        TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION};
+  for (int l = 0; l < 6 && st == TPU_OK; ++l) {
     tpu_group_assignment g;
     tpu_collective_options o = TPU_COLLECTIVE_OPTIONS_INIT;
-    st = tpu_mesh_axis_groups(s->mesh, lists[l], l == 2 ? 2 : 1, &g, &o.group_mode);
+    if (l < 3)
+      st = tpu_mesh_axis_groups(s->mesh, lists[l], l == 2 ? 2 : 1, &g, &o.group_mode);
+    else
+      o.group_mode = modes[l - 3];
     tpu_tensor *sum = NULL;
-    if (st == TPU_OK) st = tpu_cross_replica_sum(ctx, x, &g, &sum, &o);
+    if (st == TPU_OK) st = tpu_cross_replica_sum(ctx, x, l < 3 ? &g : NULL, &sum, &o);
     const void *data = NULL;
     if (st == TPU_OK) st = tpu_tensor_data(sum, &data);
     if (st == TPU_OK) memcpy(s->got[l][p], data, sizeof s->got[l][p]);
@@ -489,7 +496,8 @@ static tpu_status sum_over_axes(tpu_replica_context *ctx, tpu_tensor *const *in,
 }
 
 /* An 8-core system, mesh (batch 4) x (model 2) on 2 cores per replica: sums over
- * "model", "batch" and both, against the sums worked out here. */
+ * "model", "batch" and both, against the sums worked out here; they are the sums of
+ * the group modes CROSS_PARTITION, CROSS_REPLICA and CROSS_REPLICA_AND_PARTITION. */
 static void test_mesh__cross_replica_sum_over_mesh_axes(void **state) {
   (void)state;
   tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
@@ -517,9 +525,9 @@ static void test_mesh__cross_replica_sum_over_mesh_axes(void **state) {
       if (q % kK == c) batch += (float)(q + 1);
       both += (float)(q + 1);
     }
-    const float want[3] = {model, batch, both};
+    const float want[6] = {model, batch, both, model, batch, both};
     assert_int_equal(s.ran[p], 1);
-    for (int l = 0; l < 3; ++l)
+    for (int l = 0; l < 6; ++l)
       if (s.got[l][p][0] != want[l] || s.got[l][p][1] != 100.0f * want[l])
         CHECK_FAIL("replica %d core %d, sum %d: {%g, %g}, expected {%g, %g}", r, c, l,
                    s.got[l][p][0], s.got[l][p][1], want[l], 100.0f * want[l]);
