@@ -610,7 +610,7 @@ enum {
   E_FLAT_MISSING, E_PERMUTE_TARGET_TWICE, E_PERMUTE_SOURCE_TWICE, E_PERMUTE_CORE_OUT_OF_RANGE,
   E_PERMUTE_CROSS_REPLICA_AND_PARTITION, E_MODE_7, E_BARRIER_MODE_7,
   /* only participant (1, 1) differs */
-  E_ONE_MODE_7, E_ONE_OTHER_MODE, E_ONE_OTHER_GROUPS,
+  E_ONE_MODE_7, E_ONE_BAD_GROUPS, E_ONE_BAD_PAIRS, E_ONE_OTHER_MODE, E_ONE_OTHER_GROUPS,
   /* failures */
   E_SKIP, E_LATE, E_FAIL, E_FAIL_ALONE
 };
@@ -643,7 +643,7 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
   const int32_t dup[] = {0, 1, 1, 3}, half[] = {0, 1}, flat_dup[] = {0, 1, 2, 3, 4, 5, 6, 6};
   const int32_t flat_half[] = {0, 1, 2, 3}, twice_target[] = {0, 1, 1, 1};
   const int32_t twice_source[] = {0, 1, 0, 0}, core_2[] = {0, 2}, pair[] = {0, 1};
-  const int32_t rgroups_a[] = {0, 2, 1, 3}, rgroups_b[] = {0, 1, 2, 3};
+  const int32_t rgroups_a[] = {0, 2, 1, 3}, rgroups_b[] = {0, 1, 2, 3}, rgroups_r2[] = {1, 0};
   tpu_group_assignment g;
   switch (e->mode) {
     case E_CORE_OUT_OF_RANGE:
@@ -705,13 +705,25 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
       st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, NULL, &out, &o);
       if (odd) sleep_ms(50); /* the others, failed by it, record theirs first */
       break;
+    case E_ONE_BAD_GROUPS: /* the others pass good ones: all cores of the replica */
+      o.group_mode = TPU_GROUP_MODE_CROSS_PARTITION;
+      g = (tpu_group_assignment){cores_bad, 3, 1};
+      st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, odd ? &g : NULL, &out, &o);
+      if (odd) sleep_ms(50);
+      break;
+    case E_ONE_BAD_PAIRS: /* the others pass (0, 1) */
+      o.group_mode = TPU_GROUP_MODE_CROSS_PARTITION;
+      st = tpu_collective_permute(ctx, x, odd ? twice_target : pair, odd ? 2 : 1, &out, &o);
+      if (odd) sleep_ms(50);
+      break;
     case E_ONE_OTHER_MODE: /* NULL groups: all cores of its replica, not all replicas of core 1 */
       o.group_mode = odd ? TPU_GROUP_MODE_CROSS_PARTITION : TPU_GROUP_MODE_CROSS_REPLICA;
       st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, NULL, &out, &o);
       break;
     case E_ONE_OTHER_GROUPS:
       o.group_mode = TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION;
-      g = (tpu_group_assignment){odd ? rgroups_b : rgroups_a, 2, 2};
+      if (e->R == 4) g = (tpu_group_assignment){odd ? rgroups_b : rgroups_a, 2, 2};
+      else g = (tpu_group_assignment){odd ? rgroups_b : rgroups_r2, 1, 2}; /* {0, 1} vs {1, 0} */
       st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, &g, &out, &o);
       break;
     case E_SKIP: /* the last replica's core 1 skips the cross-partition sum its core 0 entered */
@@ -842,8 +854,54 @@ static void test_model_parallel__bad_groups_pairs_and_modes(void **state) {
   expect_step_error(E_MODE_7, 2, 4, TPU_INVALID_ARGUMENT, "group_mode", "7", 1);
 }
 
-/* One participant, replica 1 core 1, passes what the others do not: every
- * participant fails with TPU_INVALID_ARGUMENT naming it. */
+/* One participant, replica 1 core 1, passes bad input the others do not: the step
+ * is its error, and every participant gets TPU_INVALID_ARGUMENT naming it, as a
+ * replica's bad groups are today (test_collectives' bad_arguments). */
+static void test_model_parallel__one_core_with_bad_input(void **state) {
+  (void)state;
+  start(kLinearMesh, time_limit_ms(20000));
+  static err_case e;
+  const struct {
+    int mode;
+    const char *what, *frag;
+  } cases[] = {{E_ONE_MODE_7, "group mode 7", "group_mode is 7"},
+               {E_ONE_BAD_GROUPS, "CROSS_PARTITION groups with core 7", "logical core 7"},
+               {E_ONE_BAD_PAIRS, "permute target 1 twice", "Target 1 appears more than once"}};
+  const int ks[] = {2, 4};
+  int bad = 0;
+  for (int ki = 0; ki < 2; ++ki)
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ++ci) {
+      const int k = ks[ki], R = NUM_CORES / k;
+      tpu_clear_last_error();
+      tpu_status st = run_err(&e, cases[ci].mode, R, k, 0);
+      CHECK_NO_WORKER_FAILURES();
+      if (st != TPU_INVALID_ARGUMENT || strncmp(tpu_last_error(), "replica 1 core 1: ", 18) != 0 ||
+          strstr(tpu_last_error(), cases[ci].frag) == NULL) {
+        print_error("k = %d, only replica 1 core 1 passes %s: the step gave %s \"%s\"; want "
+                    "TPU_INVALID_ARGUMENT \"replica 1 core 1: ...%s...\"\n", k, cases[ci].what,
+                    tpu_status_name(st), tpu_last_error(),
+                    cases[ci].frag);
+        ++bad;
+      }
+      int wrong = 0, first = -1;
+      for (int p = 0; p < R * k; ++p)
+        if (e.status[p] != TPU_INVALID_ARGUMENT || strstr(e.message[p], cases[ci].frag) == NULL ||
+            (p != k + 1 && strstr(e.message[p], "replica 1 core 1") == NULL))
+          first = first < 0 ? p : first, ++wrong;
+      if (wrong) {
+        print_error("k = %d, only replica 1 core 1 passes %s: %d participant(s) wrong, first "
+                    "replica %d core %d: %s \"%s\"; want TPU_INVALID_ARGUMENT naming replica 1 "
+                    "core 1 and \"%s\"\n", k, cases[ci].what, wrong, first / k, first % k, tpu_status_name(e.status[first]),
+                    e.message[first], cases[ci].frag);
+        ++bad;
+      }
+      run_ok_step(R, k);
+    }
+  if (bad) fail_msg("%d failure(s), above", bad);
+}
+
+/* One participant, replica 1 core 1, uses another mode or other groups than the
+ * others: every participant fails with TPU_INVALID_ARGUMENT naming it. */
 static void test_model_parallel__participants_that_disagree(void **state) {
   (void)state;
   start(kLinearMesh, time_limit_ms(20000));
@@ -851,20 +909,7 @@ static void test_model_parallel__participants_that_disagree(void **state) {
   const int ks[] = {2, 4};
   for (int ki = 0; ki < 2; ++ki) {
     const int k = ks[ki], R = NUM_CORES / k;
-    /* A bad mode on one core: the step is that core's error. */
-    tpu_clear_last_error();
-    tpu_status st = run_err(&e, E_ONE_MODE_7, R, k, 0);
-    CHECK_NO_WORKER_FAILURES();
-    if (st != TPU_INVALID_ARGUMENT || strncmp(tpu_last_error(), "replica 1 core 1: ", 18) != 0 ||
-        strstr(tpu_last_error(), "group_mode") == NULL || strstr(tpu_last_error(), "7") == NULL)
-      fail_msg("k = %d, one core in group mode 7: %s \"%s\"; want TPU_INVALID_ARGUMENT "
-               "\"replica 1 core 1: ...group_mode...7...\"", k, tpu_status_name(st), tpu_last_error());
-    for (int p = 0; p < R * k; ++p)
-      if (e.status[p] != TPU_INVALID_ARGUMENT ||
-          (p != 1 * k + 1 && strstr(e.message[p], "replica 1 core 1") == NULL))
-        fail_msg("k = %d, one core in group mode 7: replica %d core %d got %s \"%s\"", k, p / k,
-                 p % k, tpu_status_name(e.status[p]), e.message[p]);
-    run_ok_step(R, k);
+    tpu_status st;
     /* Another mode, or other groups, on one core. */
     const int modes[] = {E_ONE_OTHER_MODE, E_ONE_OTHER_GROUPS};
     for (int mi = 0; mi < 2; ++mi) {
@@ -975,6 +1020,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_model_parallel__collectives_k8, release_system),
       cmocka_unit_test_teardown(test_model_parallel__collectives_k1_is_today, release_system),
       cmocka_unit_test_teardown(test_model_parallel__bad_groups_pairs_and_modes, release_system),
+      cmocka_unit_test_teardown(test_model_parallel__one_core_with_bad_input, release_system),
       cmocka_unit_test_teardown(test_model_parallel__participants_that_disagree, release_system),
       cmocka_unit_test_teardown(test_model_parallel__core_that_skips_a_collective, release_system),
       cmocka_unit_test_teardown(test_model_parallel__deadline_names_the_missing_core, release_system),
