@@ -269,6 +269,69 @@ static void test_model_parallel__rewrite_runs_every_core(void **state) {
   tpu_device_assignment_release(da);
 }
 
+/* Every core of a replica gets its own handle on the replica's input: a core that
+ * writes its input (tpu_tensor_mutable_data) changes neither its replica's other
+ * cores' inputs nor the caller's. Each core writes, all meet, then each reads back
+ * its own value. */
+typedef struct {
+  int k;
+  atomic_int wrong;
+} cow_case;
+
+static tpu_status cow_computation(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                  tpu_tensor **out, int no, void *user) {
+  cow_case *w = user;
+  int r = -1, c = -1;
+  tpu_replica_context_replica_id(ctx, &r);
+  tpu_replica_context_logical_core(ctx, &c);
+  const void *before = NULL;
+  void *data = NULL;
+  CHECK_OK(tpu_tensor_data(in[0], &before));
+  if (before == NULL || ((const float *)before)[0] != 10.0f + (float)r) atomic_fetch_add(&w->wrong, 1);
+  tpu_status st = tpu_tensor_mutable_data(in[0], &data);
+  if (st != TPU_OK) return st;
+  ((float *)data)[0] = (float)(-1 - (r * w->k + c));
+  st = tpu_barrier(ctx, NULL); /* every core of every replica has written */
+  if (st != TPU_OK) return st;
+  const void *after = NULL;
+  CHECK_OK(tpu_tensor_data(in[0], &after));
+  if (((const float *)after)[0] != (float)(-1 - (r * w->k + c))) atomic_fetch_add(&w->wrong, 1);
+  return TPU_OK;
+}
+
+static void test_model_parallel__cores_inputs_are_copy_on_write(void **state) {
+  (void)state;
+  start(kLinearMesh, time_limit_ms(20000));
+  const int ks[] = {2, 4, 8};
+  for (int ki = 0; ki < 3; ++ki) {
+    const int k = ks[ki], R = NUM_CORES / k;
+    tpu_device_assignment *da = make_assignment(DA_SCRAMBLED, k);
+    tpu_tensor *in[MAX_P];
+    for (int r = 0; r < R; ++r) {
+      float v[4] = {10.0f + (float)r, 1, 2, 3};
+      int64_t dims[1] = {4};
+      CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, v, sizeof v, &in[r]));
+    }
+    static cow_case w;
+    memset(&w, 0, sizeof w);
+    w.k = k;
+    tpu_step_options o = step_options(da, 0);
+    CHECK_OK(tpu_replicate(g_sys, cow_computation, &w, R, 1, in, 0, NULL, &o));
+    CHECK_NO_WORKER_FAILURES();
+    if (atomic_load(&w.wrong) != 0)
+      fail_msg("k = %d: %d core(s) saw another core's write to its input", k, atomic_load(&w.wrong));
+    for (int r = 0; r < R; ++r) {
+      const void *data = NULL;
+      CHECK_OK(tpu_tensor_data(in[r], &data));
+      if (((const float *)data)[0] != 10.0f + (float)r)
+        fail_msg("k = %d: the caller's input of replica %d changed to %g", k, r,
+                 (double)((const float *)data)[0]);
+      tpu_tensor_release(in[r]);
+    }
+    tpu_device_assignment_release(da);
+  }
+}
+
 /* ---- item 3: collectives in every group mode ------------------------------------ */
 
 /* Participant p's input element i: p is a bit of element 0's sum, so a sum over a
@@ -611,6 +674,7 @@ enum {
   E_PERMUTE_CROSS_REPLICA_AND_PARTITION, E_MODE_7, E_BARRIER_MODE_7,
   /* only participant (1, 1) differs */
   E_ONE_MODE_7, E_ONE_BAD_GROUPS, E_ONE_BAD_PAIRS, E_ONE_OTHER_MODE, E_ONE_OTHER_GROUPS,
+  E_ONE_OTHER_DTYPE,
   /* failures */
   E_SKIP, E_LATE, E_FAIL, E_FAIL_ALONE
 };
@@ -725,6 +789,16 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
       if (e->R == 4) g = (tpu_group_assignment){odd ? rgroups_b : rgroups_a, 2, 2};
       else g = (tpu_group_assignment){odd ? rgroups_b : rgroups_r2, 1, 2}; /* {0, 1} vs {1, 0} */
       st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, &g, &out, &o);
+      break;
+    case E_ONE_OTHER_DTYPE: /* cross-partition sums, one core's of float32 */
+      o.group_mode = TPU_GROUP_MODE_CROSS_PARTITION;
+      if (odd) {
+        tpu_tensor *xf = make_input(TPU_FLOAT, p);
+        st = tpu_all_reduce(ctx, xf, TPU_REDUCE_SUM, NULL, &out, &o);
+        tpu_tensor_release(xf);
+      } else {
+        st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, NULL, &out, &o);
+      }
       break;
     case E_SKIP: /* the last replica's core 1 skips the cross-partition sum its core 0 entered */
       o.group_mode = TPU_GROUP_MODE_CROSS_PARTITION;
@@ -900,8 +974,8 @@ static void test_model_parallel__one_core_with_bad_input(void **state) {
   if (bad) fail_msg("%d failure(s), above", bad);
 }
 
-/* One participant, replica 1 core 1, uses another mode or other groups than the
- * others: every participant fails with TPU_INVALID_ARGUMENT naming it. */
+/* One participant, replica 1 core 1, uses another mode, other groups or another
+ * dtype than the others: every participant fails with TPU_INVALID_ARGUMENT naming it. */
 static void test_model_parallel__participants_that_disagree(void **state) {
   (void)state;
   start(kLinearMesh, time_limit_ms(20000));
@@ -911,8 +985,8 @@ static void test_model_parallel__participants_that_disagree(void **state) {
     const int k = ks[ki], R = NUM_CORES / k;
     tpu_status st;
     /* Another mode, or other groups, on one core. */
-    const int modes[] = {E_ONE_OTHER_MODE, E_ONE_OTHER_GROUPS};
-    for (int mi = 0; mi < 2; ++mi) {
+    const int modes[] = {E_ONE_OTHER_MODE, E_ONE_OTHER_GROUPS, E_ONE_OTHER_DTYPE};
+    for (int mi = 0; mi < 3; ++mi) {
       tpu_clear_last_error();
       st = run_err(&e, modes[mi], R, k, 0);
       CHECK_NO_WORKER_FAILURES();
@@ -1015,6 +1089,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_model_parallel__every_core_runs, release_system),
       cmocka_unit_test_teardown(test_model_parallel__rewrite_runs_every_core, release_system),
+      cmocka_unit_test_teardown(test_model_parallel__cores_inputs_are_copy_on_write, release_system),
       cmocka_unit_test_teardown(test_model_parallel__collectives_k2, release_system),
       cmocka_unit_test_teardown(test_model_parallel__collectives_k4, release_system),
       cmocka_unit_test_teardown(test_model_parallel__collectives_k8, release_system),
