@@ -838,13 +838,15 @@ static void run_ok_step(int R, int k) {
   tpu_device_assignment_release(da);
 }
 
-/* `message` is "replica R core C: ..." for a participant of the step; *rest points
- * past that prefix. */
+/* `message` is "replica R core C: ..." for a participant of the step ("replica R: "
+ * with one core per replica); *rest points past that prefix. */
 static void expect_participant_prefix(const char *message, int R, int k, const char **rest) {
-  int r = -1, c = -1, n = 0;
-  if (sscanf(message, "replica %d core %d: %n", &r, &c, &n) != 2 || n == 0 || r < 0 || r >= R ||
-      c < 0 || c >= k)
-    fail_msg("message \"%s\" does not begin with \"replica R core C: \"", message);
+  int r = -1, c = 0, n = 0;
+  int ok = k == 1 ? sscanf(message, "replica %d: %n", &r, &n) == 1
+                  : sscanf(message, "replica %d core %d: %n", &r, &c, &n) == 2;
+  if (!ok || n == 0 || r < 0 || r >= R || c < 0 || c >= k)
+    fail_msg("message \"%s\" does not begin with \"%s\"", message,
+             k == 1 ? "replica R: " : "replica R core C: ");
   *rest = message + n;
 }
 
@@ -852,6 +854,8 @@ static void expect_participant_prefix(const char *message, int R, int k, const c
 static const char *strip_prefix(const char *message) {
   int r, c, n = 0;
   if (sscanf(message, "replica %d core %d: %n", &r, &c, &n) == 2 && n > 0) return message + n;
+  n = 0;
+  if (sscanf(message, "replica %d: %n", &r, &n) == 1 && n > 0) return message + n;
   return message;
 }
 
@@ -926,6 +930,11 @@ static void test_model_parallel__bad_groups_pairs_and_modes(void **state) {
                     "collective_permute", "CROSS_REPLICA_AND_PARTITION", 1);
   expect_step_error(E_FLAT_DUPLICATE, 2, 4, TPU_INVALID_ARGUMENT, "flattened id 6", "FLATTENED_ID", 1);
   expect_step_error(E_MODE_7, 2, 4, TPU_INVALID_ARGUMENT, "group_mode", "7", 1);
+  /* One core per replica: CROSS_PARTITION allows only core 0. */
+  expect_step_error(E_CORE_OUT_OF_RANGE, 8, 1, TPU_INVALID_ARGUMENT, "logical core 1", "CROSS_PARTITION", 1);
+  expect_step_error(E_PERMUTE_CORE_OUT_OF_RANGE, 8, 1, TPU_INVALID_ARGUMENT, "(0, 2)", "CROSS_PARTITION", 1);
+  expect_step_error(E_PERMUTE_CROSS_REPLICA_AND_PARTITION, 8, 1, TPU_INVALID_ARGUMENT,
+                    "collective_permute", "CROSS_REPLICA_AND_PARTITION", 1);
 }
 
 /* One participant, replica 1 core 1, passes bad input the others do not: the step
