@@ -63,19 +63,20 @@ by_hand_wait() {
 # participant's results, which the runs across tasks below must match bit for bit.
 model_parallel_reference "$worker"
 if [ -n "$mp_reference" ]; then
-  ok "replicas of 2 and 4 cores in one process of 8: every group mode x every collective against references"
+  ok "replicas of 2 and 4 cores in one process of 8: every group mode x every collective, partitioned inputs and outputs, against references"
 else bad "replicas of 2 and 4 cores in one process of 8" "$mp_reference_out"; fi
 
 for TPURT_TRANSPORT in $TRANSPORTS; do
   export TPURT_TRANSPORT
   # Replicas of 2 and 4 cores over 2 tasks of 4 (a replica's cores on both tasks, or
-  # on one): every group mode x every collective against references, and every
-  # result bit for bit one process's.
+  # on one): every group mode x every collective, a partitioned input, outputs
+  # assembled (a replica on one task) or core 0's (TPU_UNIMPLEMENTED to assemble
+  # across tasks), against references, and every result bit for bit one process's.
   out=$(timeout 180 "$tpurt" launch -n 2 --cores-per-task 4 -- "$worker" model_parallel 2>&1)
   rc=$?
   if [ $rc -eq 0 ] && every_task_says 2 "model_parallel ok" "$out" && [ -n "$mp_reference" ] &&
      [ "$(model_parallel_digests "$out")" = "$mp_reference" ]; then
-    ok "[$TPURT_TRANSPORT] replicas of 2 and 4 cores across 2 tasks: every group mode x every collective, bit for bit one process's"
+    ok "[$TPURT_TRANSPORT] replicas of 2 and 4 cores across 2 tasks: every group mode x every collective, partitioned inputs and outputs, bit for bit one process's"
   else bad "[$TPURT_TRANSPORT] replicas of 2 and 4 cores across 2 tasks (exit $rc)" "$out"; fi
   # A core on task 1 skips a cross-partition collective of its replica's cores on both
   # tasks, then calls it in another group mode, then all of task 1's cores do: both

@@ -125,7 +125,7 @@ model_parallel_reference "$worker"
 mpi 2 4 240 model_parallel
 if [ $rc -eq 0 ] && every_task_says 2 "model_parallel ok" && [ -n "$mp_reference" ] &&
    [ "$(model_parallel_digests "$out")" = "$mp_reference" ]; then
-  ok "replicas of 2 and 4 cores over MPI, 2 ranks of 4: every group mode x every collective, bit for bit one process's"
+  ok "replicas of 2 and 4 cores over MPI, 2 ranks of 4: every group mode x every collective, partitioned inputs and outputs, bit for bit one process's"
 else bad "replicas of 2 and 4 cores over MPI (exit $rc)" "$out
 $mp_reference_out"; fi
 mpi 2 4 90 model_parallel_skip

@@ -42,10 +42,10 @@ PY
 }
 
 # model_parallel_digests OUTPUT: the cluster worker's model_parallel digests (one line
-# per layout and participant, whichever task printed it), sorted: equal for two runs
-# whose every result is bit for bit the same.
+# per layout and participant, and per replica's output, whichever task printed it),
+# sorted: equal for two runs whose every result is bit for bit the same.
 model_parallel_digests() {
-  grep -o 'model_parallel [^ ]* replica [0-9]* core [0-9]* digest [0-9a-f]*' <<<"$1" | sort
+  grep -o 'model_parallel[_a-z]* [^ ]* replica [0-9]* [a-z]* [0-9]* digest [0-9a-f]*' <<<"$1" | sort
 }
 # model_parallel_reference WORKER: one process of 8 cores runs WORKER's model_parallel
 # scenario; sets mp_reference to its digests (empty if it failed; mp_reference_out:
@@ -55,7 +55,7 @@ model_parallel_reference() {
   local rc=$?
   mp_reference=$(model_parallel_digests "$mp_reference_out")
   if [ $rc -ne 0 ] || ! grep -qF "task 0: model_parallel ok" <<<"$mp_reference_out" ||
-     [ "$(wc -l <<<"$mp_reference")" != 32 ]; then
+     [ "$(wc -l <<<"$mp_reference")" != 56 ]; then
     mp_reference=
   fi
 }

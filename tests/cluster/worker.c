@@ -26,9 +26,10 @@
  *                                  feeds its own, another task's replica is refused
  *   cluster_worker model_parallel  8 cores in all, replicas of 2 and 4 cores (explicit
  *                                  device assignments, a replica's cores on one task
- *                                  or several): every group mode x every collective
- *                                  against references; prints each participant's
- *                                  digest of its results, to compare with one process
+ *                                  or several): every group mode x every collective,
+ *                                  partitioned inputs and outputs, against references;
+ *                                  prints each participant's digest of its results
+ *                                  and each output's, to compare with one process
  *   cluster_worker model_parallel_skip  a core on task 1 skips a collective, then
  *                                  calls it in another group mode, then every core
  *                                  permutes in a mode XLA has no permute for, then all
@@ -797,7 +798,8 @@ static int scenario_feed(tpu_system *system) {
  * task, replicas in another order than the tasks ("local"). Every participant checks
  * each collective against a naive reference (float sums folded in member order: bit
  * for bit) and prints a digest of all its results, which tests/check_cluster.sh and
- * tests/check_mpi.sh compare with one process's. */
+ * tests/check_mpi.sh compare with one process's. Then a step with a partitioned
+ * input and outputs (mp_io). */
 typedef struct mp_layout {
   const char *name;
   int replicas, cores;
@@ -1020,6 +1022,84 @@ static tpu_device_assignment *mp_assignment(tpu_system *system, const mp_layout 
   return out;
 }
 
+/* Partitioned inputs and outputs: replica r's input is [4, 6] of mp_value(100 + r),
+ * cut [2, k / 2] over its cores; core c returns its tile plus c, as output 0 (logical
+ * core 0's) and output 1 (assembled from every core's tile when `assemble`). */
+static tpu_status mp_io_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out,
+                           int nout, void *user) {
+  (void)nin, (void)nout, (void)user;
+  int c;
+  OK(tpu_replica_context_logical_core(ctx, &c));
+  int64_t dims[2] = {0, 0};
+  size_t rank = 0, bytes = 0;
+  const void *p = NULL;
+  OK(tpu_tensor_dims(in[0], dims, 2, &rank));
+  OK(tpu_tensor_data(in[0], &p));
+  OK(tpu_tensor_byte_size(in[0], &bytes));
+  float *v = malloc(bytes ? bytes : 1);
+  for (size_t i = 0; i < bytes / sizeof *v; i++) v[i] = ((const float *)p)[i] + (float)c;
+  OK(tpu_tensor_create(TPU_FLOAT, dims, (int)rank, v, bytes, &out[0]));
+  OK(tpu_tensor_create(TPU_FLOAT, dims, (int)rank, v, bytes, &out[1]));
+  free(v);
+  return TPU_OK;
+}
+
+/* The io step of one layout: checks every output this task gets against the cut and
+ * the assembly done by hand, and prints its digest. A partitioned output whose
+ * replica's cores are on several tasks is TPU_UNIMPLEMENTED (replicate.h): there
+ * output 1 is core 0's too, in every run, so that the digests compare. */
+static void mp_io(tpu_system *system, const mp_layout *lay, tpu_step_options *o) {
+  const int R = lay->replicas, k = lay->cores, q = k / 2;
+  const int split = strstr(lay->name, "split") != NULL; /* a replica's cores on both tasks */
+  const int64_t dims[2] = {4, 6};
+  tpu_tensor *ins[8] = {NULL}, *outs[16] = {NULL};
+  for (int r = 0; r < R; r++) {
+    float v[24];
+    for (int i = 0; i < 24; i++) v[i] = mp_value(100 + r, i);
+    if (tpu_tensor_create(TPU_FLOAT, dims, 2, v, sizeof v, &ins[r]) != TPU_OK) abort();
+  }
+  const tpu_partition_spec cut = {2, {2, q}}, whole = {0, {0}};
+  const tpu_partition_spec out_specs[2] = {whole, cut}, out_whole[2] = {whole, whole};
+  o->input_partitions = &cut;
+  o->num_input_partitions = 1;
+  o->num_output_partitions = 2;
+  if (split && g_tasks > 1) {
+    o->output_partitions = out_specs;
+    tpu_status s = tpu_replicate(system, mp_io_fn, NULL, R, 1, ins, 2, outs, o);
+    EXPECT(s == TPU_UNIMPLEMENTED && strstr(tpu_last_error(), "whose cores run on several tasks"),
+           "%s: a partitioned output across tasks: %s: %s", lay->name, tpu_status_name(s), tpu_last_error());
+  }
+  o->output_partitions = split ? out_whole : out_specs;
+  tpu_status s = tpu_replicate(system, mp_io_fn, NULL, R, 1, ins, 2, outs, o);
+  EXPECT(s == TPU_OK, "%s: the io step failed: %s: %s", lay->name, tpu_status_name(s), tpu_last_error());
+  for (int r = 0; s == TPU_OK && r < R; r++)
+    for (int out = 0; out < 2; out++) {
+      const tpu_tensor *y = outs[r * 2 + out];
+      if (y == NULL) continue; /* logical core 0 runs on another task */
+      const int assembled = out == 1 && !split;
+      const int64_t rows = assembled ? 4 : 2, cols = assembled ? 6 : 6 / q;
+      const void *d = NULL;
+      tpu_tensor_data(y, &d);
+      for (int64_t i = 0; i < rows * cols; i++) {
+        const int64_t row = i / cols, col = i % cols;
+        const int core = (int)(row / 2) * q + (int)(col / (6 / q));
+        const float want = mp_value(100 + r, row * 6 + col) + (float)(assembled ? core : 0);
+        const float got = ((const float *)d)[i];
+        if (memcmp(&got, &want, sizeof got) != 0) {
+          EXPECT(0, "%s io: replica %d output %d element %lld is %.9g, want %.9g", lay->name, r, out,
+                 (long long)i, got, want);
+          break;
+        }
+      }
+      printf("task %d: model_parallel_io %s replica %d output %d digest %016llx\n", g_task, lay->name, r, out,
+             (unsigned long long)mp_digest(1469598103934665603ull, y));
+    }
+  for (int i = 0; i < 16; i++) tpu_tensor_release(outs[i]);
+  for (int r = 0; r < R; r++) tpu_tensor_release(ins[r]);
+  o->input_partitions = NULL, o->num_input_partitions = 0;
+  o->output_partitions = NULL, o->num_output_partitions = 0;
+}
+
 static int scenario_model_parallel(tpu_system *system) {
   if (g_n != 8) {
     EXPECT(0, "model_parallel needs 8 cores in all, not %d", g_n);
@@ -1033,6 +1113,7 @@ static int scenario_model_parallel(tpu_system *system) {
     o.device_assignment = da;
     tpu_status s = tpu_replicate(system, mp_fn, (void *)lay, lay->replicas, 0, NULL, 0, NULL, &o);
     EXPECT(s == TPU_OK, "%s: the step failed: %s: %s", lay->name, tpu_status_name(s), tpu_last_error());
+    mp_io(system, lay, &o);
     tpu_device_assignment_release(da);
   }
   return 0;
