@@ -57,6 +57,11 @@ Published decode(int task, const std::string& text) {
 
 int64_t left_ms(int64_t deadline_ms) { return std::max<int64_t>(1, deadline_ms - net::now_ms()); }
 
+// Waits until every task has read the facts of `what` that all published.
+void read_by_all(Coordination& coordination, const char* what, int64_t deadline_ms) {
+  coordination.barrier(str_cat(kReservedKeyPrefix, "transport/read/", what), left_ms(deadline_ms), {});
+}
+
 }  // namespace
 
 std::string host_identity() {
@@ -120,18 +125,22 @@ DataPlane connect_data_plane(Coordination& coordination, const CoordinationConfi
   coordination.kv_set(key("choice", me), encode(mine));
 
   std::vector<bool> same_host(T, false);  // shares this task's host (not this task itself)
-  std::string first_remote;
+  std::string first_remote, other_choice;
   bool all_mpi_launched = true;
   for (int t = 0; t < T; ++t) {
     const Published p = t == me ? mine : decode(t, coordination.kv_get(key("choice", t), left_ms(deadline_ms)));
-    if (p.choice != mine.choice)
-      invalid_argument("task ", t, " has TPURT_TRANSPORT=", p.choice, " but task ", me, " has ",
-                       mine.choice, ": every task of a cluster needs the same value");
+    if (p.choice != mine.choice && other_choice.empty())
+      other_choice = str_cat("task ", t, " has TPURT_TRANSPORT=", p.choice, " but task ", me, " has ",
+                             mine.choice, ": every task of a cluster needs the same value");
     all_mpi_launched &= p.mpi_launch;
     if (t == me) continue;
     same_host[t] = p.host == mine.host;
     if (!same_host[t] && first_remote.empty()) first_remote = str_cat("task ", t, " (", p.host, ")");
   }
+  // Every task has read every choice before any fails on them: task 0, which hosts the
+  // coordination service, would otherwise leave before the others read its own.
+  read_by_all(coordination, "choices", deadline_ms);
+  if (!other_choice.empty()) invalid_argument(other_choice);
   std::string local_tasks;  // this host's, in order
   for (int t = 0; t < T; ++t)
     if (t == me || same_host[t]) local_tasks += str_cat(local_tasks.empty() ? "" : ", ", t);
@@ -152,6 +161,7 @@ DataPlane connect_data_plane(Coordination& coordination, const CoordinationConfi
         if (theirs.empty()) ++with;
         else if (without < 0) without = t, without_why = theirs.substr(1);
       }
+      read_by_all(coordination, "mpi", deadline_ms);
       if (with > 0 && without >= 0)
         fail(TPU_FAILED_PRECONDITION, "every task was started by mpirun, but task ", without,
              " cannot use the MPI plugin (", without_why, ") while ", with,
