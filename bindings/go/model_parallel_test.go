@@ -99,6 +99,22 @@ func TestEveryCoreOfAReplicaRuns(t *testing.T) {
 	if len(runs) != replicas {
 		t.Errorf("%d (replica, core) pairs ran, want %d: %v", len(runs), replicas, runs)
 	}
+	// A failure on one core names it, and the other cores are released.
+	_, err = ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		if err := ctx.OnLogicalCore(1, func() error {
+			if ctx.ReplicaID() == 2 {
+				return ctx.Fail(CodeNotFound, "no shard here")
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		_, err := CrossReplicaSum(ctx, []float32{1}, Collective{GroupMode: CrossReplicaAndPartition})
+		return nil, err
+	}, mpReplicas, WithDeviceAssignment(a))
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "replica 2 core 1") || !strings.Contains(err.Error(), "no shard here") {
+		t.Errorf("a failure on replica 2 core 1: %v", err)
+	}
 }
 
 // inSameGroup is XLA's participant rule written out: whether (r2, c2) is in the group
