@@ -40,9 +40,9 @@ func (c *Context) LogicalCore() int { return c.raw.LogicalCore() }
 
 // OnLogicalCore runs fn only on logical core n of each replica ("this part runs on
 // core n", as a tf.tpu.core(n) device scope) and returns its error; the other cores
-// skip fn and get nil. The other cores make none of the collectives inside fn, so
-// those must not involve them. n outside [0, NumCoresPerReplica()) is an
-// ErrInvalidArgument naming it.
+// skip fn and get nil. fn makes no collectives: every participant of a step makes
+// the same sequence of them (the library fails the step naming the ones that
+// differ). n outside [0, NumCoresPerReplica()) is an ErrInvalidArgument naming it.
 func (c *Context) OnLogicalCore(n int, fn func() error) error {
 	if k := c.NumCoresPerReplica(); n < 0 || n >= k {
 		return newError(CodeInvalidArgument, "OnLogicalCore: core %d is outside [0, %d) (the cores per replica)", n, k)
