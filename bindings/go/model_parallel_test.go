@@ -314,7 +314,7 @@ func TestPartitionedInputsAndOutputsRoundTrip(t *testing.T) {
 	// Counts whose product is not the cores per replica name the input.
 	_, err = Replicate(s, func(*Context, []*Tensor) ([]*Tensor, error) { return nil, nil }, inputs,
 		WithDeviceAssignment(a), WithInputPartitions([]int32{2, 2}, nil, nil))
-	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "0") {
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "input_partitions[0]") {
 		t.Errorf("partition counts 2x2 on 2 cores: %v", err)
 	}
 }
@@ -431,12 +431,12 @@ func TestMeshGroupsAndDeviceAssignment(t *testing.T) {
 		axes []MeshAxis
 		want string
 	}{
-		{[]MeshAxis{{"batch", 3}, {"model", 2}}, "3"},
-		{[]MeshAxis{{"a", 4}, {"a", 2}}, "a"},
-		{[]MeshAxis{{"unsharded", 8}}, "unsharded"},
-		{[]MeshAxis{{"", 8}}, "name"},
-		{[]MeshAxis{{"batch", 0}, {"model", 8}}, "0"},
-		{nil, "axis"},
+		{[]MeshAxis{{"batch", 3}, {"model", 2}}, "multiply to 6"},
+		{[]MeshAxis{{"a", 4}, {"a", 2}}, `axis_names[1] is "a"`},
+		{[]MeshAxis{{"unsharded", 8}}, `"unsharded"`},
+		{[]MeshAxis{{"", 8}}, "axis_names[0] is empty"},
+		{[]MeshAxis{{"batch", 0}, {"model", 8}}, `axis_sizes[0] is 0 (axis "batch")`},
+		{nil, "at least one axis"},
 	} {
 		if m, err := NewMesh(a, tc.axes...); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewMesh(%v): %v, want ErrInvalidArgument naming %q", tc.axes, err, tc.want)
