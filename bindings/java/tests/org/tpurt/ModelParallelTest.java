@@ -449,6 +449,12 @@ public class ModelParallelTest {
           assertArrayEquals(new float[] {d[2 * c], d[2 * c + 1], d[4 + 2 * c], d[5 + 2 * c]}, t[3].toFloat32Vector(), 0f);
         }
       }
+      // Over a mesh of that assignment: the same step.
+      try (Mesh mesh = Mesh.create(a, new String[] {"batch", "model"}, new long[] {R, K})) {
+        List<Tensor[]> again = tpu.replicate((ctx, in) -> new Tensor[] {in[0], in[1], in[2], in[3]}, inputs, mesh, inParts,
+            outParts);
+        for (int r = 0; r < R; r++) assertArrayEquals(iota(12, 100 * r), again.get(r)[0].toFloat32Vector(), 0f);
+      }
       // The same through StepOptions on the raw system, and a count that does not match the cores.
       StepOptions options = new StepOptions();
       options.setDeviceAssignment(a);
