@@ -60,9 +60,10 @@ void fill_desc(Descriptor* d, CollectiveKind kind, const Tensor* x) {
 
 ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_replica, int task_id,
                                          net::Transport* transport, int64_t timeout_ms,
-                                         int num_cpus, bool private_results)
+                                         int num_cpus, bool private_results,
+                                         int cores_per_replica)
     : Communicator(static_cast<int>(std::count(task_of_replica.begin(), task_of_replica.end(), task_id)),
-                   timeout_ms, num_cpus, private_results),
+                   timeout_ms, num_cpus, private_results, cores_per_replica),
       cx_(std::move(task_of_replica), task_id, transport,
           [rv = &rendezvous()] {
             int origin;

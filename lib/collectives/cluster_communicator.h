@@ -28,8 +28,10 @@ class ClusterCommunicator : public Communicator {
   // the transport's end of the step (net::Transport::end_step).
   // private_results: as Communicator's; otherwise a task's members of a group share
   // one result buffer for all-reduce, all-gather and broadcast above kInlineBytes.
+  // cores_per_replica: ranks are participants r * cores_per_replica + c.
   ClusterCommunicator(std::vector<int> task_of_replica, int task_id, net::Transport* transport,
-                      int64_t timeout_ms, int num_cpus, bool private_results = false);
+                      int64_t timeout_ms, int num_cpus, bool private_results = false,
+                      int cores_per_replica = 1);
   ~ClusterCommunicator() override;
 
   int num_replicas() const { return cx_.num_participants(); }

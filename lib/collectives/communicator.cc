@@ -24,6 +24,7 @@
 #include "core/tensor_ops.h"
 #include "core/tensor_ref.h"
 #include "topology/group_assignment.h"
+#include "topology/group_modes.h"
 
 namespace tpurt {
 namespace {
@@ -66,8 +67,11 @@ uint64_t hash_ids(const int32_t* ids, int64_t n) {
   return h;
 }
 
-Communicator::Communicator(int size, int64_t timeout_ms, int num_cpus, bool private_results)
-    : rv_(new Rendezvous(size, timeout_ms, num_cpus)), identity_(size), private_results_(private_results) {
+Communicator::Communicator(int size, int64_t timeout_ms, int num_cpus, bool private_results,
+                           int cores_per_replica)
+    : rv_(new Rendezvous(size, timeout_ms, num_cpus, cores_per_replica)),
+      identity_(size),
+      private_results_(private_results) {
   for (int i = 0; i < size; ++i) identity_[i] = i;
   identity_hash_ = hash_ids(identity_.data(), size);
 }
@@ -75,6 +79,7 @@ Communicator::Communicator(int size, int64_t timeout_ms, int num_cpus, bool priv
 Communicator::~Communicator() = default;
 
 int Communicator::size() const { return rv_->size(); }
+int Communicator::cores_per_replica() const { return rv_->cores_per_replica(); }
 void Communicator::reset(const int* cpu_of_rank) { rv_->reset(cpu_of_rank); }
 void Communicator::set_step_timeout(int64_t timeout_ms) { rv_->set_step_timeout(timeout_ms); }
 int64_t Communicator::step_timeout_ms() const { return rv_->step_timeout(); }
@@ -141,7 +146,7 @@ void Communicator::setup(int rank, CollectiveKind kind, const Tensor* x,
       }
     }
   }
-  invalid_argument("replica ", rank, " is in no group");  // unreachable after validation
+  invalid_argument(participant_name(rank, cores_per_replica()), " is in no group");  // unreachable after validation
 }
 
 // Publishes x (inline when small) and the output buffer, then meets the others.

@@ -23,16 +23,20 @@ uint64_t hash_ids(const int32_t* ids, int64_t n);
 
 class Communicator {
  public:
-  // size: participants (replicas); timeout_ms: how long a participant waits for the
-  // others before TPU_DEADLINE_EXCEEDED; num_cpus: decides spinning vs yielding;
-  // private_results: every member gets its own copy of a result the group shares
-  // (all-reduce, all-gather, broadcast) instead of one shared buffer.
-  Communicator(int size, int64_t timeout_ms, int num_cpus, bool private_results = false);
+  // size: participants, (replica r, logical core c) as rank r * cores_per_replica + c;
+  // timeout_ms: how long a participant waits for the others before
+  // TPU_DEADLINE_EXCEEDED; num_cpus: decides spinning vs yielding; private_results:
+  // every member gets its own copy of a result the group shares (all-reduce,
+  // all-gather, broadcast) instead of one shared buffer. cores_per_replica only names
+  // participants in messages ("replica R core C").
+  Communicator(int size, int64_t timeout_ms, int num_cpus, bool private_results = false,
+               int cores_per_replica = 1);
   virtual ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   virtual int size() const;
+  int cores_per_replica() const;
 
   // Prepares a new step: sequence numbers, departures and abort state start afresh.
   // No participant may be inside a collective. cpu_of_rank: the CPU each replica's

@@ -81,8 +81,9 @@ uint64_t Descriptor::digest() const {
   return h;
 }
 
-Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus)
+Rendezvous::Rendezvous(int size, int64_t timeout_ms, int num_cpus, int cores_per_replica)
     : size_(size),
+      cores_per_replica_(cores_per_replica),
       timeout_ms_(timeout_ms),
       policy_(SpinPolicy::for_threads(size, num_cpus)),
       slots_(new Slot[size]),
@@ -155,7 +156,7 @@ void Rendezvous::abort(int replica, tpu_status code, const std::string& message)
     failure_code_ = TPU_ABORTED;
     failure_origin_ = replica;
     failure_message_ = replica >= 0
-                           ? str_cat("replica ", replica, " failed (", status_name(code), "): ", message)
+                           ? str_cat(name(replica), " failed (", status_name(code), "): ", message)
                            : str_cat("step aborted (", status_name(code), "): ", message);
     failed_.store(true, std::memory_order_seq_cst);
   }
@@ -168,7 +169,7 @@ void Rendezvous::poison(tpu_status code, const std::string& message, int origin)
     if (failed_.load(std::memory_order_relaxed)) return;
     failure_code_ = code;
     failure_origin_ = origin;
-    failure_message_ = origin >= 0 ? str_cat("replica ", origin, ": ", message) : message;
+    failure_message_ = origin >= 0 ? str_cat(name(origin), ": ", message) : message;
     failed_.store(true, std::memory_order_seq_cst);
   }
   wake_.wake();
@@ -210,7 +211,7 @@ std::string Rendezvous::missing_list(uint64_t seq, Phase phase) const {
   for (int r = 0; r < size_; ++r) {
     const Slot& s = slots_[r];
     uint64_t v = (phase == Phase::kArrive ? s.line[seq & 1].seq : s.finished).load(std::memory_order_seq_cst);
-    if (v < seq) os << (n++ ? ", " : "") << r;
+    if (v < seq) os << (n++ ? ", " : "") << (cores_per_replica_ > 1 ? name(r) : std::to_string(r));
   }
   return os.str();
 }
@@ -244,13 +245,14 @@ void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
     if (res == WaitResult::kStopped) {
       if (ready()) continue;  // arrived, then departed
       poison_and_throw(TPU_FAILED_PRECONDITION,
-                       str_cat("replica ", r, " finished its computation without joining collective #",
-                               seq, " (", record(rank, seq).desc.describe(), ") that replica ", rank,
+                       str_cat(name(r), " finished its computation without joining collective #",
+                               seq, " (", record(rank, seq).desc.describe(), ") that ", name(rank),
                                " is in"));
     }
     poison_and_throw(TPU_DEADLINE_EXCEEDED,
                      str_cat("collective #", seq, " (", record(rank, seq).desc.describe(), ") timed out after ",
-                             timeout_ms, " ms waiting for replicas [", missing_list(seq, phase), "]"));
+                             timeout_ms, " ms waiting for ", cores_per_replica_ > 1 ? "" : "replicas ", "[",
+                             missing_list(seq, phase), "]"));
   }
 }
 
@@ -284,13 +286,14 @@ void Rendezvous::report_mismatch(uint64_t seq) {
   }
   const Descriptor& common = record(best, seq).desc;
   std::ostringstream os;
-  os << "collective #" << seq << ": replicas disagree with the " << best_count << " that called "
+  os << "collective #" << seq << ": " << (cores_per_replica_ > 1 ? "participants" : "replicas")
+     << " disagree with the " << best_count << " that called "
      << common.describe() << ": ";
   int shown = 0;
   for (int r = 0; r < size_; ++r) {
     const Descriptor& d = record(r, seq).desc;
     if (d == common) continue;
-    os << (shown++ ? "; " : "") << "replica " << r << " called " << d.describe();
+    os << (shown++ ? "; " : "") << name(r) << " called " << d.describe();
   }
   poison_and_throw(TPU_INVALID_ARGUMENT, os.str());
 }

@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "core/wait.h"
+#include "topology/group_modes.h"
 #include "tpurt/collectives.h"
 
 namespace tpurt {
@@ -65,12 +66,14 @@ struct Record {
 
 class Rendezvous {
  public:
-  Rendezvous(int size, int64_t timeout_ms, int num_cpus);
+  // cores_per_replica names rank r as participant_name(r, cores_per_replica).
+  Rendezvous(int size, int64_t timeout_ms, int num_cpus, int cores_per_replica = 1);
   ~Rendezvous();
   Rendezvous(const Rendezvous&) = delete;
   Rendezvous& operator=(const Rendezvous&) = delete;
 
   int size() const { return size_; }
+  int cores_per_replica() const { return cores_per_replica_; }
   // Starts a step. cpu_of_rank: the CPU each rank's thread is pinned to, or NULL
   // when the OS places them (then waiters never spin in place of yielding).
   void reset(const int* cpu_of_rank);
@@ -137,6 +140,8 @@ class Rendezvous {
   };
 
   void release_parked();
+  // "replica R", or "replica R core C" with several cores per replica.
+  std::string name(int rank) const { return participant_name(rank, cores_per_replica_); }
 
   enum class Phase { kArrive, kFinish };
   void wait_all(int rank, uint64_t seq, Phase phase);
@@ -150,6 +155,7 @@ class Rendezvous {
   bool cpu_mates_arrived(int rank, uint64_t seq, Phase phase) const;
 
   int size_;
+  int cores_per_replica_;
   int64_t timeout_ms_;
   SpinPolicy policy_;
   std::unique_ptr<Slot[]> slots_;

@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "runtime/replica_context.h"
+#include "topology/group_modes.h"
 
 namespace tpurt {
 namespace {
@@ -50,7 +51,8 @@ struct alignas(64) Executor::Core {
 struct Executor::Step {
   StepSpec spec;
   Communicator* comm = nullptr;
-  std::vector<int> replicas;  // the step's replicas that run in this process
+  std::vector<int> participants;  // the step's participants that run in this process
+  int cores_per_replica = 1;
   alignas(64) std::atomic<uint32_t> pending{0};
   std::atomic<int> first_failure{-1};  // replica that failed first on its own
   std::atomic<int> first_abort{-1};    // replica that first failed after the step had
@@ -140,7 +142,7 @@ void Executor::run_replica(Core& core) {
     return;
   }
   Step& step = *step_;
-  if (status == TPU_OK) ctx.comm->depart(ctx.replica_id);
+  if (status == TPU_OK) ctx.comm->depart(ctx.participant);
   else record_failure(core, status);
   ctx.comm = nullptr;  // a context kept past its step no longer reaches collectives
   if (step.pending.fetch_sub(1, std::memory_order_seq_cst) == 1) step.done.wake();
@@ -177,8 +179,9 @@ std::string Executor::wait_for_late(int n, const int* cores, int64_t timeout_ms)
   for (int i = 0; i < n; ++i) {
     const int c = cores ? cores[i] : i;
     if (late(i))
-      list += str_cat(list.empty() ? "" : ", ", "core ", c, " (still running replica ",
-                      cores_[c].ctx.replica_id, " of an earlier step, which overran its deadline)");
+      list += str_cat(list.empty() ? "" : ", ", "core ", c, " (still running ",
+                      participant_name(cores_[c].ctx.participant, cores_[c].ctx.num_cores_per_replica),
+                      " of an earlier step, which overran its deadline)");
   }
   return list;
 }
@@ -203,26 +206,28 @@ void Executor::record_failure(Core& core, tpu_status status) {
   tpu_status code;
   std::string message;
   const bool collateral =
-      step.comm->failure(&origin, &code, &message) && origin != ctx.replica_id;
+      step.comm->failure(&origin, &code, &message) && origin != ctx.participant;
   int none = -1;
   (collateral ? step.first_abort : step.first_failure)
-      .compare_exchange_strong(none, ctx.replica_id, std::memory_order_acq_rel);
-  step.comm->abort(ctx.replica_id, core.status, core.error);
+      .compare_exchange_strong(none, ctx.participant, std::memory_order_acq_rel);
+  step.comm->abort(ctx.participant, core.status, core.error);
 }
 
 StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_replica,
                          const std::shared_ptr<Communicator>& shared_comm,
-                         tpu_tensor** outputs, const std::vector<int>* replicas) {
+                         tpu_tensor** outputs, const std::vector<int>* participants) {
   Step& step = *step_;
-  const int n = spec.num_replicas;
-  step.replicas.clear();
-  if (replicas) step.replicas = *replicas;
+  const int k = cores_per_replica;
+  const int n = spec.num_replicas * k;  // participants
+  step.cores_per_replica = k;
+  step.participants.clear();
+  if (participants) step.participants = *participants;
   else
-    for (int r = 0; r < n; ++r) step.replicas.push_back(r);
-  const int m = static_cast<int>(step.replicas.size());
+    for (int p = 0; p < n; ++p) step.participants.push_back(p);
+  const int m = static_cast<int>(step.participants.size());
   const int64_t step_timeout_ms = spec.timeout_ms > 0 ? spec.timeout_ms : timeout_ms_;
   std::vector<int> local_cores(m);
-  for (int i = 0; i < m; ++i) local_cores[i] = cores[step.replicas[i]];
+  for (int i = 0; i < m; ++i) local_cores[i] = cores[step.participants[i]];
   const std::string busy = wait_for_late(m, local_cores.data(), step_timeout_ms);
   if (!busy.empty())
     fail(TPU_UNAVAILABLE, "the step needs ", busy, ", which did not return within ", step_timeout_ms,
@@ -234,25 +239,26 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   step.first_abort.store(-1, std::memory_order_relaxed);
   step.pending.store(static_cast<uint32_t>(m), std::memory_order_relaxed);
   if (!placement_.empty())
-    for (int i = 0; i < m; ++i) cpu_of_rank_[i] = placement_[cores[step.replicas[i]]];
+    for (int i = 0; i < m; ++i) cpu_of_rank_[i] = placement_[cores[step.participants[i]]];
   comm->reset(placement_.empty() ? nullptr : cpu_of_rank_.data());
   step_timeout_ms_ = step_timeout_ms;
   comm->set_step_timeout(step_timeout_ms_);
-  for (int r : step.replicas) {
-    Core& core = cores_[cores[r]];
+  for (int p : step.participants) {
+    Core& core = cores_[cores[p]];
     tpu_replica_context& ctx = core.ctx;
     ctx.comm = comm;
-    ctx.replica_id = r;
-    ctx.participant = r;  // one core per replica until the executor runs participants
-    ctx.num_replicas = n;
-    ctx.num_cores_per_replica = cores_per_replica;
+    ctx.participant = p;
+    ctx.replica_id = p / k;
+    ctx.logical_core = p % k;
+    ctx.num_replicas = spec.num_replicas;
+    ctx.num_cores_per_replica = k;
     ctx.bf16_scope_depth = 0;
     ctx.fail_code = TPU_OK;
     ctx.fail_message.clear();
     ctx.late.store(false, std::memory_order_relaxed);
     core.fn = spec.fn;
     core.user_data = spec.user_data;
-    tpu_tensor* const* in = spec.inputs + static_cast<int64_t>(r) * spec.num_inputs;
+    tpu_tensor* const* in = spec.inputs + static_cast<int64_t>(p) * spec.num_inputs;
     core.inputs.assign(in, in + spec.num_inputs);
     core.outputs.assign(spec.num_outputs, nullptr);
     core.state.store(kRunning, std::memory_order_relaxed);
@@ -290,7 +296,8 @@ StepResult Executor::first_error(const int* cores) {
     if (step.comm->failure(&origin, &result.code, &result.message) && origin >= 0) return result;
   }
   const Core& core = cores_[cores[failed]];
-  return {core.status, str_cat("replica ", failed, ": ", core.error), false};
+  return {core.status, str_cat(participant_name(failed, step.cores_per_replica), ": ", core.error),
+          false};
 }
 
 StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** outputs) {
@@ -298,11 +305,11 @@ StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** ou
   const int num_outputs = step.spec.num_outputs;
   StepResult result = first_error(cores);
   (void)num_replicas;
-  for (int r : step.replicas) {
-    Core& core = cores_[cores[r]];
+  for (int p : step.participants) {
+    Core& core = cores_[cores[p]];
     for (int o = 0; o < num_outputs; ++o) {
       tpu_tensor* t = std::exchange(core.outputs[o], nullptr);
-      if (result.code == TPU_OK) outputs[static_cast<int64_t>(r) * num_outputs + o] = t;
+      if (result.code == TPU_OK) outputs[static_cast<int64_t>(p) * num_outputs + o] = t;
       else release(t);
     }
   }
@@ -314,20 +321,21 @@ StepResult Executor::give_up(int num_replicas, const int* cores,
   Step& step = *step_;
   std::string late;
   int num_late = 0;
-  for (int r : step.replicas) {
-    Core& core = cores_[cores[r]];
+  for (int p : step.participants) {
+    Core& core = cores_[cores[p]];
+    const std::string who = participant_name(p, step.cores_per_replica);
     // Handed over before the replica can see kLate: it may read its inputs after the
     // caller's references are gone, and call collectives on its communicator.
     for (tpu_tensor* t : core.inputs) retain(t);
     core.late_comm = comm;
     // Before it can be late: once it is, its collectives are TPU_ABORTED (replicate.h),
     // not the error that failed the step. Harmless if it returns first.
-    core.ctx.late_reason = str_cat("replica ", r, " did not return within ", step_timeout_ms_,
+    core.ctx.late_reason = str_cat(who, " did not return within ", step_timeout_ms_,
                                    " ms and its step failed without it: its collectives are aborted");
     core.ctx.late.store(true, std::memory_order_release);
     int running = kRunning;
     if (core.state.compare_exchange_strong(running, kLate, std::memory_order_acq_rel)) {
-      late += str_cat(num_late++ ? ", " : "", r);
+      late += str_cat(num_late++ ? ", " : "", step.cores_per_replica > 1 ? who : std::to_string(p));
     } else {
       for (tpu_tensor* t : core.inputs) release(t);
       core.late_comm.reset();
@@ -338,12 +346,12 @@ StepResult Executor::give_up(int num_replicas, const int* cores,
   while (step.pending.load(std::memory_order_seq_cst) != static_cast<uint32_t>(num_late))
     sched_yield();
   if (num_late == 0) return collect(num_replicas, cores, outputs);
-  for (int r : step.replicas) {
-    Core& core = cores_[cores[r]];
+  for (int p : step.participants) {
+    Core& core = cores_[cores[p]];
     if (core.state.load(std::memory_order_acquire) != kDone) continue;
     for (tpu_tensor*& t : core.outputs) release(std::exchange(t, nullptr));
   }
-  const std::string overran = str_cat("replica", num_late > 1 ? "s " : " ", late,
+  const std::string overran = str_cat(step.cores_per_replica > 1 ? "" : num_late > 1 ? "replicas " : "replica ", late,
                                       " did not return within ", step_timeout_ms_, " ms");
   StepResult result = first_error(cores);
   result.late = true;

@@ -30,9 +30,9 @@ struct StepSpec {
   tpu_computation_fn fn = nullptr;
   void* user_data = nullptr;
   int num_replicas = 0;
-  int num_inputs = 0;   // per replica
-  int num_outputs = 0;  // per replica
-  tpu_tensor* const* inputs = nullptr;  // [replica][input], borrowed for the step
+  int num_inputs = 0;   // per participant
+  int num_outputs = 0;  // per participant
+  tpu_tensor* const* inputs = nullptr;  // [participant][input], borrowed for the step
   int64_t timeout_ms = 0;               // the step's collective deadline; 0: the system's
 };
 
@@ -75,18 +75,20 @@ class Executor {
   // running replica R of an earlier step, ...), ...", or "" when none is.
   std::string wait_for_late(int n, const int* cores, int64_t timeout_ms);
 
-  // Runs spec on cores[r] for replica r, with comm as the step's communicator. On
-  // success outputs[r * num_outputs + o] receive new references. A replica that has
+  // Runs spec on cores[p] for participant p = r * cores_per_replica + c (replica r,
+  // logical core c), with comm as the step's communicator: spec.inputs is
+  // [participant][input]. On success outputs[p * num_outputs + o] receive new
+  // references. A replica that has
   // not returned `timeout_ms` after the step failed or another replica finished is
   // late: the step fails without it, and its core runs nothing else until it
   // returns (the runtime holds its inputs meanwhile; what it outputs is released).
   // Throws TPU_UNAVAILABLE when a core of the step is still running a late
   // computation after waiting the deadline for it. The caller holds the step lock.
-  // replicas: the replicas that run in this process (cores indexed by replica id);
+  // participants: those that run in this process (cores indexed by participant);
   // NULL: all of them.
   StepResult run(const StepSpec& spec, const int* cores, int cores_per_replica,
                  const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs,
-                 const std::vector<int>* replicas = nullptr);
+                 const std::vector<int>* participants = nullptr);
 
  private:
   struct Core;

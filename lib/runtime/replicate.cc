@@ -9,6 +9,7 @@
 #include "runtime/replica_context.h"
 #include "core/tensor_ops.h"
 #include "core/tensor_ref.h"
+#include "topology/device_assignment.h"
 
 namespace tpurt {
 namespace {
@@ -192,15 +193,49 @@ tpu_status run_with_infeed(tpu_replica_context* ctx, tpu_tensor* const* inputs, 
   return st;
 }
 
+// With k cores per replica the runtime runs one computation per (replica r, logical
+// core c), participant r * k + c: each core of this task gets its replica's inputs
+// (a handle of its own on the same buffer, copy-on-write), and the replica's outputs
+// are logical core 0's.
+void run_participants(System& system, const StepSpec& spec, int k,
+                      const DeviceAssignment& da, tpu_tensor** outputs) {
+  const int participants = spec.num_replicas * k;
+  TensorRefs inputs(static_cast<size_t>(participants) * spec.num_inputs);
+  for (int p = 0; p < participants; ++p) {
+    if (da.task(p / k, p % k) != system.task_id()) continue;
+    for (int i = 0; i < spec.num_inputs; ++i) {
+      const Tensor* t = spec.inputs[static_cast<int64_t>(p / k) * spec.num_inputs + i];
+      if (t == nullptr)  // another task's replica with a core on this task
+        invalid_argument("replica ", p / k, " input ", i, " is NULL, but logical core ", p % k,
+                         " of replica ", p / k, " runs on this task");
+      inputs[static_cast<size_t>(p) * spec.num_inputs + i] = share(t, t->dims, t->rank, 0);
+    }
+  }
+  StepSpec expanded = spec;
+  expanded.inputs = inputs.data();
+  TensorRefs staged(static_cast<size_t>(participants) * spec.num_outputs);
+  system.run_step(expanded, &da, staged.data());
+  for (int r = 0; r < spec.num_replicas; ++r)
+    for (int o = 0; o < spec.num_outputs; ++o)
+      outputs[static_cast<int64_t>(r) * spec.num_outputs + o] =
+          staged.take(static_cast<size_t>(r) * k * spec.num_outputs + o);
+}
+
 // Runs spec (with the infeed wrapper if the options ask for it).
 void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor** outputs) {
   spec.timeout_ms = options.collective_timeout_ms;
+  const DeviceAssignment* da = options.device_assignment;
+  const int k = da ? da->num_cores_per_replica() : 1;
+  if (k > 1 && options.infeed_queue != nullptr)
+    fail(TPU_UNIMPLEMENTED, "options->infeed_queue with ", k,
+         " cores per replica: an infeed queue feeds replicas of one core each");
   InfeedStep infeed{spec.fn, spec.user_data, options.infeed_queue};
   if (options.infeed_queue != nullptr) {
     spec.fn = run_with_infeed;
     spec.user_data = &infeed;
   }
-  system.run_step(spec, options.device_assignment, outputs);
+  if (k > 1) return run_participants(system, spec, k, *da, outputs);
+  system.run_step(spec, da, outputs);
 }
 
 }  // namespace

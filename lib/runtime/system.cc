@@ -16,6 +16,7 @@
 #include "core/options.h"
 #include "core/wait.h"
 #include "topology/embedding_config.h"
+#include "topology/group_modes.h"
 #include "topology/topology.h"
 
 namespace tpurt {
@@ -116,7 +117,7 @@ std::vector<std::string> device_names(const SystemConfig& c) {
 System::System(SystemConfig config)
     : config_(std::move(config)),
       comms_(config_.num_cores + 1),
-      replica_core_(config_.num_cores),
+      participant_core_(config_.num_cores),
       core_owner_(config_.num_cores),
       executor_(this, device_names(config_), config_.pin_threads, config_.collective_timeout_ms) {
   build_topology();
@@ -310,9 +311,15 @@ void System::check_num_replicas(int num_replicas, const DeviceAssignment* da) co
   if (da_replicas != num_replicas)
     invalid_argument("the device assignment has ", da_replicas, " replicas but num_replicas is ",
                      num_replicas);
-  if (num_replicas > num_global_cores())
-    invalid_argument("the device assignment has ", num_replicas, " replicas but the system has ",
-                     num_global_cores(), " cores; each replica needs a core of its own");
+  const int64_t participants = int64_t{num_replicas} * da->num_cores_per_replica();
+  if (participants > num_global_cores())
+    invalid_argument("the device assignment has ", num_replicas, " replicas",
+                     da->num_cores_per_replica() > 1
+                         ? str_cat(" of ", da->num_cores_per_replica(), " cores (", participants,
+                                   " computations)")
+                         : std::string(),
+                     " but the system has ", num_global_cores(),
+                     " cores; each replica needs a core of its own for each of its logical cores");
 }
 
 std::shared_ptr<const DeviceAssignment> System::default_device_assignment(int num_replicas) const {
@@ -323,50 +330,57 @@ std::shared_ptr<const DeviceAssignment> System::default_device_assignment(int nu
 const int* System::resolve_cores(int num_replicas, const DeviceAssignment* da,
                                  int* cores_per_replica) {
   check_num_replicas(num_replicas, da);
-  replica_core_.assign(num_replicas, -1);
-  replica_task_.assign(num_replicas, 0);
-  local_replicas_.clear();
+  const int k = da == nullptr ? 1 : da->num_cores_per_replica();
+  const int n = num_replicas * k;
+  *cores_per_replica = k;
+  participant_core_.assign(n, -1);
+  participant_task_.assign(n, 0);
+  local_participants_.clear();
   if (da == nullptr) {
     // Replica r on global core r: task r / num_cores, its core r % num_cores.
     for (int r = 0; r < num_replicas; ++r) {
-      replica_task_[r] = r / num_cores();
-      if (replica_task_[r] != task_id()) continue;
-      replica_core_[r] = r % num_cores();
-      local_replicas_.push_back(r);
+      participant_task_[r] = r / num_cores();
+      if (participant_task_[r] != task_id()) continue;
+      participant_core_[r] = r % num_cores();
+      local_participants_.push_back(r);
     }
-    *cores_per_replica = 1;
-    return replica_core_.data();
+    return participant_core_.data();
   }
-  *cores_per_replica = da->num_cores_per_replica();
   std::fill(core_owner_.begin(), core_owner_.end(), -1);
   for (int r = 0; r < num_replicas; ++r) {
-    const int task = da->task(r, 0);
-    if (task < 0 || task >= num_tasks())
-      invalid_argument("the device assignment puts replica ", r, " on task ", task,
-                       ", but this system has ", num_tasks() == 1 ? "only task 0" : "tasks 0 to ",
-                       num_tasks() == 1 ? "" : std::to_string(num_tasks() - 1));
-    replica_task_[r] = task;
-    if (task != task_id()) continue;
-    local_replicas_.push_back(r);
-    const int core = da->tpu_ordinal(r, 0);
-    if (core < 0 || core >= num_cores())
-      invalid_argument("the device assignment puts replica ", r, " on device ", core,
-                       ", but this system has ", num_cores(), " cores");
-    // Two replicas on one core would deadlock in their first collective.
-    if (core_owner_[core] >= 0)
-      invalid_argument("the device assignment puts replicas ", core_owner_[core], " and ", r,
-                       " on core ", core, "; each replica needs a core of its own");
-    core_owner_[core] = r;
-    replica_core_[r] = core;
+    for (int c = 0; c < k; ++c) {
+      const int p = r * k + c;
+      const int task = da->task(r, c);
+      if (task < 0 || task >= num_tasks())
+        invalid_argument("the device assignment puts ", participant_name(p, k), " on task ", task,
+                         ", but this system has ", num_tasks() == 1 ? "only task 0" : "tasks 0 to ",
+                         num_tasks() == 1 ? "" : std::to_string(num_tasks() - 1));
+      participant_task_[p] = task;
+      if (task != task_id()) continue;
+      local_participants_.push_back(p);
+      const int core = da->tpu_ordinal(r, c);
+      if (core < 0 || core >= num_cores())
+        invalid_argument("the device assignment puts ", participant_name(p, k), " on device ", core,
+                         ", but this system has ", num_cores(), " cores");
+      // Two computations on one core would deadlock in their first collective.
+      if (core_owner_[core] >= 0)
+        invalid_argument("the device assignment puts ", participant_name(core_owner_[core], k),
+                         " and ", participant_name(p, k), " on core ", core,
+                         "; each needs a core of its own");
+      core_owner_[core] = p;
+      participant_core_[p] = core;
+    }
   }
-  return replica_core_.data();
+  return participant_core_.data();
 }
 
-const std::shared_ptr<Communicator>& System::communicator(int num_replicas) {
-  std::shared_ptr<Communicator>& comm = comms_[num_replicas];
-  if (!comm)
-    comm = std::make_shared<Communicator>(num_replicas, config_.collective_timeout_ms,
-                                          num_usable_cpus(), config_.private_collective_results);
+const std::shared_ptr<Communicator>& System::communicator(int num_participants,
+                                                          int cores_per_replica) {
+  std::shared_ptr<Communicator>& comm = comms_[num_participants];
+  if (!comm || comm->cores_per_replica() != cores_per_replica)
+    comm = std::make_shared<Communicator>(num_participants, config_.collective_timeout_ms,
+                                          num_usable_cpus(), config_.private_collective_results,
+                                          cores_per_replica);
   return comm;
 }
 
@@ -378,10 +392,11 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
   int cores_per_replica = 1;
   const int* cores = resolve_cores(spec.num_replicas, device_assignment, &cores_per_replica);
   if (num_tasks() > 1) return run_cluster_step(spec, cores, cores_per_replica, outputs);
+  const int participants = spec.num_replicas * cores_per_replica;
   StepResult result = executor_.run(spec, cores, cores_per_replica,
-                                    communicator(spec.num_replicas), outputs);
+                                    communicator(participants, cores_per_replica), outputs);
   if (result.code == TPU_OK) return;
-  if (result.late) comms_[spec.num_replicas].reset();  // the late replicas hold it
+  if (result.late) comms_[participants].reset();  // the late participants hold it
   if (config_.close_on_failure) close(result.message);
   throw Error(result.code, result.message);
 }
@@ -393,15 +408,15 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
 void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_per_replica,
                               tpu_tensor** outputs) {
   transport_->begin_step(++step_number_);
-  if (!cluster_comm_ || cluster_comm_->num_replicas() != spec.num_replicas ||
-      cluster_comm_->task_of_replica() != replica_task_)
+  if (!cluster_comm_ || cluster_comm_->task_of_replica() != participant_task_ ||
+      cluster_comm_->cores_per_replica() != cores_per_replica)
     cluster_comm_ = std::make_shared<ClusterCommunicator>(
-        replica_task_, task_id(), transport_.get(), config_.collective_timeout_ms,
-        num_usable_cpus(), config_.private_collective_results);
+        participant_task_, task_id(), transport_.get(), config_.collective_timeout_ms,
+        num_usable_cpus(), config_.private_collective_results, cores_per_replica);
   std::shared_ptr<Communicator> comm = cluster_comm_;
   StepResult result;
   try {
-    result = executor_.run(spec, cores, cores_per_replica, comm, outputs, &local_replicas_);
+    result = executor_.run(spec, cores, cores_per_replica, comm, outputs, &local_participants_);
   } catch (const Error& e) {  // the step did not start here: the others must still hear
     result.code = e.code();
     result.message = e.message();
@@ -411,15 +426,15 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
   ClusterCommunicator* cc = cluster_comm_.get();
   const bool remote_failed =
       transport_->end_step(mine, timeout, &remote, [cc](int task) { return cc->describe_task(task); });
-  if (result.late) cluster_comm_.reset();  // the late replicas hold it
+  if (result.late) cluster_comm_.reset();  // the late participants hold it
   // A step fails as one: another task's failure fails this task's step too, and its
   // own error wins over the abort it caused here.
   if (remote_failed && (result.code == TPU_OK ||
                         (result.code == TPU_ABORTED && remote.code != TPU_ABORTED))) {
     if (result.code == TPU_OK)
-      for (int r : local_replicas_)
+      for (int p : local_participants_)
         for (int o = 0; o < spec.num_outputs; ++o)
-          release(std::exchange(outputs[static_cast<int64_t>(r) * spec.num_outputs + o], nullptr));
+          release(std::exchange(outputs[static_cast<int64_t>(p) * spec.num_outputs + o], nullptr));
     result.code = remote.code;
     result.message = remote.message;
   }

@@ -113,10 +113,13 @@ class System {
   void shutdown();
 
   // Runs one step on the cores the device assignment names (NULL: replica r on core
-  // r), after checking it against num_replicas. Steps run one at a time in call
-  // order. On success outputs[r * num_outputs + o] get new references; on failure
-  // throws "replica R: ..." and leaves outputs alone. A core still running a late
-  // computation is waited for up to the deadline (then TPU_UNAVAILABLE).
+  // r), after checking it against num_replicas: one participant per (replica r,
+  // logical core c), p = r * k + c with k the assignment's cores per replica.
+  // spec.inputs is [participant][input] and, on success, outputs[p * num_outputs + o]
+  // get new references (this task's participants only); on failure throws "replica
+  // R: ..." ("replica R core C: ..." when k > 1) and leaves outputs alone. Steps run
+  // one at a time in call order. A core still running a late computation is waited
+  // for up to the deadline (then TPU_UNAVAILABLE).
   void run_step(const StepSpec& spec, const DeviceAssignment* device_assignment,
                 tpu_tensor** outputs);
 
@@ -129,9 +132,10 @@ class System {
   // Registers and starts a system (joining the cluster first when setup is given).
   static std::shared_ptr<System> launch(SystemConfig config, const ClusterSetup* setup);
   void build_topology();
+  // The core of every participant (-1 on other tasks), indexed by flattened id.
   const int* resolve_cores(int num_replicas, const DeviceAssignment* da,
                            int* cores_per_replica);
-  const std::shared_ptr<Communicator>& communicator(int num_replicas);
+  const std::shared_ptr<Communicator>& communicator(int num_participants, int cores_per_replica);
   void join_cluster(const ClusterSetup& setup);
   void run_cluster_step(const StepSpec& spec, const int* cores, int cores_per_replica,
                         tpu_tensor** outputs);
@@ -145,16 +149,16 @@ class System {
   std::string closed_message_;
 
   FifoMutex step_mu_;
-  // Guarded by step_mu_: one communicator per replica count (a step's late replicas
-  // keep theirs; the next step gets a new one), and the replica -> core map of the
-  // current step.
+  // Guarded by step_mu_: one communicator per participant count (a step's late
+  // participants keep theirs; the next step gets a new one), and the participant ->
+  // core map of the current step.
   std::vector<std::shared_ptr<Communicator>> comms_;
-  std::vector<int> replica_core_;
+  std::vector<int> participant_core_;
   std::vector<int> core_owner_;
 
-  // Guarded by step_mu_: which replicas run here (multi-task steps).
-  std::vector<int> replica_task_;
-  std::vector<int> local_replicas_;
+  // Guarded by step_mu_: which participants run here (multi-task steps).
+  std::vector<int> participant_task_;
+  std::vector<int> local_participants_;
 
   // A multi-task system's: the data plane, the coordination agent, the step count.
   // Before coordination_: the service's callbacks use them until it is gone.
