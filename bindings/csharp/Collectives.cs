@@ -81,6 +81,14 @@ internal sealed class CollectiveCall : IDisposable {
     }
     return flat;
   }
+  internal static Int32Vector Pairs(int[,] pairs, string what) {
+    if (pairs == null) throw new ArgumentNullException(what);
+    if (pairs.GetLength(1) != 2)
+      throw new ArgumentException(what + " has " + pairs.GetLength(1) + " columns; a pair is { source, target }", what);
+    var list = new List<(int, int)>();
+    for (int i = 0; i < pairs.GetLength(0); ++i) list.Add((pairs[i, 0], pairs[i, 1]));
+    return Pairs(list, what);
+  }
   internal static Int32Vector Pairs(int[][] pairs, string what) {
     if (pairs == null) throw new ArgumentNullException(what);
     var list = new List<(int, int)>();
@@ -133,12 +141,18 @@ public partial class ReplicaContext {
       return DelegateComputation.Own(Broadcast(x, root, c.Groups, c.Options));
   }
   // Pairs of replica ids (cross-replica), logical-core ids (cross-partition) or
-  // flattened ids (flattened-id).
+  // flattened ids (flattened-id). mcs cannot pass a tuple array to another assembly
+  // (CS1503): give a List<(int, int)>, int[][] or int[,].
   public Tensor CollectivePermute(Tensor x, IEnumerable<(int source, int target)> sourceTargetPairs, GroupMode? groupMode = null) {
     using (Int32Vector pairs = CollectiveCall.Pairs(sourceTargetPairs, nameof(sourceTargetPairs)))
       return Permute(x, pairs, groupMode);
   }
   public Tensor CollectivePermute(Tensor x, int[][] sourceTargetPairs, GroupMode? groupMode = null) {
+    using (Int32Vector pairs = CollectiveCall.Pairs(sourceTargetPairs, nameof(sourceTargetPairs)))
+      return Permute(x, pairs, groupMode);
+  }
+  // { { source, target }, ... }
+  public Tensor CollectivePermute(Tensor x, int[,] sourceTargetPairs, GroupMode? groupMode = null) {
     using (Int32Vector pairs = CollectiveCall.Pairs(sourceTargetPairs, nameof(sourceTargetPairs)))
       return Permute(x, pairs, groupMode);
   }
