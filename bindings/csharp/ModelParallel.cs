@@ -9,8 +9,9 @@ public partial class ReplicaContext {
   public int LogicalCore { get { return GetLogicalCore(); } }
 
   // Runs `body` on logical core n of every replica (the other cores skip it) and says
-  // whether it ran here. A collective inside it is one only the n cores enter: give it
-  // groups that hold just them (each core of a replica runs the same computation).
+  // whether it ran here. Every participant of a step makes the same sequence of
+  // collectives (include/tpurt/collectives.h): keep collectives out of `body` (one in
+  // it fails the step with an InvalidArgumentError naming the cores that disagree).
   public bool OnCore(int n, Action body) {
     if (body == null) throw new ArgumentNullException(nameof(body));
     if (!IsCore(n)) return false;

@@ -96,6 +96,12 @@ public class ModelParallelTests {
     e = Assert.Throws<UnknownError>(() => tpu.replicate((ctx, x) => { tpu.on_core("/device:CPU:0", () => {}); return new Tensor[0]; },
                                                         device_assignment: assignment, system: system));
     StringAssert.Contains("\"/device:CPU:0\" is not a replicated core's device name", e.Message);
+    // A collective only core 1 enters is named at once, not a hang.
+    var mismatch = Assert.Throws<InvalidArgumentError>(() => tpu.replicate((ctx, x) => {
+      ctx.OnCore(1, () => tpu.cross_replica_sum(new float[] { 1 }));
+      return new[] { tpu.cross_replica_sum(new float[] { 1 }, group_mode: GroupMode.CrossPartition) };
+    }, device_assignment: assignment, num_outputs: 1, system: system));
+    StringAssert.Contains("core 1", mismatch.Message);
   }
 
   [Test]
