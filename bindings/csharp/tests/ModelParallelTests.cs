@@ -168,6 +168,7 @@ public class ModelParallelTests {
         ctx.CrossReplicaSum(Mine(ctx), mesh["model"], GroupMode.FlattenedId),
         tpu.CrossReplicaSum(Mine(ctx), mesh, "batch"),
         Tensor.Of(mesh.Coordinates(ctx.ReplicaId(), ctx.LogicalCore).ToArray()).Cast(DType.Float32),
+        tpu.cross_replica_sum(Mine(ctx), mesh, "model", "batch"),
       });
       AssertEveryParticipant(seen);
       // Row-major over (batch, model): participant (r, c) sits at batch r, model c.
@@ -180,11 +181,32 @@ public class ModelParallelTests {
         CollectionAssert.AreEqual(Sum((rr, cc) => rr == r), p.Value[3], at);
         CollectionAssert.AreEqual(Sum((rr, cc) => cc == c), p.Value[4], at);
         CollectionAssert.AreEqual(new float[] { r, c }, p.Value[5], at);
+        CollectionAssert.AreEqual(Sum((rr, cc) => true), p.Value[6], at);
       }
       // Naming a mode other than the axes' is refused before the collective.
       var e = Assert.Throws<UnknownError>(() => OnEveryCore(ctx => new[] { tpu.cross_replica_sum(Mine(ctx), mesh["model"], group_mode: GroupMode.CrossPartition) }));
       StringAssert.Contains("hold FlattenedId ids, but the group mode is CrossPartition", e.Message);
     }
+  }
+
+  // Compile-only: every form of x takes (mesh, axis, ...) and still takes the seed's
+  // positional (x, null, name) without ambiguity.
+  static void MeshFormsCompile(Mesh mesh, Tensor t, PerReplica p, object o) {
+    tpu.cross_replica_sum(t, mesh, "model");
+    tpu.cross_replica_sum(p, mesh, "model");
+    tpu.cross_replica_sum(new float[] { 1 }, mesh, "model", "batch");
+    tpu.cross_replica_sum(new double[] { 1 }, mesh, "model");
+    tpu.cross_replica_sum(new[] { 1 }, mesh, "model");
+    tpu.cross_replica_sum(new long[] { 1 }, mesh, "model");
+    tpu.cross_replica_sum((t, t), mesh, "model");
+    tpu.cross_replica_sum(new List<object> { t }, mesh, "model");
+    tpu.cross_replica_sum(new Dictionary<object, object> { { "k", t } }, mesh, "model");
+    tpu.cross_replica_sum(o, mesh, "model");
+    tpu.cross_replica_sum(t, null, "name");
+    tpu.cross_replica_sum(new float[] { 1 }, null, "name");
+    tpu.cross_replica_sum(o, mesh["model"], "name", GroupMode.FlattenedId);
+    tpu.CrossReplicaSum(t, mesh, "model");
+    tpu.CrossReplicaSum(new float[] { 1 }, mesh["model"]);
   }
 
   [Test]
