@@ -69,9 +69,9 @@ else bad "replicas of 2 and 4 cores in one process of 8" "$mp_reference_out"; fi
 for TPURT_TRANSPORT in $TRANSPORTS; do
   export TPURT_TRANSPORT
   # Replicas of 2 and 4 cores over 2 tasks of 4 (a replica's cores on both tasks, or
-  # on one): every group mode x every collective, a partitioned input, outputs
-  # assembled (a replica on one task) or core 0's (TPU_UNIMPLEMENTED to assemble
-  # across tasks), against references, and every result bit for bit one process's.
+  # on one): every group mode x every collective, a partitioned input and outputs
+  # (assembled from tiles on both tasks), against references, and every result bit
+  # for bit one process's.
   out=$(timeout 180 "$tpurt" launch -n 2 --cores-per-task 4 -- "$worker" model_parallel 2>&1)
   rc=$?
   if [ $rc -eq 0 ] && every_task_says 2 "model_parallel ok" "$out" && [ -n "$mp_reference" ] &&

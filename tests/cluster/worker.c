@@ -1024,7 +1024,7 @@ static tpu_device_assignment *mp_assignment(tpu_system *system, const mp_layout 
 
 /* Partitioned inputs and outputs: replica r's input is [4, 6] of mp_value(100 + r),
  * cut [2, k / 2] over its cores; core c returns its tile plus c, as output 0 (logical
- * core 0's) and output 1 (assembled from every core's tile when `assemble`). */
+ * core 0's) and output 1 (assembled from every core's tile). */
 static tpu_status mp_io_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out,
                            int nout, void *user) {
   (void)nin, (void)nout, (void)user;
@@ -1044,13 +1044,11 @@ static tpu_status mp_io_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int 
   return TPU_OK;
 }
 
-/* The io step of one layout: checks every output this task gets against the cut and
- * the assembly done by hand, and prints its digest. A partitioned output whose
- * replica's cores are on several tasks is TPU_UNIMPLEMENTED (replicate.h): there
- * output 1 is core 0's too, in every run, so that the digests compare. */
+/* The io step of one layout: checks every output this task gets (output 1 assembled
+ * from tiles that, in the split layouts, come from both tasks) against the cut and
+ * the assembly done by hand, and prints its digest. */
 static void mp_io(tpu_system *system, const mp_layout *lay, tpu_step_options *o) {
   const int R = lay->replicas, k = lay->cores, q = k / 2;
-  const int split = strstr(lay->name, "split") != NULL; /* a replica's cores on both tasks */
   const int64_t dims[2] = {4, 6};
   tpu_tensor *ins[8] = {NULL}, *outs[16] = {NULL};
   for (int r = 0; r < R; r++) {
@@ -1059,31 +1057,24 @@ static void mp_io(tpu_system *system, const mp_layout *lay, tpu_step_options *o)
     if (tpu_tensor_create(TPU_FLOAT, dims, 2, v, sizeof v, &ins[r]) != TPU_OK) abort();
   }
   const tpu_partition_spec cut = {2, {2, q}}, whole = {0, {0}};
-  const tpu_partition_spec out_specs[2] = {whole, cut}, out_whole[2] = {whole, whole};
+  const tpu_partition_spec out_specs[2] = {whole, cut};
   o->input_partitions = &cut;
   o->num_input_partitions = 1;
+  o->output_partitions = out_specs;
   o->num_output_partitions = 2;
-  if (split && g_tasks > 1) {
-    o->output_partitions = out_specs;
-    tpu_status s = tpu_replicate(system, mp_io_fn, NULL, R, 1, ins, 2, outs, o);
-    EXPECT(s == TPU_UNIMPLEMENTED && strstr(tpu_last_error(), "whose cores run on several tasks"),
-           "%s: a partitioned output across tasks: %s: %s", lay->name, tpu_status_name(s), tpu_last_error());
-  }
-  o->output_partitions = split ? out_whole : out_specs;
   tpu_status s = tpu_replicate(system, mp_io_fn, NULL, R, 1, ins, 2, outs, o);
   EXPECT(s == TPU_OK, "%s: the io step failed: %s: %s", lay->name, tpu_status_name(s), tpu_last_error());
   for (int r = 0; s == TPU_OK && r < R; r++)
     for (int out = 0; out < 2; out++) {
       const tpu_tensor *y = outs[r * 2 + out];
       if (y == NULL) continue; /* logical core 0 runs on another task */
-      const int assembled = out == 1 && !split;
-      const int64_t rows = assembled ? 4 : 2, cols = assembled ? 6 : 6 / q;
+      const int64_t rows = out ? 4 : 2, cols = out ? 6 : 6 / q;
       const void *d = NULL;
       tpu_tensor_data(y, &d);
       for (int64_t i = 0; i < rows * cols; i++) {
         const int64_t row = i / cols, col = i % cols;
         const int core = (int)(row / 2) * q + (int)(col / (6 / q));
-        const float want = mp_value(100 + r, row * 6 + col) + (float)(assembled ? core : 0);
+        const float want = mp_value(100 + r, row * 6 + col) + (float)(out ? core : 0);
         const float got = ((const float *)d)[i];
         if (memcmp(&got, &want, sizeof got) != 0) {
           EXPECT(0, "%s io: replica %d output %d element %lld is %.9g, want %.9g", lay->name, r, out,
