@@ -885,7 +885,8 @@ static uint64_t mp_digest(uint64_t h, const tpu_tensor *t) {
   return h;
 }
 
-/* got[j] == want(j) bit for bit for j < n; names the first difference. */
+/* y[j] == want_expr (of j) bit for bit for j < n; names the first difference with the
+ * caller's lay, mode, r and c. */
 #define MP_CHECK(what, y, n, want_expr)                                                          \
   do {                                                                                           \
     const void *d_ = NULL;                                                                       \
