@@ -242,22 +242,26 @@ struct Participants {
   }
 
   // [replica][input] -> [participant][input]: input i split as its spec says, or
-  // whole (a handle of its own on the caller's buffer) for every core; inputs from
+  // whole for every core, each core a handle of its own on one buffer (the caller's,
+  // or one copy of it when the caller has written through its handle); inputs from
   // num_specs on (the padded sizes' extras) are whole. Participants of other tasks
   // get NULL.
   void spread_inputs(int width, tpu_tensor* const* inputs, const tpu_partition_spec* specs,
                      size_t num_specs, TensorRefs* out) const {
     for (int r = 0; r < num_replicas; ++r)
-      for (int c = 0; c < cores; ++c) {
-        const size_t p = static_cast<size_t>(r) * cores + c;
-        if (!local[p]) continue;
-        for (int i = 0; i < width; ++i) {
-          const Tensor* t = inputs[static_cast<size_t>(r) * width + i];
+      for (int i = 0; i < width; ++i) {
+        const Tensor* t = inputs[static_cast<size_t>(r) * width + i];
+        const bool split = static_cast<size_t>(i) < num_specs && is_partitioned(specs[i]);
+        const Tensor* whole = t;  // what the next core's handle shares
+        for (int c = 0; c < cores; ++c) {
+          const size_t p = static_cast<size_t>(r) * cores + c;
+          if (!local[p]) continue;
           if (t == nullptr)  // another task's replica with a core on this task
             invalid_argument("replica ", r, " input ", i, " is NULL, but logical core ", c,
                              " of replica ", r, " runs on this task");
-          const bool split = static_cast<size_t>(i) < num_specs && is_partitioned(specs[i]);
-          (*out)[p * width + i] = split ? partition_tile(t, specs[i], c) : share_whole(t);
+          Tensor*& slot = (*out)[p * width + i];
+          slot = split ? partition_tile(t, specs[i], c) : share_whole(whole);
+          if (!split) whole = slot;
         }
       }
   }
