@@ -830,8 +830,8 @@ static void test_partition__bad_output_tiles(void **state) {
   bad_tiles good = {5}, none = {6};
   tpu_step_options o1 = partition_options(NULL, NULL, 0, &rank1, 1);
   CHECK_ERROR(tpu_replicate(g_sys, odd_tiles, &good, 1, 0, NULL, 1, out, &o1), TPU_INVALID_ARGUMENT,
-              "replica 0 logical core 0 output 0 is float32[2,3] of rank 2 but output_partitions[0] "
-              "has 1 partition dimensions [1]");
+              "replica 0 logical core 0 output 0 is float32[2,3] of rank 2 but "
+              "output_partitions[0] has 1 partition dimensions [1]");
   assert_null(out[0]);
   o1 = partition_options(NULL, NULL, 0, &rank2, 1);
   CHECK_ERROR(tpu_replicate(g_sys, odd_tiles, &none, 1, 0, NULL, 1, out, &o1), TPU_INVALID_ARGUMENT,

@@ -155,8 +155,10 @@ void check_partitions(int num_inputs, int num_outputs, const StepOptions& o) {
     size_t count;
     int expected;
   };
-  for (const Field& f : {Field{"input", o.input_partitions, o.num_input_partitions, num_inputs},
-                         Field{"output", o.output_partitions, o.num_output_partitions, num_outputs}}) {
+  const Field fields[] = {
+      {"input", o.input_partitions, o.num_input_partitions, num_inputs},
+      {"output", o.output_partitions, o.num_output_partitions, num_outputs}};
+  for (const Field& f : fields) {
     if (f.specs == nullptr && f.count != 0)
       invalid_argument("options->", f.kind, "_partitions is NULL but num_", f.kind,
                        "_partitions is ", f.count);
@@ -329,7 +331,8 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
   const Participants parts(system, options.device_assignment, spec.num_replicas);
   parts.check_outputs_assemble(spec.num_outputs, options.output_partitions);
   // With one core a spec is whole or one tile, the tensor itself: inputs pass as they are.
-  TensorRefs inputs(cores > 1 ? static_cast<size_t>(spec.num_replicas) * cores * spec.num_inputs : 0);
+  TensorRefs inputs(cores > 1 ? static_cast<size_t>(spec.num_replicas) * cores * spec.num_inputs
+                              : 0);
   if (cores > 1) {
     parts.spread_inputs(spec.num_inputs, spec.inputs, options.input_partitions,
                         options.num_input_partitions, &inputs);
