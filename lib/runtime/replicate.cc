@@ -122,23 +122,41 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
   }
 }
 
+// Whether some core of replica r runs on this task (da NULL: replica r on global
+// core r, as System::run_step places it).
+bool runs_here(const System& system, const DeviceAssignment* da, int r) {
+  if (da == nullptr) return r / system.num_cores() == system.task_id();
+  for (int c = 0; c < da->num_cores_per_replica(); ++c)
+    if (da->task(r, c) == system.task_id()) return true;
+  return false;
+}
+
 // Inputs must agree between replicas: dtype always, shape unless maximum_shapes pads
-// the input (TensorFlow merges the replicas' shapes in TPUReplicatedInput).
-void check_replica_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
-                          const tpu_shape* maximum_shapes) {
-  for (int r = 0; r < num_replicas; ++r) {
-    for (int i = 0; i < num_inputs; ++i) {
+// the input (TensorFlow merges the replicas' shapes in TPUReplicatedInput). Another
+// task's replicas may pass NULL (docs/ABI.md), unless maximum_shapes needs every
+// replica's shape.
+void check_replica_inputs(const System& system, int num_replicas, int num_inputs,
+                          tpu_tensor* const* inputs, const StepOptions& options) {
+  const tpu_shape* maximum_shapes = options.maximum_shapes;
+  for (int i = 0; i < num_inputs; ++i) {
+    int first_replica = -1;
+    for (int r = 0; r < num_replicas; ++r) {
       const Tensor* t = inputs[static_cast<int64_t>(r) * num_inputs + i];
-      if (t == nullptr) invalid_argument("replica ", r, " input ", i, " is NULL");
-      const Tensor* first = inputs[i];
+      if (t == nullptr) {
+        if (maximum_shapes == nullptr && !runs_here(system, options.device_assignment, r))
+          continue;
+        invalid_argument("replica ", r, " input ", i, " is NULL");
+      }
+      if (first_replica < 0) first_replica = r;
+      const Tensor* first = inputs[static_cast<int64_t>(first_replica) * num_inputs + i];
       if (t->dtype != first->dtype)
         invalid_argument("Replicas must have matching input types: replica ", r, " input ", i,
-                         " is ", dtype_name(t->dtype), " but replica 0's is ",
+                         " is ", dtype_name(t->dtype), " but replica ", first_replica, "'s is ",
                          dtype_name(first->dtype));
       const bool padded = maximum_shapes != nullptr && maximum_shapes[i].rank != -1;
       if (!padded && !has_shape(t, first->dims, first->rank))
-        invalid_argument("input ", i, " has shape ", describe(first), " in replica 0 but ",
-                         describe(t), " in replica ", r,
+        invalid_argument("input ", i, " has shape ", describe(first), " in replica ",
+                         first_replica, " but ", describe(t), " in replica ", r,
                          "; replicas' shapes must match unless maximum_shapes pads input ", i);
     }
   }
@@ -438,7 +456,7 @@ void replicate(System& system, tpu_computation_fn computation, void* user_data,
   if (num_replicas == 0) return;
   check_options(system, num_replicas, num_inputs, num_outputs, options);
   system.check_num_replicas(num_replicas, options.device_assignment);
-  check_replica_inputs(num_replicas, num_inputs, inputs, options.maximum_shapes);
+  check_replica_inputs(system, num_replicas, num_inputs, inputs, options);
   StepSpec spec(computation, user_data, num_replicas, num_inputs, num_outputs, inputs);
   PaddedInputs padded;
   if (options.maximum_shapes != nullptr && num_replicas > 1) {
