@@ -158,8 +158,10 @@ void check_partitions(int num_inputs, int num_outputs, const StepOptions& o) {
     size_t count;
     int expected;
   };
-  for (const Field& f : {Field{"input", o.input_partitions, o.num_input_partitions, num_inputs},
-                         Field{"output", o.output_partitions, o.num_output_partitions, num_outputs}}) {
+  const Field fields[] = {
+      {"input", o.input_partitions, o.num_input_partitions, num_inputs},
+      {"output", o.output_partitions, o.num_output_partitions, num_outputs}};
+  for (const Field& f : fields) {
     if (f.specs == nullptr && f.count != 0)
       invalid_argument("options->", f.kind, "_partitions is NULL but num_", f.kind,
                        "_partitions is ", f.count);
@@ -324,22 +326,26 @@ struct Participants {
   }
 
   // [replica][input] -> [participant][input]: input i split as its spec says, or
-  // whole (a handle of its own on the caller's buffer) for every core; inputs from
+  // whole for every core, each core a handle of its own on one buffer (the caller's,
+  // or one copy of it when the caller has written through its handle); inputs from
   // num_specs on (the padded sizes' extras) are whole. Participants of other tasks
   // get NULL.
   void spread_inputs(int width, tpu_tensor* const* inputs, const tpu_partition_spec* specs,
                      size_t num_specs, TensorRefs* out) const {
     for (int r = 0; r < num_replicas; ++r)
-      for (int c = 0; c < cores; ++c) {
-        const size_t p = static_cast<size_t>(r) * cores + c;
-        if (!local[p]) continue;
-        for (int i = 0; i < width; ++i) {
-          const Tensor* t = inputs[static_cast<size_t>(r) * width + i];
+      for (int i = 0; i < width; ++i) {
+        const Tensor* t = inputs[static_cast<size_t>(r) * width + i];
+        const bool split = static_cast<size_t>(i) < num_specs && is_partitioned(specs[i]);
+        const Tensor* whole = t;  // what the next core's handle shares
+        for (int c = 0; c < cores; ++c) {
+          const size_t p = static_cast<size_t>(r) * cores + c;
+          if (!local[p]) continue;
           if (t == nullptr)  // another task's replica with a core on this task
             invalid_argument("replica ", r, " input ", i, " is NULL, but logical core ", c,
                              " of replica ", r, " runs on this task");
-          const bool split = static_cast<size_t>(i) < num_specs && is_partitioned(specs[i]);
-          (*out)[p * width + i] = split ? partition_tile(t, specs[i], c) : share_whole(t);
+          Tensor*& slot = (*out)[p * width + i];
+          slot = split ? partition_tile(t, specs[i], c) : share_whole(whole);
+          if (!split) whole = slot;
         }
       }
   }
@@ -409,7 +415,8 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
     assemble_here = nullptr;
   }
   // With one core a spec is whole or one tile, the tensor itself: inputs pass as they are.
-  TensorRefs inputs(cores > 1 ? static_cast<size_t>(spec.num_replicas) * cores * spec.num_inputs : 0);
+  TensorRefs inputs(cores > 1 ? static_cast<size_t>(spec.num_replicas) * cores * spec.num_inputs
+                              : 0);
   if (cores > 1) {
     parts.spread_inputs(spec.num_inputs, spec.inputs, options.input_partitions,
                         options.num_input_partitions, &inputs);
