@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Each language's example (examples/<lang>) trains the demo's linear regression and must
-# converge to the same answer as the C demo: the example exits nonzero otherwise.
+# converge to the same answer as the C demo: the example exits nonzero otherwise. Then
+# each language's mesh example (make example-<lang> runs both) sums over the "model" axis
+# of a 2 x 2 mesh and must print both cores of replica 1 with 11 + 12 + 13 + 14.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ -n "${SANITIZE:-}" ]; then
@@ -15,6 +17,8 @@ want=$(cd "$root" && "$BUILD/bin/tpurt" demo -r 8 | max_diff)
 for lang in csharp java go; do
   out=$(make --no-print-directory -s -C "$root" BUILD="$BUILD" "example-$lang" 2>&1) ||
     { echo "$out" >&2; echo "check_binding_examples: example-$lang failed" >&2; exit 1; }
+  grep -Eq '^replica 1: cores 0 and 1 got 50(\.0)? and 50(\.0)? ' <<<"$out" ||
+    { echo "$out" >&2; echo "check_binding_examples: example-$lang's mesh step printed no right total for replica 1" >&2; exit 1; }
   got=$(max_diff <<<"$out")
   awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; exit !(a != "" && d * d < 1e-18) }' ||
     { echo "$out" >&2; echo "check_binding_examples: example-$lang ended $got from the solution, the C demo $want" >&2; exit 1; }
@@ -43,4 +47,4 @@ launch_check "the Java example" java -Djava.library.path="$java_dir/native" \
   -cp "$java_dir/tpurt.jar:$java_dir/example" LinearRegression
 launch_check "the Go example" "$build_dir/bindings/go/example/example"
 
-echo "check_binding_examples: C#, Java and Go train the demo's model to the C demo's answer, alone and as 2 tasks under tpurt launch"
+echo "check_binding_examples: C#, Java and Go train the demo's model to the C demo's answer, alone and as 2 tasks under tpurt launch, and sum over a 2 x 2 mesh's model axis"

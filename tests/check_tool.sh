@@ -199,4 +199,7 @@ done
 
 out=$(TPURT_NUM_CORES=4 "$BUILD/examples/hello_replicate")
 grep -q '^replica 3: \[10, 20, 30, 40\]$' <<<"$out" || fail "example printed: $out"
-echo "check_tool: help, options, bad values, sizes, demo, info, bench of 6 collectives x 3 dtypes, example OK"
+# A 2 x 2 mesh: both cores of replica 1 get 11 + 12 + 13 + 14 (it exits nonzero otherwise).
+out=$("$BUILD/examples/mesh_step") || fail "mesh_step failed: $out"
+grep -q '^replica 1: cores 0 and 1 got 50 and 50 (want 50)$' <<<"$out" || fail "mesh_step printed: $out"
+echo "check_tool: help, options, bad values, sizes, demo, info, bench of 6 collectives x 3 dtypes, examples OK"

@@ -357,6 +357,10 @@ typedef struct {
   const tpu_group_assignment *groups;    /* in the mode's ids */
   const int32_t *pairs;                  /* in the mode's ids */
   int num_pairs;
+  int explicit_groups;
+  tpu_collective_options options_store;
+  tpu_group_assignment groups_store;
+  int32_t ids_store[MAX_P], pairs_store[2 * MAX_P];
   /* The reference: participant groups (flattened ids, in XLA's order), and each
    * participant's permute source (-1: none). */
   int32_t ref[MAX_P][MAX_P];
@@ -542,16 +546,9 @@ static tpu_status run_one(tpu_replica_context *ctx, mp_case *m, int op, int p, t
   }
 }
 
-/* Every collective in turn; a permute has no CROSS_REPLICA_AND_PARTITION mode. */
-static tpu_status mp_computation(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
-                                 tpu_tensor **outs, int no, void *user) {
-  mp_case *m = user;
-  int r = -1, c = -1;
-  tpu_replica_context_replica_id(ctx, &r);
-  tpu_replica_context_logical_core(ctx, &c);
-  if (r < 0 || r >= m->R || c < 0 || c >= m->k)
-    return tpu_replica_context_fail(ctx, TPU_INTERNAL, "context out of range");
-  const int p = r * m->k + c;
+/* Every collective of case m in turn, as participant p; a permute has no
+ * CROSS_REPLICA_AND_PARTITION mode. */
+static tpu_status run_case_ops(tpu_replica_context *ctx, mp_case *m, int p) {
   atomic_fetch_add(&m->runs[p], 1);
   tpu_tensor *xf = make_input(TPU_FLOAT, p), *xi = make_input(TPU_INT64, p);
   tpu_status st = TPU_OK;
@@ -573,69 +570,105 @@ static tpu_status mp_computation(tpu_replica_context *ctx, tpu_tensor *const *in
   return st;
 }
 
+/* This participant's flattened id, or -1 (after failing the step) when the context
+ * names one outside R replicas of k cores. */
+static int participant(tpu_replica_context *ctx, int R, int k) {
+  int r = -1, c = -1;
+  tpu_replica_context_replica_id(ctx, &r);
+  tpu_replica_context_logical_core(ctx, &c);
+  if (r < 0 || r >= R || c < 0 || c >= k) {
+    tpu_replica_context_fail(ctx, TPU_INTERNAL, "context out of range");
+    return -1;
+  }
+  return r * k + c;
+}
+
+static tpu_status mp_computation(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                 tpu_tensor **outs, int no, void *user) {
+  mp_case *m = user;
+  const int p = participant(ctx, m->R, m->k);
+  return p < 0 ? TPU_INTERNAL : run_case_ops(ctx, m, p);
+}
+
 /* A scrambled order of [0, n) (the identity for n = 1). */
 static void scrambled_ids(int n, int32_t *ids) {
   for (int i = 0; i < n; ++i) ids[i] = n % 3 ? (3 * i + 1) % n : n - 1 - i;
 }
 
-/* One step: every collective in `mode` with NULL groups (and ring pairs) or with
- * explicit scrambled groups (and chain pairs), against the reference. options NULL
- * for CROSS_REPLICA without groups: the default. da NULL: no device assignment
- * (k must be 1). */
-static void run_matrix(const tpu_device_assignment *da, int R, int k, int mode, int explicit_groups,
-                       const char *what) {
-  static mp_case m;
-  memset(&m, 0, sizeof m);
-  m.R = R;
-  m.k = k;
-  m.mode = mode;
+/* Case m: every collective in `mode` with NULL groups (and ring pairs) or with
+ * explicit scrambled groups (and chain pairs), and its reference. options NULL for
+ * CROSS_REPLICA without groups: the default. */
+static void prepare_case(mp_case *m, int R, int k, int mode, int explicit_groups) {
+  memset(m, 0, sizeof *m);
+  m->R = R;
+  m->k = k;
+  m->mode = mode;
+  m->explicit_groups = explicit_groups;
   tpu_collective_options o = TPU_COLLECTIVE_OPTIONS_INIT;
   o.group_mode = mode;
-  m.options = mode == TPU_GROUP_MODE_CROSS_REPLICA && !explicit_groups ? NULL : &o;
+  m->options_store = o;
+  m->options = mode == TPU_GROUP_MODE_CROSS_REPLICA && !explicit_groups ? NULL : &m->options_store;
   const int n = id_count(mode, R, k);
-  int32_t ids[MAX_P], pairs[2 * MAX_P];
-  tpu_group_assignment groups = {ids, n >= 4 ? 2 : 1, n >= 4 ? n / 2 : n};
+  int32_t *ids = m->ids_store, *pairs = m->pairs_store;
+  m->groups_store = (tpu_group_assignment){ids, n >= 4 ? 2 : 1, n >= 4 ? n / 2 : n};
   scrambled_ids(n, ids);
   if (explicit_groups) {
-    m.groups = &groups;
+    m->groups = &m->groups_store;
     for (int i = 0; i + 1 < n; ++i) pairs[2 * i] = ids[i], pairs[2 * i + 1] = ids[i + 1];
-    m.num_pairs = n - 1; /* a chain: its first member receives zeros */
+    m->num_pairs = n - 1; /* a chain: its first member receives zeros */
   } else {
     for (int i = 0; i < n; ++i) pairs[2 * i] = i, pairs[2 * i + 1] = (i + 1) % n;
-    m.num_pairs = n; /* a ring (n = 1: to itself) */
+    m->num_pairs = n; /* a ring (n = 1: to itself) */
   }
-  m.pairs = pairs;
-  reference_groups(&m);
-  tpu_step_options so = step_options(da, 0);
-  tpu_status st = tpu_replicate(g_sys, mp_computation, &m, R, 0, NULL, 0, NULL, &so);
-  CHECK_NO_WORKER_FAILURES();
+  m->pairs = pairs;
+  reference_groups(m);
+}
+
+/* Prints what went wrong in case m (each participant ran its collectives once, all
+ * OK and right); returns the number of failures. */
+static int report_case(const mp_case *m, const char *what) {
+  const int R = m->R, k = m->k;
   int bad = 0;
   char where[256];
-  snprintf(where, sizeof where, "%s, R = %d, k = %d, %s, %s groups", what, R, k, mode_name(mode),
-           explicit_groups ? "explicit" : "NULL");
-  if (st != TPU_OK) {
-    print_error("%s: tpu_replicate: %s: %s\n", where, tpu_status_name(st), tpu_last_error());
-    ++bad;
-  }
+  snprintf(where, sizeof where, "%s, R = %d, k = %d, %s, %s groups", what, R, k,
+           mode_name(m->mode), m->explicit_groups ? "explicit" : "NULL");
   for (int p = 0; p < R * k; ++p) {
-    if (atomic_load(&m.runs[p]) != 1) {
-      print_error("%s: replica %d core %d ran %d times\n", where, p / k, p % k, atomic_load(&m.runs[p]));
+    if (atomic_load(&m->runs[p]) != 1) {
+      print_error("%s: replica %d core %d ran %d times\n", where, p / k, p % k,
+                  atomic_load(&m->runs[p]));
       ++bad;
     }
     for (int op = 0; op < NUM_COLL; ++op) {
-      if (m.status[p][op] != TPU_OK) {
-        print_error("%s: replica %d core %d: %s\n", where, p / k, p % k, m.message[p]);
+      if (m->status[p][op] != TPU_OK) {
+        print_error("%s: replica %d core %d: %s\n", where, p / k, p % k, m->message[p]);
         ++bad;
         break;
       }
-      if (m.wrong[p][op] != 0) {
+      if (m->wrong[p][op] != 0) {
         print_error("%s: replica %d core %d: %s: %s\n", where, p / k, p % k, kCollName[op],
-                    m.wrong[p][op] < 0 ? "wrong dtype or shape" : "wrong elements");
+                    m->wrong[p][op] < 0 ? "wrong dtype or shape" : "wrong elements");
         ++bad;
       }
     }
   }
-  if (bad) fail_msg("%s: %d failure(s), above", where, bad);
+  return bad;
+}
+
+/* One step of case (mode, explicit_groups) on assignment da (NULL: none, k = 1). */
+static void run_matrix(const tpu_device_assignment *da, int R, int k, int mode, int explicit_groups,
+                       const char *what) {
+  static mp_case m;
+  prepare_case(&m, R, k, mode, explicit_groups);
+  tpu_step_options so = step_options(da, 0);
+  tpu_status st = tpu_replicate(g_sys, mp_computation, &m, R, 0, NULL, 0, NULL, &so);
+  CHECK_NO_WORKER_FAILURES();
+  int bad = report_case(&m, what);
+  if (st != TPU_OK) {
+    print_error("%s, %s: tpu_replicate: %s: %s\n", what, mode_name(mode), tpu_status_name(st),
+                tpu_last_error());
+    ++bad;
+  }
+  if (bad) fail_msg("%s, R = %d, k = %d, %s: %d failure(s), above", what, R, k, mode_name(mode), bad);
 }
 
 /* Every mode, NULL and explicit groups, on a scrambled explicit assignment and on
@@ -664,6 +697,49 @@ static void test_model_parallel__collectives_k1_is_today(void **state) {
   for (int mode = 0; mode < 4; ++mode)
     for (int ex = 0; ex < 2; ++ex) run_matrix(NULL, NUM_CORES, 1, mode, ex, "no device assignment");
   release_system(NULL);
+}
+
+/* Modes mixed in one step, as tensor parallelism mixes them (Megatron: a
+ * cross-partition sum of partial activations, then a cross-replica sum of
+ * gradients): all eight cases of the matrix, one after the other, interleaved by
+ * mode, in one computation. */
+typedef struct {
+  int R, k;
+  mp_case cases[8];
+} mixed_case;
+
+static const int kMixedOrder[8][2] = {{1, 0}, {0, 0}, {2, 1}, {3, 0},
+                                      {1, 1}, {3, 1}, {0, 1}, {2, 0}}; /* (mode, explicit) */
+
+static tpu_status mixed_computation(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                    tpu_tensor **outs, int no, void *user) {
+  mixed_case *x = user;
+  const int p = participant(ctx, x->R, x->k);
+  tpu_status st = p < 0 ? TPU_INTERNAL : TPU_OK;
+  for (int i = 0; i < 8 && st == TPU_OK; ++i) st = run_case_ops(ctx, &x->cases[i], p);
+  return st;
+}
+
+static void test_model_parallel__modes_mixed_in_one_step(void **state) {
+  (void)state;
+  start(kLinearMesh, time_limit_ms(20000));
+  static mixed_case x;
+  const int ks[] = {2, 4};
+  for (int ki = 0; ki < 2; ++ki) {
+    x.k = ks[ki];
+    x.R = NUM_CORES / x.k;
+    for (int i = 0; i < 8; ++i) prepare_case(&x.cases[i], x.R, x.k, kMixedOrder[i][0], kMixedOrder[i][1]);
+    tpu_device_assignment *da = make_assignment(DA_SCRAMBLED, x.k);
+    tpu_step_options so = step_options(da, 0);
+    tpu_status st = tpu_replicate(g_sys, mixed_computation, &x, x.R, 0, NULL, 0, NULL, &so);
+    CHECK_NO_WORKER_FAILURES();
+    tpu_device_assignment_release(da);
+    int bad = 0;
+    for (int i = 0; i < 8; ++i) bad += report_case(&x.cases[i], "modes mixed in one step");
+    if (st != TPU_OK || bad)
+      fail_msg("k = %d, modes mixed in one step: %s \"%s\", %d failure(s) above", x.k,
+               tpu_status_name(st), st == TPU_OK ? "" : tpu_last_error(), bad);
+  }
 }
 
 /* ---- bad input and failures ------------------------------------------------------ */
@@ -1103,6 +1179,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_model_parallel__collectives_k4, release_system),
       cmocka_unit_test_teardown(test_model_parallel__collectives_k8, release_system),
       cmocka_unit_test_teardown(test_model_parallel__collectives_k1_is_today, release_system),
+      cmocka_unit_test_teardown(test_model_parallel__modes_mixed_in_one_step, release_system),
       cmocka_unit_test_teardown(test_model_parallel__bad_groups_pairs_and_modes, release_system),
       cmocka_unit_test_teardown(test_model_parallel__one_core_with_bad_input, release_system),
       cmocka_unit_test_teardown(test_model_parallel__participants_that_disagree, release_system),

@@ -479,6 +479,19 @@ static void test_partition__shared_input_copy_on_write(void **state) {
     assert_ptr_equal(floats_of(in), caller_data);
     for (int i = 0; i < 4; ++i) assert_true(floats_of(in)[i] == 5.0f + (float)i);
   }
+  /* A caller that wrote through its handle keeps its buffer to itself: the cores
+   * share one copy of it. */
+  void *w = NULL;
+  CHECK_OK(tpu_tensor_mutable_data(in, &w));
+  memset(&s, 0, sizeof s);
+  const tpu_step_options o = partition_options(da, NULL, 0, NULL, 0);
+  CHECK_OK(tpu_replicate(g_sys, write_on_core_1, &s, 1, 1, &in, 0, NULL, &o));
+  CHECK_NO_WORKER_FAILURES();
+  assert_ptr_equal(s.data_before[0], s.data_before[1]);
+  assert_ptr_not_equal(s.data_before[0], caller_data);
+  assert_true(s.seen_after[1] == -1.0f);
+  assert_true(s.seen_after[0] == 5.0f);
+  for (int i = 0; i < 4; ++i) assert_true(floats_of(in)[i] == 5.0f + (float)i);
   tpu_tensor_release(in);
   tpu_device_assignment_release(da);
 }
@@ -817,8 +830,8 @@ static void test_partition__bad_output_tiles(void **state) {
   bad_tiles good = {5}, none = {6};
   tpu_step_options o1 = partition_options(NULL, NULL, 0, &rank1, 1);
   CHECK_ERROR(tpu_replicate(g_sys, odd_tiles, &good, 1, 0, NULL, 1, out, &o1), TPU_INVALID_ARGUMENT,
-              "replica 0 logical core 0 output 0 is float32[2,3] of rank 2 but output_partitions[0] "
-              "has 1 partition dimensions [1]");
+              "replica 0 logical core 0 output 0 is float32[2,3] of rank 2 but "
+              "output_partitions[0] has 1 partition dimensions [1]");
   assert_null(out[0]);
   o1 = partition_options(NULL, NULL, 0, &rank2, 1);
   CHECK_ERROR(tpu_replicate(g_sys, odd_tiles, &none, 1, 0, NULL, 1, out, &o1), TPU_INVALID_ARGUMENT,

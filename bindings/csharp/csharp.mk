@@ -58,10 +58,12 @@ install-csharp: bindings-csharp $(CS_DIR)/install/libtpurt_csharp.so
 	  '$(LIBDIR)' > $(DESTDIR)$(PREFIX)/lib/cli/tpurt/Tpurt.dll.config
 	install -m 755 $(CS_DIR)/install/libtpurt_csharp.so $(DESTDIR)$(LIBDIR)/libtpurt_csharp.so
 
-$(CS_DIR)/LinearRegression.exe: examples/csharp/LinearRegression.cs $(CS_DLL)
+CS_EXAMPLES := $(CS_DIR)/LinearRegression.exe $(CS_DIR)/MeshStep.exe
+$(CS_EXAMPLES): $(CS_DIR)/%.exe: examples/csharp/%.cs $(CS_DLL)
 	$(CS_MCS) -nologo -optimize+ -out:$@ -r:$(CS_DLL) $<
-example-csharp: bindings-csharp $(CS_DIR)/LinearRegression.exe
-	cd $(CS_DIR) && $(CS_RUN) LinearRegression.exe
+# Both examples: the data-parallel regression, then a step over a 2 x 2 mesh.
+example-csharp: bindings-csharp $(CS_EXAMPLES)
+	cd $(CS_DIR) && $(CS_RUN) LinearRegression.exe && $(CS_RUN) MeshStep.exe
 
 $(CS_DIR)/Bench.exe: bench/csharp/Bench.cs $(CS_DLL)
 	$(CS_MCS) -nologo -optimize+ -unsafe -out:$@ -r:$(CS_DLL) $<

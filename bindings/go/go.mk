@@ -42,8 +42,10 @@ define GO_PROGRAM
 	cd $(GO_OUT)/$(1) && $(GO_ENV) $(GO) build -o $(1) . && ./$(1)
 endef
 
+# Both examples: the data-parallel regression, then a step over a 2 x 2 mesh.
 example-go: bindings-go
 	$(call GO_PROGRAM,example,examples/go)
+	$(call GO_PROGRAM,mesh,examples/go/mesh)
 
 bench-go: bindings-go
 	$(call GO_PROGRAM,bench,bench/go)

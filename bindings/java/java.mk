@@ -59,12 +59,15 @@ install-java: $(JAVA_JAR) $(JAVA_SO_INSTALL)
 	install -m 644 $(JAVA_JAR) $(DESTDIR)$(PREFIX)/share/java/tpurt.jar
 	install -m 755 $(JAVA_SO_INSTALL) $(DESTDIR)$(JAVA_JNIDIR)/libtpurt_java.so
 
-$(JAVA_DIR)/example/.built: $(JAVA_JAR) examples/java/LinearRegression.java
+JAVA_EXAMPLES := examples/java/LinearRegression.java examples/java/MeshStep.java
+$(JAVA_DIR)/example/.built: $(JAVA_JAR) $(JAVA_EXAMPLES)
 	@rm -rf $(@D) && mkdir -p $(@D)
-	$(JAVAC) -nowarn -cp $(JAVA_JAR) -d $(@D) examples/java/LinearRegression.java
+	$(JAVAC) -nowarn -cp $(JAVA_JAR) -d $(@D) $(JAVA_EXAMPLES)
 	@touch $@
+# Both examples: the data-parallel regression, then a step over a 2 x 2 mesh.
 example-java: $(JAVA_DIR)/example/.built
 	$(JAVA_RUN) -cp $(JAVA_JAR):$(JAVA_DIR)/example LinearRegression
+	$(JAVA_RUN) -cp $(JAVA_JAR):$(JAVA_DIR)/example MeshStep
 
 $(JAVA_DIR)/bench/.built: $(JAVA_JAR) bench/java/Bench.java
 	@rm -rf $(@D) && mkdir -p $(@D)

@@ -85,8 +85,8 @@ typedef TPU_ENUM(tpu_padding_spec) {
  *   every dimension, so tiles in one row of the grid must agree in the other
  *   dimensions (they need not have the split's sizes). Otherwise the step fails
  *   with TPU_INVALID_ARGUMENT naming the replica, the output and the logical cores
- *   at fault. A partitioned output whose replica has cores on several tasks is
- *   TPU_UNIMPLEMENTED. */
+ *   at fault. When a replica's cores run on several tasks, its tiles travel to the
+ *   task of its logical core 0, which gets the assembled output. */
 typedef struct tpu_partition_spec {
   int num_dims;
   int partition_dims[TPU_MAX_RANK];

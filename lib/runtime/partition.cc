@@ -29,8 +29,8 @@ int tile_index(const tpu_partition_spec& spec, const int* coords) {
 }
 
 std::string dims_text(const tpu_partition_spec& spec) {
-  return shape_string(std::vector<int64_t>(spec.partition_dims, spec.partition_dims + spec.num_dims).data(),
-                      spec.num_dims);
+  const std::vector<int64_t> dims(spec.partition_dims, spec.partition_dims + spec.num_dims);
+  return shape_string(dims.data(), spec.num_dims);
 }
 
 }  // namespace
@@ -57,7 +57,8 @@ void check_partition_spec(const tpu_partition_spec& spec, int cores, const char*
   }
   if (spec.num_dims > 0 && (overflow || product != cores))
     invalid_argument("the product of ", kind, "_partitions[", index, "].partition_dims ",
-                     dims_text(spec), " is ", overflow ? std::string("more than 2^63") : std::to_string(product),
+                     dims_text(spec), " is ",
+                     overflow ? std::string("more than 2^63") : std::to_string(product),
                      " but must equal the cores per replica (", cores, ")");
 }
 

@@ -122,23 +122,41 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
   }
 }
 
+// Whether some core of replica r runs on this task (da NULL: replica r on global
+// core r, as System::run_step places it).
+bool runs_here(const System& system, const DeviceAssignment* da, int r) {
+  if (da == nullptr) return r / system.num_cores() == system.task_id();
+  for (int c = 0; c < da->num_cores_per_replica(); ++c)
+    if (da->task(r, c) == system.task_id()) return true;
+  return false;
+}
+
 // Inputs must agree between replicas: dtype always, shape unless maximum_shapes pads
-// the input (TensorFlow merges the replicas' shapes in TPUReplicatedInput).
-void check_replica_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
-                          const tpu_shape* maximum_shapes) {
-  for (int r = 0; r < num_replicas; ++r) {
-    for (int i = 0; i < num_inputs; ++i) {
+// the input (TensorFlow merges the replicas' shapes in TPUReplicatedInput). Another
+// task's replicas may pass NULL (docs/ABI.md), unless maximum_shapes needs every
+// replica's shape.
+void check_replica_inputs(const System& system, int num_replicas, int num_inputs,
+                          tpu_tensor* const* inputs, const StepOptions& options) {
+  const tpu_shape* maximum_shapes = options.maximum_shapes;
+  for (int i = 0; i < num_inputs; ++i) {
+    int first_replica = -1;
+    for (int r = 0; r < num_replicas; ++r) {
       const Tensor* t = inputs[static_cast<int64_t>(r) * num_inputs + i];
-      if (t == nullptr) invalid_argument("replica ", r, " input ", i, " is NULL");
-      const Tensor* first = inputs[i];
+      if (t == nullptr) {
+        if (maximum_shapes == nullptr && !runs_here(system, options.device_assignment, r))
+          continue;
+        invalid_argument("replica ", r, " input ", i, " is NULL");
+      }
+      if (first_replica < 0) first_replica = r;
+      const Tensor* first = inputs[static_cast<int64_t>(first_replica) * num_inputs + i];
       if (t->dtype != first->dtype)
         invalid_argument("Replicas must have matching input types: replica ", r, " input ", i,
-                         " is ", dtype_name(t->dtype), " but replica 0's is ",
+                         " is ", dtype_name(t->dtype), " but replica ", first_replica, "'s is ",
                          dtype_name(first->dtype));
       const bool padded = maximum_shapes != nullptr && maximum_shapes[i].rank != -1;
       if (!padded && !has_shape(t, first->dims, first->rank))
-        invalid_argument("input ", i, " has shape ", describe(first), " in replica 0 but ",
-                         describe(t), " in replica ", r,
+        invalid_argument("input ", i, " has shape ", describe(first), " in replica ",
+                         first_replica, " but ", describe(t), " in replica ", r,
                          "; replicas' shapes must match unless maximum_shapes pads input ", i);
     }
   }
@@ -158,8 +176,10 @@ void check_partitions(int num_inputs, int num_outputs, const StepOptions& o) {
     size_t count;
     int expected;
   };
-  for (const Field& f : {Field{"input", o.input_partitions, o.num_input_partitions, num_inputs},
-                         Field{"output", o.output_partitions, o.num_output_partitions, num_outputs}}) {
+  const Field fields[] = {
+      {"input", o.input_partitions, o.num_input_partitions, num_inputs},
+      {"output", o.output_partitions, o.num_output_partitions, num_outputs}};
+  for (const Field& f : fields) {
     if (f.specs == nullptr && f.count != 0)
       invalid_argument("options->", f.kind, "_partitions is NULL but num_", f.kind,
                        "_partitions is ", f.count);
@@ -324,22 +344,26 @@ struct Participants {
   }
 
   // [replica][input] -> [participant][input]: input i split as its spec says, or
-  // whole (a handle of its own on the caller's buffer) for every core; inputs from
+  // whole for every core, each core a handle of its own on one buffer (the caller's,
+  // or one copy of it when the caller has written through its handle); inputs from
   // num_specs on (the padded sizes' extras) are whole. Participants of other tasks
   // get NULL.
   void spread_inputs(int width, tpu_tensor* const* inputs, const tpu_partition_spec* specs,
                      size_t num_specs, TensorRefs* out) const {
     for (int r = 0; r < num_replicas; ++r)
-      for (int c = 0; c < cores; ++c) {
-        const size_t p = static_cast<size_t>(r) * cores + c;
-        if (!local[p]) continue;
-        for (int i = 0; i < width; ++i) {
-          const Tensor* t = inputs[static_cast<size_t>(r) * width + i];
+      for (int i = 0; i < width; ++i) {
+        const Tensor* t = inputs[static_cast<size_t>(r) * width + i];
+        const bool split = static_cast<size_t>(i) < num_specs && is_partitioned(specs[i]);
+        const Tensor* whole = t;  // what the next core's handle shares
+        for (int c = 0; c < cores; ++c) {
+          const size_t p = static_cast<size_t>(r) * cores + c;
+          if (!local[p]) continue;
           if (t == nullptr)  // another task's replica with a core on this task
             invalid_argument("replica ", r, " input ", i, " is NULL, but logical core ", c,
                              " of replica ", r, " runs on this task");
-          const bool split = static_cast<size_t>(i) < num_specs && is_partitioned(specs[i]);
-          (*out)[p * width + i] = split ? partition_tile(t, specs[i], c) : share_whole(t);
+          Tensor*& slot = (*out)[p * width + i];
+          slot = split ? partition_tile(t, specs[i], c) : share_whole(whole);
+          if (!split) whole = slot;
         }
       }
   }
@@ -409,7 +433,8 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
     assemble_here = nullptr;
   }
   // With one core a spec is whole or one tile, the tensor itself: inputs pass as they are.
-  TensorRefs inputs(cores > 1 ? static_cast<size_t>(spec.num_replicas) * cores * spec.num_inputs : 0);
+  TensorRefs inputs(cores > 1 ? static_cast<size_t>(spec.num_replicas) * cores * spec.num_inputs
+                              : 0);
   if (cores > 1) {
     parts.spread_inputs(spec.num_inputs, spec.inputs, options.input_partitions,
                         options.num_input_partitions, &inputs);
@@ -431,7 +456,7 @@ void replicate(System& system, tpu_computation_fn computation, void* user_data,
   if (num_replicas == 0) return;
   check_options(system, num_replicas, num_inputs, num_outputs, options);
   system.check_num_replicas(num_replicas, options.device_assignment);
-  check_replica_inputs(num_replicas, num_inputs, inputs, options.maximum_shapes);
+  check_replica_inputs(system, num_replicas, num_inputs, inputs, options);
   StepSpec spec(computation, user_data, num_replicas, num_inputs, num_outputs, inputs);
   PaddedInputs padded;
   if (options.maximum_shapes != nullptr && num_replicas > 1) {
