@@ -17,7 +17,7 @@ constexpr size_t kCollectiveOptionsMinSize =
     offsetof(tpu_collective_options, timeout_ms) + sizeof(int64_t);
 
 // The step's communicator, with this participant's deadline for the call set from
-// options; *group_mode receives the options' group mode, checked.
+// options; *group_mode receives the options' group mode.
 Communicator& prepare(tpu_replica_context* ctx, const tpu_collective_options* options,
                       int* group_mode = nullptr) {
   Communicator& comm = step_communicator(ctx);
@@ -26,23 +26,37 @@ Communicator& prepare(tpu_replica_context* ctx, const tpu_collective_options* op
   if (o.timeout_ms < 0)
     invalid_argument("options->timeout_ms is ", o.timeout_ms,
                      "; it must be positive, or 0 for the step's deadline");
-  check_group_mode(o.group_mode);
   if (group_mode != nullptr) *group_mode = o.group_mode;
   comm.set_call_timeout(ctx->participant, o.timeout_ms);
   return comm;
 }
 
+// Runs a check of the call's groups or pairs: a bad one fails the whole step with
+// its own error, as the collectives' own checks do, so the peers blocked in the same
+// collective learn of it at once.
+template <typename Fn>
+auto checked_by_all(Communicator& comm, const tpu_replica_context* ctx, Fn&& check) {
+  try {
+    return check();
+  } catch (const Error& e) {
+    comm.reject(ctx->participant, e);
+    throw;
+  }
+}
+
 // The caller's groups in its group mode as participant groups (the same pointer when
 // they already are). The storage is per thread: one collective at a time per thread.
-const tpu_group_assignment* participants(const tpu_replica_context* ctx, int mode,
-                                         const tpu_group_assignment* groups) {
+const tpu_group_assignment* participants(Communicator& comm, const tpu_replica_context* ctx,
+                                         int mode, const tpu_group_assignment* groups) {
   if (mode == TPU_GROUP_MODE_CROSS_REPLICA && ctx->num_cores_per_replica == 1) return groups;
   static thread_local ParticipantGroups storage;
   static thread_local tpu_group_assignment view;
-  if (!participant_groups(mode, groups, ctx->num_replicas, ctx->num_cores_per_replica, &storage))
-    return groups;
-  view = storage.view();
-  return &view;
+  return checked_by_all(comm, ctx, [&]() -> const tpu_group_assignment* {
+    if (!participant_groups(mode, groups, ctx->num_replicas, ctx->num_cores_per_replica, &storage))
+      return groups;
+    view = storage.view();
+    return &view;
+  });
 }
 
 // Collectives return their result through *out; check it before any meeting so a
@@ -57,7 +71,7 @@ tpu_status collective(tpu_replica_context* ctx, const tpu_tensor* x,
     Communicator& comm = prepare(ctx, options, &mode);
     require_not_null(x, "x");
     require_not_null(out, "out");
-    *out = fn(comm, participants(ctx, mode, groups));
+    *out = fn(comm, participants(comm, ctx, mode, groups));
   });
 }
 
@@ -119,8 +133,10 @@ TPU_EXPORT tpu_status tpu_collective_permute(tpu_replica_context* ctx, const tpu
     static thread_local std::vector<int32_t> pairs;  // one collective at a time per thread
     const int32_t* p = source_target_pairs;
     int n = num_pairs;
-    if (participant_pairs(mode, source_target_pairs, num_pairs, ctx->num_replicas,
-                          ctx->num_cores_per_replica, &pairs)) {
+    if (checked_by_all(comm, ctx, [&] {
+          return participant_pairs(mode, source_target_pairs, num_pairs, ctx->num_replicas,
+                                   ctx->num_cores_per_replica, &pairs);
+        })) {
       p = pairs.data();
       n = static_cast<int>(pairs.size() / 2);
     }
@@ -137,7 +153,12 @@ TPU_EXPORT tpu_status tpu_broadcast(tpu_replica_context* ctx, const tpu_tensor* 
 }
 
 TPU_EXPORT tpu_status tpu_barrier(tpu_replica_context* ctx, const tpu_collective_options* options) {
-  return guarded([&] { prepare(ctx, options).barrier(ctx->participant); });
+  return guarded([&] {
+    int mode = 0;
+    Communicator& comm = prepare(ctx, options, &mode);
+    checked_by_all(comm, ctx, [&] { check_group_mode(mode); });
+    comm.barrier(ctx->participant);
+  });
 }
 
 TPU_EXPORT tpu_status tpu_collective_options_init(tpu_collective_options* options,

@@ -89,6 +89,9 @@ void Communicator::set_call_timeout(int rank, int64_t timeout_ms) {
 void Communicator::abort(int replica, tpu_status code, const std::string& message) {
   rv_->abort(replica, code, message);
 }
+void Communicator::reject(int participant, const Error& error) {
+  rv_->poison(error.code(), error.message(), participant);
+}
 bool Communicator::aborted() const { return rv_->aborted(); }
 bool Communicator::failure(int* origin, tpu_status* code, std::string* message) const {
   return rv_->failure(origin, code, message);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "core/tensor.h"
 #include "tpurt/collectives.h"
 
@@ -52,6 +53,10 @@ class Communicator {
   // blocked in a collective, or entering one later in the step, throws TPU_ABORTED
   // "replica R failed: <message>". Thread-safe; the first call wins.
   virtual void abort(int replica, tpu_status code, const std::string& message);
+  // Fails the step with the error of a collective's arguments that `participant`
+  // found before meeting (a bad group mode or groups): every participant gets it as
+  // "replica R: message" with its own code, as for the checks inside the collectives.
+  void reject(int participant, const Error& error);
   virtual bool aborted() const;
   // The step's failure as participants get it, and the replica whose own error it
   // is (-1: an error of a collective itself, or none); false if the step has not
