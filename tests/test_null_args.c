@@ -360,6 +360,62 @@ static void test_null_args__device_assignment(void **state) {
   CHECK_NO_WORKER_FAILURES();
 }
 
+/* ---- mesh (1.3) ---------------------------------------------------------------------- */
+
+static void test_null_args__mesh(void **state) {
+  (void)state;
+  tpu_topology *t = topology(2);
+  const int32_t cores[8] = {0, 0, 0, 0, 1, 0, 0, 0};
+  tpu_device_assignment *da = NULL, *rda = NULL;
+  CHECK_OK(tpu_device_assignment_create(t, cores, 2, 1, &da));
+  const char *names[1] = {"batch"};
+  const int64_t sizes[1] = {2};
+  tpu_mesh *m = NULL, *r = NULL;
+
+  NULL_ARG(tpu_mesh_create(NULL, names, sizes, 1, &r), "'assignment'");
+  NULL_ARG(tpu_mesh_create(da, NULL, sizes, 1, &r), "'axis_names'");
+  NULL_ARG(tpu_mesh_create(da, names, NULL, 1, &r), "'axis_sizes'");
+  NULL_ARG(tpu_mesh_create(da, (const char *[]){NULL}, sizes, 1, &r), "axis_names[0] is NULL");
+  OUT_ARG(tpu_mesh_create, da, names, sizes, 1);
+  NULL_ARG(tpu_mesh_create_from_topology(NULL, names, sizes, 1, &r), "'topology'");
+  NULL_ARG(tpu_mesh_create_from_topology(t, NULL, sizes, 1, &r), "'axis_names'");
+  NULL_ARG(tpu_mesh_create_from_topology(t, names, NULL, 1, &r), "'axis_sizes'");
+  OUT_ARG(tpu_mesh_create_from_topology, t, names, sizes, 1);
+  CHECK_OK(tpu_mesh_release(NULL));
+  CHECK_OK(tpu_mesh_create(da, names, sizes, 1, &m));
+
+  int v = 0;
+  int64_t n = 0, coords[1];
+  char name[16];
+  size_t len = 0;
+  tpu_group_assignment g;
+  NULL_ARG(tpu_mesh_device_assignment(NULL, &rda), "'mesh'");
+  OUT_ARG(tpu_mesh_device_assignment, m);
+  NULL_ARG(tpu_mesh_num_axes(NULL, &v), "'mesh'");
+  OUT_ARG(tpu_mesh_num_axes, m);
+  NULL_ARG(tpu_mesh_size(NULL, &n), "'mesh'");
+  OUT_ARG(tpu_mesh_size, m);
+  NULL_ARG(tpu_mesh_axis_name(NULL, 0, name, sizeof name, &len), "'mesh'");
+  ARRAY_ARGS(tpu_mesh_axis_name, m, 0);
+  NULL_ARG(tpu_mesh_axis_size(NULL, 0, &n), "'mesh'");
+  OUT_ARG(tpu_mesh_axis_size, m, 0);
+  NULL_ARG(tpu_mesh_axis_index(NULL, "batch", &v), "'mesh'");
+  NULL_ARG(tpu_mesh_axis_index(m, NULL, &v), "'name'");
+  OUT_ARG(tpu_mesh_axis_index, m, "batch");
+  NULL_ARG(tpu_mesh_coordinates(NULL, 0, 0, coords, 1, &len), "'mesh'");
+  ARRAY_ARGS(tpu_mesh_coordinates, m, 0, 0);
+  NULL_ARG(tpu_mesh_axis_groups(NULL, names, 1, &g, &v), "'mesh'");
+  NULL_ARG(tpu_mesh_axis_groups(m, NULL, 1, &g, &v), "'axes'");
+  NULL_ARG(tpu_mesh_axis_groups(m, (const char *[]){NULL}, 1, &g, &v), "axes[0] is NULL");
+  NULL_ARG(tpu_mesh_axis_groups(m, names, 1, NULL, &v), "'groups'");
+  NULL_ARG(tpu_mesh_axis_groups(m, names, 1, &g, NULL), "'group_mode'");
+
+  tpu_mesh_release(m);
+  tpu_device_assignment_release(da);
+  tpu_topology_release(t);
+  CHECK_NO_WORKER_FAILURES();
+}
+
 /* ---- system start-up (no system may be live) -------------------------------------------- */
 
 static void test_null_args__system_init(void **state) {
@@ -555,6 +611,7 @@ static void in_replica(tpu_replica_context *ctx, tpu_tensor *x, const fixture *f
   OUT_ARG(tpu_replica_context_num_replicas, ctx);
   OUT_ARG(tpu_replica_context_core, ctx);
   OUT_ARG(tpu_replica_context_num_cores_per_replica, ctx);
+  OUT_ARG(tpu_replica_context_logical_core, ctx);
   ARRAY_ARGS(tpu_replica_context_device_name, ctx);
   NULL_ARG(tpu_outside_compilation(ctx, NULL, NULL), "'fn'");
   CHECK_OK(tpu_outside_compilation(ctx, host_ok, NULL)); /* user_data may be NULL */
@@ -647,6 +704,7 @@ static void test_null_args__replica_context(void **state) {
   NULL_ARG(tpu_replica_context_num_replicas(NULL, &v), "'ctx'");
   NULL_ARG(tpu_replica_context_core(NULL, &v), "'ctx'");
   NULL_ARG(tpu_replica_context_num_cores_per_replica(NULL, &v), "'ctx'");
+  NULL_ARG(tpu_replica_context_logical_core(NULL, &v), "'ctx'");
   NULL_ARG(tpu_replica_context_device_name(NULL, buf, sizeof buf, &len), "'ctx'");
   NULL_ARG(tpu_replica_context_fail(NULL, TPU_DATA_LOSS, "why"), "'ctx'");
   NULL_ARG(tpu_outside_compilation(NULL, host_ok, NULL), "'ctx'");
@@ -863,6 +921,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_null_args__tensor),
       cmocka_unit_test(test_null_args__topology),
       cmocka_unit_test(test_null_args__device_assignment),
+      cmocka_unit_test(test_null_args__mesh),
       cmocka_unit_test(test_null_args__system_init),
       cmocka_unit_test(test_null_args__environment_and_cache),
       cmocka_unit_test(test_null_args__cluster_resolver),

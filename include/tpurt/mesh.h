@@ -22,10 +22,12 @@ extern "C" {
 typedef struct tpu_mesh tpu_mesh;
 
 /* A mesh over `assignment`'s participants. axis_names[num_axes], axis_sizes[num_axes]:
- * TensorFlow's Mesh rules: at least one axis; names non-empty, unique, and not
- * DTensor's reserved "unsharded" or "match"; every size >= 1; the product of the sizes equals
- * num_replicas * num_cores_per_replica. Errors: TPU_INVALID_ARGUMENT naming the axis,
- * name or size. *out is the caller's (tpu_mesh_release). */
+ * TensorFlow's Mesh rules (DTensor's Mesh::GetMesh): at least one axis; names
+ * non-NULL, non-empty, unique, and not one of DTensor's reserved "unsharded", "match"
+ * and "any"; every size >= 1; the product of the sizes equals num_replicas *
+ * num_cores_per_replica. Errors: TPU_INVALID_ARGUMENT naming the axis, name or size
+ * (a wrong product names it and the assignment's replicas x cores). *out is the
+ * caller's (tpu_mesh_release). */
 TPU_API tpu_status tpu_mesh_create(const tpu_device_assignment *assignment,
                                    const char *const *axis_names, const int64_t *axis_sizes,
                                    int num_axes, tpu_mesh **out);
@@ -61,7 +63,8 @@ TPU_API tpu_status tpu_mesh_coordinates(const tpu_mesh *mesh, int replica, int l
 
 /* The groups of a collective over the named axes axes[num_axes] (each a distinct axis
  * of the mesh, at least one): participants that differ only in those axes form one
- * group, ordered row-major over the named axes in the order given. *groups receives
+ * group, ordered row-major over the named axes in the order given; groups come in
+ * ascending order of their first member. *groups receives
  * num_groups, group_size and replica_ids, which point into storage the mesh owns
  * (valid until tpu_mesh_release); *group_mode receives the tpu_group_mode to pass in
  * tpu_collective_options.group_mode (TPU_GROUP_MODE_FLATTENED_ID). So "sum over the

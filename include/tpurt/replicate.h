@@ -70,16 +70,23 @@ typedef TPU_ENUM(tpu_padding_spec) {
  *   (each core gets its own handle on one buffer, copy-on-write as results are:
  *   tensor.h); an output is logical core 0's, and the other cores' are released.
  * - Otherwise num_dims equals the tensor's rank, every partition_dims[d] >= 1, and
- *   their product equals the step's cores per replica. The tensor is cut into a grid
- *   of tiles, partition_dims[d] along dimension d; logical core c gets tile c in
- *   row-major order of the grid (the last dimension varying fastest), as TensorFlow's
- *   tile assignment does. A dimension of size n cut p ways is split as TPUEstimator
- *   splits it (tpu_feed.py): n / p each when p divides n; otherwise greedily, pieces
- *   of ceil(n / p) while they fit, then the remainder, then empty pieces
- *   (5 cut 4 ways: 2, 2, 1, 0). An output is assembled the other way: the cores'
- *   tiles are concatenated along every dimension, so tiles in one row of the grid
- *   must agree in the other dimensions (TPU_INVALID_ARGUMENT naming the output and
- *   the cores that differ). */
+ *   their product equals the step's cores per replica (so with one core per replica
+ *   a spec is all ones and changes nothing; TPUEstimator also takes a product of 1
+ *   with several cores to mean "core 0 only", tpurt does not). The tensor is cut into
+ *   a grid of tiles (new tensors), partition_dims[d] along dimension d; logical core
+ *   c gets tile c in row-major order of the grid (the last dimension varying
+ *   fastest), as TensorFlow's tile assignment does: [[A, B, C, D], [E, F, G, H]] cut
+ *   [2, 4] gives cores 0..7 A..H. A dimension of size n cut p ways is split as
+ *   TPUEstimator splits it (tpu_feed.py) and XLA tiles it: n / p each when p divides
+ *   n; otherwise greedily, pieces of ceil(n / p) while they fit, then the remainder,
+ *   then empty pieces (5 cut 4 ways: 2, 2, 1, 0; [5, 14] cut [2, 4]: rows 3, 2 and
+ *   columns 4, 4, 4, 2). An output is assembled the other way: every core must give
+ *   a tensor of rank num_dims and one dtype, and the tiles are concatenated along
+ *   every dimension, so tiles in one row of the grid must agree in the other
+ *   dimensions (they need not have the split's sizes). Otherwise the step fails
+ *   with TPU_INVALID_ARGUMENT naming the replica, the output and the logical cores
+ *   at fault. A partitioned output whose replica has cores on several tasks is
+ *   TPU_UNIMPLEMENTED. */
 typedef struct tpu_partition_spec {
   int num_dims;
   int partition_dims[TPU_MAX_RANK];
@@ -111,7 +118,8 @@ typedef struct tpu_step_options {
   /* TensorFlow's infeed_queue: before its computation runs, replica r dequeues its
    * next tuple from this queue (created for the step's replica count) and receives
    * the tuple's tensors after its own inputs (and after any padding sizes). NULL:
-   * none. An empty FIFO waits up to the collective deadline. */
+   * none. An empty FIFO waits up to the collective deadline. With several cores per
+   * replica: TPU_UNIMPLEMENTED (give the tensors as partitioned inputs instead). */
   tpu_infeed_queue *infeed_queue;
   /* (1.3) NULL, or num_input_partitions == num_inputs entries: how input i is spread
    * over the cores of its replica (tpu_partition_spec). NULL: every input whole to

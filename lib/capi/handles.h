@@ -1,6 +1,6 @@
 // Every C handle of the ABI, in one place. Two kinds:
 // - A handle that names a runtime object holds a shared reference to it
-//   (tpu_system, tpu_topology, tpu_device_assignment) or is that object's C face
+//   (tpu_system, tpu_topology, tpu_device_assignment, tpu_mesh) or is that object's C face
 //   (tpu_infeed_queue, tpu_outfeed_queue): the shim makes and frees them, and the
 //   layers below never see them.
 // - tpu_tensor and tpu_replica_context are the runtime's own structs (lib/core/tensor.h,
@@ -15,6 +15,7 @@
 #include "runtime/feed.h"
 #include "runtime/system.h"
 #include "topology/device_assignment.h"
+#include "topology/mesh.h"
 #include "topology/topology.h"
 
 struct tpu_system {
@@ -25,6 +26,9 @@ struct tpu_topology {
 };
 struct tpu_device_assignment {
   std::shared_ptr<const tpurt::DeviceAssignment> impl;
+};
+struct tpu_mesh {
+  std::shared_ptr<const tpurt::Mesh> impl;
 };
 struct tpu_cluster_resolver {
   std::unique_ptr<tpurt::ClusterResolver> impl;

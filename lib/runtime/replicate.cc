@@ -6,10 +6,11 @@
 #include "core/checked.h"
 #include "core/dtype.h"
 #include "runtime/feed.h"
+#include "runtime/partition.h"
 #include "runtime/replica_context.h"
+#include "topology/device_assignment.h"
 #include "core/tensor_ops.h"
 #include "core/tensor_ref.h"
-#include "topology/device_assignment.h"
 
 namespace tpurt {
 namespace {
@@ -140,9 +141,37 @@ void check_replica_inputs(int num_replicas, int num_inputs, tpu_tensor* const* i
   }
 }
 
+// The cores of each replica: the device assignment's, 1 without one.
+int cores_per_replica(const StepOptions& o) {
+  return o.device_assignment ? o.device_assignment->num_cores_per_replica() : 1;
+}
+
+// input_partitions and output_partitions: one valid spec per input and output.
+void check_partitions(int num_inputs, int num_outputs, const StepOptions& o) {
+  const int cores = cores_per_replica(o);
+  struct Field {
+    const char* kind;
+    const tpu_partition_spec* specs;
+    size_t count;
+    int expected;
+  };
+  for (const Field& f : {Field{"input", o.input_partitions, o.num_input_partitions, num_inputs},
+                         Field{"output", o.output_partitions, o.num_output_partitions, num_outputs}}) {
+    if (f.specs == nullptr && f.count != 0)
+      invalid_argument("options->", f.kind, "_partitions is NULL but num_", f.kind,
+                       "_partitions is ", f.count);
+    if (f.specs == nullptr) continue;
+    if (f.count != static_cast<size_t>(f.expected))
+      invalid_argument("options->num_", f.kind, "_partitions is ", f.count, "; ", f.kind,
+                       "_partitions needs one entry per ", f.kind, " (", f.expected, ")");
+    for (int i = 0; i < f.expected; ++i) check_partition_spec(f.specs[i], cores, f.kind, i);
+  }
+}
+
 // The step options' own rules, before anything runs.
-void check_options(const System& system, int num_replicas, int num_inputs,
+void check_options(const System& system, int num_replicas, int num_inputs, int num_outputs,
                    const StepOptions& o) {
+  check_partitions(num_inputs, num_outputs, o);
   if (o.padding_spec != TPU_PADDING_AUTO && o.padding_spec != TPU_PADDING_POWER_OF_TWO)
     invalid_argument("options->padding_spec is ", o.padding_spec,
                      "; it must be TPU_PADDING_AUTO (0) or TPU_PADDING_POWER_OF_TWO (1)");
@@ -193,49 +222,118 @@ tpu_status run_with_infeed(tpu_replica_context* ctx, tpu_tensor* const* inputs, 
   return st;
 }
 
-// With k cores per replica the runtime runs one computation per (replica r, logical
-// core c), participant r * k + c: each core of this task gets its replica's inputs
-// (a handle of its own on the same buffer, copy-on-write), and the replica's outputs
-// are logical core 0's.
-void run_participants(System& system, const StepSpec& spec, int k,
-                      const DeviceAssignment& da, tpu_tensor** outputs) {
-  const int participants = spec.num_replicas * k;
-  TensorRefs inputs(static_cast<size_t>(participants) * spec.num_inputs);
-  for (int p = 0; p < participants; ++p) {
-    if (da.task(p / k, p % k) != system.task_id()) continue;
-    for (int i = 0; i < spec.num_inputs; ++i) {
-      const Tensor* t = spec.inputs[static_cast<int64_t>(p / k) * spec.num_inputs + i];
-      if (t == nullptr)  // another task's replica with a core on this task
-        invalid_argument("replica ", p / k, " input ", i, " is NULL, but logical core ", p % k,
-                         " of replica ", p / k, " runs on this task");
-      inputs[static_cast<size_t>(p) * spec.num_inputs + i] = share(t, t->dims, t->rank, 0);
+// A step's participants (replica r, logical core c), flattened r * cores + c: which
+// run on this task, and the inputs and outputs of each.
+struct Participants {
+  int num_replicas, cores;
+  std::vector<char> local;  // [participant]
+  std::vector<char> any_local;  // [replica]: some core of it runs here
+
+  // da NULL: replica r on global core r, as System::run_step places it.
+  Participants(const System& system, const DeviceAssignment* da, int num_replicas)
+      : num_replicas(num_replicas), cores(da ? da->num_cores_per_replica() : 1),
+        local(static_cast<size_t>(num_replicas) * cores), any_local(num_replicas) {
+    for (int r = 0; r < num_replicas; ++r)
+      for (int c = 0; c < cores; ++c) {
+        const int task = da ? da->task(r, c) : r / system.num_cores();
+        local[static_cast<size_t>(r) * cores + c] = task == system.task_id();
+        any_local[r] |= task == system.task_id();
+      }
+  }
+
+  // [replica][input] -> [participant][input]: input i split as its spec says, or
+  // whole (a handle of its own on the caller's buffer) for every core; inputs from
+  // num_specs on (the padded sizes' extras) are whole. Participants of other tasks
+  // get NULL.
+  void spread_inputs(int width, tpu_tensor* const* inputs, const tpu_partition_spec* specs,
+                     size_t num_specs, TensorRefs* out) const {
+    for (int r = 0; r < num_replicas; ++r)
+      for (int c = 0; c < cores; ++c) {
+        const size_t p = static_cast<size_t>(r) * cores + c;
+        if (!local[p]) continue;
+        for (int i = 0; i < width; ++i) {
+          const Tensor* t = inputs[static_cast<size_t>(r) * width + i];
+          if (t == nullptr)  // another task's replica with a core on this task
+            invalid_argument("replica ", r, " input ", i, " is NULL, but logical core ", c,
+                             " of replica ", r, " runs on this task");
+          const bool split = static_cast<size_t>(i) < num_specs && is_partitioned(specs[i]);
+          (*out)[p * width + i] = split ? partition_tile(t, specs[i], c) : share_whole(t);
+        }
+      }
+  }
+
+  // A partitioned output is assembled where all of its replica's tiles are.
+  void check_outputs_assemble(int num_outputs, const tpu_partition_spec* specs) const {
+    for (int o = 0; o < num_outputs && specs; ++o) {
+      if (!is_partitioned(specs[o])) continue;
+      for (int r = 0; r < num_replicas; ++r) {
+        const char* row = &local[static_cast<size_t>(r) * cores];
+        if (any_local[r] && std::count(row, row + cores, 1) != cores)
+          fail(TPU_UNIMPLEMENTED, "output_partitions[", o, "] asks to assemble output ", o,
+               " of replica ", r, ", whose cores run on several tasks; assembling tiles "
+               "across tasks is not supported: give output ", o, " unpartitioned (num_dims 0)");
+      }
     }
   }
-  StepSpec expanded = spec;
-  expanded.inputs = inputs.data();
-  TensorRefs staged(static_cast<size_t>(participants) * spec.num_outputs);
-  system.run_step(expanded, &da, staged.data());
-  for (int r = 0; r < spec.num_replicas; ++r)
-    for (int o = 0; o < spec.num_outputs; ++o)
-      outputs[static_cast<int64_t>(r) * spec.num_outputs + o] =
-          staged.take(static_cast<size_t>(r) * k * spec.num_outputs + o);
-}
 
-// Runs spec (with the infeed wrapper if the options ask for it).
+  // [participant][output] -> [replica][output] for the replicas with a core here:
+  // logical core 0's output (NULL if that core runs elsewhere), or the tiles assembled.
+  void gather_outputs(int num_outputs, TensorRefs& staged, const tpu_partition_spec* specs,
+                      tpu_tensor** outputs) const {
+    TensorRefs results(static_cast<size_t>(num_replicas) * num_outputs);
+    for (int r = 0; r < num_replicas; ++r) {
+      if (!any_local[r]) continue;
+      const size_t first = static_cast<size_t>(r) * cores * num_outputs;  // core 0's
+      for (int o = 0; o < num_outputs; ++o)
+        results[static_cast<size_t>(r) * num_outputs + o] =
+            specs && is_partitioned(specs[o])
+                ? assemble_tiles(staged.data() + first + o, num_outputs, cores, specs[o], r, o)
+                : staged.take(first + o);
+    }
+    for (int r = 0; r < num_replicas; ++r)
+      if (any_local[r])
+        for (int o = 0; o < num_outputs; ++o)
+          outputs[static_cast<size_t>(r) * num_outputs + o] =
+              results.take(static_cast<size_t>(r) * num_outputs + o);
+  }
+};
+
+// Runs spec (with the infeed wrapper if the options ask for it), spreading each
+// replica's inputs over its cores and gathering its outputs back (tpu_partition_spec).
 void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor** outputs) {
   spec.timeout_ms = options.collective_timeout_ms;
-  const DeviceAssignment* da = options.device_assignment;
-  const int k = da ? da->num_cores_per_replica() : 1;
-  if (k > 1 && options.infeed_queue != nullptr)
-    fail(TPU_UNIMPLEMENTED, "options->infeed_queue with ", k,
-         " cores per replica: an infeed queue feeds replicas of one core each");
+  const int cores = cores_per_replica(options);
+  if (options.infeed_queue != nullptr && cores > 1)
+    fail(TPU_UNIMPLEMENTED, "options->infeed_queue with ", cores,
+         " cores per replica: a replica's tuple would have to be split over its cores, which "
+         "tpurt does not do yet; give the tuple's tensors as inputs with input_partitions");
+  // Every replica's input i has one rank; another task's replica may give NULL.
+  for (size_t i = 0; i < options.num_input_partitions; ++i)
+    for (int r = 0; r < spec.num_replicas; ++r)
+      if (const Tensor* t = spec.inputs[static_cast<size_t>(r) * spec.num_inputs + i]) {
+        check_partition_rank(options.input_partitions[i], t, "input", static_cast<int>(i));
+        break;
+      }
   InfeedStep infeed{spec.fn, spec.user_data, options.infeed_queue};
   if (options.infeed_queue != nullptr) {
     spec.fn = run_with_infeed;
     spec.user_data = &infeed;
   }
-  if (k > 1) return run_participants(system, spec, k, *da, outputs);
-  system.run_step(spec, da, outputs);
+  // One core per replica and every output core 0's: today's path, nothing staged.
+  if (cores == 1 && options.output_partitions == nullptr)
+    return system.run_step(spec, options.device_assignment, outputs);
+  const Participants parts(system, options.device_assignment, spec.num_replicas);
+  parts.check_outputs_assemble(spec.num_outputs, options.output_partitions);
+  // With one core a spec is whole or one tile, the tensor itself: inputs pass as they are.
+  TensorRefs inputs(cores > 1 ? static_cast<size_t>(spec.num_replicas) * cores * spec.num_inputs : 0);
+  if (cores > 1) {
+    parts.spread_inputs(spec.num_inputs, spec.inputs, options.input_partitions,
+                        options.num_input_partitions, &inputs);
+    spec.inputs = inputs.data();
+  }
+  TensorRefs staged(static_cast<size_t>(spec.num_replicas) * cores * spec.num_outputs);
+  system.run_step(spec, options.device_assignment, staged.data());
+  parts.gather_outputs(spec.num_outputs, staged, options.output_partitions, outputs);
 }
 
 }  // namespace
@@ -247,7 +345,7 @@ void replicate(System& system, tpu_computation_fn computation, void* user_data,
   check_counts(computation, num_inputs, inputs, num_outputs, outputs);
   if (num_replicas < 0) invalid_argument("num_replicas is ", num_replicas, "; it must be >= 0");
   if (num_replicas == 0) return;
-  check_options(system, num_replicas, num_inputs, options);
+  check_options(system, num_replicas, num_inputs, num_outputs, options);
   system.check_num_replicas(num_replicas, options.device_assignment);
   check_replica_inputs(num_replicas, num_inputs, inputs, options.maximum_shapes);
   StepSpec spec(computation, user_data, num_replicas, num_inputs, num_outputs, inputs);
@@ -273,7 +371,7 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
   if (options.maximum_shapes != nullptr)
     invalid_argument("options->maximum_shapes applies to tpu_replicate only; shard, "
                      "batch_parallel and rewrite take it NULL");
-  check_options(system, num_shards, num_inputs, options);
+  check_options(system, num_shards, num_inputs, num_outputs, options);
   system.check_num_replicas(num_shards, options.device_assignment);
 
   TensorRefs pieces(static_cast<size_t>(num_shards) * num_inputs);

@@ -1,6 +1,7 @@
 // tf.tpu.replicate and tf.tpu.shard over a System: the argument rules, maximum_shapes
-// padding, and shard's split and concatenation (spec §4). Both throw tpurt::Error
-// and write outputs only on success.
+// padding, shard's split and concatenation (spec §4), and each replica's inputs and
+// outputs spread over its cores (runtime/partition.h). Both throw tpurt::Error and
+// write outputs only on success.
 #pragma once
 
 #include "runtime/system.h"
