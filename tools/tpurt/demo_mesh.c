@@ -212,20 +212,6 @@ static void axis_groups(const tpu_mesh *mesh, const char *axis, tpu_group_assign
   CHECK_DOING(tpu_mesh_axis_groups(mesh, axes, 1, groups, mode), "reading the mesh's groups");
 }
 
-/* TEMPORARY until tpu_mesh_* lands: the same groups built directly (flattened ids). */
-static int32_t *direct_groups(int R, int K, int model, tpu_group_assignment *groups, int *mode) {
-  int32_t *ids = xcalloc((size_t)R * K, sizeof *ids), *p = ids;
-  if (model)
-    for (int r = 0; r < R; r++)
-      for (int c = 0; c < K; c++) *p++ = r * K + c;
-  else
-    for (int c = 0; c < K; c++)
-      for (int r = 0; r < R; r++) *p++ = r * K + c;
-  *groups = (tpu_group_assignment){ids, model ? R : K, model ? K : R};
-  *mode = TPU_GROUP_MODE_FLATTENED_ID;
-  return ids;
-}
-
 static int compare_doubles(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -260,8 +246,7 @@ int demo_mesh(const demo_mesh_options *opt) {
   const char *names[2] = {"batch", "model"};
   const int64_t sizes[2] = {R, K};
   tpu_mesh *mesh = NULL;
-  tpu_status mesh_status = tpu_mesh_create(assignment, names, sizes, 2, &mesh);
-  if (mesh_status != TPU_UNIMPLEMENTED) CHECK_DOING(mesh_status, "building the mesh");
+  CHECK_DOING(tpu_mesh_create(assignment, names, sizes, 2, &mesh), "building the mesh");
 
   const int B = opt->batch, P = R * K;
   float *x = xcalloc((size_t)B * FEATURES, sizeof *x), *t = xcalloc((size_t)B * OUTPUTS, sizeof *t);
@@ -269,14 +254,8 @@ int demo_mesh(const demo_mesh_options *opt) {
   make_data(B, H, x, t, w1, w2);
   mesh_run run = {.R = R, .K = K, .rows = B / R, .hidden = H, .steps = opt->steps,
                   .slice = H / K, .x = x, .t = t, .w1 = w1, .w2 = w2};
-  int32_t *tmp_model = NULL, *tmp_batch = NULL;
-  if (mesh) {
-    axis_groups(mesh, "model", &run.model, &run.model_mode);
-    axis_groups(mesh, "batch", &run.batch, &run.batch_mode);
-  } else {
-    tmp_model = direct_groups(R, K, 1, &run.model, &run.model_mode);
-    tmp_batch = direct_groups(R, K, 0, &run.batch, &run.batch_mode);
-  }
+  axis_groups(mesh, "model", &run.model, &run.model_mode);
+  axis_groups(mesh, "batch", &run.batch, &run.batch_mode);
   run.w1_out = xcalloc((size_t)P, sizeof *run.w1_out);
   run.w2_out = xcalloc((size_t)P, sizeof *run.w2_out);
   run.dx_out = xcalloc((size_t)P, sizeof *run.dx_out);
@@ -297,8 +276,7 @@ int demo_mesh(const demo_mesh_options *opt) {
   if (tasks > 1) printf("task %d of %d holds %d core(s)\n", task, tasks, local);
 
   tpu_device_assignment *mesh_assignment = NULL; /* the mesh's own, for the step */
-  if (mesh) CHECK(tpu_mesh_device_assignment(mesh, &mesh_assignment));
-  else mesh_assignment = assignment;
+  CHECK(tpu_mesh_device_assignment(mesh, &mesh_assignment));
   tpu_step_options options = TPU_STEP_OPTIONS_INIT;
   options.device_assignment = mesh_assignment;
   double t0 = now_seconds();
@@ -359,9 +337,8 @@ int demo_mesh(const demo_mesh_options *opt) {
          close ? "within" : "OUTSIDE", opt->tolerance);
   printf("replicas hold identical weight slices: %s\n", agree ? "yes" : "NO");
 
-  if (mesh) CHECK(tpu_device_assignment_release(mesh_assignment));
+  CHECK(tpu_device_assignment_release(mesh_assignment));
   CHECK(tpu_mesh_release(mesh));
-  free(tmp_model), free(tmp_batch);
   CHECK(tpu_device_assignment_release(assignment));
   CHECK(tpu_system_release(system));
   for (int f = 0; f < P; f++) {
