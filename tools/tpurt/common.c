@@ -201,6 +201,11 @@ int online_cpus(void) {
   return n > 0 ? (int)n : 1;
 }
 
+int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

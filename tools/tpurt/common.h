@@ -92,6 +92,8 @@ char *system_string(tpu_status (*get)(const tpu_system *, char *, size_t, size_t
 void *xcalloc(size_t count, size_t size);
 
 int online_cpus(void);
+/* qsort's comparison of doubles, ascending. */
+int compare_doubles(const void *a, const void *b);
 /* CLOCK_MONOTONIC in seconds. */
 double now_seconds(void);
 /* "64 MiB", "8 B", ... into buf. */

@@ -35,8 +35,7 @@ typedef struct demo_run {
   float *losses;            /* [steps]: the loss before each update, from replica 0 */
 } demo_run;
 
-/* A fixed-seed LCG (Knuth's MMIX constants): uniform in [-1, 1). */
-static double uniform(uint64_t *state) {
+double demo_uniform(uint64_t *state) {
   *state = *state * 6364136223846793005ull + 1442695040888963407ull;
   return (double)(*state >> 11) / (double)(1ull << 52) - 1.0;
 }
@@ -46,7 +45,7 @@ static void make_data(float *x, float *y) {
   static double raw[SAMPLES][FEATURES];
   uint64_t state = 42;
   for (int i = 0; i < SAMPLES; i++)
-    for (int f = 0; f < FEATURES; f++) raw[i][f] = uniform(&state) * (f + 1) + f;
+    for (int f = 0; f < FEATURES; f++) raw[i][f] = demo_uniform(&state) * (f + 1) + f;
   for (int f = 0; f < FEATURES; f++) {
     double mean = 0, var = 0;
     for (int i = 0; i < SAMPLES; i++) mean += raw[i][f];
@@ -56,7 +55,7 @@ static void make_data(float *x, float *y) {
     for (int i = 0; i < SAMPLES; i++) x[i * FEATURES + f] = (float)((raw[i][f] - mean) / sd);
   }
   for (int i = 0; i < SAMPLES; i++) {
-    double v = true_bias + 0.01 * uniform(&state);
+    double v = true_bias + 0.01 * demo_uniform(&state);
     for (int f = 0; f < FEATURES; f++) v += true_weights[f] * x[i * FEATURES + f];
     y[i] = (float)v;
   }

@@ -11,6 +11,9 @@ typedef struct demo_mesh_options {
   double tolerance;                /* relative, against the same training on one core */
 } demo_mesh_options;
 
+/* A fixed-seed LCG (Knuth's MMIX constants): uniform in [-1, 1). */
+double demo_uniform(uint64_t *state);
+
 /* Trains the MLP over the mesh and checks it; returns the exit status. */
 int demo_mesh(const demo_mesh_options *options);
 
