@@ -99,8 +99,13 @@ public static partial class tpu {
     }
   }
 
-  static StepOptions Options(InfeedQueue infeed_queue, DeviceAssignment device_assignment, IEnumerable<Shape> maximum_shapes) {
+  static StepOptions Options(InfeedQueue infeed_queue, DeviceAssignment device_assignment, IEnumerable<Shape> maximum_shapes,
+                             int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
     var o = new StepOptions();
+    if (input_partition_dims != null)
+      using (Int32VectorVector p = Partitions(input_partition_dims)) o.InputPartitions = p;
+    if (output_partition_dims != null)
+      using (Int32VectorVector p = Partitions(output_partition_dims)) o.OutputPartitions = p;
     o.InfeedQueue = infeed_queue;
     o.DeviceAssignment = device_assignment;
     if (maximum_shapes != null) {
@@ -111,10 +116,24 @@ public static partial class tpu {
     return o;
   }
 
-  // inputs[replica][i]; returns outputs[replica][j]. No inputs: num_replicas replicas.
+  // TPUEstimator's input_partition_dims / output_partition_dims: one entry per input
+  // (output), each the number of pieces along every dimension of it, or null for whole
+  // (include/tpurt/replicate.h, tpu_partition_spec).
+  static Int32VectorVector Partitions(int[][] dims) {
+    var v = new Int32VectorVector();
+    foreach (int[] d in dims)
+      using (var entry = new Int32Vector(d ?? new int[0])) v.Add(entry);
+    return v;
+  }
+
+  // inputs[replica][i]; returns outputs[replica][j]. No inputs: num_replicas replicas,
+  // else the device assignment's. With k cores per replica, the computation runs on
+  // each (replica, logical core) and input_partition_dims / output_partition_dims say
+  // how an input is cut over a replica's cores and an output assembled from them.
   static Tensor[][] Replicate(ReplicaComputation computation, IEnumerable<IEnumerable<Tensor>> inputs,
                               InfeedQueue infeed_queue, DeviceAssignment device_assignment,
-                              IEnumerable<Shape> maximum_shapes, int num_outputs, int num_replicas, TpuSystem system) {
+                              IEnumerable<Shape> maximum_shapes, int num_outputs, int num_replicas, TpuSystem system,
+                              int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
     TpuSystem s = SystemOrDefault(system);
     if (num_outputs < 0) throw new ArgumentOutOfRangeException(nameof(num_outputs), num_outputs, "must not be negative");
     var flat = new TensorVector();
@@ -131,12 +150,12 @@ public static partial class tpu {
         ++replicas;
       }
     }
-    if (replicas == 0) replicas = num_replicas;
+    if (replicas == 0) replicas = num_replicas != 0 || device_assignment == null ? num_replicas : device_assignment.NumReplicas();
     else if (num_replicas != 0 && num_replicas != replicas)
       throw new ArgumentException(replicas + " replicas of inputs but num_replicas is " + num_replicas, nameof(num_replicas));
     if (replicas <= 0) throw new ArgumentException("no inputs and no num_replicas: how many replicas?", nameof(num_replicas));
     using (flat)
-    using (StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes))
+    using (StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes, input_partition_dims, output_partition_dims))
     using (TensorVector outputs = Step(s, computation, c => s.Replicate(c, replicas, Math.Max(perReplica, 0), flat, num_outputs, options))) {
       var result = new Tensor[replicas][];
       for (int r = 0; r < replicas; ++r) {
@@ -168,65 +187,85 @@ public static partial class tpu {
   public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs = null,
                                      InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
                                      string name = null, IEnumerable<TensorShape> maximum_shapes = null,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
   // The computation receives its ReplicaContext.
   public static Tensor[][] replicate(ReplicaComputation computation, IEnumerable<IEnumerable<Tensor>> inputs = null,
                                      InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
                                      string name = null, IEnumerable<TensorShape> maximum_shapes = null,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
   // One size: the single input's rank-1 bound.
   public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
                                      [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
                                      [Optional] string name, int maximum_shapes,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
   public static Tensor[][] replicate(ReplicaComputation computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
                                      [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
                                      [Optional] string name, int maximum_shapes,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes), num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
   public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
                                      [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
                                      [Optional] string name, TensorShape maximum_shapes,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, new[] { maximum_shapes.ToShape() }, num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, new[] { maximum_shapes.ToShape() }, num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
   public static Tensor[][] replicate(ReplicaComputation computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
                                      [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
                                      [Optional] string name, TensorShape maximum_shapes,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(computation, inputs, infeed_queue, device_assignment, new[] { maximum_shapes.ToShape() }, num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, new[] { maximum_shapes.ToShape() }, num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
   public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
                                      [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
                                      [Optional] string name, Dimension maximum_shapes,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Value ?? -1), num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Value ?? -1), num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
   public static Tensor[][] replicate(ReplicaComputation computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
                                      [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
                                      [Optional] string name, Dimension maximum_shapes,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Value ?? -1), num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Value ?? -1), num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
   // The seed's PythonClassContainer: a nested structure of shapes.
   public static Tensor[][] replicate(Func<Tensor[], Tensor[]> computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
                                      [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
                                      [Optional] string name, ShapeStructure maximum_shapes,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Flatten()), num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(Adapt(computation), inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Flatten()), num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
   public static Tensor[][] replicate(ReplicaComputation computation, [Optional] IEnumerable<IEnumerable<Tensor>> inputs,
                                      [Optional] InfeedQueue infeed_queue, [Optional] DeviceAssignment device_assignment,
                                      [Optional] string name, ShapeStructure maximum_shapes,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Flatten()), num_outputs, num_replicas, system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return Replicate(computation, inputs, infeed_queue, device_assignment, Shapes(maximum_shapes.Flatten()), num_outputs, num_replicas, system,
+                     input_partition_dims, output_partition_dims);
   }
 
   // tf.tpu.rewrite: one replica.
@@ -287,79 +326,74 @@ public static partial class tpu {
     }
   }
 
-  // group_assignment: null (one group), int[][], int[,] or any nested IEnumerable<int>.
-  static GroupAssignment Groups(object group_assignment) {
-    if (group_assignment == null) return new GroupAssignment();
-    var rows = new List<int[]>();
-    if (group_assignment is int[,] grid) {
-      for (int g = 0; g < grid.GetLength(0); ++g) {
-        var row = new int[grid.GetLength(1)];
-        for (int i = 0; i < row.Length; ++i) row[i] = grid[g, i];
-        rows.Add(row);
-      }
-    } else if (group_assignment is IEnumerable groups && !(group_assignment is string)) {
-      foreach (object g in groups) {
-        if (!(g is IEnumerable<int> ids))
-          throw new ArgumentException("group_assignment[" + rows.Count + "] is a " + (g == null ? "null" : g.GetType().FullName) +
-                                      ", not a list of replica ids", nameof(group_assignment));
-        rows.Add(new List<int>(ids).ToArray());
-      }
-    } else {
-      throw Cannot("group_assignment", group_assignment, "int[][], int[,] or a nested IEnumerable<int>");
-    }
-    int size = rows.Count == 0 ? 0 : rows[0].Length;
-    var flat = new Int32Vector();
-    for (int g = 0; g < rows.Count; ++g) {
-      if (rows[g].Length != size)
-        throw new ArgumentException("group " + g + " has " + rows[g].Length + " replicas, group 0 has " + size, nameof(group_assignment));
-      foreach (int id in rows[g]) flat.Add(id);
-    }
-    return new GroupAssignment(flat, rows.Count, size);
-  }
-
   // tf.tpu.cross_replica_sum: every form returns one Tensor, as the seed's do.
-  public static Tensor cross_replica_sum(Tensor x, object group_assignment = null, string name = null) {
+  // group_assignment: null (one group), int[][], int[,], any nested IEnumerable<int>, a
+  // GroupAssignment or mesh axes (mesh["model"]); group_mode (1.3): what its ids are,
+  // null for cross-replica (or the mesh axes' mode).
+  public static Tensor cross_replica_sum(Tensor x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
     if (x == null) throw new ArgumentNullException(nameof(x));
     ReplicaContext ctx = current_replica;
-    using (GroupAssignment groups = Groups(group_assignment))
-    using (var options = new CollectiveOptions())
-      return DelegateComputation.Own(ctx.CrossReplicaSum(x, groups, options));
+    using (var call = new CollectiveCall(group_assignment, group_mode, nameof(group_assignment)))
+      return DelegateComputation.Own(ctx.CrossReplicaSum(x, call.Groups, call.Options));
   }
-  public static Tensor cross_replica_sum(PerReplica x, object group_assignment = null, string name = null) {
+  public static Tensor cross_replica_sum(PerReplica x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
     if (x == null) throw new ArgumentNullException(nameof(x));
     int replica = current_replica.ReplicaId();
     if (replica >= x.Values.Count)
       throw new ArgumentException("PerReplica has " + x.Values.Count + " values; replica " + replica + " has none", nameof(x));
-    return cross_replica_sum(x.Values[replica], group_assignment, name);
+    return cross_replica_sum(x.Values[replica], group_assignment, name, group_mode);
   }
-  public static Tensor cross_replica_sum(float[] x, object group_assignment = null, string name = null) {
-    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
+  public static Tensor cross_replica_sum(float[] x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name, group_mode);
   }
-  public static Tensor cross_replica_sum(double[] x, object group_assignment = null, string name = null) {
-    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
+  public static Tensor cross_replica_sum(double[] x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name, group_mode);
   }
-  public static Tensor cross_replica_sum(int[] x, object group_assignment = null, string name = null) {
-    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
+  public static Tensor cross_replica_sum(int[] x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name, group_mode);
   }
-  public static Tensor cross_replica_sum(long[] x, object group_assignment = null, string name = null) {
-    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
+  public static Tensor cross_replica_sum(long[] x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name, group_mode);
   }
   // A structure is one tensor, as tf.convert_to_tensor packs it: its leaves (same
   // dtype and shape) stacked along a new first axis, summed in one collective.
-  public static Tensor cross_replica_sum(ValueTuple<object, object> x, object group_assignment = null, string name = null) {
-    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
+  public static Tensor cross_replica_sum(ValueTuple<object, object> x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name, group_mode);
   }
-  public static Tensor cross_replica_sum(IEnumerable<object> x, object group_assignment = null, string name = null) {
-    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
+  public static Tensor cross_replica_sum(IEnumerable<object> x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name, group_mode);
   }
   // A dictionary's values in key order (tf.nest's order for a dict).
-  public static Tensor cross_replica_sum(IDictionary<object, object> x, object group_assignment = null, string name = null) {
-    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
+  public static Tensor cross_replica_sum(IDictionary<object, object> x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name, group_mode);
   }
   // Any of the above, chosen at run time.
-  public static Tensor cross_replica_sum(object x, object group_assignment = null, string name = null) {
-    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name);
+  public static Tensor cross_replica_sum(object x, object group_assignment = null, string name = null, GroupMode? group_mode = null) {
+    return cross_replica_sum(Converted(x, nameof(x)), group_assignment, name, group_mode);
   }
+
+  // The sum over named axes of a mesh: cross_replica_sum(x, mesh, "model"), one form per
+  // x. A null mesh with one string is the seed's positional (x, null, name), which these
+  // overloads would otherwise capture.
+  public static Tensor cross_replica_sum(Tensor x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+  public static Tensor cross_replica_sum(PerReplica x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+  public static Tensor cross_replica_sum(float[] x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+  public static Tensor cross_replica_sum(double[] x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+  public static Tensor cross_replica_sum(int[] x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+  public static Tensor cross_replica_sum(long[] x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+  public static Tensor cross_replica_sum(ValueTuple<object, object> x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+  public static Tensor cross_replica_sum(IEnumerable<object> x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+  public static Tensor cross_replica_sum(IDictionary<object, object> x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+  public static Tensor cross_replica_sum(object x, Mesh mesh, string axis, params string[] more_axes) { return cross_replica_sum(x, Axes(mesh, axis, more_axes), MeshName(mesh, axis)); }
+
+  static MeshAxes Axes(Mesh mesh, string axis, string[] more_axes) {
+    if (mesh == null && (more_axes == null || more_axes.Length == 0)) return null;
+    if (mesh == null) throw new ArgumentNullException(nameof(mesh));
+    var axes = new List<string> { axis };
+    if (more_axes != null) axes.AddRange(more_axes);
+    return new MeshAxes(mesh, axes.ToArray());
+  }
+  static string MeshName(Mesh mesh, string axis) { return mesh == null ? axis : null; }
 
   // x as one tensor owned by the step (released when the computation returns).
   static Tensor Converted(object x, string what) {

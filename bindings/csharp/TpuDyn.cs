@@ -6,20 +6,26 @@ using System.Collections.Generic;
 namespace Tpurt {
 
 public static partial class tpu {
-  public static Tensor CrossReplicaSum(Tensor x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(PerReplica x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(float[] x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(double[] x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(int[] x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(long[] x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(ValueTuple<object, object> x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(IEnumerable<object> x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(IDictionary<object, object> x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
-  public static Tensor CrossReplicaSum(object x, object group_assignment = null) { return cross_replica_sum(x, group_assignment); }
+  public static Tensor CrossReplicaSum(Tensor x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(PerReplica x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(float[] x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(double[] x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(int[] x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(long[] x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(ValueTuple<object, object> x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(IEnumerable<object> x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(IDictionary<object, object> x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(object x, object group_assignment = null, GroupMode? group_mode = null) { return cross_replica_sum(x, group_assignment, null, group_mode); }
+  public static Tensor CrossReplicaSum(object x, Mesh mesh, string axis, params string[] more_axes) {
+    if (mesh == null) throw new ArgumentNullException(nameof(mesh));
+    return cross_replica_sum(x, Axes(mesh, axis, more_axes));
+  }
   public static Tensor[][] Replicate(Func<Tensor[], Tensor[]> computation, IEnumerable<IEnumerable<Tensor>> inputs = null,
                                      InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
-                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null) {
-    return replicate(computation, inputs, infeed_queue, device_assignment, num_outputs: num_outputs, num_replicas: num_replicas, system: system);
+                                     int num_outputs = 0, int num_replicas = 0, TpuSystem system = null,
+                                     int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    return replicate(computation, inputs, infeed_queue, device_assignment, num_outputs: num_outputs, num_replicas: num_replicas, system: system,
+                     input_partition_dims: input_partition_dims, output_partition_dims: output_partition_dims);
   }
   public static Tensor[] Rewrite(Func<Tensor[], Tensor[]> computation, IEnumerable<Tensor> inputs = null, int num_outputs = 0, TpuSystem system = null) {
     return rewrite(computation, inputs, null, null, null, num_outputs, system);
@@ -64,12 +70,14 @@ public static partial class tpu {
     throw Cannot(parameter, value, "int");
   }
 
-  public static object cross_replica_sum_dyn(object x, object group_assignment = null, object name = null) {
-    return cross_replica_sum(x, group_assignment, As<string>("name", name, "string"));
+  public static object cross_replica_sum_dyn(object x, object group_assignment = null, object name = null, object group_mode = null) {
+    if (group_mode != null && !(group_mode is GroupMode)) throw Cannot("group_mode", group_mode, "GroupMode");
+    return cross_replica_sum(x, group_assignment, As<string>("name", name, "string"), (GroupMode?)group_mode);
   }
   public static object replicate_dyn(object computation, object inputs = null, object infeed_queue = null,
                                      object device_assignment = null, object name = null, object maximum_shapes = null,
-                                     object num_outputs = null, object num_replicas = null, object system = null) {
+                                     object num_outputs = null, object num_replicas = null, object system = null,
+                                     object input_partition_dims = null, object output_partition_dims = null) {
     IEnumerable<Shape> shapes;
     if (maximum_shapes == null) shapes = null;
     else if (maximum_shapes is int) shapes = Shapes((int)maximum_shapes);
@@ -83,7 +91,8 @@ public static partial class tpu {
                      As<InfeedQueue>("infeed_queue", infeed_queue, "InfeedQueue"),
                      As<DeviceAssignment>("device_assignment", device_assignment, "DeviceAssignment"),
                      shapes, IntOf("num_outputs", num_outputs, 0), IntOf("num_replicas", num_replicas, 0),
-                     As<TpuSystem>("system", system, "TpuSystem"));
+                     As<TpuSystem>("system", system, "TpuSystem"), PartitionsOf("input_partition_dims", input_partition_dims),
+                     PartitionsOf("output_partition_dims", output_partition_dims));
   }
   public static object rewrite_dyn(object computation, object inputs = null, object infeed_queue = null,
                                    object device_assignment = null, object name = null, object num_outputs = null, object system = null) {
@@ -112,6 +121,18 @@ public static partial class tpu {
                  As<InfeedQueue>("infeed_queue", infeed_queue, "InfeedQueue"),
                  As<DeviceAssignment>("device_assignment", device_assignment, "DeviceAssignment"),
                  As<string>("name", name, "string"), outputs, As<TpuSystem>("system", system, "TpuSystem"));
+  }
+  // int[][] or any nested IEnumerable<int> (a null entry: not partitioned).
+  static int[][] PartitionsOf(string parameter, object value) {
+    if (value == null || value is int[][]) return (int[][])value;
+    if (!(value is System.Collections.IEnumerable entries) || value is string)
+      throw Cannot(parameter, value, "int[][] or a nested IEnumerable<int>");
+    var list = new List<int[]>();
+    foreach (object e in entries) {
+      if (e != null && !(e is IEnumerable<int>)) throw Cannot(parameter + "[" + list.Count + "]", e, "IEnumerable<int> or null");
+      list.Add(e == null ? null : new List<int>((IEnumerable<int>)e).ToArray());
+    }
+    return list.ToArray();
   }
   static int[] IntsOf(string parameter, object value) {
     if (value == null || value is int[]) return (int[])value;

@@ -96,6 +96,9 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 %rename(GetTopology) tpurt::TpuSystem::topology;
 %rename(GetTopology) tpurt::DeviceAssignment::topology;
 %rename(GetDeviceAssignment) tpurt::Mesh::deviceAssignment;
+/* ReplicaContext.LogicalCore is a property (ModelParallel.cs); the method is its getter. */
+%rename(GetLogicalCore) tpurt::ReplicaContext::logicalCore;
+%csmethodmodifiers tpurt::ReplicaContext::logicalCore "internal";
 /* The struct owns the name; the accessor by index reads "environment variable at". */
 %rename(EnvironmentVariableAt) tpurt::environmentVariable;
 /* The director the hand layer subclasses; its native name stays free for tpu's. */
@@ -108,6 +111,8 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 %typemap(csclassmodifiers) tpurt::TpuSystem "public partial class"
 %typemap(csclassmodifiers) tpurt::Shape "public partial class"
 %typemap(csclassmodifiers) tpurt::ClusterResolver "public partial class"
+%typemap(csclassmodifiers) tpurt::ReplicaContext "public partial class"
+%typemap(csclassmodifiers) tpurt::Mesh "public partial class"
 
 /* A disposed handle is an ObjectDisposedException naming its type, wherever it goes:
  * as `this` (the proxy passes a null pointer, caught here) and as an argument

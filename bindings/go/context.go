@@ -1,6 +1,7 @@
 package tpurt
 
 import (
+	"fmt"
 	"sort"
 	"time"
 )
@@ -32,6 +33,29 @@ func (c *Context) Core() int { return c.raw.Core() }
 // NumCoresPerReplica is the number of cores each replica uses.
 func (c *Context) NumCoresPerReplica() int { return c.raw.NumCoresPerReplica() }
 
+// LogicalCore is this computation's core within its replica, in
+// [0, NumCoresPerReplica()): XLA's partition id, the n of tf.tpu.core(n). With k cores
+// per replica the computation runs once per (replica, logical core).
+func (c *Context) LogicalCore() int { return c.raw.LogicalCore() }
+
+// OnLogicalCore runs fn only on logical core n of each replica ("this part runs on
+// core n", as a tf.tpu.core(n) device scope) and returns its error; the other cores
+// skip fn and get nil. fn makes no collectives: every participant of a step makes
+// the same sequence of them (the library fails the step naming the ones that
+// differ). n outside [0, NumCoresPerReplica()) is an ErrInvalidArgument naming it.
+func (c *Context) OnLogicalCore(n int, fn func() error) error {
+	if k := c.NumCoresPerReplica(); n < 0 || n >= k {
+		return newError(CodeInvalidArgument, "OnLogicalCore: core %d is outside [0, %d) (the cores per replica)", n, k)
+	}
+	if fn == nil {
+		return newError(CodeInvalidArgument, "OnLogicalCore: the function is nil")
+	}
+	if c.LogicalCore() != n {
+		return nil
+	}
+	return fn()
+}
+
 // DeviceName is this replica's TensorFlow device name.
 func (c *Context) DeviceName() (string, error) { return try(c.raw.DeviceName) }
 
@@ -47,16 +71,55 @@ func (c *Context) Fail(code Code, message string) error {
 	return &Error{Code: code, Message: message}
 }
 
-// Collective tunes one collective: replica groups (nil: all replicas in one group)
-// and a timeout (0: the step's deadline).
+// GroupMode says what the ids of a collective's groups are and who takes part
+// when a replica spans several cores: XLA's CollectiveOpGroupMode (tpu_group_mode).
+type GroupMode int
+
+// The group modes. With k cores per replica, participant (replica r, logical core c)
+// has the flattened id r*k + c.
+const (
+	// CrossReplica (the default): groups of replica ids, one collective per logical
+	// core among the cores with that logical core id.
+	CrossReplica GroupMode = iota
+	// CrossPartition: groups of logical-core ids, one collective per replica among its cores.
+	CrossPartition
+	// CrossReplicaAndPartition: groups of replica ids, every core of those replicas taking part.
+	CrossReplicaAndPartition
+	// FlattenedID: groups of flattened ids.
+	FlattenedID
+)
+
+func (m GroupMode) String() string {
+	switch m {
+	case CrossReplica:
+		return "CrossReplica"
+	case CrossPartition:
+		return "CrossPartition"
+	case CrossReplicaAndPartition:
+		return "CrossReplicaAndPartition"
+	case FlattenedID:
+		return "FlattenedID"
+	}
+	return fmt.Sprintf("GroupMode(%d)", int(m))
+}
+
+// Collective tunes one collective: groups (nil: the mode's default, everyone), what
+// their ids are (GroupMode) and a timeout (0: the step's deadline). OverAxes builds
+// one for a mesh's named axes.
 type Collective struct {
-	Groups  [][]int32
-	Timeout time.Duration
+	Groups    [][]int32
+	GroupMode GroupMode
+	Timeout   time.Duration
+	err       error // from OverAxes: reported by the collective it is passed to
 }
 
 func (c Collective) raw() (RawGroupAssignment, RawCollectiveOptions, error) {
+	if c.err != nil {
+		return nil, nil, c.err
+	}
 	opts := NewRawCollectiveOptions()
 	opts.SetTimeoutMs(c.Timeout.Milliseconds())
+	opts.SetGroupMode(TpurtGroupMode(c.GroupMode))
 	if len(c.Groups) == 0 {
 		return NewRawGroupAssignment(), opts, nil
 	}

@@ -30,7 +30,15 @@ type StepOptions struct {
 	maximumShapesEach bool
 	PadToPowerOfTwo   bool
 	CollectiveTimeout time.Duration
-	err               error
+	// Mesh runs the step over a mesh's device assignment (instead of DeviceAssignment).
+	Mesh *Mesh
+	// With several cores per replica: per input, its partition_dims over the cores
+	// of its replica (TPUPartitionedInputV2; nil: the whole input to every core), and
+	// per output, how the cores' pieces are assembled (nil: logical core 0's). Nil
+	// lists: nothing partitioned.
+	InputPartitions  [][]int32
+	OutputPartitions [][]int32
+	err              error
 }
 
 // StepOption is a functional option for a step.
@@ -42,6 +50,23 @@ func WithNumOutputs(n int) StepOption { return func(o *StepOptions) { o.NumOutpu
 // WithDeviceAssignment maps replicas onto cores.
 func WithDeviceAssignment(a *DeviceAssignment) StepOption {
 	return func(o *StepOptions) { o.DeviceAssignment = a }
+}
+
+// WithMesh runs the step over mesh's device assignment: the computation runs once
+// per (replica, logical core) of it.
+func WithMesh(m *Mesh) StepOption { return func(o *StepOptions) { o.Mesh = m } }
+
+// WithInputPartitions splits input i over the cores of each replica, dims[i][d] ways
+// along dimension d (TensorFlow's partition_dims; the product is the cores per
+// replica). A nil dims[i] gives input i whole to every core.
+func WithInputPartitions(dims ...[]int32) StepOption {
+	return func(o *StepOptions) { o.InputPartitions = dims }
+}
+
+// WithOutputPartitions assembles output i from the cores' tiles, dims[i][d] of them
+// along dimension d. A nil dims[i] returns logical core 0's output i.
+func WithOutputPartitions(dims ...[]int32) StepOption {
+	return func(o *StepOptions) { o.OutputPartitions = dims }
 }
 
 // WithInfeedQueue is the queue the computation dequeues from.
@@ -107,7 +132,21 @@ func stepOptions(opts []StepOption) (StepOptions, error) {
 	if o.NumOutputs < 0 {
 		return o, newError(CodeInvalidArgument, "NumOutputs %d is negative", o.NumOutputs)
 	}
+	if o.Mesh != nil && o.DeviceAssignment != nil {
+		return o, newError(CodeInvalidArgument, "a step takes a mesh or a device assignment, not both")
+	}
 	return o, o.err
+}
+
+// int32VectorVector is the SWIG copy of partition dims (the caller deletes it).
+func int32VectorVector(dims [][]int32) Int32VectorVector {
+	v := NewInt32VectorVector()
+	for _, d := range dims {
+		inner := int32Vector(d)
+		v.Add(inner)
+		DeleteInt32Vector(inner)
+	}
+	return v
 }
 
 // raw builds the library's options; numInputs expands a single maximum shape.
@@ -150,6 +189,16 @@ func (o StepOptions) raw(numInputs int) (RawStepOptions, error) {
 		r.SetPaddingSpec(RawPaddingSpec_PowerOfTwo)
 	}
 	r.SetCollectiveTimeoutMs(o.CollectiveTimeout.Milliseconds())
+	for _, p := range []struct {
+		dims [][]int32
+		set  func(Int32VectorVector)
+	}{{o.InputPartitions, r.SetInputPartitions}, {o.OutputPartitions, r.SetOutputPartitions}} {
+		if p.dims != nil {
+			v := int32VectorVector(p.dims)
+			p.set(v)
+			DeleteInt32VectorVector(v)
+		}
+	}
 	return r, nil
 }
 
@@ -161,6 +210,14 @@ func (s *System) runWithInputs(fn Computation, inputs []*Tensor, numInputs int, 
 		return nil, err
 	}
 	defer DeleteTensorVector(v)
+	if o.Mesh != nil {
+		a, err := o.Mesh.DeviceAssignment()
+		if err != nil {
+			return nil, err
+		}
+		defer a.Close()
+		o.DeviceAssignment = a
+	}
 	ro, err := o.raw(numInputs)
 	if err != nil {
 		return nil, err

@@ -208,6 +208,15 @@ func int32Slice(v Int32Vector) []int32 {
 	return out
 }
 
+func int64Slice(v Int64Vector) []int64 {
+	defer DeleteInt64Vector(v)
+	out := make([]int64, v.Size())
+	for i := range out {
+		out[i] = v.Get(i)
+	}
+	return out
+}
+
 // SerializedTopology is the system's TopologyProto.
 func (s *System) SerializedTopology() ([]byte, error) {
 	raw, err := s.handle()

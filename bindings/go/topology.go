@@ -101,6 +101,22 @@ func (a *DeviceAssignment) NumReplicas() (int, error) {
 	return try(a.raw.NumReplicas)
 }
 
+// NumCoresPerReplica is the number of logical cores of each replica.
+func (a *DeviceAssignment) NumCoresPerReplica() (int, error) {
+	if a == nil || a.raw == nil {
+		return 0, newError(CodeFailedPrecondition, "the device assignment is nil or closed")
+	}
+	return try(a.raw.NumCoresPerReplica)
+}
+
+// TPUOrdinal is the system core of (replica, logicalCore).
+func (a *DeviceAssignment) TPUOrdinal(replica, logicalCore int) (int, error) {
+	if a == nil || a.raw == nil {
+		return 0, newError(CodeFailedPrecondition, "the device assignment is nil or closed")
+	}
+	return try(func() int { return a.raw.TpuOrdinal(replica, logicalCore) })
+}
+
 // Close releases the assignment.
 func (a *DeviceAssignment) Close() {
 	if a.raw != nil {

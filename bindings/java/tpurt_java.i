@@ -97,7 +97,7 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
 
 /* Handles are AutoCloseable for try-with-resources. */
 %typemap(javainterfaces) tpurt::TpuSystem, tpurt::Topology, tpurt::DeviceAssignment,
-    tpurt::InfeedQueue, tpurt::OutfeedQueue, tpurt::Tensor, tpurt::ClusterResolver "AutoCloseable"
+    tpurt::InfeedQueue, tpurt::OutfeedQueue, tpurt::Tensor, tpurt::ClusterResolver, tpurt::Mesh "AutoCloseable"
 
 /* TensorFlow's defaults of ClusterResolver's getters, and the context manager as a
  * try-with-resources scope. */
@@ -210,6 +210,203 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
     long key = swigCPtr;
     closeNative();  // waits for late computations
     FAILED_STEP_COMPUTATIONS.remove(key);
+  }
+%}
+
+/* (1.3) Model parallelism in Java's terms: int[][] groups with a GroupMode, a mesh's
+ * named axes as varargs, and the logical-core idiom. All of it calls the members above. */
+%typemap(javacode) tpurt::GroupAssignment %{
+  /** groups[g] = the ids of group g (what they are is the collective's group mode); null: one group of all. */
+  public static GroupAssignment of(int[][] groups) {
+    if (groups == null) return new GroupAssignment();
+    for (int g = 0; g < groups.length; g++)
+      if (groups[g] == null) throw new IllegalArgumentException("groupAssignment[" + g + "] is null");
+    int size = groups.length == 0 ? 0 : groups[0].length;
+    int[] ids = new int[groups.length * size];
+    for (int g = 0; g < groups.length; g++) {
+      if (groups[g].length != size)
+        throw new InvalidArgumentError("groupAssignment[" + g + "] has " + groups[g].length + " ids; group 0 has " + size);
+      System.arraycopy(groups[g], 0, ids, g * size, size);
+    }
+    return new GroupAssignment(ids, groups.length, size);
+  }
+%}
+
+%typemap(javacode) tpurt::CollectiveOptions %{
+  /** Options for groups that hold ids of this kind (XLA's CollectiveOpGroupMode). */
+  public static CollectiveOptions of(GroupMode groupMode) {
+    if (groupMode == null) throw new IllegalArgumentException("groupMode is null");
+    CollectiveOptions options = new CollectiveOptions();
+    options.setGroupMode(groupMode);
+    return options;
+  }
+%}
+
+%typemap(javacode) tpurt::StepOptions %{
+  /** One int[] per input: its partition_dims over a replica's cores (null or empty: whole to every core). */
+  public void setInputPartitions(int[][] partitionDims) {
+    setInputPartitions(partitions(partitionDims, "inputPartitions"));
+  }
+
+  /** One int[] per output: how the cores' tiles join (null or empty: logical core 0's output). */
+  public void setOutputPartitions(int[][] partitionDims) {
+    setOutputPartitions(partitions(partitionDims, "outputPartitions"));
+  }
+
+  private static Int32VectorVector partitions(int[][] partitionDims, String what) {
+    if (partitionDims == null) throw new IllegalArgumentException(what + " is null");
+    Int32VectorVector v = new Int32VectorVector();
+    for (int[] dims : partitionDims) v.add(dims == null ? new int[0] : dims);
+    return v;
+  }
+%}
+
+%typemap(javacode) tpurt::Mesh %{
+  /** DTensor's Mesh over assignment's participants: axisNames[i] has axisSizes[i] entries (row-major). */
+  public static Mesh create(DeviceAssignment assignment, String[] axisNames, long[] axisSizes) {
+    return create(assignment, names(axisNames, "axisNames"), axisSizes);
+  }
+
+  /** A mesh over every core of topology, one replica per core. */
+  public static Mesh createFromTopology(Topology topology, String[] axisNames, long[] axisSizes) {
+    return createFromTopology(topology, names(axisNames, "axisNames"), axisSizes);
+  }
+
+  /** The groups of a collective over the named axes (pass collectiveOptions(axes) with them). */
+  public GroupAssignment axisGroups(String... axes) {
+    return axisGroups(names(axes, "axes"));
+  }
+
+  public GroupMode axisGroupMode(String... axes) {
+    return axisGroupMode(names(axes, "axes"));
+  }
+
+  /** Options carrying the group mode of axisGroups(axes). */
+  public CollectiveOptions collectiveOptions(String... axes) {
+    return CollectiveOptions.of(axisGroupMode(axes));
+  }
+
+  /** The axis names in order (DTensor's dim_names). */
+  public java.util.List<String> axisNames() {
+    java.util.List<String> out = new java.util.ArrayList<>();
+    for (int i = 0; i < numAxes(); i++) out.add(axisName(i));
+    return out;
+  }
+
+  /** The axis sizes in order (DTensor's shape()). */
+  public long[] shape() {
+    long[] out = new long[numAxes()];
+    for (int i = 0; i < out.length; i++) out[i] = axisSize(i);
+    return out;
+  }
+
+  /** The size of the axis called name (DTensor's dim_size). */
+  public long dimSize(String name) {
+    return axisSize(axisIndex(name));
+  }
+
+  @Override
+  public String toString() {
+    StringBuilder b = new StringBuilder("Mesh(");
+    for (int i = 0; i < numAxes(); i++) b.append(i == 0 ? "" : ", ").append(axisName(i)).append('=').append(axisSize(i));
+    return b.append(')').toString();
+  }
+
+  private static StringVector names(String[] names, String what) {
+    if (names == null) throw new IllegalArgumentException(what + " is null");
+    for (int i = 0; i < names.length; i++)
+      if (names[i] == null) throw new IllegalArgumentException(what + "[" + i + "] is null");
+    return new StringVector(names);
+  }
+%}
+
+%typemap(javacode) tpurt::ReplicaContext %{
+  /** Runs body only on logical core n of the replica (the part tf.tpu.core(n) places); empty elsewhere. */
+  public <T> java.util.Optional<T> onCore(int n, java.util.function.Supplier<T> body) {
+    if (body == null) throw new IllegalArgumentException("body is null");
+    return isCore(n) ? java.util.Optional.ofNullable(body.get()) : java.util.Optional.empty();
+  }
+
+  public void onCore(int n, Runnable body) {
+    if (body == null) throw new IllegalArgumentException("body is null");
+    if (isCore(n)) body.run();
+  }
+
+  private boolean isCore(int n) {
+    int k = numCoresPerReplica();
+    if (n < 0 || n >= k) throw new InvalidArgumentError("logical core " + n + " is outside [0, " + k + "): the replica's cores");
+    return logicalCore() == n;
+  }
+
+  // Groups of ids of the kind groupMode names (replica ids, logical cores, flattened ids).
+  public Tensor crossReplicaSum(Tensor x, int[][] groups, GroupMode groupMode) {
+    return crossReplicaSum(x, GroupAssignment.of(groups), CollectiveOptions.of(groupMode));
+  }
+
+  public Tensor allReduce(Tensor x, ReduceOp op, int[][] groups, GroupMode groupMode) {
+    return allReduce(x, op, GroupAssignment.of(groups), CollectiveOptions.of(groupMode));
+  }
+
+  public Tensor allGather(Tensor x, int axis, int[][] groups, GroupMode groupMode) {
+    return allGather(x, axis, GroupAssignment.of(groups), CollectiveOptions.of(groupMode));
+  }
+
+  public Tensor reduceScatter(Tensor x, ReduceOp op, int scatterAxis, int[][] groups, GroupMode groupMode) {
+    return reduceScatter(x, op, scatterAxis, GroupAssignment.of(groups), CollectiveOptions.of(groupMode));
+  }
+
+  public Tensor allToAll(Tensor x, int concatDimension, int splitDimension, int splitCount, int[][] groups,
+                         GroupMode groupMode) {
+    return allToAll(x, concatDimension, splitDimension, splitCount, GroupAssignment.of(groups),
+        CollectiveOptions.of(groupMode));
+  }
+
+  public Tensor broadcast(Tensor x, int root, int[][] groups, GroupMode groupMode) {
+    return broadcast(x, root, GroupAssignment.of(groups), CollectiveOptions.of(groupMode));
+  }
+
+  /** pairs[i] = {source, target}: replica ids, logical cores or flattened ids, as groupMode says. */
+  public Tensor collectivePermute(Tensor x, int[][] sourceTargetPairs, GroupMode groupMode) {
+    if (sourceTargetPairs == null) throw new IllegalArgumentException("sourceTargetPairs is null");
+    int[] flat = new int[sourceTargetPairs.length * 2];
+    for (int i = 0; i < sourceTargetPairs.length; i++) {
+      if (sourceTargetPairs[i] == null || sourceTargetPairs[i].length != 2)
+        throw new InvalidArgumentError("sourceTargetPairs[" + i + "] is not a {source, target} pair");
+      flat[2 * i] = sourceTargetPairs[i][0];
+      flat[2 * i + 1] = sourceTargetPairs[i][1];
+    }
+    return collectivePermute(x, flat, CollectiveOptions.of(groupMode));
+  }
+
+  // Over the named axes of a mesh: the participants that differ only in those axes.
+  public Tensor crossReplicaSum(Tensor x, Mesh mesh, String... axes) {
+    return crossReplicaSum(x, meshOf(mesh).axisGroups(axes), mesh.collectiveOptions(axes));
+  }
+
+  public Tensor allReduce(Tensor x, ReduceOp op, Mesh mesh, String... axes) {
+    return allReduce(x, op, meshOf(mesh).axisGroups(axes), mesh.collectiveOptions(axes));
+  }
+
+  public Tensor allGather(Tensor x, int axis, Mesh mesh, String... axes) {
+    return allGather(x, axis, meshOf(mesh).axisGroups(axes), mesh.collectiveOptions(axes));
+  }
+
+  public Tensor reduceScatter(Tensor x, ReduceOp op, int scatterAxis, Mesh mesh, String... axes) {
+    return reduceScatter(x, op, scatterAxis, meshOf(mesh).axisGroups(axes), mesh.collectiveOptions(axes));
+  }
+
+  public Tensor allToAll(Tensor x, int concatDimension, int splitDimension, int splitCount, Mesh mesh, String... axes) {
+    return allToAll(x, concatDimension, splitDimension, splitCount, meshOf(mesh).axisGroups(axes),
+        mesh.collectiveOptions(axes));
+  }
+
+  public Tensor broadcast(Tensor x, int root, Mesh mesh, String... axes) {
+    return broadcast(x, root, meshOf(mesh).axisGroups(axes), mesh.collectiveOptions(axes));
+  }
+
+  private static Mesh meshOf(Mesh mesh) {
+    if (mesh == null) throw new IllegalArgumentException("mesh is null");
+    return mesh;
   }
 %}
 

@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <vector>
 
+#include "collectives/communicator.h"
+#include "core/box_copy.h"
 #include "core/checked.h"
 #include "core/dtype.h"
+#include "core/tensor_ops.h"
+#include "core/tensor_ref.h"
 #include "runtime/feed.h"
 #include "runtime/partition.h"
 #include "runtime/replica_context.h"
 #include "topology/device_assignment.h"
-#include "core/tensor_ops.h"
-#include "core/tensor_ref.h"
+#include "topology/group_modes.h"
 
 namespace tpurt {
 namespace {
@@ -222,6 +225,85 @@ tpu_status run_with_infeed(tpu_replica_context* ctx, tpu_tensor* const* inputs, 
   return st;
 }
 
+// A partitioned output of a replica whose cores run on several tasks is assembled
+// inside the step: after the computation, the replica's cores all-gather their tiles
+// (first each tile's dtype, rank and dims, then the tiles padded to the largest, so
+// uneven tiles travel as one collective), and logical core 0 assembles them. Every
+// participant of the step runs these collectives, in the same order.
+struct TileGather {
+  tpu_computation_fn fn;
+  void* user_data;
+  const tpu_partition_spec* specs;
+};
+
+constexpr int kTileMetaWidth = 2 + TPU_MAX_RANK;  // dtype, rank, dims
+
+Tensor* gather_tiles_to_core0(tpu_replica_context* ctx, const tpu_partition_spec& spec,
+                              const Tensor* tile, int output) {
+  const int k = ctx->num_cores_per_replica;
+  if (tile == nullptr)
+    invalid_argument("replica ", ctx->replica_id, " logical core ", ctx->logical_core,
+                     " left output ", output, " NULL; a partitioned output (output_partitions[",
+                     output, "]) needs a tile from every core");
+  ParticipantGroups cores_of_replica;
+  participant_groups(TPU_GROUP_MODE_CROSS_PARTITION, nullptr, ctx->num_replicas, k,
+                     &cores_of_replica);
+  const tpu_group_assignment groups = cores_of_replica.view();
+  Communicator& comm = *ctx->comm;
+  const int64_t meta_dims[1] = {kTileMetaWidth};
+  TensorRef meta(new_tensor(TPU_INT64, meta_dims, 1));
+  int64_t* m = static_cast<int64_t*>(meta->data);
+  m[0] = tile->dtype;
+  m[1] = tile->rank;
+  std::copy(tile->dims, tile->dims + tile->rank, m + 2);
+  TensorRef metas(comm.all_gather(ctx->participant, meta.get(), 0, &groups));
+  const int64_t* all = static_cast<const int64_t*>(metas->data);
+  int64_t largest[TPU_MAX_RANK] = {0};
+  for (int c = 0; c < k; ++c) {
+    const int64_t* mc = all + c * kTileMetaWidth;
+    if (mc[0] != all[0] || mc[1] != all[1] || mc[1] < 1)
+      invalid_argument("replica ", ctx->replica_id, " output ", output,
+                       ": the tiles of logical cores 0 and ", c, " differ in dtype or rank (",
+                       dtype_name(static_cast<tpu_dtype>(all[0])), " rank ", all[1], " against ",
+                       dtype_name(static_cast<tpu_dtype>(mc[0])), " rank ", mc[1],
+                       "); a partitioned output needs one dtype and rank >= 1 on every core");
+    for (int d = 0; d < tile->rank; ++d) largest[d] = std::max(largest[d], mc[2 + d]);
+  }
+  TensorRef padded(pad_tensor(tile, largest));
+  TensorRef gathered(comm.all_gather(ctx->participant, padded.get(), 0, &groups));
+  if (ctx->logical_core != 0) return nullptr;
+  TensorRefs tiles(static_cast<size_t>(k));
+  const size_t esize = dtype_size(tile->dtype);
+  for (int c = 0; c < k; ++c) {
+    const int64_t* dims = all + c * kTileMetaWidth + 2;
+    tiles[c] = new_tensor_uninitialized(tile->dtype, dims, tile->rank);
+    int64_t from[TPU_MAX_RANK] = {0}, to[TPU_MAX_RANK] = {0};
+    from[0] = c * largest[0];
+    copy_box(esize, tile->rank, dims, gathered->data, gathered->dims, from, tiles[c]->data, dims, to);
+  }
+  return assemble_tiles(tiles.data(), 1, k, spec, ctx->replica_id, output);
+}
+
+tpu_status run_gathering_tiles(tpu_replica_context* ctx, tpu_tensor* const* inputs,
+                               int num_inputs, tpu_tensor** outputs, int num_outputs,
+                               void* data) {
+  const TileGather& step = *static_cast<const TileGather*>(data);
+  const tpu_status st = step.fn(ctx, inputs, num_inputs, outputs, num_outputs, step.user_data);
+  if (st != TPU_OK) return st;
+  try {
+    for (int o = 0; o < num_outputs; ++o) {
+      if (!is_partitioned(step.specs[o])) continue;
+      Tensor* whole = gather_tiles_to_core0(ctx, step.specs[o], outputs[o], o);
+      release(std::exchange(outputs[o], whole));
+    }
+  } catch (const Error& e) {
+    ctx->fail_code = e.code();
+    ctx->fail_message = e.message();
+    return e.code();
+  }
+  return TPU_OK;
+}
+
 // A step's participants (replica r, logical core c), flattened r * cores + c: which
 // run on this task, and the inputs and outputs of each.
 struct Participants {
@@ -262,22 +344,18 @@ struct Participants {
       }
   }
 
-  // A partitioned output is assembled where all of its replica's tiles are.
-  void check_outputs_assemble(int num_outputs, const tpu_partition_spec* specs) const {
-    for (int o = 0; o < num_outputs && specs; ++o) {
-      if (!is_partitioned(specs[o])) continue;
-      for (int r = 0; r < num_replicas; ++r) {
-        const char* row = &local[static_cast<size_t>(r) * cores];
-        if (any_local[r] && std::count(row, row + cores, 1) != cores)
-          fail(TPU_UNIMPLEMENTED, "output_partitions[", o, "] asks to assemble output ", o,
-               " of replica ", r, ", whose cores run on several tasks; assembling tiles "
-               "across tasks is not supported: give output ", o, " unpartitioned (num_dims 0)");
-      }
-    }
+  // Whether some replica's cores run on several tasks (the same answer on every
+  // task: the device assignment is global).
+  bool replica_spans_tasks(const DeviceAssignment* da) const {
+    for (int r = 0; da && r < num_replicas; ++r)
+      for (int c = 1; c < cores; ++c)
+        if (da->task(r, c) != da->task(r, 0)) return true;
+    return false;
   }
 
   // [participant][output] -> [replica][output] for the replicas with a core here:
-  // logical core 0's output (NULL if that core runs elsewhere), or the tiles assembled.
+  // logical core 0's output (NULL if that core runs elsewhere), or the tiles assembled
+  // (specs NULL: the step assembled them already, on logical core 0).
   void gather_outputs(int num_outputs, TensorRefs& staged, const tpu_partition_spec* specs,
                       tpu_tensor** outputs) const {
     TensorRefs results(static_cast<size_t>(num_replicas) * num_outputs);
@@ -323,7 +401,13 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
   if (cores == 1 && options.output_partitions == nullptr)
     return system.run_step(spec, options.device_assignment, outputs);
   const Participants parts(system, options.device_assignment, spec.num_replicas);
-  parts.check_outputs_assemble(spec.num_outputs, options.output_partitions);
+  const tpu_partition_spec* assemble_here = options.output_partitions;
+  TileGather tile_gather{spec.fn, spec.user_data, options.output_partitions};
+  if (assemble_here != nullptr && parts.replica_spans_tasks(options.device_assignment)) {
+    spec.fn = run_gathering_tiles;
+    spec.user_data = &tile_gather;
+    assemble_here = nullptr;
+  }
   // With one core a spec is whole or one tile, the tensor itself: inputs pass as they are.
   TensorRefs inputs(cores > 1 ? static_cast<size_t>(spec.num_replicas) * cores * spec.num_inputs : 0);
   if (cores > 1) {
@@ -333,7 +417,7 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
   }
   TensorRefs staged(static_cast<size_t>(spec.num_replicas) * cores * spec.num_outputs);
   system.run_step(spec, options.device_assignment, staged.data());
-  parts.gather_outputs(spec.num_outputs, staged, options.output_partitions, outputs);
+  parts.gather_outputs(spec.num_outputs, staged, assemble_here, outputs);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * The director behind tpu.replicate and friends: runs a TpuComputation on a worker
- * thread with the replica's context in ReplicaScope, keeps each replica's outputs on the
+ * thread with the replica's (and core's) context in ReplicaScope, keeps each replica's outputs on the
  * Java side, and turns any Throwable (and a null output) into ctx.fail(code, message) so
  * nothing Java unwinds through the library's frames.
  */
@@ -22,7 +22,7 @@ public final class JavaComputation extends Computation {
     this.outputs = new AtomicReferenceArray<>(numReplicas);
   }
 
-  /** Replica r's outputs (empty if it returned null). */
+  /** Replica r's outputs, from its logical core 0 (empty if it returned null). */
   public Tensor[] outputs(int replica) {
     Tensor[] out = outputs.get(replica);
     return out == null ? new Tensor[0] : out;
@@ -45,8 +45,9 @@ public final class JavaComputation extends Computation {
           if (result[j] == null) return ctx.fail(Status.InvalidArgument, "output " + j + " is null");
         // Outputs the C step expects (raw TpuSystem use) go through setOutput as well.
         for (int j = 0; j < ctx.numOutputs() && j < result.length; j++) ctx.setOutput(j, result[j]);
+        // With several cores per replica, the replica's outputs are logical core 0's.
         int replica = ctx.replicaId();
-        if (replica < outputs.length()) outputs.set(replica, result);
+        if (replica < outputs.length() && ctx.logicalCore() == 0) outputs.set(replica, result);
       }
       return Status.Ok;
     } catch (Throwable t) {

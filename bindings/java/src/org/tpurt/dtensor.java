@@ -1,5 +1,7 @@
 package org.tpurt;
 
+import java.util.Map;
+
 /**
  * DTensor's accelerator system for Java: one per process, kept here as DTensor keeps it in
  * its context, and made tpu's default system. Local without DTENSOR_JOBS.
@@ -44,6 +46,31 @@ public final class dtensor {
   /** The system initialize_accelerator_system started, or null. */
   public static synchronized TpuSystem accelerator_system() {
     return system;
+  }
+
+  /**
+   * DTensor's create_mesh(mesh_dims): a mesh over every core of the current system, one
+   * replica per core, with the axes in order, e.g. create_mesh(Map.entry("batch", 4), Map.entry("model", 2)).
+   */
+  @SafeVarargs
+  public static Mesh create_mesh(Map.Entry<String, Integer>... meshDims) {
+    if (meshDims == null) throw new IllegalArgumentException("meshDims is null");
+    String[] names = new String[meshDims.length];
+    long[] sizes = new long[meshDims.length];
+    for (int i = 0; i < meshDims.length; i++) {
+      if (meshDims[i] == null || meshDims[i].getValue() == null)
+        throw new IllegalArgumentException("meshDims[" + i + "] is null or has no size");
+      names[i] = meshDims[i].getKey();
+      sizes[i] = meshDims[i].getValue();
+    }
+    try (Topology topology = tpu.system().topology()) {
+      return Mesh.createFromTopology(topology, names, sizes);
+    }
+  }
+
+  @SafeVarargs
+  public static Mesh createMesh(Map.Entry<String, Integer>... meshDims) {
+    return create_mesh(meshDims);
   }
 
   public static String initializeAcceleratorSystem(String deviceType) {

@@ -7,8 +7,10 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.TreeMap;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 /**
  * tf.tpu for Java: static methods mirroring TensorFlow's tpu module (snake_case, with
@@ -113,6 +115,23 @@ public final class tpu {
     return tpurt.core(num);
   }
 
+  /** Inside a computation: its logical core within the replica (XLA's partition id, core(n)'s n). */
+  public static int logical_core() {
+    return ReplicaScope.current("logical_core").logicalCore();
+  }
+
+  /**
+   * Inside a computation: "this part runs on logical core n", as a tf.device(tpu.core(n)) block.
+   * body runs only on that core of each replica; the others get an empty Optional.
+   */
+  public static <T> Optional<T> on_core(int n, Supplier<T> body) {
+    return ReplicaScope.current("on_core").onCore(n, body);
+  }
+
+  public static void on_core(int n, Runnable body) {
+    ReplicaScope.current("on_core").onCore(n, body);
+  }
+
   // ---- replicate -----------------------------------------------------------------------------
 
   /** One step with no inputs on every core; returns outputs[replica]. */
@@ -198,6 +217,33 @@ public final class tpu {
     return replicate(computation, inputs, infeedQueue, deviceAssignment, shapes);
   }
 
+  /**
+   * Several cores per replica: the computation runs once per (replica, logical core) of
+   * deviceAssignment. inputPartitionDims[i] splits input i over a replica's cores as
+   * TPUPartitionedInputV2's partition_dims (null or empty entry: the whole input to every core);
+   * outputPartitionDims[o] joins output o from the cores' tiles (empty entry: logical core 0's
+   * output). A null array: none partitioned, and each replica returns logical core 0's outputs.
+   */
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                         DeviceAssignment deviceAssignment, int[][] inputPartitionDims,
+                                         int[][] outputPartitionDims) {
+    if (deviceAssignment == null) throw new IllegalArgumentException("deviceAssignment is null");
+    return replicate(computation, inputs, null, deviceAssignment, null, inputPartitionDims, outputPartitionDims);
+  }
+
+  /** Over a mesh's device assignment (DTensor's mesh as the step's placement). */
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs, Mesh mesh) {
+    return replicate(computation, inputs, mesh, null, null);
+  }
+
+  public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs, Mesh mesh,
+                                         int[][] inputPartitionDims, int[][] outputPartitionDims) {
+    if (mesh == null) throw new IllegalArgumentException("mesh is null");
+    try (DeviceAssignment a = mesh.deviceAssignment()) {
+      return replicate(computation, inputs, a, inputPartitionDims, outputPartitionDims);
+    }
+  }
+
   private static List<Tensor[]> replicateEach(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
                                               InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, TensorShape shape) {
     List<List<Tensor>> rows = rows(inputs);
@@ -207,6 +253,12 @@ public final class tpu {
 
   private static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
                                           InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, List<Shape> maximumShapes) {
+    return replicate(computation, inputs, infeedQueue, deviceAssignment, maximumShapes, null, null);
+  }
+
+  private static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
+                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, List<Shape> maximumShapes,
+                                          int[][] inputPartitionDims, int[][] outputPartitionDims) {
     requireComputation(computation);
     TpuSystem system = system();
     List<List<Tensor>> rows = rows(inputs);
@@ -225,12 +277,21 @@ public final class tpu {
       shapes.addAll(maximumShapes);
       options.setMaximumShapes(shapes);
     }
+    if (inputPartitionDims != null) options.setInputPartitions(inputPartitionDims);
+    // Partitioned outputs are joined by the library, so the step is told how many there are.
+    int numOutputs = outputPartitionDims == null ? 0 : outputPartitionDims.length;
+    if (outputPartitionDims != null) options.setOutputPartitions(outputPartitionDims);
     JavaComputation director = new JavaComputation(computation, numReplicas);
-    system.replicate(director, numReplicas, numInputs, flat, 0, options);
-    List<Tensor[]> out = new ArrayList<>(numReplicas);
-    for (int r = 0; r < numReplicas; r++) out.add(director.outputs(r));
-    director.delete();
-    return out;
+    try {
+      TensorVector joined = system.replicate(director, numReplicas, numInputs, flat, numOutputs, options);
+      List<Tensor[]> out = new ArrayList<>(numReplicas);
+      for (int r = 0; r < numReplicas; r++)
+        out.add(numOutputs == 0 ? director.outputs(r)
+            : joined.subList(r * numOutputs, (r + 1) * numOutputs).toArray(new Tensor[0]));
+      return out;
+    } finally {
+      director.delete();
+    }
   }
 
   public static Object replicate_dyn(Object computation, Object inputs, Object infeedQueue, Object deviceAssignment,
@@ -437,7 +498,24 @@ public final class tpu {
   /** groupAssignment[group] = replica ids; null: all replicas in one group. */
   public static Tensor cross_replica_sum(Tensor x, int[][] groupAssignment) {
     if (x == null) throw new IllegalArgumentException("x is null");
-    return ReplicaScope.current("cross_replica_sum").crossReplicaSum(x, groups(groupAssignment), new CollectiveOptions());
+    return ReplicaScope.current("cross_replica_sum").crossReplicaSum(x, GroupAssignment.of(groupAssignment), new CollectiveOptions());
+  }
+
+  /** groupAssignment[group] = ids of the kind groupMode names: replica ids, logical cores or flattened ids. */
+  public static Tensor cross_replica_sum(Tensor x, int[][] groupAssignment, GroupMode groupMode) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    return ReplicaScope.current("cross_replica_sum").crossReplicaSum(x, groupAssignment, groupMode);
+  }
+
+  /** Sums over the named axes of mesh: among the participants that differ only in those axes. */
+  public static Tensor cross_replica_sum(Tensor x, Mesh mesh, String... axes) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    return ReplicaScope.current("cross_replica_sum").crossReplicaSum(x, mesh, axes);
+  }
+
+  public static float[] cross_replica_sum(float[] x, Mesh mesh, String... axes) {
+    if (x == null) throw new IllegalArgumentException("x is null");
+    return cross_replica_sum(Tensor.fromFloat32(new long[] {x.length}, x), mesh, axes).toFloat32Vector();
   }
 
   public static Tensor cross_replica_sum(PerReplica x) {
@@ -608,8 +686,16 @@ public final class tpu {
   public static TpuSystem initializeSystem() { return initialize_system(); }
   public static TpuSystem initializeSystem(SystemOptions options) { return initialize_system(options); }
   public static void shutdownSystem() { shutdown_system(); }
+  public static int logicalCore() { return logical_core(); }
+  public static <T> Optional<T> onCore(int n, Supplier<T> body) { return on_core(n, body); }
+  public static void onCore(int n, Runnable body) { on_core(n, body); }
   public static Tensor crossReplicaSum(Tensor x) { return cross_replica_sum(x); }
   public static Tensor crossReplicaSum(Tensor x, int[][] groupAssignment) { return cross_replica_sum(x, groupAssignment); }
+  public static Tensor crossReplicaSum(Tensor x, int[][] groupAssignment, GroupMode groupMode) {
+    return cross_replica_sum(x, groupAssignment, groupMode);
+  }
+  public static Tensor crossReplicaSum(Tensor x, Mesh mesh, String... axes) { return cross_replica_sum(x, mesh, axes); }
+  public static float[] crossReplicaSum(float[] x, Mesh mesh, String... axes) { return cross_replica_sum(x, mesh, axes); }
   public static Tensor crossReplicaSum(PerReplica x) { return cross_replica_sum(x); }
   public static float[] crossReplicaSum(float[] x) { return cross_replica_sum(x); }
   public static double[] crossReplicaSum(double[] x) { return cross_replica_sum(x); }
@@ -642,18 +728,6 @@ public final class tpu {
     if (infeedQueue != null) options.setInfeedQueue(infeedQueue);
     if (deviceAssignment != null) options.setDeviceAssignment(deviceAssignment);
     return options;
-  }
-
-  private static GroupAssignment groups(int[][] groupAssignment) {
-    if (groupAssignment == null) return new GroupAssignment();
-    int size = groupAssignment.length == 0 ? 0 : groupAssignment[0].length;
-    int[] ids = new int[groupAssignment.length * size];
-    for (int g = 0; g < groupAssignment.length; g++) {
-      if (groupAssignment[g] == null || groupAssignment[g].length != size)
-        throw new InvalidArgumentError("groupAssignment[" + g + "] does not have " + size + " replica ids like group 0");
-      System.arraycopy(groupAssignment[g], 0, ids, g * size, size);
-    }
-    return new GroupAssignment(ids, groupAssignment.length, size);
   }
 
   /** Flattens and concatenates the tensors of each dtype, sums each dtype once, splits back. */
