@@ -61,6 +61,12 @@ bool participant_groups(int mode, const tpu_group_assignment* groups, int num_re
   const bool as_given = mode == TPU_GROUP_MODE_FLATTENED_ID ||
                         (k == 1 && mode != TPU_GROUP_MODE_CROSS_PARTITION);
   if (as_given) return false;
+  // One group of every participant in flattened order is what NULL means below: keep
+  // the communicator's all-participants path (cross-partition with one replica,
+  // cross-replica-and-partition over everyone).
+  if (groups == nullptr && (mode == TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION ||
+                            (mode == TPU_GROUP_MODE_CROSS_PARTITION && num_replicas == 1)))
+    return false;
 
   // The caller's groups, or the mode's default: one group of every id.
   int num_groups = 1, group_size = n;
