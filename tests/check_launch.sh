@@ -196,6 +196,25 @@ for sig in TERM INT; do
   nothing_left "SIG$sig to the launcher"
 done
 
+# Model parallelism across tasks: the mesh demo's replicas span both tasks (2,2: one
+# replica per task) and its "model" groups do too (1,2: one replica of a core in each
+# task); bench's cross-partition all-reduce over a replica split between the tasks
+# (bench --tasks runs under tpurt launch).
+for m in 2,2 1,2; do
+  run rc -n 2 -- "$TPURT" demo --mesh "$m" --batch 16 --steps 5
+  [ "$rc" -eq 0 ] || fail "demo --mesh $m under launch: exit $rc: $(cat "$out" "$err")"
+  for i in 0 1; do
+    grep -qx "\[$i\] demo: OK" "$out" || fail "demo --mesh $m, task $i: $(cat "$out")"
+  done
+done
+rc=0
+timeout 60 "$TPURT" bench --tasks 2 --cores-per-replica 2 --group-mode cross-partition -b 8 -e 1K \
+  -f 32 -n 3 --csv >"$out" 2>"$err" || rc=$?
+[ "$rc" -eq 0 ] || fail "bench --tasks 2 --group-mode cross-partition: exit $rc: $(cat "$err")"
+grep -q '^\[0\] # collective=all_reduce,replicas=2,.*cores_per_replica=2,group_mode=cross-partition,group_size=2$' \
+  "$out" && grep -q '^\[0\] 1024,256,float32,sum,.*,0$' "$out" ||
+  fail "bench --tasks 2 --group-mode cross-partition printed: $(cat "$out")"
+
 # Bad usage: exit 2 naming the value.
 expect_usage "no -n" "missing -n" -- true
 expect_usage "-n 0" "-n: 0 is outside [1, 1024]" -n 0 -- true
@@ -213,4 +232,5 @@ expect_usage "--bind bogus" "--bind: unknown mode 'bogus' (spread or none)" -n 2
 expect_usage "--host with a comma" "--host: 'a,b'" -n 2 --host a,b -- true
 
 echo "check_launch: environment, ports, CPU binding, prefixed streams, long and partial lines, first failure," \
-  "signals, --keep-going, --timeout, unrunnable program, SIGTERM/SIGINT, usage errors OK"
+  "signals, --keep-going, --timeout, unrunnable program, SIGTERM/SIGINT, demo --mesh and bench" \
+  "--group-mode across tasks, usage errors OK"

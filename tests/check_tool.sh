@@ -197,9 +197,43 @@ for c in all_reduce all_gather reduce_scatter all_to_all collective_permute broa
   done
 done
 
+# Several cores per replica: every group mode (its default groups) of 2 replicas of 2
+# cores, each collective checked element by element against the group's inputs.
+expect_usage "--group-mode" "unknown group mode 'rows'" "$TPURT" bench --group-mode rows
+expect_usage "--cores-per-replica 3" "--cores-per-replica 3 does not divide the 4 cores" \
+  "$TPURT" bench -r 4 --cores-per-replica 3
+expect_usage "permute across replicas and partitions" "collective_permute has no such mode" \
+  "$TPURT" bench -c collective_permute --group-mode cross-replica-and-partition
+for m in cross-replica cross-partition cross-replica-and-partition flattened; do
+  for c in all_reduce all_gather reduce_scatter all_to_all collective_permute broadcast; do
+    [ "$m/$c" = cross-replica-and-partition/collective_permute ] && continue
+    rows=$("$TPURT" bench -c "$c" -r 4 --cores-per-replica 2 --group-mode "$m" -b 8 -e 4K \
+      -f 32 -n 3 --csv 2>/dev/null) || fail "bench -c $c --group-mode $m failed"
+    case $m in cross-replica | cross-partition) size=2 ;; *) size=4 ;; esac
+    grep -q "cores_per_replica=2,group_mode=$m,group_size=$size\$" <<<"$rows" ||
+      fail "bench --group-mode $m header: $rows"
+    wrong=$(grep -v '^#' <<<"$rows" | tail -n +2 | awk -F, '$NF != 0' | wc -l)
+    [ "$wrong" -eq 0 ] || fail "bench -c $c --group-mode $m reported wrong elements: $rows"
+  done
+done
+
+# demo --mesh: the MLP over ("batch", R) x ("model", K) matches one core; with one
+# core (1,1) bit for bit, as nothing is reordered.
+expect_usage "--mesh 2" "'2' is not 2 comma-separated" "$TPURT" demo --mesh 2
+expect_usage "--hidden" "--hidden 6 is not a multiple of the 4 cores" "$TPURT" demo --mesh 1,4 --hidden 6
+expect_usage "--batch" "--batch 10 is not a multiple of the 4 replicas" "$TPURT" demo --mesh 4,1 --batch 10
+expect_usage "--batch alone" "only with --mesh" "$TPURT" demo --batch 8
+for m in 1,1 2,2 1,4 4,1 3,2; do
+  out=$("$TPURT" demo --mesh "$m" --batch 48 --steps 10) || fail "demo --mesh $m: $out"
+  grep -q '^demo: OK' <<<"$out" && grep -q 'within the tolerance 1e-05' <<<"$out" &&
+    grep -q '^step time: median' <<<"$out" || fail "demo --mesh $m printed: $out"
+done
+out=$("$TPURT" demo --mesh 1,1 --batch 48 --steps 10)
+grep -q '/ max |w| = 0.00e+00,' <<<"$out" || fail "demo --mesh 1,1 differs from one core: $out"
+
 out=$(TPURT_NUM_CORES=4 "$BUILD/examples/hello_replicate")
 grep -q '^replica 3: \[10, 20, 30, 40\]$' <<<"$out" || fail "example printed: $out"
 # A 2 x 2 mesh: both cores of replica 1 get 11 + 12 + 13 + 14 (it exits nonzero otherwise).
 out=$("$BUILD/examples/mesh_step") || fail "mesh_step failed: $out"
 grep -q '^replica 1: cores 0 and 1 got 50 and 50 (want 50)$' <<<"$out" || fail "mesh_step printed: $out"
-echo "check_tool: help, options, bad values, sizes, demo, info, bench of 6 collectives x 3 dtypes, examples OK"
+echo "check_tool: help, options, bad values, sizes, demo, info, bench of 6 collectives x 3 dtypes and x 4 group modes, demo --mesh, examples OK"

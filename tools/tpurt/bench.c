@@ -27,12 +27,15 @@ typedef struct bench_step {
   bench_result *results;
 } bench_step;
 
-/* Replaces *v by its maximum over all replicas, so they all pick the same counts. */
+/* Replaces *v by its maximum over all participants (every core of every replica), so
+ * they all pick the same counts. */
 static tpu_status agree_max(tpu_replica_context *ctx, double *v) {
   tpu_tensor *x = NULL, *y = NULL;
   const void *p;
+  tpu_collective_options everyone = TPU_COLLECTIVE_OPTIONS_INIT;
+  everyone.group_mode = TPU_GROUP_MODE_FLATTENED_ID;
   RETURN_IF_ERROR(tpu_tensor_create(TPU_DOUBLE, NULL, 0, v, sizeof *v, &x));
-  tpu_status status = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &y, NULL);
+  tpu_status status = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &y, &everyone);
   if (status == TPU_OK) status = tpu_tensor_data(y, &p);
   if (status == TPU_OK) memcpy(v, p, sizeof *v);
   return first_error(status, first_error(tpu_tensor_release(y), tpu_tensor_release(x)));
@@ -89,9 +92,16 @@ static tpu_status bench_computation(tpu_replica_context *ctx, tpu_tensor *const 
                                     void *user_data) {
   (void)inputs, (void)num_inputs, (void)outputs, (void)num_outputs;
   const bench_step *step = user_data;
-  int k;
-  RETURN_IF_ERROR(tpu_replica_context_replica_id(ctx, &k));
-  bench_result *result = &step->results[k];
+  int r, c, k;
+  RETURN_IF_ERROR(tpu_replica_context_replica_id(ctx, &r));
+  RETURN_IF_ERROR(tpu_replica_context_logical_core(ctx, &c));
+  const int cores = step->cfg->cores_per_replica;
+  switch (step->cfg->coll_options.group_mode) {  /* the position in the mode's group */
+    case TPU_GROUP_MODE_CROSS_REPLICA: k = r; break;
+    case TPU_GROUP_MODE_CROSS_PARTITION: k = c; break;
+    default: k = r * cores + c; break;
+  }
+  bench_result *result = &step->results[r * cores + c];
   tpu_tensor *x = NULL, *last = NULL;
   RETURN_IF_ERROR(bench_make_input(step->cfg, step->data, k, step->count, &x));
   tpu_status status = warm_up(ctx, step, x, &result->iters);
@@ -104,27 +114,33 @@ static tpu_status bench_computation(tpu_replica_context *ctx, tpu_tensor *const 
 }
 
 /* Input elements per replica for `bytes`, rounded up: whole elements, and a multiple
- * of the replica count where the collective splits its input. */
+ * of the group size where the collective splits its input. */
 static size_t element_count(const bench_config *cfg, size_t bytes) {
-  size_t count = (bytes + cfg->elem_size - 1) / cfg->elem_size, n = (size_t)cfg->replicas;
+  size_t count = (bytes + cfg->elem_size - 1) / cfg->elem_size, n = (size_t)cfg->group_size;
   if (cfg->coll->split) count = (count + n - 1) / n * n;
   return count;
 }
 
 static void print_header(const bench_config *cfg, double memcpy_gbps, double floor_us) {
-  int n = cfg->replicas;
+  int n = cfg->group_size, groups = cfg->replicas / cfg->group_size;
   const bench_collective *coll = cfg->coll;
   double ceiling = memcpy_gbps * coll->ceiling(n);
   if (cfg->csv) {
     printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,busbw_ceiling_GBps=%.3f,"
-           "meeting_floor_us=%.3f,private_results=%d\n",
-           coll->name, n, online_cpus(), memcpy_gbps, ceiling, floor_us, cfg->private_results);
+           "meeting_floor_us=%.3f,private_results=%d,cores_per_replica=%d,group_mode=%s,"
+           "group_size=%d\n",
+           coll->name, cfg->replicas, online_cpus(), memcpy_gbps, ceiling, floor_us,
+           cfg->private_results, cfg->cores_per_replica, cfg->group_mode_name, n);
     if (cfg->tasks) printf("# tasks=%d,transport=%s\n", cfg->tasks, cfg->transport);
     printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
     return;
   }
   printf("# tpurt bench: %s, %d replicas (logical cores) on %d CPUs, runtime %s\n",
-         coll->name, n, online_cpus(), tpu_version());
+         coll->name, cfg->replicas, online_cpus(), tpu_version());
+  if (cfg->cores_per_replica > 1 || cfg->coll_options.group_mode != TPU_GROUP_MODE_CROSS_REPLICA)
+    printf("# %d replicas of %d cores; group mode %s: %d group(s) of %d, at once\n",
+           cfg->replicas / cfg->cores_per_replica, cfg->cores_per_replica,
+           cfg->group_mode_name, groups, n);
   if (cfg->fixed_iters)
     printf("# iterations: %ld per size after %d warm-up\n", cfg->fixed_iters, FIXED_WARMUP);
   else
@@ -142,6 +158,8 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
          coll->name, coll->ceiling_formula, ceiling, n);
   if (cfg->tasks)
     printf("# meeting floor: not measured (the replicas are in %d tasks)\n#\n", cfg->tasks);
+  else if (groups > 1)
+    printf("# meeting floor: not measured (%d groups meet at once)\n#\n", groups);
   else if (floor_us < 0)
     printf("# meeting floor: could not be measured (threads could not start)\n#\n");
   else
@@ -155,7 +173,7 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
 static void print_row(const bench_config *cfg, size_t bytes, size_t count, double seconds,
                       int64_t wrong) {
   double algbw = (double)bytes / seconds / 1e9;
-  double busbw = algbw * cfg->coll->bus_factor(cfg->replicas);
+  double busbw = algbw * cfg->coll->bus_factor(cfg->group_size);
   const char *redop = cfg->coll->reduces ? cfg->op_name : "none";
   char wrong_text[32] = "N/A";
   if (cfg->check) snprintf(wrong_text, sizeof wrong_text, "%lld", (long long)wrong);
@@ -210,11 +228,30 @@ static void note_rounding(const bench_config *cfg, size_t requested, size_t meas
   if (measured == requested) return;
   if (cfg->coll->split)
     snprintf(why, sizeof why, "a multiple of %d whole %s elements (%s splits its input over "
-             "the replicas)", cfg->replicas, cfg->dtype_name, cfg->coll->name);
+             "the group)", cfg->group_size, cfg->dtype_name, cfg->coll->name);
   else
     snprintf(why, sizeof why, "whole %s elements", cfg->dtype_name);
   fprintf(stderr, "tpurt bench: %zu B rounded up to %zu B, %s%s\n", requested, measured, why,
           repeated ? "; measured already" : "");
+}
+
+/* The group size of the mode's default groups (tpu_group_mode) among cfg->replicas
+ * cores in replicas of cfg->cores_per_replica, and the permute's ring over a group. */
+static void set_groups(bench_config *cfg) {
+  int k = cfg->cores_per_replica, n = cfg->replicas;
+  if (n % k)
+    usage_error("bench", "--cores-per-replica %d does not divide the %d cores", k, n);
+  switch (cfg->coll_options.group_mode) {
+    case TPU_GROUP_MODE_CROSS_REPLICA: cfg->group_size = n / k; break;
+    case TPU_GROUP_MODE_CROSS_PARTITION: cfg->group_size = k; break;
+    default: cfg->group_size = n; break;
+  }
+  free(cfg->permute_pairs);
+  cfg->permute_pairs = xcalloc((size_t)cfg->group_size * 2, sizeof *cfg->permute_pairs);
+  for (int p = 0; p < cfg->group_size; p++) {  /* the ring p -> p+1 */
+    cfg->permute_pairs[2 * p] = p;
+    cfg->permute_pairs[2 * p + 1] = (p + 1) % cfg->group_size;
+  }
 }
 
 /* One task of `tpurt bench --tasks N` (under tpurt launch, or mpirun for --transport
@@ -233,10 +270,7 @@ static tpu_system *start_task(bench_config *cfg) {
   CHECK(tpu_system_num_tasks(system, &tasks));
   CHECK(tpu_system_task_id(system, &task));
   cfg->replicas = local * tasks;
-  for (int r = 0; r < cfg->replicas; r++) {
-    cfg->permute_pairs[2 * r] = r;
-    cfg->permute_pairs[2 * r + 1] = (r + 1) % cfg->replicas;
-  }
+  set_groups(cfg);
   /* Every task checks: they all run the same transport, and a task that stopped
    * quietly would leave the others' messages to a race with the launcher's SIGTERM. */
   char *transport = system_string(tpu_system_transport, system, "reading the transport");
@@ -262,7 +296,8 @@ static int run_sweep(const bench_config *cfg_in) {
   bench_config copy = *cfg_in, *cfg = &copy;
   const int tasks = getenv("TPURT_BENCH_TASKS") != NULL;
   tpu_system *system = tasks ? start_task(cfg) : NULL;
-  int n = cfg->replicas;
+  if (!tasks) set_groups(cfg);
+  int n = cfg->replicas, g = cfg->group_size;
   const bench_collective *coll = cfg->coll;
   size_t sizes[MAX_SIZES];
   int num_sizes = sweep_sizes(cfg, sizes);
@@ -271,7 +306,8 @@ static int run_sweep(const bench_config *cfg_in) {
   bench_data_init(&data, cfg);
   bench_result *results = xcalloc((size_t)n, sizeof *results);
   /* The meeting floor is of threads in one process: no floor for tasks. */
-  print_header(cfg, bench_memcpy_bandwidth(), tasks ? -1 : bench_meeting_floor_us(n));
+  print_header(cfg, bench_memcpy_bandwidth(),
+               tasks || g < n ? -1 : bench_meeting_floor_us(n));
   if (!tasks) {
     tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
     options.num_cores = n;
@@ -279,6 +315,11 @@ static int run_sweep(const bench_config *cfg_in) {
     options.private_collective_results = cfg->private_results;
     CHECK_DOING(tpu_system_init(&options, &system), "cannot start a system");
   }
+  int cores;
+  tpu_device_assignment *assignment =
+      assign_replicas(system, cfg->cores_per_replica, "bench", &cores);
+  tpu_step_options step_options = TPU_STEP_OPTIONS_INIT;
+  step_options.device_assignment = assignment;
 
   int64_t total_wrong = 0;
   size_t previous = 0;
@@ -288,7 +329,7 @@ static int run_sweep(const bench_config *cfg_in) {
     note_rounding(cfg, sizes[i], in_bytes, count == previous);
     if (count == previous) continue;
     previous = count;
-    size_t out_bytes = coll->gathers ? in_bytes * n : coll->scatters ? in_bytes / n : in_bytes;
+    size_t out_bytes = coll->gathers ? in_bytes * g : coll->scatters ? in_bytes / g : in_bytes;
     double need = (double)n * (double)(in_bytes + out_bytes);
     if (need > physical_memory() / 2) {
       char human[32];
@@ -299,7 +340,8 @@ static int run_sweep(const bench_config *cfg_in) {
     memset(results, 0, (size_t)n * sizeof *results);
     bench_step step = {cfg, &data, count, results};
     progress(cfg, in_bytes, 0);
-    CHECK(tpu_replicate(system, bench_computation, &step, n, 0, NULL, 0, NULL, NULL));
+    CHECK(tpu_replicate(system, bench_computation, &step, n / cfg->cores_per_replica, 0, NULL,
+                        0, NULL, &step_options));
     progress(cfg, in_bytes, 1);
     double slowest = 0;
     int64_t wrong = 0;
@@ -311,8 +353,10 @@ static int run_sweep(const bench_config *cfg_in) {
     total_wrong += wrong;
   }
 
+  CHECK(tpu_device_assignment_release(assignment));
   CHECK(tpu_system_release(system));
   free(cfg->transport);
+  free(cfg->permute_pairs);
   free(results);
   bench_data_free(&data);
   if (total_wrong) {
@@ -333,7 +377,14 @@ static const char bench_usage[] =
     "  -e, --maxbytes MAX   largest per-replica input, measured (default 64M); the sizes\n"
     "                       are MAX, MAX/F, MAX/F^2, ... down to MIN, and MIN\n"
     "  -f, --stepfactor F   size ratio between rows (default 4)\n"
-    "  -r, --replicas R     replicas = logical cores (default: online CPUs)\n"
+    "  -r, --replicas R     replicas = logical cores (default: online CPUs); with\n"
+    "                       --cores-per-replica K, R/K replicas of K cores\n"
+    "  --cores-per-replica K  cores of each replica (default 1): participant (replica\n"
+    "                       r, core c) runs on core r*K + c\n"
+    "  --group-mode M       the collectives' group mode, with its default groups:\n"
+    "                       cross-replica (default; the replicas, one group per logical\n"
+    "                       core), cross-partition (the K cores of each replica),\n"
+    "                       cross-replica-and-partition or flattened (everyone)\n"
     "  -d, --datatype T     float32 (default), float64, bfloat16, float16, int8, int16,\n"
     "                       int32, int64, uint8, uint32, uint64\n"
     "  -o, --op OP          sum (default), prod, min, max, mean\n"
@@ -364,7 +415,7 @@ static const char bench_usage[] =
     "size measured.\n";
 
 enum { OPT_PIN = 256, OPT_CSV, OPT_CHECK, OPT_NO_CHECK, OPT_STEP, OPT_PRIVATE, OPT_TASKS,
-       OPT_CORES_PER_TASK, OPT_TRANSPORT, OPT_TIMEOUT };
+       OPT_CORES_PER_TASK, OPT_TRANSPORT, OPT_TIMEOUT, OPT_CORES_PER_REPLICA, OPT_GROUP_MODE };
 
 /* --timeout's default: a bound on a whole sweep of tasks, far above a normal one. */
 #define TASKS_TIMEOUT_DEFAULT 3600
@@ -383,6 +434,8 @@ static int cmd_bench(int argc, char **argv) {
       {"cores-per-task", required_argument, NULL, OPT_CORES_PER_TASK},
       {"transport", required_argument, NULL, OPT_TRANSPORT},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"cores-per-replica", required_argument, NULL, OPT_CORES_PER_REPLICA},
+      {"group-mode", required_argument, NULL, OPT_GROUP_MODE},
       {NULL, 0, NULL, 0}};
   long tasks = 0, cores_per_task = 0, timeout = 0;
   const char *transport = NULL;
@@ -391,6 +444,9 @@ static int cmd_bench(int argc, char **argv) {
                       .op = TPU_REDUCE_SUM,
                       .op_name = "sum",
                       .replicas = online_cpus(),
+                      .cores_per_replica = 1,
+                      .coll_options = TPU_COLLECTIVE_OPTIONS_INIT,
+                      .group_mode_name = "cross-replica",
                       .min_bytes = 8,
                       .max_bytes = (size_t)64 << 20,
                       .factor = 4,
@@ -444,6 +500,15 @@ static int cmd_bench(int argc, char **argv) {
         transport = v;
         break;
       case OPT_TIMEOUT: timeout = parse_long("bench", "--timeout", v, 1, 1000000); break;
+      case OPT_CORES_PER_REPLICA:
+        cfg.cores_per_replica = (int)parse_long("bench", "--cores-per-replica", v, 1, 4096);
+        break;
+      case OPT_GROUP_MODE:
+        if (!bench_parse_group_mode(v, &cfg.coll_options.group_mode))
+          usage_error("bench", "--group-mode: unknown group mode '%s' (%s)", v,
+                      bench_group_mode_names);
+        cfg.group_mode_name = v;
+        break;
       case 'h': return print_usage(bench_usage);
     }
   }
@@ -461,7 +526,14 @@ static int cmd_bench(int argc, char **argv) {
     if (step) usage_error("bench", "--tasks: --step measures one process");
     return bench_relaunch(argc, argv, tasks, cores_per_task, transport, timeout);
   }
+  if (step && cfg.cores_per_replica > 1)
+    usage_error("bench", "--step: measures replicas of one core (--cores-per-replica %d)",
+                cfg.cores_per_replica);
   if (step) return bench_empty_step(&cfg);
+  if (cfg.coll_options.group_mode == TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION &&
+      !strcmp(cfg.coll->name, "collective_permute"))
+    usage_error("bench", "--group-mode cross-replica-and-partition: collective_permute has no "
+                "such mode (XLA's rule); use flattened");
 
   if (cfg.min_bytes > cfg.max_bytes)
     usage_error("bench", "--minbytes %zu is larger than --maxbytes %zu", cfg.min_bytes,
@@ -474,15 +546,7 @@ static int cmd_bench(int argc, char **argv) {
   CHECK(tpu_dtype_size(cfg.dtype, &cfg.elem_size));
   CHECK(tpu_dtype_name(cfg.dtype, &cfg.dtype_name));
 
-  int32_t *pairs = xcalloc((size_t)(cfg.replicas > 8192 ? cfg.replicas : 8192) * 2, sizeof *pairs);
-  for (int r = 0; r < cfg.replicas; r++) {  /* the ring r -> r+1 */
-    pairs[2 * r] = r;
-    pairs[2 * r + 1] = (r + 1) % cfg.replicas;
-  }
-  cfg.permute_pairs = pairs;
-  int rc = run_sweep(&cfg);
-  free(pairs);
-  return rc;
+  return run_sweep(&cfg);
 }
 
 const tool_command bench_command = {"bench", "nccl-tests-style sweep of one collective",

@@ -52,7 +52,14 @@ struct bench_config {
   const char *dtype_name;
   tpu_reduce_op op;
   const char *op_name;
-  int replicas;
+  int replicas;             /* participants: the step's logical cores */
+  /* --cores-per-replica K and --group-mode: replicas / K replicas of K cores; every
+   * collective runs with coll_options.group_mode and the mode's default groups, of
+   * group_size participants each. Inputs, checks and bus factors are per group. */
+  int cores_per_replica;
+  tpu_collective_options coll_options;
+  const char *group_mode_name;
+  int group_size;
   size_t min_bytes, max_bytes;
   long factor;
   long fixed_iters;         /* 0: adaptive */
@@ -60,7 +67,8 @@ struct bench_config {
   int csv, check;
   int pinning;              /* tpu_thread_pinning of the system's workers */
   int private_results;      /* tpu_system_options.private_collective_results */
-  int32_t *permute_pairs;   /* collective_permute: the ring r -> r+1, [replicas][2] */
+  int32_t *permute_pairs;   /* collective_permute: the ring p -> p+1 of group positions,
+                               [group_size][2] */
   int tasks;                /* a task of tpurt bench --tasks: their number; else 0 */
   char *transport;          /* in a task: the transport the library chose (freed) */
 };
@@ -79,6 +87,11 @@ typedef struct bench_data {
                                row 1 + r replica r's input, as the dtype holds them */
 } bench_data;
 
+/* Parses a --group-mode name into a tpu_group_mode; 0 if unknown. bench_group_mode_names
+ * lists them. */
+int bench_parse_group_mode(const char *name, int *out);
+extern const char bench_group_mode_names[];
+
 /* Parses a dtype name ("float32", "bf16", ...) or a reduction name; 0 if unknown. */
 int bench_parse_dtype(const char *name, tpu_dtype *out);
 int bench_parse_op(const char *name, tpu_reduce_op *out);
@@ -86,8 +99,9 @@ int bench_parse_op(const char *name, tpu_reduce_op *out);
 void bench_data_init(bench_data *data, const bench_config *cfg);
 void bench_data_free(bench_data *data);
 
-/* Inside a computation: replica k's input of `count` elements, and the number of
- * elements of its output that differ from the expected values. */
+/* Inside a computation: the input of `count` elements of the participant at position
+ * k of its group, and the number of elements of its output that differ from the
+ * expected values. */
 tpu_status bench_make_input(const bench_config *cfg, const bench_data *data, int k, size_t count,
                             tpu_tensor **out);
 tpu_status bench_count_wrong(const bench_config *cfg, const bench_data *data, int k,

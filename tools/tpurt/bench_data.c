@@ -1,5 +1,6 @@
-/* Inputs and checks of tpurt bench. Inputs are small integers (replica r, element i:
- * (r+1) + i%7; for PROD a 2 wherever (i+r)%7 == 0, else 1), so every expected result
+/* Inputs and checks of tpurt bench. Inputs are small integers (the participant at
+ * position r of its group, element i: (r+1) + i%7; for PROD a 2 wherever (i+r)%7 == 0,
+ * else 1), so every expected result
  * is exact and the same for each i%7: a table of BENCH_PERIOD values per source. */
 #include <float.h>
 #include <math.h>
@@ -111,7 +112,7 @@ static double pattern_value(tpu_reduce_op op, int r, int q) {
 /* The exact reduction over n replicas of residue q, as the library defines it:
  * integer sums wrap, and an integer MEAN truncates the wrapped sum toward zero. */
 static double reduction(const bench_config *cfg, int q) {
-  int n = cfg->replicas;
+  int n = cfg->group_size;
   double acc = pattern_value(cfg->op, 0, q);
   for (int r = 1; r < n; r++) {
     double v = pattern_value(cfg->op, r, q);
@@ -128,7 +129,7 @@ static double reduction(const bench_config *cfg, int q) {
 }
 
 void bench_data_init(bench_data *data, const bench_config *cfg) {
-  int n = cfg->replicas;
+  int n = cfg->group_size;
   data->patterns = xcalloc((size_t)n * BENCH_PERIOD, cfg->elem_size);
   data->expected = xcalloc((size_t)(n + 1) * BENCH_PERIOD, sizeof(double));
   for (int q = 0; q < BENCH_PERIOD; q++) {
@@ -171,7 +172,7 @@ tpu_status bench_make_input(const bench_config *cfg, const bench_data *data, int
 tpu_status bench_count_wrong(const bench_config *cfg, const bench_data *data, int k,
                              size_t count, const tpu_tensor *output, int64_t *wrong) {
   const bench_collective *coll = cfg->coll;
-  int n = cfg->replicas;
+  int n = cfg->group_size;
   size_t out_count = coll->gathers ? count * n : coll->scatters ? count / n : count;
   int segments = coll->per_replica_segments ? n : 1;
   size_t seg_len = out_count / segments, es = cfg->elem_size;

@@ -1,5 +1,6 @@
 /* The collectives tpurt bench measures: how to call each one, where its output comes
- * from, and its nccl-tests bus-bandwidth factor. All run on one group of every replica. */
+ * from, and its nccl-tests bus-bandwidth factor. All run with the group mode's default
+ * groups (one group of every replica by default), n being the group size. */
 #include <string.h>
 
 #include "bench.h"
@@ -22,34 +23,32 @@ static double ceiling_broadcast(int n) { return 1.0 / (n + 1.0); }
 
 static tpu_status call_all_reduce(tpu_replica_context *ctx, const tpu_tensor *x,
                                   const bench_config *cfg, tpu_tensor **out) {
-  return tpu_all_reduce(ctx, x, cfg->op, NULL, out, NULL);
+  return tpu_all_reduce(ctx, x, cfg->op, NULL, out, &cfg->coll_options);
 }
 static tpu_status call_cross_replica_sum(tpu_replica_context *ctx, const tpu_tensor *x,
                                          const bench_config *cfg, tpu_tensor **out) {
-  (void)cfg;
-  return tpu_cross_replica_sum(ctx, x, NULL, out, NULL);
+  return tpu_cross_replica_sum(ctx, x, NULL, out, &cfg->coll_options);
 }
 static tpu_status call_all_gather(tpu_replica_context *ctx, const tpu_tensor *x,
                                   const bench_config *cfg, tpu_tensor **out) {
-  (void)cfg;
-  return tpu_all_gather(ctx, x, 0, NULL, out, NULL);
+  return tpu_all_gather(ctx, x, 0, NULL, out, &cfg->coll_options);
 }
 static tpu_status call_reduce_scatter(tpu_replica_context *ctx, const tpu_tensor *x,
                                       const bench_config *cfg, tpu_tensor **out) {
-  return tpu_reduce_scatter(ctx, x, cfg->op, 0, NULL, out, NULL);
+  return tpu_reduce_scatter(ctx, x, cfg->op, 0, NULL, out, &cfg->coll_options);
 }
 static tpu_status call_all_to_all(tpu_replica_context *ctx, const tpu_tensor *x,
                                   const bench_config *cfg, tpu_tensor **out) {
-  return tpu_all_to_all(ctx, x, 0, 0, cfg->replicas, NULL, out, NULL);
+  return tpu_all_to_all(ctx, x, 0, 0, cfg->group_size, NULL, out, &cfg->coll_options);
 }
 static tpu_status call_permute(tpu_replica_context *ctx, const tpu_tensor *x,
                                const bench_config *cfg, tpu_tensor **out) {
-  return tpu_collective_permute(ctx, x, cfg->permute_pairs, cfg->replicas, out, NULL);
+  return tpu_collective_permute(ctx, x, cfg->permute_pairs, cfg->group_size, out,
+                                &cfg->coll_options);
 }
 static tpu_status call_broadcast(tpu_replica_context *ctx, const tpu_tensor *x,
                                  const bench_config *cfg, tpu_tensor **out) {
-  (void)cfg;
-  return tpu_broadcast(ctx, x, 0, NULL, out, NULL);
+  return tpu_broadcast(ctx, x, 0, NULL, out, &cfg->coll_options);
 }
 
 static void from_reduction(int n, int k, int seg, size_t len, int *src, size_t *start) {
@@ -114,6 +113,18 @@ static const bench_collective collectives[] = {
 const char bench_collective_names[] =
     "all_reduce, cross_replica_sum, all_gather, reduce_scatter, all_to_all, "
     "collective_permute, broadcast, empty";
+
+/* Indexed by tpu_group_mode. */
+static const char *const group_mode_names[] = {"cross-replica", "cross-partition",
+                                               "cross-replica-and-partition", "flattened"};
+const char bench_group_mode_names[] =
+    "cross-replica, cross-partition, cross-replica-and-partition, flattened";
+
+int bench_parse_group_mode(const char *name, int *out) {
+  for (int i = 0; i < (int)(sizeof group_mode_names / sizeof group_mode_names[0]); i++)
+    if (!strcmp(name, group_mode_names[i])) return *out = i, 1;
+  return 0;
+}
 
 const bench_collective *bench_find_collective(const char *name) {
   for (size_t i = 0; i < sizeof collectives / sizeof collectives[0]; i++)

@@ -38,11 +38,6 @@ static tpu_status empty_computation(tpu_replica_context *ctx, tpu_tensor *const 
   return TPU_OK;
 }
 
-static int compare_doubles(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 int bench_empty_step(const bench_config *cfg) {
   long steps = cfg->fixed_iters ? cfg->fixed_iters : STEP_DEFAULT;
   double *us = xcalloc((size_t)steps, sizeof *us);

@@ -152,6 +152,32 @@ int bind_free_ports(const struct sockaddr *addr, socklen_t addr_len, int n, int 
   return n;
 }
 
+tpu_device_assignment *assign_replicas(tpu_system *system, int k, const char *command,
+                                       int *num_cores) {
+  tpu_topology *topology = NULL;
+  int tasks, per_task;
+  CHECK(tpu_system_topology(system, &topology));
+  CHECK(tpu_topology_num_tasks(topology, &tasks));
+  CHECK(tpu_topology_num_devices_per_task(topology, &per_task));
+  int n = tasks * per_task;
+  if (k < 1 || n % k)
+    usage_error(command, "--cores-per-replica %d does not divide the %d cores", k, n);
+  int32_t *coords = xcalloc((size_t)n * TPU_MESH_RANK, sizeof *coords);
+  for (int g = 0; g < n; g++) {
+    size_t count;
+    CHECK(tpu_topology_device_coordinates(topology, g / per_task, g % per_task,
+                                          coords + (size_t)g * TPU_MESH_RANK, TPU_MESH_RANK,
+                                          &count));
+  }
+  tpu_device_assignment *assignment = NULL;
+  CHECK_DOING(tpu_device_assignment_create(topology, coords, n / k, k, &assignment),
+              "building the device assignment");
+  free(coords);
+  CHECK(tpu_topology_release(topology));
+  *num_cores = n;
+  return assignment;
+}
+
 char *system_string(tpu_status (*get)(const tpu_system *, char *, size_t, size_t *),
                     const tpu_system *system, const char *what) {
   size_t len = 0;
@@ -173,6 +199,11 @@ void *xcalloc(size_t count, size_t size) {
 int online_cpus(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
+}
+
+int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
 double now_seconds(void) {

@@ -74,6 +74,14 @@ void parse_int_list(const char *command, const char *what, const char *text, int
 /* pinning: a tpu_thread_pinning (TPU_PIN_AUTO is the library's default). */
 tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning);
 
+/* The system's cores (every task's) as num_cores / k replicas of k cores: participant
+ * (replica r, logical core c), flattened id r * k + c, on global core r * k + c (core d
+ * of task t being global core t * cores_per_task + d), so a replica's cores are
+ * neighbours, in one task where they fit. A k that does not divide the cores is a usage
+ * error of `command` naming both. *num_cores receives the cores. The caller releases it. */
+tpu_device_assignment *assign_replicas(tpu_system *system, int k, const char *command,
+                                       int *num_cores);
+
 /* A string the library returns through (out, capacity, count), such as
  * tpu_system_transport, of any length (size query first); exits 1 with `what` (in
  * words: "reading the transport") when the call fails. The caller frees it. */
@@ -84,6 +92,8 @@ char *system_string(tpu_status (*get)(const tpu_system *, char *, size_t, size_t
 void *xcalloc(size_t count, size_t size);
 
 int online_cpus(void);
+/* qsort's comparison of doubles, ascending. */
+int compare_doubles(const void *a, const void *b);
 /* CLOCK_MONOTONIC in seconds. */
 double now_seconds(void);
 /* "64 MiB", "8 B", ... into buf. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "demo.h"
 
 #define SAMPLES 4096
 #define FEATURES 8
@@ -19,6 +20,11 @@
 #define DEFAULT_STEPS 100
 #define LEARNING_RATE 0.1f
 #define DEFAULT_TOLERANCE 1e-3
+/* --mesh's defaults: small enough for make test. */
+#define MESH_STEPS 20
+#define MESH_BATCH 64
+#define MESH_HIDDEN 32
+#define MESH_TOLERANCE 1e-5
 
 static const double true_weights[FEATURES] = {0.5, -1.25, 2.0, 0.75, -0.3, 1.5, -2.2, 0.1};
 static const double true_bias = 0.7;
@@ -29,8 +35,7 @@ typedef struct demo_run {
   float *losses;            /* [steps]: the loss before each update, from replica 0 */
 } demo_run;
 
-/* A fixed-seed LCG (Knuth's MMIX constants): uniform in [-1, 1). */
-static double uniform(uint64_t *state) {
+double demo_uniform(uint64_t *state) {
   *state = *state * 6364136223846793005ull + 1442695040888963407ull;
   return (double)(*state >> 11) / (double)(1ull << 52) - 1.0;
 }
@@ -40,7 +45,7 @@ static void make_data(float *x, float *y) {
   static double raw[SAMPLES][FEATURES];
   uint64_t state = 42;
   for (int i = 0; i < SAMPLES; i++)
-    for (int f = 0; f < FEATURES; f++) raw[i][f] = uniform(&state) * (f + 1) + f;
+    for (int f = 0; f < FEATURES; f++) raw[i][f] = demo_uniform(&state) * (f + 1) + f;
   for (int f = 0; f < FEATURES; f++) {
     double mean = 0, var = 0;
     for (int i = 0; i < SAMPLES; i++) mean += raw[i][f];
@@ -50,7 +55,7 @@ static void make_data(float *x, float *y) {
     for (int i = 0; i < SAMPLES; i++) x[i * FEATURES + f] = (float)((raw[i][f] - mean) / sd);
   }
   for (int i = 0; i < SAMPLES; i++) {
-    double v = true_bias + 0.01 * uniform(&state);
+    double v = true_bias + 0.01 * demo_uniform(&state);
     for (int f = 0; f < FEATURES; f++) v += true_weights[f] * x[i * FEATURES + f];
     y[i] = (float)v;
   }
@@ -154,9 +159,20 @@ static const char demo_usage[] =
     "                       least-squares solution (without it, the distance is reported)\n"
     "  -t, --tolerance T    the tolerance of --check (default 1e-3); implies --check\n"
     "  -h, --help           this text\n"
-    "Replicas that end with different weights always fail (exit 1).\n";
+    "Replicas that end with different weights always fail (exit 1).\n"
+    "\n"
+    "  --mesh R,K           instead: a two-layer MLP on the mesh (\"batch\", R) x\n"
+    "                       (\"model\", K) of R replicas of K cores, the hidden layer\n"
+    "                       split over \"model\" (Megatron-style), the batch over\n"
+    "                       \"batch\"; prints the step time and always checks the\n"
+    "                       weights and input gradient against the same training on\n"
+    "                       one core (relative max-norm distance, -t, default 1e-5).\n"
+    "                       R*K cores: in one process, or over tpurt launch's tasks\n"
+    "                       (R*K/N cores each unless TPURT_NUM_CORES says)\n"
+    "  --batch B            --mesh: the global batch, a multiple of R (default 64)\n"
+    "  --hidden H           --mesh: hidden units, a multiple of K (default 32)\n";
 
-enum { OPT_CHECK = 256 };
+enum { OPT_CHECK = 256, OPT_MESH, OPT_BATCH, OPT_HIDDEN };
 
 static int cmd_demo(int argc, char **argv) {
   static const struct option longopts[] = {{"replicas", required_argument, NULL, 'r'},
@@ -164,9 +180,13 @@ static int cmd_demo(int argc, char **argv) {
                                            {"check", no_argument, NULL, OPT_CHECK},
                                            {"tolerance", required_argument, NULL, 't'},
                                            {"help", no_argument, NULL, 'h'},
+                                           {"mesh", required_argument, NULL, OPT_MESH},
+                                           {"batch", required_argument, NULL, OPT_BATCH},
+                                           {"hidden", required_argument, NULL, OPT_HIDDEN},
                                            {NULL, 0, NULL, 0}};
-  int replicas = 0, steps = DEFAULT_STEPS, check = 0;
+  int replicas = 0, steps = 0, check = 0, mesh = 0, tolerance_given = 0;
   double tolerance = DEFAULT_TOLERANCE;
+  demo_mesh_options mesh_options = {.batch = MESH_BATCH, .hidden = MESH_HIDDEN};
   for (int c; (c = next_option("demo", argc, argv, "r:s:t:h", longopts)) != -1;) {
     switch (c) {
       case 'r': replicas = (int)parse_long("demo", "--replicas", optarg, 1, SAMPLES); break;
@@ -175,10 +195,32 @@ static int cmd_demo(int argc, char **argv) {
       case 't':
         tolerance = parse_double("demo", "--tolerance", optarg);
         check = 1;
+        tolerance_given = 1;
+        break;
+      case OPT_MESH: {
+        int32_t rk[2];
+        parse_int_list("demo", "--mesh", optarg, rk, 2);
+        mesh_options.replicas = rk[0];
+        mesh_options.cores_per_replica = rk[1];
+        mesh = 1;
+        break;
+      }
+      case OPT_BATCH: mesh_options.batch = (int)parse_long("demo", "--batch", optarg, 1, 1 << 20); break;
+      case OPT_HIDDEN:
+        mesh_options.hidden = (int)parse_long("demo", "--hidden", optarg, 1, 1 << 16);
         break;
       case 'h': return print_usage(demo_usage);
     }
   }
+  if (mesh) {
+    if (replicas) usage_error("demo", "--replicas: --mesh R,K sets the replicas");
+    mesh_options.steps = steps ? steps : MESH_STEPS;
+    mesh_options.tolerance = tolerance_given ? tolerance : MESH_TOLERANCE;
+    return demo_mesh(&mesh_options);
+  }
+  if (mesh_options.batch != MESH_BATCH || mesh_options.hidden != MESH_HIDDEN)
+    usage_error("demo", "--batch and --hidden: only with --mesh R,K");
+  if (!steps) steps = DEFAULT_STEPS;
 
   static float x[SAMPLES * FEATURES], y[SAMPLES];
   double exact[PARAMS];
