@@ -104,10 +104,12 @@ struct tpurt_mpi_handle {
   std::vector<int> end_len;
   std::vector<MPI_Request> end_send;
   std::string end_out;
-  // Sends and collectives of failed waits that did not complete; stuck_send: which
-  // are sends (the peer drains them when the step ends, a collective never ends).
+  // Requests of failed waits that did not complete, and their Kind: a send completes
+  // when its peer drains it at the end of the step, a cancelled receive when MPI
+  // settles it; a collective stays stuck for good, because the one that completes it
+  // may be a peer's collective of a later step (matched out of step).
   std::vector<MPI_Request> stuck;
-  std::vector<char> stuck_send;
+  std::vector<char> stuck_kind;
   std::list<std::vector<char>> sinks;  // of drains that did not finish
   std::list<std::pair<MPI_Request, uint64_t>> answers;  // to peers' queries, in flight
   std::map<std::vector<int32_t>, MPI_Comm> comms;  // by the group's tasks

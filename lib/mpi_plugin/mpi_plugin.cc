@@ -161,8 +161,8 @@ void close_handle(tpurt_mpi_handle* h) {
 
 int doomed(tpurt_mpi_handle* h) {
   if (h->stuck.empty()) return 0;
-  for (char send : h->stuck_send)
-    if (!send) return 2;
+  for (char kind : h->stuck_kind)
+    if (kind != kSend) return 2;
   return 1;
 }
 

@@ -34,7 +34,7 @@ bool drain(tpurt_mpi_handle* h, int p, int64_t deadline) {
     if (!done) {  // mid-transfer at the deadline: the sink lives as long as the handle
       h->sinks.push_back(std::move(sink));
       h->stuck.push_back(r);
-      h->stuck_send.push_back(0);
+      h->stuck_kind.push_back(kReceive);
       return false;
     }
   }

@@ -52,26 +52,28 @@ void give_up(tpurt_mpi_handle* h, std::vector<MPI_Request>& reqs, const std::vec
   for (size_t i = 0; i < reqs.size(); ++i)
     if (reqs[i] != MPI_REQUEST_NULL) {
       h->stuck.push_back(reqs[i]);
-      h->stuck_send.push_back(kind[i] == kSend);
+      h->stuck_kind.push_back(kind[i]);
     }
 }
 
-// Completes what stuck requests can; whether a send is still stuck.
+// Completes the stuck sends and receives that can (never a collective: see
+// tpurt_mpi_handle::stuck); whether a send is still stuck.
 bool sends_stuck(tpurt_mpi_handle* h) {
   bool any = false;
   for (size_t i = 0; i < h->stuck.size(); ++i) {
+    if (h->stuck_kind[i] == kCollective) continue;
     int done = 0;
     MPI_Test(&h->stuck[i], &done, MPI_STATUS_IGNORE);
-    any |= !done && h->stuck_send[i];
+    any |= !done && h->stuck_kind[i] == kSend;
   }
   size_t k = 0;
   for (size_t i = 0; i < h->stuck.size(); ++i)
     if (h->stuck[i] != MPI_REQUEST_NULL) {
       h->stuck[k] = h->stuck[i];
-      h->stuck_send[k++] = h->stuck_send[i];
+      h->stuck_kind[k++] = h->stuck_kind[i];
     }
   h->stuck.resize(k);
-  h->stuck_send.resize(k);
+  h->stuck_kind.resize(k);
   return any;
 }
 
