@@ -266,9 +266,13 @@ Tensor* gather_tiles_to_core0(tpu_replica_context* ctx, const tpu_partition_spec
                      " left output ", output, " NULL; a partitioned output (output_partitions[",
                      output, "]) needs a tile from every core");
   ParticipantGroups cores_of_replica;
-  participant_groups(TPU_GROUP_MODE_CROSS_PARTITION, nullptr, ctx->num_replicas, k,
-                     &cores_of_replica);
-  const tpu_group_assignment groups = cores_of_replica.view();
+  tpu_group_assignment view{};
+  const tpu_group_assignment* groups = nullptr;  // NULL: every participant (one replica)
+  if (participant_groups(TPU_GROUP_MODE_CROSS_PARTITION, nullptr, ctx->num_replicas, k,
+                         &cores_of_replica)) {
+    view = cores_of_replica.view();
+    groups = &view;
+  }
   Communicator& comm = *ctx->comm;
   const int64_t meta_dims[1] = {kTileMetaWidth};
   TensorRef meta(new_tensor(TPU_INT64, meta_dims, 1));
@@ -276,7 +280,7 @@ Tensor* gather_tiles_to_core0(tpu_replica_context* ctx, const tpu_partition_spec
   m[0] = tile->dtype;
   m[1] = tile->rank;
   std::copy(tile->dims, tile->dims + tile->rank, m + 2);
-  TensorRef metas(comm.all_gather(ctx->participant, meta.get(), 0, &groups));
+  TensorRef metas(comm.all_gather(ctx->participant, meta.get(), 0, groups));
   const int64_t* all = static_cast<const int64_t*>(metas->data);
   int64_t largest[TPU_MAX_RANK] = {0};
   for (int c = 0; c < k; ++c) {
@@ -290,7 +294,7 @@ Tensor* gather_tiles_to_core0(tpu_replica_context* ctx, const tpu_partition_spec
     for (int d = 0; d < tile->rank; ++d) largest[d] = std::max(largest[d], mc[2 + d]);
   }
   TensorRef padded(pad_tensor(tile, largest));
-  TensorRef gathered(comm.all_gather(ctx->participant, padded.get(), 0, &groups));
+  TensorRef gathered(comm.all_gather(ctx->participant, padded.get(), 0, groups));
   if (ctx->logical_core != 0) return nullptr;
   TensorRefs tiles(static_cast<size_t>(k));
   const size_t esize = dtype_size(tile->dtype);

@@ -55,7 +55,7 @@ model_parallel_reference() {
   local rc=$?
   mp_reference=$(model_parallel_digests "$mp_reference_out")
   if [ $rc -ne 0 ] || ! grep -qF "task 0: model_parallel ok" <<<"$mp_reference_out" ||
-     [ "$(wc -l <<<"$mp_reference")" != 56 ]; then
+     [ "$(wc -l <<<"$mp_reference")" != 58 ]; then
     mp_reference=
   fi
 }
