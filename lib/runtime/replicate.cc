@@ -122,12 +122,17 @@ void pad_inputs(int num_replicas, int num_inputs, tpu_tensor* const* inputs,
   }
 }
 
-// Whether some core of replica r runs on this task (da NULL: replica r on global
-// core r, as System::run_step places it).
+// The task of replica r's logical core c (da NULL: replica r on global core r, as
+// System::run_step places it).
+int task_of(const System& system, const DeviceAssignment* da, int r, int c) {
+  return da ? da->task(r, c) : r / system.num_cores();
+}
+
+// Whether some core of replica r runs on this task.
 bool runs_here(const System& system, const DeviceAssignment* da, int r) {
-  if (da == nullptr) return r / system.num_cores() == system.task_id();
-  for (int c = 0; c < da->num_cores_per_replica(); ++c)
-    if (da->task(r, c) == system.task_id()) return true;
+  const int cores = da ? da->num_cores_per_replica() : 1;
+  for (int c = 0; c < cores; ++c)
+    if (task_of(system, da, r, c) == system.task_id()) return true;
   return false;
 }
 
@@ -335,15 +340,14 @@ struct Participants {
   std::vector<char> local;  // [participant]
   std::vector<char> any_local;  // [replica]: some core of it runs here
 
-  // da NULL: replica r on global core r, as System::run_step places it.
   Participants(const System& system, const DeviceAssignment* da, int num_replicas)
       : num_replicas(num_replicas), cores(da ? da->num_cores_per_replica() : 1),
         local(static_cast<size_t>(num_replicas) * cores), any_local(num_replicas) {
     for (int r = 0; r < num_replicas; ++r)
       for (int c = 0; c < cores; ++c) {
-        const int task = da ? da->task(r, c) : r / system.num_cores();
-        local[static_cast<size_t>(r) * cores + c] = task == system.task_id();
-        any_local[r] |= task == system.task_id();
+        const bool here = task_of(system, da, r, c) == system.task_id();
+        local[static_cast<size_t>(r) * cores + c] = here;
+        any_local[r] |= here;
       }
   }
 

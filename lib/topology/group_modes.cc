@@ -1,5 +1,7 @@
 #include "topology/group_modes.h"
 
+#include <array>
+
 #include "core/status.h"
 #include "topology/group_assignment.h"
 
@@ -18,10 +20,13 @@ const char* id_kind(int mode) {
 // Built once: every collective call passes it, and str_cat per call cost ~2 us (a
 // cross-partition all-reduce of 8 B between two tasks took twice a cross-replica one).
 const char* where(int mode) {
-  static const std::string suffix[] = {
-      str_cat(" (group mode ", group_mode_name(0), ")"), str_cat(" (group mode ", group_mode_name(1), ")"),
-      str_cat(" (group mode ", group_mode_name(2), ")"), str_cat(" (group mode ", group_mode_name(3), ")")};
-  return suffix[mode].c_str();
+  static const auto suffixes = [] {
+    std::array<std::string, TPU_GROUP_MODE_FLATTENED_ID + 1> s;
+    for (int m = 0; m < static_cast<int>(s.size()); ++m)
+      s[m] = str_cat(" (group mode ", group_mode_name(m), ")");
+    return s;
+  }();
+  return suffixes[mode].c_str();
 }
 
 // The ids a mode's groups range over.
