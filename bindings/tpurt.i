@@ -131,3 +131,4 @@ static std::string tpurt_python_error() {
 
 %template(TensorVector) std::vector<tpurt::Tensor>;
 %template(ShapeVector) std::vector<tpurt::Shape>;
+%template(EmbeddingFeatureBatchVector) std::vector<tpurt::EmbeddingFeatureBatch>;

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,13 @@ enum class DeviceOrderMode : int { Auto = 0, Ring = 1, Mesh = 2 };
 // tpu_group_mode (1.3): XLA's CollectiveOpGroupMode.
 enum class GroupMode : int { CrossReplica = 0, CrossPartition = 1, CrossReplicaAndPartition = 2, FlattenedId = 3 };
 enum class ResolverSource : int { Auto = 0, Tpu = 1, TfConfig = 2, DTensor = 3, Slurm = 4, OpenMpi = 5 };
+// embedding.h (1.4): OptimizationParameters' field numbers; TensorFlow's combiners and modes.
+enum class EmbeddingOptimizer : int {
+  Adagrad = 3, Sgd = 4, Ftrl = 5, Adam = 6, Momentum = 8, RmsProp = 9, CenteredRmsProp = 10, Adadelta = 12,
+  ProximalAdagrad = 14, AdagradMomentum = 26
+};
+enum class EmbeddingCombiner : int { Sum = 0, Mean = 1, Sqrtn = 2 };
+enum class EmbeddingMode : int { Unspecified = 0, Inference = 1, Training = 2, BackwardPassOnly = 3 };
 
 #ifndef SWIG
 #define TPURT_CHECK_STATUS_(name, value, str) \
@@ -57,6 +65,12 @@ static_assert(static_cast<int>(PaddingSpec::PowerOfTwo) == TPU_PADDING_POWER_OF_
 static_assert(static_cast<int>(ThreadPinning::Never) == TPU_PIN_NEVER, "ThreadPinning");
 static_assert(static_cast<int>(DeviceOrderMode::Mesh) == TPU_DEVICE_ORDER_MESH, "DeviceOrderMode");
 static_assert(static_cast<int>(ResolverSource::OpenMpi) == TPU_RESOLVER_OPENMPI, "ResolverSource");
+static_assert(static_cast<int>(EmbeddingOptimizer::AdagradMomentum) == TPU_EMBEDDING_OPTIMIZER_ADAGRAD_MOMENTUM &&
+                  static_cast<int>(EmbeddingOptimizer::ProximalAdagrad) == TPU_EMBEDDING_OPTIMIZER_PROXIMAL_ADAGRAD,
+              "EmbeddingOptimizer");
+static_assert(static_cast<int>(EmbeddingCombiner::Sqrtn) == TPU_EMBEDDING_COMBINER_SQRTN, "EmbeddingCombiner");
+static_assert(static_cast<int>(EmbeddingMode::BackwardPassOnly) == TPU_EMBEDDING_MODE_BACKWARD_PASS_ONLY,
+              "EmbeddingMode");
 #endif
 
 class Error : public std::exception {
@@ -1050,6 +1064,27 @@ inline const tpu_step_options* StepOptions::toC(std::vector<tpu_shape>* shapes) 
 
 // ---- Computations ------------------------------------------------------------------
 
+// One feature's ids for ReplicaContext::embeddingEnqueue (tpu_embedding_feature_batch):
+// COO with sampleIndices, or ragged with rowSplits; neither only for a feature without
+// ids. Empty weights: every weight 1.
+class EmbeddingFeatureBatch {
+ public:
+  int feature = 0;
+  std::vector<long long> ids;
+  std::vector<long long> sampleIndices;
+  std::vector<long long> rowSplits;
+  std::vector<float> weights;
+  EmbeddingCombiner combiner = EmbeddingCombiner::Sum;
+};
+
+// tpu_embedding_config_from_json: serialized TPUEmbeddingConfiguration bytes for
+// SystemOptions::embeddingConfig.
+inline std::vector<uint8_t> embeddingConfigFromJson(const std::string& json) {
+  return detail::read_bytes([&](uint8_t* o, size_t c, size_t* n) {
+    return tpu_embedding_config_from_json(json.c_str(), o, c, n);
+  });
+}
+
 class ReplicaContext;
 
 // A host function for outside compilation. Returns a tpu_status; to fail with a
@@ -1241,6 +1276,53 @@ class ReplicaContext {
   void outfeedEnqueue(OutfeedQueue& queue, const std::vector<Tensor>& tuple) {
     std::vector<tpu_tensor*> h = Tensor::handles(tuple);
     detail::check(tpu_outfeed_enqueue(ctx_, queue.handle(), h.data(), detail::int_or_throw(h.size(), "tuple")));
+  }
+
+  // ---- Embeddings (embedding.h, 1.4) ----
+  void embeddingEnqueue(const std::vector<EmbeddingFeatureBatch>& features) {
+    std::vector<tpu_embedding_feature_batch> c(features.size());
+    for (size_t i = 0; i < features.size(); ++i) {
+      const EmbeddingFeatureBatch& f = features[i];
+      if (!f.weights.empty() && f.weights.size() != f.ids.size())
+        throw Error(TPU_INVALID_ARGUMENT, "feature " + std::to_string(f.feature) + " has " +
+                                              std::to_string(f.weights.size()) + " weights for " +
+                                              std::to_string(f.ids.size()) + " ids");
+      if (!f.sampleIndices.empty() && f.sampleIndices.size() != f.ids.size())
+        throw Error(TPU_INVALID_ARGUMENT, "feature " + std::to_string(f.feature) + " has " +
+                                              std::to_string(f.sampleIndices.size()) + " sample indices for " +
+                                              std::to_string(f.ids.size()) + " ids");
+      c[i].feature = f.feature;
+      c[i].ids = detail::c_dims(f.ids);
+      c[i].num_ids = f.ids.size();
+      c[i].sample_indices = f.sampleIndices.empty() ? nullptr : detail::c_dims(f.sampleIndices);
+      c[i].row_splits = f.rowSplits.empty() ? nullptr : detail::c_dims(f.rowSplits);
+      c[i].num_row_splits = f.rowSplits.size();
+      c[i].weights = f.weights.empty() ? nullptr : f.weights.data();
+      c[i].combiner = static_cast<tpu_embedding_combiner>(f.combiner);
+    }
+    detail::check(tpu_embedding_enqueue(ctx_, c.data(), detail::int_or_throw(c.size(), "features")));
+  }
+  // One tensor per configured feature; an empty Tensor for a feature not enqueued.
+  std::vector<Tensor> embeddingRecvActivations() {
+    std::vector<tpu_tensor*> h(static_cast<size_t>(embeddingNumFeatures()), nullptr);
+    detail::check(tpu_embedding_recv_activations(ctx_, h.data(), detail::int_or_throw(h.size(), "features")));
+    return Tensor::adopt(h);
+  }
+  // gradients: one per configured feature (empty for a feature not enqueued);
+  // learningRates: one per dynamic learning-rate tag.
+  void embeddingSendGradients(const std::vector<Tensor>& gradients, const std::vector<float>& learningRates) {
+    std::vector<tpu_tensor*> h = Tensor::handles(gradients);
+    detail::check(tpu_embedding_send_gradients(ctx_, h.data(), detail::int_or_throw(h.size(), "gradients"),
+                                               learningRates.empty() ? nullptr : learningRates.data(),
+                                               detail::int_or_throw(learningRates.size(), "learningRates")));
+  }
+  // The configuration's feature count, read through the step's system.
+  int embeddingNumFeatures() const {
+    tpu_system* s = nullptr;
+    detail::check(tpu_replica_context_system(ctx_, &s));
+    int n = 0;
+    detail::check(tpu_embedding_num_features(s, &n));
+    return n;
   }
 
  private:
@@ -1474,6 +1556,93 @@ class TpuSystem {
                                      out.data(), options.toC(&shapes)));
     return Tensor::adopt(out);
   }
+  // ---- Embeddings (embedding.h, 1.4): the tables of the embedding configuration ----
+  EmbeddingMode embeddingMode() const {
+    tpu_embedding_mode m = TPU_EMBEDDING_MODE_UNSPECIFIED;
+    detail::check(tpu_embedding_mode_of(handle(), &m));
+    return static_cast<EmbeddingMode>(m);
+  }
+  int embeddingNumTables() const { return get_count(tpu_embedding_num_tables); }
+  int embeddingTableIndex(const std::string& name) const {
+    int i = 0;
+    detail::check(tpu_embedding_table_index(handle(), name.c_str(), &i));
+    return i;
+  }
+  std::string embeddingTableName(int table) const {
+    return detail::read_string([&](char* o, size_t c, size_t* n) { return tpu_embedding_table_name(handle(), table, o, c, n); });
+  }
+  int64_t embeddingVocabularySize(int table) const {
+    int64_t v = 0;
+    int32_t d = 0;
+    detail::check(tpu_embedding_table_shape(handle(), table, &v, &d));
+    return v;
+  }
+  int embeddingDimension(int table) const {
+    int64_t v = 0;
+    int32_t d = 0;
+    detail::check(tpu_embedding_table_shape(handle(), table, &v, &d));
+    return d;
+  }
+  EmbeddingOptimizer embeddingTableOptimizer(int table) const {
+    tpu_embedding_optimizer o = TPU_EMBEDDING_OPTIMIZER_SGD;
+    detail::check(tpu_embedding_table_optimizer(handle(), table, &o));
+    return static_cast<EmbeddingOptimizer>(o);
+  }
+  int embeddingNumVariables(int table) const {
+    int n = 0;
+    detail::check(tpu_embedding_table_num_variables(handle(), table, &n));
+    return n;
+  }
+  std::string embeddingVariableName(int table, int variable) const {
+    return detail::read_string(
+        [&](char* o, size_t c, size_t* n) { return tpu_embedding_variable_name(handle(), table, variable, o, c, n); });
+  }
+  // The global core holding a row's shard, and the row's index there.
+  int embeddingRowCore(int table, int64_t row) const {
+    int core = 0;
+    int64_t shardRow = 0;
+    detail::check(tpu_embedding_row_owner(handle(), table, row, &core, &shardRow));
+    return core;
+  }
+  int64_t embeddingShardRow(int table, int64_t row) const {
+    int core = 0;
+    int64_t shardRow = 0;
+    detail::check(tpu_embedding_row_owner(handle(), table, row, &core, &shardRow));
+    return shardRow;
+  }
+  int embeddingNumFeatures() const { return get_count(tpu_embedding_num_features); }
+  int embeddingFeatureIndex(const std::string& name) const {
+    int i = 0;
+    detail::check(tpu_embedding_feature_index(handle(), name.c_str(), &i));
+    return i;
+  }
+  std::string embeddingFeatureName(int feature) const {
+    return detail::read_string(
+        [&](char* o, size_t c, size_t* n) { return tpu_embedding_feature_name(handle(), feature, o, c, n); });
+  }
+  int embeddingFeatureTable(int feature) const {
+    int t = 0;
+    detail::check(tpu_embedding_feature_table(handle(), feature, &t));
+    return t;
+  }
+  std::vector<long long> embeddingFeatureShape(int feature) const {
+    std::vector<int64_t> v = detail::read_array<int64_t>(
+        [&](int64_t* o, size_t c, size_t* n) { return tpu_embedding_feature_shape(handle(), feature, o, c, n); });
+    return std::vector<long long>(v.begin(), v.end());
+  }
+  // values: numRows * dimension floats, row-major.
+  void embeddingLoad(int table, int variable, int64_t firstRow, int64_t numRows, const std::vector<float>& values) {
+    detail::check(tpu_embedding_load(handle(), table, variable, firstRow, numRows,
+                                     values.empty() ? nullptr : values.data(), values.size()));
+  }
+  // numRows * dimension floats; in a multi-task system the rows other tasks hold are NaN.
+  std::vector<float> embeddingRetrieve(int table, int variable, int64_t firstRow, int64_t numRows) const {
+    size_t count = 0;
+    detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, nullptr, 0, &count));
+    std::vector<float> v(count, std::numeric_limits<float>::quiet_NaN());
+    if (count > 0) detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, v.data(), v.size(), &count));
+    return v;
+  }
   tpu_system* handle() const {
     detail::check_handle(s_, "the TPU system");
     return s_;
@@ -1495,6 +1664,11 @@ class TpuSystem {
     if (!v.empty() && v.size() != n)
       throw Error(TPU_INVALID_ARGUMENT, std::string(what) + " has " + std::to_string(v.size()) +
                                             " entries, not " + std::to_string(n));
+  }
+  int get_count(tpu_status (*fn)(const tpu_system*, int*)) const {
+    int n = 0;
+    detail::check(fn(handle(), &n));
+    return n;
   }
   static const int* or_null(const std::vector<int32_t>& v) { return v.empty() ? nullptr : v.data(); }
   tpu_system* s_ = nullptr;

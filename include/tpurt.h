@@ -11,5 +11,6 @@
 #include "tpurt/feed.h"
 #include "tpurt/cluster.h"
 #include "tpurt/mesh.h"
+#include "tpurt/embedding.h"
 
 #endif /* TPURT_H */

@@ -56,7 +56,7 @@ extern "C" {
 
 /* The runtime version. The ABI is stable within a major version. */
 #define TPU_VERSION_MAJOR 1
-#define TPU_VERSION_MINOR 3
+#define TPU_VERSION_MINOR 4
 #define TPU_VERSION_PATCH 0
 #define TPU_VERSION_HEX ((TPU_VERSION_MAJOR << 16) | (TPU_VERSION_MINOR << 8) | TPU_VERSION_PATCH)
 

@@ -205,6 +205,11 @@ TPU_API tpu_status tpu_replica_context_logical_core(const tpu_replica_context *c
 TPU_API tpu_status tpu_replica_context_device_name(const tpu_replica_context *ctx, char *out,
                                                    size_t capacity, size_t *count);
 
+/* (1.4) The system running this computation: a borrowed handle, valid during the
+ * computation (to read the system's configuration, such as its embedding tables). */
+TPU_API tpu_status tpu_replica_context_system(const tpu_replica_context *ctx,
+                                              tpu_system **out);
+
 /* Records why the computation fails and returns `code`, so a computation can end
  * with `return tpu_replica_context_fail(ctx, TPU_INVALID_ARGUMENT, "why");`.
  * tpu_replicate's caller gets "replica R: why". code must not be TPU_OK. */

@@ -114,6 +114,7 @@ tpu_status initialize_accelerator(const char* device_type, int enable_coordinati
       throw;
     }
     *system = new tpu_system{std::move(s)};
+    (*system)->impl->set_c_handle(*system);
   });
 }
 
@@ -143,6 +144,7 @@ TPU_EXPORT tpu_status tpu_initialize_tpu_system(const tpu_cluster_resolver* reso
     std::unique_ptr<tpu_topology> t;
     if (topology) t.reset(new tpu_topology{s->topology()});
     *system = new tpu_system{std::move(s)};
+    (*system)->impl->set_c_handle(*system);
     if (topology) *topology = t.release();
   });
 }

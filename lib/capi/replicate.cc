@@ -134,6 +134,16 @@ TPU_EXPORT tpu_status tpu_replica_context_logical_core(const tpu_replica_context
   return get(ctx, out, &tpu_replica_context::logical_core);
 }
 
+TPU_EXPORT tpu_status tpu_replica_context_system(const tpu_replica_context* ctx, tpu_system** out) {
+  return guarded([&] {
+    const tpu_replica_context& c = context(ctx);
+    require_not_null(out, "out");
+    if (c.system == nullptr || c.system->c_handle() == nullptr)
+      fail(TPU_FAILED_PRECONDITION, "replica context has no system");
+    *out = c.system->c_handle();
+  });
+}
+
 TPU_EXPORT tpu_status tpu_replica_context_device_name(const tpu_replica_context* ctx, char* out,
                                                       size_t capacity, size_t* count) {
   return guarded([&] { copy_string_out(context(ctx).device_name, out, capacity, count, "the device name"); });

@@ -13,7 +13,9 @@ using namespace tpurt;
 namespace {
 
 tpu_system* start_system(const tpu_system_options* options) {
-  return new tpu_system{System::start(options)};
+  tpu_system* handle = new tpu_system{System::start(options)};
+  handle->impl->set_c_handle(handle);
+  return handle;
 }
 
 const System& live_system(const tpu_system* handle) {

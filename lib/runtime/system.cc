@@ -15,6 +15,7 @@
 #include "core/env.h"
 #include "core/options.h"
 #include "core/wait.h"
+#include "embedding/engine.h"
 #include "topology/embedding_config.h"
 #include "topology/group_modes.h"
 #include "topology/topology.h"
@@ -121,6 +122,9 @@ System::System(SystemConfig config)
       core_owner_(config_.num_cores),
       executor_(this, device_names(config_), config_.pin_threads, config_.collective_timeout_ms) {
   build_topology();
+  if (!config_.embedding_config.empty())
+    embedding_ = std::make_unique<embedding::Engine>(config_.embedding_config, config_.task_id,
+                                                     config_.num_tasks, config_.num_cores);
 }
 
 System::~System() = default;
@@ -393,8 +397,10 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
   const int* cores = resolve_cores(spec.num_replicas, device_assignment, &cores_per_replica);
   if (num_tasks() > 1) return run_cluster_step(spec, cores, cores_per_replica, outputs);
   const int participants = spec.num_replicas * cores_per_replica;
+  if (embedding_) embedding_->begin_step(participant_task_, local_participants_, cores_per_replica);
   StepResult result = executor_.run(spec, cores, cores_per_replica,
                                     communicator(participants, cores_per_replica), outputs);
+  if (embedding_) embedding_->end_step(result.code == TPU_OK);
   if (result.code == TPU_OK) return;
   if (result.late) comms_[participants].reset();  // the late participants hold it
   if (config_.close_on_failure) close(result.message);
@@ -415,6 +421,7 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
         num_usable_cpus(), config_.private_collective_results, cores_per_replica);
   std::shared_ptr<Communicator> comm = cluster_comm_;
   StepResult result;
+  if (embedding_) embedding_->begin_step(participant_task_, local_participants_, cores_per_replica);
   try {
     result = executor_.run(spec, cores, cores_per_replica, comm, outputs, &local_participants_);
   } catch (const Error& e) {  // the step did not start here: the others must still hear
@@ -438,9 +445,19 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
     result.code = remote.code;
     result.message = remote.message;
   }
+  // Every task now knows the step's one outcome: each applies its rows' gradients or none.
+  if (embedding_) embedding_->end_step(result.code == TPU_OK);
   if (result.code == TPU_OK) return;
   if (config_.close_on_failure) close(result.message);
   throw Error(result.code, result.message);
+}
+
+void System::between_steps(FunctionRef<void()> fn) {
+  if (in_user_code())
+    fail(TPU_FAILED_PRECONDITION, "the embedding tables cannot be loaded or retrieved from inside a computation");
+  std::lock_guard<FifoMutex> lock(step_mu_);
+  check_live();
+  fn();
 }
 
 namespace {

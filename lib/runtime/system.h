@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cluster/coordination.h"
+#include "core/function_ref.h"
 #include "core/status.h"
 #include "runtime/executor.h"
 #include "runtime/fifo_mutex.h"
@@ -23,10 +24,15 @@
 #include "topology/device_assignment.h"
 #include "tpurt/system.h"
 
+struct tpu_system;
+
 namespace tpurt {
 
 class Communicator;
 class ClusterCommunicator;
+namespace embedding {
+class Engine;
+}
 class DataConnections;
 namespace net {
 class Transport;
@@ -125,6 +131,16 @@ class System {
 
   HostExecutor& host() { return host_; }
 
+  // The embedding tables (NULL without an embedding configuration).
+  embedding::Engine* embedding() const { return embedding_.get(); }
+  // Runs fn under the step lock, between steps: TPU_FAILED_PRECONDITION from inside a
+  // computation or once shut down.
+  void between_steps(FunctionRef<void()> fn);
+
+  // The C handle the caller was given (tpu_replica_context_system's answer).
+  tpu_system* c_handle() const { return c_handle_; }
+  void set_c_handle(tpu_system* handle) { c_handle_ = handle; }
+
  private:
   enum State { kOpen, kClosed, kShutDown };
 
@@ -174,6 +190,9 @@ class System {
   std::mutex kv_mu_;
   std::condition_variable kv_changed_;
   std::map<std::string, std::string> kv_;
+
+  std::unique_ptr<embedding::Engine> embedding_;
+  tpu_system* c_handle_ = nullptr;
 
   Executor executor_;
   HostExecutor host_;

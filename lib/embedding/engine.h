@@ -1,0 +1,96 @@
+// The embedding engine of one task: the tables' shards held here, and the step's
+// lookups and gradients. The runtime brackets every step with begin_step / end_step
+// under its step lock; the participants call enqueue, recv_activations and
+// send_gradients from their threads in between. Gradients are applied in end_step,
+// once the step has succeeded on every task: a failed step changes no row.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "embedding/config.h"
+#include "embedding/id_index.h"
+#include "embedding/table.h"
+#include "tpurt/embedding.h"
+#include "tpurt/tensor.h"
+
+struct tpu_replica_context;
+
+namespace tpurt {
+
+class Communicator;
+
+namespace embedding {
+
+struct ParticipantStep;
+struct FeatureInput;
+
+class Engine {
+ public:
+  // This task's part of a system of num_tasks x cores_per_task cores.
+  Engine(const std::string& config_bytes, int task_id, int num_tasks, int cores_per_task);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const Config& config() const { return *config_; }
+  // Checked indices (TPU_OUT_OF_RANGE naming the index and the count).
+  const TableSpec& table(int table) const;
+  const FeatureSpec& feature(int feature) const;
+  void row_owner(int table, int64_t row, int* core, int64_t* shard_row) const;
+
+  // Host access; the caller holds the runtime's step lock.
+  void load(int table, int variable, int64_t first_row, int64_t num_rows, const float* values,
+            size_t num_values);
+  // Fills the rows held here; returns nothing about the others.
+  void retrieve(int table, int variable, int64_t first_row, int64_t num_rows, float* out) const;
+
+  // The step's participants: participant_task[p] for every participant, `local` those
+  // running here; cores_per_replica names them ("replica R core C").
+  void begin_step(const std::vector<int>& participant_task, const std::vector<int>& local,
+                  int cores_per_replica);
+  // Applies the step's gradients if it succeeded everywhere, else drops them.
+  void end_step(bool succeeded);
+
+  void enqueue(const tpu_replica_context& ctx, const tpu_embedding_feature_batch* features,
+               int num_features);
+  void recv_activations(const tpu_replica_context& ctx, Communicator& comm, tpu_tensor** out,
+                        int num_activations);
+  void send_gradients(const tpu_replica_context& ctx, Communicator& comm,
+                      tpu_tensor* const* gradients, int num_gradients,
+                      const float* learning_rates, int num_learning_rates);
+
+ private:
+  ParticipantStep& step_of(const tpu_replica_context& ctx);
+  std::string name_of(int participant) const;
+  void combine(const FeatureInput& in, const FeatureSpec& f, const float* const* rows, float* out) const;
+  // The computation that serves a shard's rows in this step (across tasks).
+  int server_of(int64_t shard, const TableSpec& spec) const;
+  void fetch_rows(int me, Communicator& comm, ParticipantStep& st);
+  void agree_on_learning_rates(int me, Communicator& comm, const float* rates, int n, ParticipantStep& st);
+  void send_to_servers(int me, Communicator& comm, ParticipantStep& st);
+
+  std::unique_ptr<Config> config_;
+  int task_id_, num_tasks_, cores_per_task_;
+  std::vector<std::unique_ptr<TableStorage>> storage_;  // one per table
+
+  // The step in flight (guarded by the runtime's step lock between steps; each
+  // participant touches only its own entry during the step).
+  bool step_open_ = false;
+  int cores_per_replica_ = 1;
+  std::vector<int> participant_task_;
+  std::vector<std::unique_ptr<ParticipantStep>> participants_;  // by participant id; local only
+  std::vector<int> local_;                  // the participants whose state is here
+  std::vector<std::vector<int>> servers_;   // by task: its participants in this step
+
+  // end_step's working space, kept between steps.
+  IdIndex commit_index_;
+  std::vector<int64_t> touched_;
+  std::vector<float> sums_, scratch_, zeros_;
+};
+
+}  // namespace embedding
+}  // namespace tpurt

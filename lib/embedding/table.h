@@ -1,0 +1,52 @@
+// One table's rows and slot variables on this task: the shards of the task's cores,
+// allocated once, at init.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "embedding/config.h"
+
+namespace tpurt {
+namespace embedding {
+
+class TableStorage {
+ public:
+  // The rows of shards [first_shard, first_shard + num_shards) of `spec`; its slots
+  // start at the optimizer's initial values. TPU_RESOURCE_EXHAUSTED naming the table and
+  // the bytes when the memory cannot be had.
+  TableStorage(const TableSpec& spec, int64_t first_shard, int64_t num_shards);
+
+  bool holds(int64_t row) const {
+    const int64_t s = spec_->shards.shard_of(row);
+    return s >= first_shard_ && s < first_shard_ + num_shards_;
+  }
+  // Variable 0 is the parameters, 1.. the slots. The row must be held here.
+  float* row(int variable, int64_t r) { return vars_[variable].get() + index(r) * dim_; }
+  const float* row(int variable, int64_t r) const { return vars_[variable].get() + index(r) * dim_; }
+  int num_variables() const { return static_cast<int>(vars_.size()); }
+  int dimension() const { return dim_; }
+
+ private:
+  struct FreeDeleter {
+    void operator()(float* p) const;
+  };
+  int64_t index(int64_t r) const {
+    if (mod_) {
+      const int64_t S = spec_->shards.shards();
+      return (r / S) * num_shards_ + (r % S - first_shard_);
+    }
+    return r - first_row_;
+  }
+
+  const TableSpec* spec_;
+  int64_t first_shard_, num_shards_;
+  bool mod_;
+  int dim_;
+  int64_t first_row_ = 0;  // DIV: the first row held here
+  std::vector<std::unique_ptr<float[], FreeDeleter>> vars_;
+};
+
+}  // namespace embedding
+}  // namespace tpurt
