@@ -72,6 +72,8 @@ class Engine {
   void fetch_rows(int me, Communicator& comm, ParticipantStep& st);
   void agree_on_learning_rates(int me, Communicator& comm, const float* rates, int n, ParticipantStep& st);
   void send_to_servers(int me, Communicator& comm, ParticipantStep& st);
+  int worker_of(int64_t row) const;
+  void prepare_updates(int me, ParticipantStep& st);
 
   std::unique_ptr<Config> config_;
   int task_id_, num_tasks_, cores_per_task_;
@@ -86,10 +88,9 @@ class Engine {
   std::vector<int> local_;                  // the participants whose state is here
   std::vector<std::vector<int>> servers_;   // by task: its participants in this step
 
-  // end_step's working space, kept between steps.
+  // end_step's working space (non-lazy optimizers), kept between steps.
   IdIndex commit_index_;
-  std::vector<int64_t> touched_;
-  std::vector<float> sums_, scratch_, zeros_;
+  std::vector<float> scratch_, zeros_;
 };
 
 }  // namespace embedding
