@@ -205,7 +205,9 @@ void Engine::begin_step(const std::vector<int>& participant_task, const std::vec
     return v;
   }();
   for (int p : num_tasks_ > 1 ? local : everyone) {
-    if (!participants_[p]) participants_[p] = std::make_unique<ParticipantStep>();
+    // A computation left running by a late step keeps its old state (it holds a
+    // reference); the new step gets state of its own.
+    if (!participants_[p] || last_step_late_) participants_[p] = std::make_shared<ParticipantStep>();
     participants_[p]->reset(config_->features.size(), config_->tables.size(), P);
   }
   local_ = num_tasks_ > 1 ? local : everyone;
@@ -216,16 +218,17 @@ void Engine::begin_step(const std::vector<int>& participant_task, const std::vec
 
 std::string Engine::name_of(int participant) const { return participant_name(participant, cores_per_replica_); }
 
-ParticipantStep& Engine::step_of(const tpu_replica_context& ctx) {
+std::shared_ptr<ParticipantStep> Engine::step_of(const tpu_replica_context& ctx) {
   const int p = ctx.participant;
   if (!step_open_ || p < 0 || static_cast<size_t>(p) >= participant_task_.size() || !participants_[p])
     fail(TPU_FAILED_PRECONDITION, "the embedding engine has no step for ", name_of(p));
-  return *participants_[p];
+  return participants_[p];
 }
 
 void Engine::enqueue(const tpu_replica_context& ctx, const tpu_embedding_feature_batch* features,
                      int num_features) {
-  ParticipantStep& st = step_of(ctx);
+  const std::shared_ptr<ParticipantStep> held = step_of(ctx);
+  ParticipantStep& st = *held;
   if (st.enqueued)
     invalid_argument("a second tpu_embedding_enqueue in one step (", name_of(ctx.participant),
                      "): a participant enqueues its features once per step");
@@ -342,7 +345,8 @@ void Engine::combine(const FeatureInput& in, const FeatureSpec& f, const float* 
 
 void Engine::recv_activations(const tpu_replica_context& ctx, Communicator& comm, tpu_tensor** out,
                               int num_activations) {
-  ParticipantStep& st = step_of(ctx);
+  const std::shared_ptr<ParticipantStep> held = step_of(ctx);
+  ParticipantStep& st = *held;
   const int nf = static_cast<int>(config_->features.size());
   if (num_activations != nf)
     invalid_argument("num_activations is ", num_activations, " but the embedding configuration has ", nf,
@@ -434,7 +438,8 @@ void Engine::fetch_rows(int me, Communicator& comm, ParticipantStep& st) {
 
 void Engine::send_gradients(const tpu_replica_context& ctx, Communicator& comm, tpu_tensor* const* gradients,
                             int num_gradients, const float* learning_rates, int num_learning_rates) {
-  ParticipantStep& st = step_of(ctx);
+  const std::shared_ptr<ParticipantStep> held = step_of(ctx);
+  ParticipantStep& st = *held;
   const int nf = static_cast<int>(config_->features.size());
   if (config_->mode == TPU_EMBEDDING_MODE_INFERENCE)
     fail(TPU_FAILED_PRECONDITION, "the embedding configuration's mode is ", mode_name(config_->mode),
@@ -625,7 +630,8 @@ void Engine::prepare_updates(int me, ParticipantStep& st) {
 }
 
 // Copies the prepared rows in if the step succeeded on every task; else drops them.
-void Engine::end_step(bool succeeded) {
+void Engine::end_step(bool succeeded, bool late) {
+  last_step_late_ = late;
   if (!step_open_) return;
   step_open_ = false;
   if (!succeeded) return;
