@@ -27,7 +27,7 @@
 #define MESH_TOLERANCE 1e-5
 /* --embedding's defaults: seconds, for make test. */
 #define EMBEDDING_REPLICAS 4
-#define EMBEDDING_STEPS 40
+#define EMBEDDING_STEPS 300
 #define EMBEDDING_BATCH 256
 #define EMBEDDING_TOLERANCE 1e-6
 
@@ -185,7 +185,7 @@ static const char demo_usage[] =
     "                       task holds and the dense weights against the same training\n"
     "                       on one core (relative max-norm distance, -t, default 1e-6).\n"
     "                       -r replicas (default 4, over tpurt launch's tasks: R/N each\n"
-    "                       unless TPURT_NUM_CORES says), -s steps (default 40),\n"
+    "                       unless TPURT_NUM_CORES says), -s steps (default 300),\n"
     "                       --batch: the global batch, a multiple of R (default 256)\n";
 
 enum { OPT_CHECK = 256, OPT_MESH, OPT_BATCH, OPT_HIDDEN, OPT_EMBEDDING };
