@@ -38,7 +38,7 @@ done
 # GB/s memcpy-GB/s %-of-memcpy, from 2).
 median() {
   awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$rows" | sort -g |
-    awk '{v[NR] = $1} END {printf "%.6g", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+    awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf(m >= 1000 ? "%.0f" : "%.4g", m)}'
 }
 echo "$("$TPURT" --version), $(nproc) CPUs, $ROUNDS alternated rounds; medians"
 echo

@@ -461,8 +461,13 @@ static int cmd_bench(int argc, char **argv) {
                       .target_seconds = 0.3,
                       .check = 1};
   int step = 0, op_given = 0, embedding = 0, replicas_given = 0;
+  const char *sweep_option = NULL; /* an option of the sweep, which --embedding refuses */
   for (int c; (c = next_option("bench", argc, argv, "c:b:e:f:r:d:o:n:h", longopts)) != -1;) {
     const char *v = optarg;
+    if ((c < 256 && strchr("cbefdo", c)) || c == OPT_CORES_PER_REPLICA ||
+        c == OPT_GROUP_MODE || c == OPT_PRIVATE)
+      for (const struct option *o = longopts; o->name; o++)
+        if (o->val == c) sweep_option = o->name;
     switch (c) {
       case 'c':
         step = !strcmp(v, "empty");
@@ -538,6 +543,9 @@ static int cmd_bench(int argc, char **argv) {
     if (step) usage_error("bench", "--tasks: --step measures one process");
     return bench_relaunch(argc, argv, tasks, cores_per_task, transport, timeout);
   }
+  if (embedding && (step || sweep_option))
+    usage_error("bench", "--embedding: measures the embedding step; not with --%s",
+                sweep_option ? sweep_option : "step");
   if (embedding)
     return bench_embedding(replicas_given ? cfg.replicas : BENCH_EMBEDDING_REPLICAS,
                            cfg.fixed_iters, cfg.pinning, cfg.check);
