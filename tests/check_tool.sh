@@ -247,6 +247,8 @@ out=$("$TPURT" demo --embedding -r 4 --batch 96 --steps 30 -t 1e-12) || rc=$?
 [ "$rc" -eq 1 ] && grep -q '^demo: FAILED' <<<"$out" || fail "demo --embedding -t 1e-12: exit $rc: $out"
 expect_usage "--embedding --batch" "--batch 10 is not a multiple of the 4 replicas" "$TPURT" demo --embedding --batch 10
 expect_usage "--embedding --mesh" "one demo at a time" "$TPURT" demo --embedding --mesh 2,2
+expect_usage "bench --embedding -c" "--embedding: measures the embedding step; not with --collective" \
+  "$TPURT" bench --embedding -c all_gather
 out=$("$TPURT" bench --embedding -r 2 -n 3) || fail "bench --embedding: $out"
 grep -q '^# step 0 from a zero table against Adagrad written out: ok' <<<"$out" &&
   grep -Eq '^csv:[0-9.]+,[0-9]+,[0-9]+,' <<<"$out" || fail "bench --embedding printed: $out"
