@@ -146,7 +146,7 @@ public sealed class EmbeddingTable {
   }
   public void Load(float[] values, int variable, long firstRow = 0) {
     if (values == null) throw new ArgumentNullException(nameof(values));
-    using (var v = new FloatVector(values)) system.EmbeddingLoad(Index, variable, firstRow, values.Length / Math.Max(Dimension, 1), v);
+    system.EmbeddingLoadFloats(Index, variable, firstRow, values.Length / Math.Max(Dimension, 1), values, values.Length);
   }
   // numRows * Dimension floats; numRows -1: every row from firstRow on. In a multi-task
   // system the rows other tasks hold are NaN.
@@ -155,7 +155,11 @@ public sealed class EmbeddingTable {
   }
   public float[] Retrieve(int variable, long firstRow = 0, long numRows = -1) {
     if (numRows == -1) numRows = Math.Max(VocabularySize - firstRow, 0);
-    using (FloatVector v = system.EmbeddingRetrieve(Index, variable, firstRow, numRows)) return v.ToArray();
+    // The size query checks the range before anything is allocated.
+    var rows = new float[system.EmbeddingRetrieveFloats(Index, variable, firstRow, numRows, null, 0)];
+    for (int i = 0; i < rows.Length; ++i) rows[i] = float.NaN;
+    if (rows.Length > 0) system.EmbeddingRetrieveFloats(Index, variable, firstRow, numRows, rows, rows.Length);
+    return rows;
   }
 
   public override string ToString() { return "EmbeddingTable(" + Name + ", " + VocabularySize + " x " + Dimension + ", " + Optimizer + ")"; }
@@ -240,10 +244,10 @@ public sealed class EmbeddingInput {
 
   internal EmbeddingFeatureBatch ToBatch(int feature) {
     var b = new EmbeddingFeatureBatch { Feature = feature, Combiner = Combiner };
-    using (var v = new Int64Vector(Ids)) b.Ids = v;
-    if (SampleIndices != null) using (var v = new Int64Vector(SampleIndices)) b.SampleIndices = v;
-    if (RowSplits != null) using (var v = new Int64Vector(RowSplits)) b.RowSplits = v;
-    if (Weights != null) using (var v = new FloatVector(Weights)) b.Weights = v;
+    b.AssignIds(Ids, Ids.Length);
+    if (SampleIndices != null) b.AssignSampleIndices(SampleIndices, SampleIndices.Length);
+    if (RowSplits != null) b.AssignRowSplits(RowSplits, RowSplits.Length);
+    if (Weights != null) b.AssignWeights(Weights, Weights.Length);
     return b;
   }
 }
