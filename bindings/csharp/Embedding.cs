@@ -22,7 +22,12 @@ public static class EmbeddingConfig {
 public partial class TpuSystem {
   TpuEmbedding embedding;
   // The embedding tables of this system's configuration (none without one).
-  public TpuEmbedding Embedding { get { return embedding ?? (embedding = new TpuEmbedding(this)); } }
+  public TpuEmbedding Embedding {
+    get {
+      if (embedding == null) System.Threading.Interlocked.CompareExchange(ref embedding, new TpuEmbedding(this), null);
+      return embedding;
+    }
+  }
 }
 
 // Where a row lives: the global core holding its shard (task Core / cores per task) and
@@ -45,24 +50,30 @@ public sealed class TpuEmbedding {
 
   public EmbeddingMode Mode { get { return System.EmbeddingMode(); } }
 
+  // Read once under a lock: replicas look features up concurrently, and a feature's
+  // Table is the same object as Tables' entry.
   public IReadOnlyList<EmbeddingTable> Tables {
     get {
-      if (tables == null) {
-        var t = new EmbeddingTable[System.EmbeddingNumTables()];
-        for (int i = 0; i < t.Length; ++i) t[i] = new EmbeddingTable(System, i);
-        tables = t;
+      lock (this) {
+        if (tables == null) {
+          var t = new EmbeddingTable[System.EmbeddingNumTables()];
+          for (int i = 0; i < t.Length; ++i) t[i] = new EmbeddingTable(System, i);
+          tables = t;
+        }
+        return tables;
       }
-      return tables;
     }
   }
   public IReadOnlyList<EmbeddingFeature> Features {
     get {
-      if (features == null) {
-        var f = new EmbeddingFeature[System.EmbeddingNumFeatures()];
-        for (int i = 0; i < f.Length; ++i) f[i] = new EmbeddingFeature(System, i, Tables[System.EmbeddingFeatureTable(i)]);
-        features = f;
+      lock (this) {
+        if (features == null) {
+          var f = new EmbeddingFeature[System.EmbeddingNumFeatures()];
+          for (int i = 0; i < f.Length; ++i) f[i] = new EmbeddingFeature(System, i, Tables[System.EmbeddingFeatureTable(i)]);
+          features = f;
+        }
+        return features;
       }
-      return features;
     }
   }
 

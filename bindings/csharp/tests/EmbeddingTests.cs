@@ -219,6 +219,46 @@ public class EmbeddingTests {
     CollectionAssert.AreEqual(Video, emb.Retrieve("video"));
   }
 
+  [Test]
+  public void EmptyFeaturesEnumerableInputsAndTensorGradientsByName() {
+    Assert.AreSame(system, emb.System);
+    Assert.AreSame(emb, system.Embedding);
+    Assert.AreEqual(new EmbeddingRowOwner(0, 2), emb.Table("video").RowOwner(2));
+    Assert.AreEqual("core 0 row 2", emb.RowOwner("video", 2).ToString());
+    StringAssert.Contains("video", emb.Table(0).ToString());
+    StringAssert.Contains("who -> user", emb.Feature("who").ToString());
+    EmbeddingInput ragged = EmbeddingInput.Ragged("who", new long[] { 1 }, new long[] { 0, 0, 1 }, new[] { 3f }, EmbeddingCombiner.Mean);
+    Assert.AreEqual("who", ragged.FeatureName);
+    Assert.AreEqual(-1, ragged.FeatureIndex);
+    CollectionAssert.AreEqual(new long[] { 1 }, ragged.Ids);
+    Assert.IsNull(ragged.SampleIndices);
+    CollectionAssert.AreEqual(new long[] { 0, 0, 1 }, ragged.RowSplits);
+    CollectionAssert.AreEqual(new[] { 3f }, ragged.Weights);
+    Assert.AreEqual(EmbeddingCombiner.Mean, ragged.Combiner);
+    Assert.AreEqual(1, EmbeddingInput.Empty(1).FeatureIndex);
+
+    var seen = new ConcurrentDictionary<int, float[][]>();
+    tpu.replicate((ctx, x) => {
+      int r = ctx.ReplicaId();
+      // watched without ids (zeros, no update) and who (mean: user row 1 for sample 1).
+      ctx.Embedding.Enqueue(new List<EmbeddingInput> { r == 0 ? EmbeddingInput.Empty("watched") : EmbeddingInput.Empty(0), ragged });
+      EmbeddingActivations a = ctx.Embedding.RecvActivations();
+      seen[r] = a.Select(t => t?.ToFloatArray()).ToArray();
+      Assert.AreSame(a[2], a["who"]);
+      using (Tensor w = Tensor.Of(new float[] { 9, 9, 9, 9 }, 2, 2), who = Tensor.Of(new float[] { 0, 1 }, 2, 1))
+        ctx.Embedding.SendGradients(new Dictionary<string, Tensor> { { "watched", w }, { "who", who } }, 1f);
+      return new Tensor[0];
+    }, num_replicas: Replicas, system: system);
+    for (int r = 0; r < Replicas; ++r) {
+      CollectionAssert.AreEqual(new float[] { 0, 0, 0, 0 }, seen[r][0]);
+      Assert.IsNull(seen[r][1]);
+      CollectionAssert.AreEqual(new float[] { 0, 1 }, seen[r][2]); // mean of one id weighted 3: the row
+    }
+    CollectionAssert.AreEqual(Video, emb.Retrieve("video"));
+    // user row 1: g = 2 (1 from each replica, mean weight 3 / 3); a = 9 + 4; w -= 1 * 2 / sqrt(13).
+    Assert.AreEqual(1f - 2f / (float)Math.Sqrt(13), emb.Retrieve("user")[1], 1e-6f);
+  }
+
   // The generated members the layer above is built on (bindings/api_map.txt), each
   // checked against what the layer reports.
   [Test]
