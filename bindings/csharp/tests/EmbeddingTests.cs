@@ -4,6 +4,8 @@
 using System;
 using System.Collections.Concurrent;
 using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO;
 using System.Linq;
 using NUnit.Framework;
 using Tpurt;
@@ -257,6 +259,29 @@ public class EmbeddingTests {
     CollectionAssert.AreEqual(Video, emb.Retrieve("video"));
     // user row 1: g = 2 (1 from each replica, mean weight 3 / 3); a = 9 + 4; w -= 1 * 2 / sqrt(13).
     Assert.AreEqual(1f - 2f / (float)Math.Sqrt(13), emb.Retrieve("user")[1], 1e-6f);
+  }
+
+  // The step across 2 tasks (tests/programs/EmbeddingTasks.cs): ids travel to the task
+  // holding their rows; each task retrieves its own rows, NaN for the other's.
+  [Test]
+  public void AStepAcrossTwoTasksUnderTpurtLaunch() {
+    string dir = Environment.GetEnvironmentVariable("TPURT_CS_DIR") ?? ".";
+    string tool = Environment.GetEnvironmentVariable("TPURT_TOOL") ?? Path.Combine(dir, "../../bin/tpurt");
+    var info = new ProcessStartInfo(tool, "launch -n 2 --cores-per-task 1 --timeout 60 -- mono " +
+                                    Path.Combine(dir, "EmbeddingTasks.exe")) {
+      UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true,
+    };
+    using (Process p = Process.Start(info)) {
+      System.Threading.Tasks.Task<string> output = p.StandardOutput.ReadToEndAsync();
+      System.Threading.Tasks.Task<string> errors = p.StandardError.ReadToEndAsync();
+      bool exited = p.WaitForExit(90000);
+      if (!exited) p.Kill();
+      Assert.IsTrue(exited, "tpurt launch did not exit within 90 s");
+      string all = output.Result + errors.Result;
+      Assert.AreEqual(0, p.ExitCode, all);
+      StringAssert.Contains("[0] task 0 ok", all);
+      StringAssert.Contains("[1] task 1 ok", all);
+    }
   }
 
   // The generated members the layer above is built on (bindings/api_map.txt), each
