@@ -265,7 +265,7 @@ public sealed class EmbeddingInput {
 
 public partial class ReplicaContext {
   // The step's system, set by the binding's own computations (tpu.replicate, ...):
-  // feature names and shapes are read from it.
+  // float[] gradients take their features' shapes from it.
   internal TpuSystem StepSystem;
   // This participant's embedding step.
   public ReplicaEmbedding Embedding { get { return new ReplicaEmbedding(this); } }
@@ -280,15 +280,15 @@ public sealed class ReplicaEmbedding {
   TpuEmbedding Config {
     get {
       if (ctx.StepSystem == null)
-        throw new InvalidOperationException("feature names and shapes need a step the binding started (tpu.replicate, ...); " +
-                                            "a NativeComputation uses feature indices and Tensors");
+        throw new InvalidOperationException("float[] gradients need a step the binding started (tpu.replicate, ...) for " +
+                                            "their shapes; a NativeComputation passes Tensors");
       return ctx.StepSystem.Embedding;
     }
   }
   // A name the configuration lacks is an InvalidArgumentError (as the enqueue's own check).
   int FeatureIndex(string name) {
     try {
-      return Config.Feature(name).Index;
+      return ctx.EmbeddingFeatureIndex(name);
     } catch (NotFoundError e) {
       throw new InvalidArgumentError(e.Message);
     }
@@ -332,14 +332,19 @@ public sealed class ReplicaEmbedding {
   // belong to the step (released when the computation returns).
   public EmbeddingActivations RecvActivations() {
     var tensors = new Tensor[ctx.EmbeddingNumFeatures()];
+    var names = new string[tensors.Length];
     using (TensorVector v = ctx.EmbeddingRecvActivations()) {
       for (int f = 0; f < tensors.Length && f < v.Count; ++f) {
         Tensor t = v[f];
-        if (t.IsNull()) t.Dispose();
-        else tensors[f] = DelegateComputation.Own(t);
+        if (t.IsNull()) {
+          t.Dispose();
+        } else {
+          tensors[f] = DelegateComputation.Own(t);
+          names[f] = ctx.EmbeddingFeatureName(f); // the context is gone after the step: read now
+        }
       }
     }
-    return new EmbeddingActivations(tensors, ctx.StepSystem);
+    return new EmbeddingActivations(tensors, names);
   }
 
   // The gradients of this participant's activations, one per feature index (null for
@@ -388,11 +393,12 @@ public sealed class ReplicaEmbedding {
   }
 }
 
-// A participant's activations: entry f is feature f's tensor, null if it was not enqueued.
+// A participant's activations: entry f is feature f's tensor, null if it was not enqueued;
+// by name, the enqueued features'.
 public sealed class EmbeddingActivations : IReadOnlyList<Tensor> {
   readonly Tensor[] tensors;
-  readonly TpuSystem system;
-  internal EmbeddingActivations(Tensor[] tensors, TpuSystem system) { this.tensors = tensors; this.system = system; }
+  readonly string[] names; // of the enqueued features
+  internal EmbeddingActivations(Tensor[] tensors, string[] names) { this.tensors = tensors; this.names = names; }
 
   public int Count { get { return tensors.Length; } }
   public Tensor this[int feature] {
@@ -402,7 +408,7 @@ public sealed class EmbeddingActivations : IReadOnlyList<Tensor> {
       return tensors[feature];
     }
   }
-  // KeyNotFoundException for a feature not enqueued in this step.
+  // KeyNotFoundException for a feature not enqueued in this step (or not configured).
   public Tensor this[string feature] {
     get {
       if (!TryGetValue(feature, out Tensor t))
@@ -412,27 +418,16 @@ public sealed class EmbeddingActivations : IReadOnlyList<Tensor> {
   }
   public bool TryGetValue(string feature, out Tensor activation) {
     if (feature == null) throw new ArgumentNullException(nameof(feature));
-    activation = tensors[Index(feature)];
+    int f = Array.IndexOf(names, feature);
+    activation = f < 0 ? null : tensors[f];
     return activation != null;
   }
   // The enqueued features' activations by name.
   public Dictionary<string, Tensor> ToDictionary() {
     var d = new Dictionary<string, Tensor>();
     for (int f = 0; f < tensors.Length; ++f)
-      if (tensors[f] != null) d[Names().Features[f].Name] = tensors[f];
+      if (tensors[f] != null) d[names[f]] = tensors[f];
     return d;
-  }
-
-  TpuEmbedding Names() {
-    if (system == null) throw new InvalidOperationException("feature names need a step the binding started (tpu.replicate, ...)");
-    return system.Embedding;
-  }
-  int Index(string feature) {
-    try {
-      return Names().Feature(feature).Index;
-    } catch (NotFoundError e) {
-      throw new KeyNotFoundException(e.Message, e);
-    }
   }
 
   public IEnumerator<Tensor> GetEnumerator() { return ((IEnumerable<Tensor>)tensors).GetEnumerator(); }

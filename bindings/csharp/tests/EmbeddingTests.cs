@@ -261,6 +261,34 @@ public class EmbeddingTests {
     Assert.AreEqual(1f - 2f / (float)Math.Sqrt(13), emb.Retrieve("user")[1], 1e-6f);
   }
 
+  // Names work in a NativeComputation too (read through the context); its output is
+  // replica r's "watched" activation, taken by name.
+  sealed class ByName : NativeComputation {
+    public override Status Run(ReplicaContext ctx) {
+      try {
+        ctx.Embedding.Enqueue("watched", new long[] { ctx.ReplicaId() }, new long[] { 1 });
+        ctx.SetOutput(0, ctx.Embedding.RecvActivations()["watched"]);
+        using (Tensor g = Tensor.Of(new float[] { 0, 0, 1, 1 }, 2, 2))
+          ctx.Embedding.SendGradients(new Dictionary<string, Tensor> { { "watched", g } }, 1f);
+        return Status.Ok;
+      } catch (Exception e) {
+        return ctx.Fail(e is OpError ? ((OpError)e).Code : Status.Unknown, e.ToString());
+      }
+    }
+  }
+
+  [Test]
+  public void FeatureNamesInANativeComputation() {
+    using (var director = new ByName())
+    using (var options = new StepOptions())
+    using (TensorVector o = system.Replicate(director, Replicas, 0, new TensorVector(), 1, options)) {
+      CollectionAssert.AreEqual(new float[] { 0, 0, 1, 10 }, o[0].ToFloatArray());
+      CollectionAssert.AreEqual(new float[] { 0, 0, 2, 20 }, o[1].ToFloatArray());
+    }
+    // Rows 0 and 1 each -= 0.5 [1, 1].
+    CollectionAssert.AreEqual(new float[] { 0.5f, 9.5f, 1.5f, 19.5f }, emb.Retrieve("video", numRows: 2));
+  }
+
   // The step across 2 tasks (tests/programs/EmbeddingTasks.cs): ids travel to the task
   // holding their rows; each task retrieves its own rows, NaN for the other's.
   [Test]
@@ -312,6 +340,8 @@ public class EmbeddingTests {
     var got = new ConcurrentDictionary<int, float[]>();
     tpu.replicate((ctx, x) => {
       Assert.AreEqual(3, ctx.EmbeddingNumFeatures());
+      Assert.AreEqual(1, ctx.EmbeddingFeatureIndex("liked"));
+      Assert.AreEqual("who", ctx.EmbeddingFeatureName(2));
       var batch = new EmbeddingFeatureBatch { Feature = 2, Ids = new Int64Vector(new long[] { 1, 2 }),
                                               RowSplits = new Int64Vector(new long[] { 0, 2, 2 }) };
       ctx.EmbeddingEnqueue(new EmbeddingFeatureBatchVector(new[] { batch }));
