@@ -322,9 +322,7 @@ public sealed class ReplicaEmbedding {
   public void Enqueue(int feature, long[] ids, long[] sampleIndices = null, long[] rowSplits = null, float[] weights = null,
                       EmbeddingCombiner combiner = EmbeddingCombiner.Sum) {
     if (ids == null) throw new ArgumentNullException(nameof(ids));
-    if (sampleIndices != null && rowSplits != null)
-      throw new ArgumentException("feature " + feature + ": give sampleIndices (COO) or rowSplits (ragged), not both", nameof(rowSplits));
-    // Neither with ids: the library's InvalidArgumentError says so.
+    // Both, or neither with ids: the library's InvalidArgumentError names the feature.
     Enqueue(EmbeddingInput.Of(feature, ids, sampleIndices, rowSplits, weights, combiner));
   }
 

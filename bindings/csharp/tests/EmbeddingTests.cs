@@ -211,13 +211,13 @@ public class EmbeddingTests {
       ctx.Embedding.RecvActivations();
       return new Tensor[0];
     }, num_replicas: Replicas, system: system));
-    // Both COO and ragged for one feature: the computation's ArgumentException fails the step.
-    e2 = Assert.Throws<UnknownError>(() => tpu.replicate((ctx, x) => {
+    // Both COO and ragged for one feature.
+    e2 = Assert.Throws<InvalidArgumentError>(() => tpu.replicate((ctx, x) => {
       ctx.Embedding.Enqueue("who", new long[] { 0 }, new long[] { 0 }, new long[] { 0, 1, 1 });
       return new Tensor[0];
     }, num_replicas: Replicas, system: system));
-    StringAssert.Contains("ArgumentException", e2.Message);
-    StringAssert.Contains("not both", e2.Message);
+    StringAssert.Contains("'who'", e2.Message);
+    StringAssert.Contains("both sample_indices and row_splits", e2.Message);
     CollectionAssert.AreEqual(Video, emb.Retrieve("video"));
   }
 
