@@ -324,12 +324,12 @@ void test_embedding_optimizers__ftrl(void** state) {
                 std::unique_ptr<Optimizer> opt = p.parse();
                 assert_int_equal(opt->kind(), TPU_EMBEDDING_OPTIMIZER_FTRL);
                 CHECK((opt->slot_names() == std::vector<std::string>{"accumulators", "linears"}));
-                // BuildFtrlOptimizerComputation, in its order; the accumulator is used as
-                // a + 1e-30 unless allow_zero_accumulator (jax_tpu_embedding's program).
+                // BuildFtrlOptimizerComputation, in its order. allow_zero_accumulator
+                // changes nothing (deprecated and ignored by TensorFlow).
                 const Reference ref = [=](float& w, std::vector<float>& s, float g, float lr) {
                   float& acc = s[0];
                   float& lin = s[1];
-                  const float old_acc = allow_zero ? acc : acc + 1e-30f;
+                  const float old_acc = acc;
                   const float new_acc = old_acc + g * g;
                   const float power_old = std::pow(old_acc, -power);
                   const float power_new = std::pow(new_acc, -power);
@@ -361,23 +361,24 @@ void test_embedding_optimizers__ftrl(void** state) {
   for (float x : w) CHECK(x == 0.0f);
 }
 
-void test_embedding_optimizers__ftrl_allow_zero_accumulator(void** state) {
-  // A zero accumulator, zero gradient, beta and l2 0: allow_zero_accumulator keeps the
-  // accumulator at 0 and the row's 0 / 0 is NaN, as the TPU program computes it; without
-  // it the accumulator is 1e-30 and the row stays finite.
+void test_embedding_optimizers__ftrl_zero_accumulator(void** state) {
+  // A zero accumulator (as a load may set it) with a nonzero gradient, as TensorFlow's
+  // program computes it: pow(0, 0.5) = 0, no NaN; allow_zero_accumulator changes nothing.
   Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_FTRL);
   p.ftrl.lr_power = -0.5f;
+  std::vector<float> first;
   for (int allow_zero : {0, 1}) {
     p.ftrl.allow_zero_accumulator = allow_zero;
     std::unique_ptr<Optimizer> opt = p.parse();
-    std::vector<float> w(kDim, 0.0f), a(kDim, 0.0f), l(kDim, 0.0f), g(kDim, 0.0f), scratch(kDim);
+    std::vector<float> w(kDim, 0.0f), a(kDim, 0.0f), l(kDim, 0.0f), g(kDim, 0.5f), scratch(kDim);
     float* slots[] = {a.data(), l.data()};
     opt->apply(w.data(), slots, g.data(), kDim, 0.1f, scratch.data());
-    if (allow_zero) {
-      CHECK(a[0] == 0.0f && std::isnan(w[0]));
-    } else {
-      CHECK(a[0] == 1e-30f && w[0] == 0.0f);
-    }
+    // a = 0.25, l = 0.5 - (0.5 - 0) * 0 / 0.1 = 0.5, w = -0.5 / (0.5 / 0.1) = -0.1.
+    CHECK(a[0] == 0.25f && l[0] == 0.5f && w[0] == -0.5f / (0.5f / 0.1f));
+    if (allow_zero)
+      CHECK(w == first);
+    else
+      first = w;
   }
 }
 
@@ -651,7 +652,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_embedding_optimizers__adagrad_momentum),
       cmocka_unit_test(test_embedding_optimizers__adam),
       cmocka_unit_test(test_embedding_optimizers__ftrl),
-      cmocka_unit_test(test_embedding_optimizers__ftrl_allow_zero_accumulator),
+      cmocka_unit_test(test_embedding_optimizers__ftrl_zero_accumulator),
       cmocka_unit_test(test_embedding_optimizers__momentum),
       cmocka_unit_test(test_embedding_optimizers__rms_prop),
       cmocka_unit_test(test_embedding_optimizers__centered_rms_prop),

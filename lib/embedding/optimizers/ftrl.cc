@@ -8,10 +8,9 @@
 //                          w = (l1 == 0 ? -l : clamp(l, -l1, l1) - l)
 //                              / ((pow(n, -k) + beta) / lr + 2 * l2)
 //   a = n
-// TensorFlow's SparseCore program has no allow_zero_accumulator; the one published TPU
-// program that reads it (jax_tpu_embedding, sparsecore/lib/core/primitives/
-// sparse_dense_matmul_grad_with_ftrl.py) uses a + 1e-30 for a unless it is set, so a
-// zero accumulator gives no 0 / 0. tpurt does the same.
+// allow_zero_accumulator is read and ignored: TensorFlow's current proto deprecates it
+// ("The current implementation ignores this parameter; zero or near-zero accumulator
+// values are now always supported"), and its SparseCore program does not take it.
 #include <algorithm>
 #include <cmath>
 
@@ -25,15 +24,14 @@ class Ftrl final : public UpdateRule {
  public:
   Ftrl(const Tensorflow__Tpu__FtrlParameters& q, float initial_accum)
       : l1_(q.l1), l2_(q.l2), neg_power_(-q.lr_power), beta_(q.beta), initial_accum_(initial_accum),
-        initial_linear_(q.initial_linear), by_lr_(q.multiply_linear_by_lr != 0),
-        allow_zero_(q.allow_zero_accumulator != 0) {}
+        initial_linear_(q.initial_linear), by_lr_(q.multiply_linear_by_lr != 0) {}
   std::vector<std::string> slot_names() const override { return {"accumulators", "linears"}; }
   std::vector<float> slot_initial_values() const override { return {initial_accum_, initial_linear_}; }
   void update(float* w, float* const* slots, const float* g, int dim, float lr) const override {
     float* acc = slots[0];
     float* lin = slots[1];
     for (int i = 0; i < dim; ++i) {
-      const float a = allow_zero_ ? acc[i] : acc[i] + 1e-30f;
+      const float a = acc[i];
       const float n = a + g[i] * g[i];
       const float p_old = std::pow(a, neg_power_);
       const float p_new = std::pow(n, neg_power_);
@@ -57,7 +55,7 @@ class Ftrl final : public UpdateRule {
 
  private:
   float l1_, l2_, neg_power_, beta_, initial_accum_, initial_linear_;
-  bool by_lr_, allow_zero_;
+  bool by_lr_;
 };
 
 }  // namespace
