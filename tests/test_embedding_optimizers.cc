@@ -28,6 +28,7 @@
 #include "core/status.h"
 #include "embedding/optimizer.h"
 #include "optimization_parameters.pb-c.h"
+#include "tpu_embedding_configuration.pb-c.h"
 #include "tpurt.h"
 
 // After the C++ and library headers: cmocka defines a macro named fail().
@@ -643,6 +644,190 @@ void test_embedding_optimizers__refused_parameters(void** state) {
   EXPECT_ERROR(prox.parse(), TPU_INVALID_ARGUMENT, "'tbl'", "proximal_adagrad.l1 is -0.25");
 }
 
+// ---- Through the engine: a system's table trained by each optimizer ----------------
+// Two replicas on two cores, a table of 5 rows x 4 (DIV: rows 0-2 on core 0, 3-4 on
+// core 1), one feature of one sample per replica, sum combiner: replica 0 looks up row
+// 1, replica 1 rows 1 and 3. Row 1's gradient is the sum of both replicas', row 3's
+// replica 1's. After 3 steps every variable of every row (retrieved under its
+// TensorFlow name) equals Optimizer::apply run here on the same gradients; under
+// non-lazy Adam the untouched rows moved by a zero gradient, else they did not move.
+constexpr int kRows = 5, kWidth = 4, kEngineSteps = 3;
+
+float engine_grad(int step, int replica, int j) { return grad_at(2 * step + replica, j + 1); }
+
+struct EngineStep {
+  int step = 0;
+};
+
+tpu_status engine_computation(tpu_replica_context* ctx, tpu_tensor* const*, int, tpu_tensor**, int, void* ud) {
+  const int step = static_cast<EngineStep*>(ud)->step;
+  int replica = 0;
+  tpu_status st = tpu_replica_context_replica_id(ctx, &replica);
+  if (st != TPU_OK) return st;
+  const int64_t ids0[] = {1}, ids1[] = {1, 3};
+  const int64_t splits0[] = {0, 1}, splits1[] = {0, 2};
+  tpu_embedding_feature_batch batch = {};
+  batch.feature = 0;
+  batch.ids = replica == 0 ? ids0 : ids1;
+  batch.num_ids = replica == 0 ? 1 : 2;
+  batch.row_splits = replica == 0 ? splits0 : splits1;
+  batch.num_row_splits = 2;
+  batch.combiner = TPU_EMBEDDING_COMBINER_SUM;
+  if ((st = tpu_embedding_enqueue(ctx, &batch, 1)) != TPU_OK) return st;
+  tpu_tensor* activation = nullptr;
+  if ((st = tpu_embedding_recv_activations(ctx, &activation, 1)) != TPU_OK) return st;
+  tpu_tensor_release(activation);
+  float g[kWidth];
+  for (int j = 0; j < kWidth; ++j) g[j] = engine_grad(step, replica, j);
+  const int64_t dims[2] = {1, kWidth};
+  tpu_tensor* gradient = nullptr;
+  if ((st = tpu_tensor_create(TPU_FLOAT, dims, 2, g, sizeof g, &gradient)) != TPU_OK) return st;
+  st = tpu_embedding_send_gradients(ctx, &gradient, 1, nullptr, 0);
+  tpu_tensor_release(gradient);
+  return st;
+}
+
+void check_engine(const char* what, const Params& p) {
+  const std::vector<uint8_t> opt_bytes = p.pack();
+  Tensorflow__Tpu__TPUEmbeddingConfiguration__TableDescriptor table =
+      TENSORFLOW__TPU__TPUEMBEDDING_CONFIGURATION__TABLE_DESCRIPTOR__INIT;
+  table.name = const_cast<char*>(kTable);
+  table.vocabulary_size = kRows;
+  table.dimension = kWidth;
+  table.optimization_parameters.data = const_cast<uint8_t*>(opt_bytes.data());
+  table.optimization_parameters.len = opt_bytes.size();
+  Tensorflow__Tpu__TPUEmbeddingConfiguration__FeatureDescriptor feature =
+      TENSORFLOW__TPU__TPUEMBEDDING_CONFIGURATION__FEATURE_DESCRIPTOR__INIT;
+  int32_t shape[] = {1};
+  feature.name = const_cast<char*>("f");
+  feature.table_id = 0;
+  feature.n_input_shape = 1;
+  feature.input_shape = shape;
+  Tensorflow__Tpu__TPUEmbeddingConfiguration config = TENSORFLOW__TPU__TPUEMBEDDING_CONFIGURATION__INIT;
+  Tensorflow__Tpu__TPUEmbeddingConfiguration__TableDescriptor* tables[] = {&table};
+  Tensorflow__Tpu__TPUEmbeddingConfiguration__FeatureDescriptor* features[] = {&feature};
+  config.n_table_descriptor = 1;
+  config.table_descriptor = tables;
+  config.n_feature_descriptor = 1;
+  config.feature_descriptor = features;
+  config.mode = TENSORFLOW__TPU__TPUEMBEDDING_CONFIGURATION__MODE__TRAINING;
+  std::vector<uint8_t> bytes(tensorflow__tpu__tpuembedding_configuration__get_packed_size(&config));
+  tensorflow__tpu__tpuembedding_configuration__pack(&config, bytes.data());
+
+  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
+  options.num_cores = 2;
+  options.embedding_config = bytes.data();
+  options.embedding_config_len = bytes.size();
+  tpu_system* system = nullptr;
+  CHECK_OK(tpu_system_init(&options, &system));
+
+  // Here: the same optimizer applied to the same rows and gradients.
+  std::unique_ptr<Optimizer> opt = p.parse();
+  const int nv = 1 + static_cast<int>(opt->slot_names().size());
+  std::vector<std::vector<float>> vars(nv, std::vector<float>(kRows * kWidth));
+  for (int i = 0; i < kRows * kWidth; ++i) vars[0][i] = 0.1f * static_cast<float>(i % 7) - 0.25f;
+  for (int v = 1; v < nv; ++v) std::fill(vars[v].begin(), vars[v].end(), opt->slot_initial_values()[v - 1]);
+  CHECK_OK(tpu_embedding_load(system, 0, 0, 0, kRows, vars[0].data(), vars[0].size()));
+  for (int v = 0; v < nv; ++v) {
+    char name[64];
+    size_t len = 0;
+    CHECK_OK(tpu_embedding_variable_name(system, 0, v, name, sizeof name, &len));
+    CHECK(std::string(name) == (v == 0 ? std::string("parameters") : opt->slot_names()[v - 1]));
+  }
+  EngineStep step;
+  std::vector<float> scratch(kWidth), zero(kWidth, 0.0f);
+  for (step.step = 0; step.step < kEngineSteps; ++step.step) {
+    CHECK_OK(tpu_replicate(system, engine_computation, &step, 2, 0, nullptr, 0, nullptr, nullptr));
+    for (int row = 0; row < kRows; ++row) {
+      std::vector<float> g(kWidth, 0.0f);
+      for (int j = 0; j < kWidth; ++j) {
+        if (row == 1) g[j] = engine_grad(step.step, 0, j) + engine_grad(step.step, 1, j);
+        if (row == 3) g[j] = engine_grad(step.step, 1, j);
+      }
+      if (row != 1 && row != 3 && !opt->updates_every_row()) continue;
+      std::vector<float*> slots(nv);
+      for (int v = 1; v < nv; ++v) slots[v - 1] = vars[v].data() + row * kWidth;
+      opt->apply(vars[0].data() + row * kWidth, slots.data(), row == 1 || row == 3 ? g.data() : zero.data(), kWidth,
+                 p.lr.constant, scratch.data());
+    }
+  }
+  for (int v = 0; v < nv; ++v) {
+    std::vector<float> got(kRows * kWidth);
+    size_t count = 0;
+    CHECK_OK(tpu_embedding_retrieve(system, 0, v, 0, kRows, got.data(), got.size(), &count));
+    for (int i = 0; i < kRows * kWidth; ++i)
+      if (!same_bits(got[i], vars[v][i]))
+        CHECK_FAIL("%s: variable %d row %d element %d: engine %.9g, expected %.9g", what, v, i / kWidth,
+                   i % kWidth, got[i], vars[v][i]);
+  }
+  CHECK_OK(tpu_system_release(system));
+}
+
+void test_embedding_optimizers__through_the_engine(void** state) {
+  {
+    Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_ADAM);
+    p.adam.beta1 = 0.9f;
+    p.adam.beta2 = 0.999f;
+    p.adam.epsilon = 1e-7f;
+    p.adam.use_sum_inside_sqrt = 1;
+    check_engine("adam lazy", p);
+    p.adam.use_non_lazy_adam = 1;
+    p.op.weight_decay_factor = 0.01f;
+    check_engine("adam non-lazy, weight decay", p);
+  }
+  {
+    Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_FTRL);
+    p.ftrl.lr_power = -0.5f;
+    p.ftrl.l1 = 0.01f;
+    p.ftrl.l2 = 0.1f;
+    p.ftrl.beta = 0.2f;
+    p.ftrl.multiply_linear_by_lr = 1;
+    p.clip_gradients(-0.5f, 0.5f);
+    p.clip_weights(-0.3f, 0.3f);
+    check_engine("ftrl, clipping", p);
+  }
+  {
+    Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_ADAGRAD_MOMENTUM);
+    p.adagrad_momentum.momentum = 0.9f;
+    p.adagrad_momentum.use_nesterov = 1;
+    p.adagrad_momentum.exponent = 2;
+    p.adagrad_momentum.beta2 = 1;
+    p.adagrad_momentum.epsilon = 1e-10f;
+    check_engine("adagrad_momentum", p);
+  }
+  {
+    Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_MOMENTUM);
+    p.momentum.momentum = 0.9f;
+    check_engine("momentum", p);
+  }
+  {
+    Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_RMS_PROP);
+    p.rms_prop.rho = 0.9f;
+    p.rms_prop.momentum = 0.5f;
+    p.rms_prop.epsilon = 1e-6f;
+    check_engine("rms_prop", p);
+  }
+  {
+    Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_CENTERED_RMS_PROP);
+    p.centered.rho = 0.9f;
+    p.centered.momentum = 0.5f;
+    p.centered.epsilon = 1e-6f;
+    check_engine("centered_rms_prop", p);
+  }
+  {
+    Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_ADADELTA);
+    p.adadelta.rho = 0.95f;
+    p.adadelta.epsilon = 1e-6f;
+    check_engine("adadelta", p);
+  }
+  {
+    Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_PROXIMAL_ADAGRAD);
+    p.proximal.l1 = 0.01f;
+    p.proximal.l2 = 0.05f;
+    check_engine("proximal_adagrad", p);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -662,6 +847,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_embedding_optimizers__learning_rate),
       cmocka_unit_test(test_embedding_optimizers__parse_errors),
       cmocka_unit_test(test_embedding_optimizers__refused_parameters),
+      cmocka_unit_test(test_embedding_optimizers__through_the_engine),
   };
   return RUN_TESTS(argc, argv, tests, nullptr, nullptr);
 }
