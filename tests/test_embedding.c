@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,6 +331,7 @@ struct plan {
   tpu_status expect_code;
   int quiet;                  /* the step fails: the others' errors are expected */
   int num_acts, num_grads;    /* what recv_activations and send_gradients are given */
+  void *user;                 /* for a misbehaviour */
 };
 
 static int participant_of(tpu_replica_context *ctx, const plan *pl) {
@@ -832,6 +834,139 @@ static void test_embedding__cores_per_replica(void **state) {
   good_step(s, &m, 4, 2, 0.25f, &o, "2 replicas x 2 cores");
   good_step(s, &m, 4, 2, 0.5f, &o, "2 replicas x 2 cores, again");
   tpu_device_assignment_release(da);
+  model_free(&m);
+}
+
+/* Edge cases of the combiners: an enqueue of no features, a feature without ids,
+ * MEAN over weights that sum to zero (div_no_nan: zeros, and no gradient), negative
+ * weights under SQRTN. */
+static tpu_status nothing_enqueued(tpu_replica_context *ctx, plan *pl, int p) {
+  CHECK_OK(tpu_embedding_enqueue(ctx, NULL, 0));
+  tpu_tensor *acts[MAXF] = {NULL};
+  CHECK_OK(tpu_embedding_recv_activations(ctx, acts, pl->m->num_features));
+  for (int f = 0; f < pl->m->num_features; ++f) CHECK(acts[f] == NULL);
+  tpu_tensor *g[MAXF] = {NULL};
+  CHECK_OK(tpu_embedding_send_gradients(ctx, g, pl->m->num_features, pl->rates[p], pl->num_rates));
+  return TPU_OK;
+}
+
+static void test_embedding__combiner_edges(void **state) {
+  (void)state;
+  tpu_system *s = start(2, main_json("TRAINING", "MOD"));
+  model m = main_model();
+  load_random(s, &m);
+  static plan pl;
+  main_plan(&pl, &m, 2, 1, 0.3f);
+  pl.bad = nothing_enqueued;
+  CHECK_OK(run(s, &pl, 2, NULL));
+  CHECK_NO_WORKER_FAILURES();
+  expect_model(s, &m, "a step without ids");
+
+  main_plan(&pl, &m, 2, 1, 0.3f);
+  for (int p = 0; p < 2; ++p) {
+    batch *in = &pl.in[p];
+    memset(in, 0, sizeof *in);
+    /* fa: no ids at all (neither form given). */
+    add_coo(in, 0, TPU_EMBEDDING_COMBINER_MEAN, 0, NULL, NULL, NULL)->sample_indices = NULL;
+    /* fb: sample 0's weights cancel under MEAN; the others are ordinary. */
+    const int64_t split[7] = {0, 2, 3, 3, 4, 4, 5}, ids[5] = {2, 5, 5, 8, 2};
+    const float w[5] = {1.5f, -1.5f, 2, 0.5f, -3};
+    add_ragged(in, 1, p ? TPU_EMBEDDING_COMBINER_MEAN : TPU_EMBEDDING_COMBINER_SQRTN, 7, split, ids, w);
+    /* fc: negative weights, every sample from one id repeated. */
+    const int64_t cids[5] = {4, 4, 4, 1, 1}, cs[5] = {3, 3, 3, 0, 2};
+    const float cw[5] = {-1, 0.5f, -0.25f, -2, 1};
+    add_coo(in, 2, p ? TPU_EMBEDDING_COMBINER_SQRTN : TPU_EMBEDDING_COMBINER_MEAN, 5, cids, cs, cw);
+  }
+  CHECK_OK(run(s, &pl, 2, NULL));
+  CHECK_NO_WORKER_FAILURES();
+  expect_activations(&pl, 2);
+  for (int j = 0; j < 4 * 3; ++j) assert_true(pl.act[0][0][j] == 0.0f); /* fa: zeros */
+  ref_step(&m, pl.in, 2, pl.grad, pl.rates[0]);
+  expect_model(s, &m, "combiner edges");
+  model_free(&m);
+}
+
+/* TensorFlow's older form in a step: features "<table>/<i>" of batch_size_per_tensor_core
+ * samples each, both on one table. */
+static void test_embedding__older_form_step(void **state) {
+  (void)state;
+  tpu_system *s = start(3, "{\"table_descriptor\": [{\"name\": \"old\", \"vocabulary_size\": 5, \"dimension\": 4,"
+                           " \"num_features\": 2, \"optimization_parameters\": {\"learning_rate\": {\"constant\": 0.75},"
+                           " \"stochastic_gradient_descent\": {}}}], \"batch_size_per_tensor_core\": 3}");
+  model m = {.num_tables = 1, .num_features = 2, .vocab = {5}, .dim = {4}, .lr = {0.75f}, .tag = {-1},
+             .table_of = {0, 0}, .samples = {3, 3}};
+  load_random(s, &m);
+  static plan pl;
+  memset(&pl, 0, sizeof pl);
+  pl.m = &m;
+  pl.k = 1;
+  pl.recv = pl.send = 1;
+  pl.bad_participant = -1;
+  pl.num_acts = pl.num_grads = 2;
+  for (int p = 0; p < 3; ++p) {
+    const int64_t ids[4] = {p, 4, 0, 4}, sm[4] = {2, 2, 0, 1}, split[4] = {0, 1, 1, 4};
+    add_coo(&pl.in[p], 1, TPU_EMBEDDING_COMBINER_SQRTN, 4, ids, sm, NULL);
+    add_ragged(&pl.in[p], 0, TPU_EMBEDDING_COMBINER_MEAN, 4, split, ids, NULL);
+  }
+  random_grads(&pl);
+  CHECK_OK(run(s, &pl, 3, NULL));
+  CHECK_NO_WORKER_FAILURES();
+  expect_activations(&pl, 3);
+  ref_step(&m, pl.in, 3, pl.grad, NULL);
+  expect_model(s, &m, "the older form");
+  model_free(&m);
+}
+
+/* Load and retrieve wait for the step in flight: a load issued while a step that
+ * updates row 0 runs lands after the step's update, never under it. */
+typedef struct {
+  plan *pl;
+  atomic_int entered;
+  tpu_status status;
+} slow_step;
+
+static tpu_status enqueue_then_wait(tpu_replica_context *ctx, plan *pl, int p) {
+  slow_step *ss = (slow_step *)pl->user;
+  atomic_fetch_add(&ss->entered, 1);
+  struct timespec pause = {0, 100 * 1000 * 1000};
+  nanosleep(&pause, NULL); /* room for the host's load to come in during the step */
+  return usual(ctx, pl, p);
+}
+
+static void *run_slow(void *arg) {
+  slow_step *ss = arg;
+  ss->status = run(g_sys, ss->pl, 2, NULL);
+  return NULL;
+}
+
+static void test_embedding__load_waits_for_the_step(void **state) {
+  (void)state;
+  tpu_system *s = start(2, main_json("TRAINING", "DIV_DEFAULT"));
+  model m = main_model();
+  load_random(s, &m);
+  static plan pl;
+  main_plan(&pl, &m, 2, 1, 0.3f);
+  slow_step ss = {&pl, 0, TPU_OK};
+  pl.user = &ss;
+  pl.bad = enqueue_then_wait;
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, run_slow, &ss), 0);
+  while (atomic_load(&ss.entered) == 0) {
+    struct timespec ms = {0, 1000 * 1000};
+    nanosleep(&ms, NULL);
+  }
+  const float loaded[3] = {100, 200, 300};
+  CHECK_OK(tpu_embedding_load(s, 0, 0, 3, 1, loaded, 3)); /* row 3 of ta: every replica's fa touches it */
+  float row[3];
+  size_t n = 0;
+  CHECK_OK(tpu_embedding_retrieve(s, 0, 0, 3, 1, row, 3, &n));
+  assert_int_equal(pthread_join(th, NULL), 0);
+  CHECK_OK(ss.status);
+  CHECK_NO_WORKER_FAILURES();
+  assert_memory_equal(row, loaded, sizeof row);
+  ref_step(&m, pl.in, 2, pl.grad, pl.rates[0]);
+  memcpy(m.w[0] + 9, loaded, sizeof loaded);
+  expect_model(s, &m, "a load during a step");
   model_free(&m);
 }
 
@@ -1402,6 +1537,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_embedding__lookup_and_update, release_system),
       cmocka_unit_test_teardown(test_embedding__lookup_only_changes_nothing, release_system),
       cmocka_unit_test_teardown(test_embedding__cores_per_replica, release_system),
+      cmocka_unit_test_teardown(test_embedding__combiner_edges, release_system),
+      cmocka_unit_test_teardown(test_embedding__older_form_step, release_system),
+      cmocka_unit_test_teardown(test_embedding__load_waits_for_the_step, release_system),
       cmocka_unit_test_teardown(test_embedding__modes, release_system),
       cmocka_unit_test_teardown(test_embedding__bad_input_changes_nothing, release_system),
       cmocka_unit_test_teardown(test_embedding__skipped_send_is_named, release_system),
