@@ -1243,6 +1243,15 @@ static tpu_status skip_send(tpu_replica_context *ctx, plan *pl, int p) {
   return st;
 }
 
+/* Replica 1 skips send_gradients, then finishes (named at once) or stays busy past
+ * the deadline (named at the deadline); either way nothing changes. */
+static tpu_status skip_send_and_linger(tpu_replica_context *ctx, plan *pl, int p) {
+  tpu_status st = skip_send(ctx, pl, p);
+  struct timespec pause = {0, 600 * 1000 * 1000}; /* well past the 100 ms deadline */
+  nanosleep(&pause, NULL);
+  return st;
+}
+
 static void test_embedding__skipped_send_is_named(void **state) {
   (void)state;
   tpu_system *s = start(3, main_json("TRAINING", "DIV_DEFAULT"));
@@ -1251,18 +1260,22 @@ static void test_embedding__skipped_send_is_named(void **state) {
   size_t total = 0;
   float *before = snapshot(s, &total);
   static plan pl;
-  main_plan(&pl, &m, 3, 1, 0.3f);
-  pl.bad = skip_send;
-  pl.bad_participant = 1;
-  pl.quiet = 1;
-  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
-  o.collective_timeout_ms = time_limit_ms(300);
-  tpu_clear_last_error();
-  tpu_status st = run(s, &pl, 3, &o);
-  CHECK_NO_WORKER_FAILURES();
-  if (st == TPU_OK || !strstr(tpu_last_error(), "replica 1"))
-    fail_msg("the step gave %s \"%s\"; expected an error naming replica 1", tpu_status_name(st), tpu_last_error());
-  expect_unchanged(s, before, total, "a step with a skipped send_gradients");
+  for (int linger = 0; linger < 2; ++linger) {
+    main_plan(&pl, &m, 3, 1, 0.3f);
+    pl.bad = linger ? skip_send_and_linger : skip_send;
+    pl.bad_participant = 1;
+    pl.quiet = 1;
+    tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+    o.collective_timeout_ms = linger ? 100 : time_limit_ms(300);
+    tpu_clear_last_error();
+    tpu_status st = run(s, &pl, 3, &o);
+    CHECK_NO_WORKER_FAILURES();
+    if (st == TPU_OK || !strstr(tpu_last_error(), "replica 1") ||
+        (linger && st != TPU_DEADLINE_EXCEEDED))
+      fail_msg("the step gave %s \"%s\"; expected an error naming replica 1", tpu_status_name(st),
+               tpu_last_error());
+    expect_unchanged(s, before, total, "a step with a skipped send_gradients");
+  }
   free(before);
   good_step(s, &m, 3, 1, 0.5f, NULL, "a good step after the skipped one");
   model_free(&m);
