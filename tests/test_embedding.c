@@ -824,16 +824,23 @@ static void test_embedding__cores_per_replica(void **state) {
   CHECK_OK(tpu_system_topology(s, &topo));
   int32_t coords[4][4];
   for (int p = 0; p < 4; ++p) CHECK_OK(tpu_topology_device_coordinates(topo, 0, p, coords[p], 4, &(size_t){0}));
-  tpu_device_assignment *da = NULL;
+  /* The identity, and a placement in reverse: participants count in (replica, logical
+   * core) order whatever core runs them. */
+  int32_t reversed[4][4];
+  for (int p = 0; p < 4; ++p) memcpy(reversed[p], coords[3 - p], sizeof reversed[p]);
+  tpu_device_assignment *da = NULL, *rev = NULL;
   CHECK_OK(tpu_device_assignment_create(topo, &coords[0][0], 2, 2, &da));
+  CHECK_OK(tpu_device_assignment_create(topo, &reversed[0][0], 2, 2, &rev));
   tpu_topology_release(topo);
   model m = main_model();
   load_random(s, &m);
   tpu_step_options o = TPU_STEP_OPTIONS_INIT;
   o.device_assignment = da;
   good_step(s, &m, 4, 2, 0.25f, &o, "2 replicas x 2 cores");
-  good_step(s, &m, 4, 2, 0.5f, &o, "2 replicas x 2 cores, again");
+  o.device_assignment = rev;
+  good_step(s, &m, 4, 2, 0.5f, &o, "2 replicas x 2 cores, placed in reverse");
   tpu_device_assignment_release(da);
+  tpu_device_assignment_release(rev);
   model_free(&m);
 }
 
@@ -1244,11 +1251,13 @@ static tpu_status skip_send(tpu_replica_context *ctx, plan *pl, int p) {
 }
 
 /* Replica 1 skips send_gradients, then finishes (named at once) or stays busy past
- * the deadline (named at the deadline); either way nothing changes. */
+ * the deadline (named at the deadline) and sends its gradients late, into a step that
+ * is over; either way nothing changes, then or later. */
 static tpu_status skip_send_and_linger(tpu_replica_context *ctx, plan *pl, int p) {
   tpu_status st = skip_send(ctx, pl, p);
   struct timespec pause = {0, 600 * 1000 * 1000}; /* well past the 100 ms deadline */
   nanosleep(&pause, NULL);
+  if (st == TPU_OK && do_send(ctx, pl, p) == TPU_OK) CHECK_FAIL("a late send_gradients succeeded");
   return st;
 }
 
