@@ -531,6 +531,18 @@ static void test_embedding__sharding(void **state) {
                      mod ? "MOD" : "DIV", cores[ci], (long long)vocab[t], (long long)id, core, (long long)row,
                      want_core, (long long)want_row);
         }
+        /* Whatever the layout, the table reads back what was loaded, whole and by row. */
+        float in[48], out[48], one[2];
+        size_t n = 0;
+        for (int64_t i = 0; i < vocab[t] * 2; ++i) in[i] = rnd();
+        CHECK_OK(tpu_embedding_load(s, t, 0, 0, vocab[t], in, (size_t)vocab[t] * 2));
+        CHECK_OK(tpu_embedding_retrieve(s, t, 0, 0, vocab[t], out, 48, &n));
+        assert_int_equal(n, vocab[t] * 2);
+        assert_memory_equal(in, out, n * sizeof(float));
+        for (int64_t id = 0; id < vocab[t]; ++id) {
+          CHECK_OK(tpu_embedding_retrieve(s, t, 0, id, 1, one, 2, &n));
+          assert_memory_equal(one, in + id * 2, sizeof one);
+        }
         CHECK_ERROR(tpu_embedding_row_owner(s, t, vocab[t], &core, &row), TPU_OUT_OF_RANGE, "row");
         CHECK_ERROR(tpu_embedding_row_owner(s, t, -1, &core, &row), TPU_OUT_OF_RANGE, "-1");
       }
@@ -782,17 +794,19 @@ static void test_embedding__load_retrieve(void **state) {
 
 /* ---- lookups and updates ------------------------------------------------------------ */
 
-/* Four replicas, two steps (the second looks up what the first wrote), every combiner,
- * both input forms, SGD and Adagrad at a dynamic rate; DIV and MOD. */
+/* Four and eight replicas, two steps (the second looks up what the first wrote), every
+ * combiner, both input forms, SGD and Adagrad at a dynamic rate; DIV and MOD. */
 static void test_embedding__lookup_and_update(void **state) {
   (void)state;
-  for (int mod = 0; mod < 2; ++mod) {
-    tpu_system *s = start(4, main_json(mod ? "UNSPECIFIED" : "TRAINING", mod ? "MOD" : "DIV_DEFAULT"));
+  for (int mod = 0; mod < 4; ++mod) {
+    /* 4 cores, then 8 (more cores than tb's 7 rows: empty shards). */
+    const int P = mod < 2 ? 4 : 8;
+    tpu_system *s = start(P, main_json(mod % 2 ? "UNSPECIFIED" : "TRAINING", mod % 2 ? "MOD" : "DIV_DEFAULT"));
     model m = main_model();
     load_random(s, &m);
     expect_model(s, &m, "after load");
-    good_step(s, &m, 4, 1, 0.3f, NULL, "after step 1");
-    good_step(s, &m, 4, 1, 0.125f, NULL, "after step 2");
+    good_step(s, &m, P, 1, 0.3f, NULL, "after step 1");
+    good_step(s, &m, P, 1, 0.125f, NULL, "after step 2");
     /* One replica of the four-core system. */
     good_step(s, &m, 1, 1, 0.5f, NULL, "after a one-replica step");
     model_free(&m);
