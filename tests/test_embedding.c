@@ -1501,6 +1501,12 @@ static void test_embedding__config_from_json_fuzz(void **state) {
       {"optimization_parameters", "{\"learning_rate\": {\"dynamic\": {\"tag\": 4294967296}}, \"adagrad\": {}}"},
       {"optimization_parameters", "{\"adagrad\": {\"initial_accumulator\": true}}"},
       {"optimization_parameters", "{\"no_such_optimizer\": {}}"},
+      /* A float beyond float's range (proto3 JSON refuses it; it would be infinity). */
+      {"optimization_parameters", "{\"learning_rate\": {\"constant\": 1e39}, \"adagrad\": {}}"},
+      {"optimization_parameters", "{\"learning_rate\": {\"constant\": -3.5e38}, \"adagrad\": {}}"},
+      /* Two fields of one oneof (proto3 JSON refuses it; the last one would win). */
+      {"optimization_parameters", "{\"adagrad\": {}, \"stochastic_gradient_descent\": {}}"},
+      {"optimization_parameters", "{\"learning_rate\": {\"constant\": 1, \"dynamic\": {}}, \"adagrad\": {}}"},
   };
   static const char *const fields[] = {"name", "vocabulary_size", "dimension", "optimization_parameters"};
   static const char *const fine[] = {"\"t\"", "4", "2", "{\"adagrad\": {}}"};
