@@ -1186,7 +1186,7 @@ static void setup_bad(plan *pl, int i) {
   for (int p = 0; p < P; ++p) {
     if (c->who >= 0 && p != c->who) continue;
     batch *in = &pl->in[p];
-    tpu_embedding_feature_batch *fa = &in->b[0], *fb = &in->b[1], *fc = &in->b[2];
+    tpu_embedding_feature_batch *fa = &in->b[0], *fb = &in->b[1];
     switch (i) {
       case 0: in->ids[0][2] = 10; break;
       case 1: in->ids[2][3] = -1; break;
@@ -1222,7 +1222,6 @@ static void setup_bad(plan *pl, int i) {
       case 31: pl->bad = fail_after_send; break;
       default: fail_msg("no case %d", i);
     }
-    (void)fc;
   }
 }
 
