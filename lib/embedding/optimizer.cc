@@ -109,6 +109,8 @@ std::unique_ptr<Optimizer> Optimizer::parse(const void* bytes, size_t len, const
   } else if (p->learning_rate != nullptr &&
              p->learning_rate->learning_rate_case == TENSORFLOW__TPU__LEARNING_RATE__LEARNING_RATE_CONSTANT) {
     o->constant_lr_ = p->learning_rate->constant;
+    if (!std::isfinite(o->constant_lr_))
+      invalid_argument("table '", table, "' has learning rate ", o->constant_lr_, "; it must be finite");
   }
   o->weight_clip_ = clip_range(p->clipping_limits);
   o->gradient_clip_ = clip_range(p->gradient_clipping_limits);
