@@ -37,8 +37,9 @@
  *                                  TPU_FAILED_PRECONDITION, then TPU_INVALID_ARGUMENT,
  *                                  naming the core, the mode or the task
  *   cluster_worker embedding div|mod  embedding tables sharded DIV_DEFAULT or MOD over
- *                                  every core: several steps of lookups and updates
- *                                  (prints each replica's activation digest per step
+ *                                  every core: several steps of lookups and updates,
+ *                                  also by replicas of 2 cores spanning tasks
+ *                                  (prints each core's activation digest per step
  *                                  and each shard's digest at the end, to compare with
  *                                  one process), failing steps that change no row
  *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
@@ -1009,30 +1010,35 @@ static tpu_status mp_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin
   return TPU_OK;
 }
 
-/* The layout's device assignment on the global cores' coordinates (the default
- * assignment of 8 replicas puts replica g on global core g). */
-static tpu_device_assignment *mp_assignment(tpu_system *system, const mp_layout *lay) {
+/* A device assignment of replicas x cores participants, participant q on global core
+ * global[q] (the default assignment of all g_n cores puts replica g on global core g),
+ * checked: each on task global[q] / g_local. `name` labels the checks. */
+static tpu_device_assignment *assignment_on(tpu_system *system, const char *name, const int *global, int replicas,
+                                            int cores) {
   tpu_device_assignment *da = NULL, *out = NULL;
   tpu_topology *topology = NULL;
-  int32_t coords[8 * 4], layout[8 * 4];
+  int32_t coords[64 * 4], layout[64 * 4];
   size_t count = 0;
-  if (tpu_system_default_device_assignment(system, 8, &da) != TPU_OK ||
-      tpu_device_assignment_core_assignment(da, coords, 8 * 4, &count) != TPU_OK || count != 8 * 4 ||
-      tpu_device_assignment_topology(da, &topology) != TPU_OK)
+  if (g_n > 64 || tpu_system_default_device_assignment(system, g_n, &da) != TPU_OK ||
+      tpu_device_assignment_core_assignment(da, coords, (size_t)g_n * 4, &count) != TPU_OK ||
+      count != (size_t)g_n * 4 || tpu_device_assignment_topology(da, &topology) != TPU_OK)
     abort();
-  const int n = lay->replicas * lay->cores;
-  for (int q = 0; q < n; q++) memcpy(&layout[4 * q], &coords[4 * lay->global[q]], 4 * sizeof *coords);
-  tpu_status s = tpu_device_assignment_create(topology, layout, lay->replicas, lay->cores, &out);
-  EXPECT(s == TPU_OK, "%s: tpu_device_assignment_create: %s", lay->name, tpu_last_error());
+  const int n = replicas * cores;
+  for (int q = 0; q < n; q++) memcpy(&layout[4 * q], &coords[4 * global[q]], 4 * sizeof *coords);
+  tpu_status s = tpu_device_assignment_create(topology, layout, replicas, cores, &out);
+  EXPECT(s == TPU_OK, "%s: tpu_device_assignment_create: %s", name, tpu_last_error());
   for (int q = 0; s == TPU_OK && q < n; q++) {
     int task = -1;
-    tpu_device_assignment_task(out, q / lay->cores, q % lay->cores, &task);
-    EXPECT(task == lay->global[q] / g_local, "%s: replica %d core %d on task %d", lay->name, q / lay->cores,
-           q % lay->cores, task);
+    tpu_device_assignment_task(out, q / cores, q % cores, &task);
+    EXPECT(task == global[q] / g_local, "%s: replica %d core %d on task %d", name, q / cores, q % cores, task);
   }
   tpu_device_assignment_release(da);
   tpu_topology_release(topology);
   return out;
+}
+
+static tpu_device_assignment *mp_assignment(tpu_system *system, const mp_layout *lay) {
+  return assignment_on(system, lay->name, lay->global, lay->replicas, lay->cores);
 }
 
 /* Partitioned inputs and outputs: replica r's input is [4, 6] of mp_value(100 + r),
@@ -1197,8 +1203,9 @@ static int scenario_model_parallel_skip(tpu_system *system) {
  * Three tables (Adagrad, SGD, Adagrad) sharded DIV_DEFAULT or MOD (argv[2]) over every
  * core of the system, four features on them (two on one table): COO and ragged, with
  * and without weights, combiners SUM, MEAN and SQRTN in turn, empty samples, and ids
- * repeated within a sample, a replica, across replicas and across tasks. Each step
- * prints every replica's digest of its activations; at the end each task prints the
+ * repeated within a sample, a replica, across replicas and across tasks; then replicas
+ * of 2 cores spanning tasks, in an order that is not the tasks'. Each step prints every
+ * participant's digest of its activations; at the end each task prints the
  * digest of every shard it holds, per table and variable (its rows in order): a run
  * across tasks must print what one process of as many cores prints. Between the steps:
  * a replica failing after its gradients, one enqueueing an id out of range, and (across
@@ -1285,12 +1292,14 @@ static tpu_status emb_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int ni
                          void *user) {
   (void)in, (void)nin, (void)out, (void)nout;
   const emb_step *st = user;
-  int r;
+  int r, c, k;
   OK(tpu_replica_context_replica_id(ctx, &r));
-  const int victim = r == g_n - 1;
+  OK(tpu_replica_context_logical_core(ctx, &c));
+  OK(tpu_replica_context_num_cores_per_replica(ctx, &k));
+  const int p = r * k + c, victim = p == g_n - 1; /* each core its own batch */
   emb_batch b[EMB_FEATURES];
   tpu_embedding_feature_batch fb[EMB_FEATURES];
-  for (int f = 0; f < EMB_FEATURES; f++) emb_make(st->k, r, f, &b[f], &fb[f]);
+  for (int f = 0; f < EMB_FEATURES; f++) emb_make(st->k, p, f, &b[f], &fb[f]);
   if (st->fault == EMB_BAD_ID && victim) b[0].ids[fb[0].num_ids - 1] = g_emb_vocabulary[0];
   tpu_tensor *act[EMB_FEATURES] = {NULL}, *grad[EMB_FEATURES] = {NULL};
   tpu_status s = tpu_embedding_enqueue(ctx, fb, EMB_FEATURES);
@@ -1306,12 +1315,12 @@ static tpu_status emb_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int ni
     OK(tpu_tensor_byte_size(act[f], &bytes));
     float g[EMB_MAX_IDS * 8];
     for (size_t i = 0; i < bytes / sizeof(float); i++)
-      g[i] = 0.25f * ((const float *)a)[i] + (float)(emb_hash(st->k, r, f, (int)i) & 0xffff) / 65536.0f - 0.5f;
+      g[i] = 0.25f * ((const float *)a)[i] + (float)(emb_hash(st->k, p, f, (int)i) & 0xffff) / 65536.0f - 0.5f;
     OK(tpu_tensor_create(TPU_FLOAT, dims, (int)rank, g, bytes, &grad[f]));
   }
   if (s == TPU_OK && st->print)
-    printf("task %d: embedding %s step %d replica %d digest %016llx\n", g_task, g_emb_strategy, st->k, r,
-           (unsigned long long)h);
+    printf("task %d: embedding %s step %d replica %d core %d digest %016llx\n", g_task, g_emb_strategy, st->k, r,
+           c, (unsigned long long)h);
   if (s == TPU_OK) s = tpu_embedding_send_gradients(ctx, grad, EMB_FEATURES, NULL, 0);
   for (int f = 0; f < EMB_FEATURES; f++) tpu_tensor_release(act[f]), tpu_tensor_release(grad[f]);
   if (s == TPU_OK && st->fault == EMB_FAIL_AFTER_GRADIENTS && victim)
@@ -1463,14 +1472,10 @@ static int scenario_embedding(tpu_system *system) {
       /* Task 1 holds shards of "users" but runs none of this step's replicas (all on
        * task 0's cores); the replicas look up a row of task 1. */
       const uint64_t before = emb_tables_digest(system, 0);
-      tpu_device_assignment *all = NULL, *da = NULL;
-      tpu_topology *topology = NULL;
-      int32_t coords[4096 * 4];
-      size_t count = 0;
-      OK(tpu_system_default_device_assignment(system, g_n, &all));
-      OK(tpu_device_assignment_core_assignment(all, coords, sizeof coords / sizeof *coords, &count));
-      OK(tpu_device_assignment_topology(all, &topology));
-      OK(tpu_device_assignment_create(topology, coords, g_local, 1, &da)); /* global cores 0.. of task 0 */
+      int task0[64];
+      for (int q = 0; q < g_local; q++) task0[q] = q;
+      tpu_device_assignment *da = assignment_on(system, "task 0 only", task0, g_local, 1);
+      if (!da) return 1;
       g_emb_lonely_id = -1;
       for (int64_t row = 0; row < g_emb_vocabulary[0] && g_emb_lonely_id < 0; row++) {
         int core = 0;
@@ -1485,11 +1490,25 @@ static int scenario_embedding(tpu_system *system) {
                        "task 1 holds shards of embedding table 'users' but runs no computation of this step", s);
       EXPECT(emb_tables_digest(system, 0) == before, "a step without a computation on task 1 changed rows");
       tpu_device_assignment_release(da);
-      tpu_device_assignment_release(all);
-      tpu_topology_release(topology);
     }
     tpu_status s = tpu_replicate(system, emb_fn, &st, g_n, 0, NULL, 0, NULL, NULL);
     EXPECT(s == TPU_OK, "embedding step %d: %s: %s", k, tpu_status_name(s), tpu_last_error());
+  }
+  /* Replicas of 2 cores, each core with its own batch: participant q on global core
+   * split[q], so each replica spans tasks and the participants' order is not the
+   * tasks'; two steps, the second looking up what the first updated. */
+  if (g_n == 4) {
+    const int split[4] = {3, 0, 1, 2};
+    tpu_device_assignment *da = assignment_on(system, "embedding k2", split, 2, 2);
+    if (!da) return 1;
+    tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+    o.device_assignment = da;
+    for (st.k = 6; st.k < 8; st.k++) {
+      tpu_status s = tpu_replicate(system, emb_fn, &st, 2, 0, NULL, 0, NULL, &o);
+      EXPECT(s == TPU_OK, "embedding step %d of replicas of 2 cores: %s: %s", st.k, tpu_status_name(s),
+             tpu_last_error());
+    }
+    tpu_device_assignment_release(da);
   }
   emb_tables_digest(system, 1);
   return 0;
