@@ -94,6 +94,6 @@ embedding_run_ok() {
   local n=$1 i
   [ "$rc" -eq 0 ] && [ -n "${emb_reference[$2]}" ] || return 1
   for ((i = 0; i < n; i++)); do grep -qF "task $i: embedding ok" <<<"$out" || return 1; done
-  [ "$(grep -c 'task [0-9]*: embedding \(failure after gradients: DATA_LOSS\|id out of range: INVALID_ARGUMENT\|no computation on task 1: FAILED_PRECONDITION\): ' <<<"$out")" = $((3 * n)) ] &&
+  [ "$(grep -c 'task [0-9]*: embedding \(failure after gradients: DATA_LOSS\|id out of range: INVALID_ARGUMENT\|another learning rate: INVALID_ARGUMENT\|no computation on task 1: FAILED_PRECONDITION\): ' <<<"$out")" = $((4 * n)) ] &&
     [ "$(embedding_digests "$out")" = "${emb_reference[$2]}" ]
 }

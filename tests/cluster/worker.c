@@ -1207,12 +1207,13 @@ static int scenario_model_parallel_skip(tpu_system *system) {
  * of 2 cores spanning tasks, in an order that is not the tasks'. Each step prints every
  * participant's digest of its activations; at the end each task prints the
  * digest of every shard it holds, per table and variable (its rows in order): a run
- * across tasks must print what one process of as many cores prints. Between the steps:
- * a replica failing after its gradients, one enqueueing an id out of range, and (across
- * tasks) a step without a computation on a task that holds shards: each the named
- * error, no row changed on any task, and the next step works. */
+ * across tasks must print what one process of as many cores prints. "tags" takes a
+ * dynamic learning rate. Between the steps: a replica failing after its gradients, one
+ * enqueueing an id out of range, one giving another learning rate, and (across tasks)
+ * a step without a computation on a task that holds shards: each the named error, no
+ * row changed on any task, and the next step works; a step without ids changes none. */
 enum { EMB_FEATURES = 4, EMB_MAX_IDS = 64 };
-enum { EMB_NO_FAULT, EMB_FAIL_AFTER_GRADIENTS, EMB_BAD_ID };
+enum { EMB_NO_FAULT, EMB_FAIL_AFTER_GRADIENTS, EMB_BAD_ID, EMB_OTHER_RATE, EMB_EMPTY };
 static const int g_emb_ragged[EMB_FEATURES] = {0, 1, 0, 1}, g_emb_weighted[EMB_FEATURES] = {0, 1, 1, 0};
 static int64_t g_emb_samples[EMB_FEATURES], g_emb_vocabulary[EMB_FEATURES];
 static const char *g_emb_strategy;
@@ -1227,7 +1228,7 @@ static int emb_config(const char *strategy, char *out, size_t capacity, size_t *
            "{\"name\": \"items\", \"vocabulary_size\": \"50\", \"dimension\": 8, \"optimization_parameters\":"
            " {\"learning_rate\": {\"constant\": 0.05}, \"stochastic_gradient_descent\": {}}},"
            "{\"name\": \"tags\", \"vocabulary_size\": 23, \"dimension\": 3, \"optimization_parameters\":"
-           " {\"learning_rate\": {\"constant\": 0.2}, \"adagrad\": {\"initial_accumulator\": 0.5}}}],"
+           " {\"learning_rate\": {\"dynamic\": {\"tag\": 0}}, \"adagrad\": {\"initial_accumulator\": 0.5}}}],"
            "\"feature_descriptor\": [{\"name\": \"user\", \"table_id\": 0, \"input_shape\": [4]},"
            " {\"name\": \"item\", \"table_id\": 1, \"input_shape\": [3]},"
            " {\"name\": \"history\", \"table_id\": 1, \"input_shape\": [2, 2]},"
@@ -1287,7 +1288,12 @@ typedef struct emb_step {
   int k, fault, print;
 } emb_step;
 
-/* One replica's step: enqueue, activations (digested), gradients that depend on them. */
+/* The learning rate of "tags" (dynamic, tag 0) at step k. */
+static float emb_rate(int k) { return 0.2f + 0.05f * (float)k; }
+
+/* One participant's step: enqueue (all features, but "tag" for every third
+ * participant; none in an EMB_EMPTY step), activations (digested), gradients that
+ * depend on them. */
 static tpu_status emb_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out, int nout,
                          void *user) {
   (void)in, (void)nin, (void)out, (void)nout;
@@ -1301,11 +1307,15 @@ static tpu_status emb_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int ni
   tpu_embedding_feature_batch fb[EMB_FEATURES];
   for (int f = 0; f < EMB_FEATURES; f++) emb_make(st->k, p, f, &b[f], &fb[f]);
   if (st->fault == EMB_BAD_ID && victim) b[0].ids[fb[0].num_ids - 1] = g_emb_vocabulary[0];
+  const int enqueued = st->fault == EMB_EMPTY ? 0 : (p + st->k) % 3 == 0 ? EMB_FEATURES - 1 : EMB_FEATURES;
   tpu_tensor *act[EMB_FEATURES] = {NULL}, *grad[EMB_FEATURES] = {NULL};
-  tpu_status s = tpu_embedding_enqueue(ctx, fb, EMB_FEATURES);
+  tpu_status s = tpu_embedding_enqueue(ctx, fb, enqueued);
   if (s == TPU_OK) s = tpu_embedding_recv_activations(ctx, act, EMB_FEATURES);
   uint64_t h = 1469598103934665603ull;
   for (int f = 0; s == TPU_OK && f < EMB_FEATURES; f++) {
+    EXPECT((act[f] != NULL) == (f < enqueued), "step %d participant %d: activation %d is %s", st->k, p, f,
+           act[f] ? "there" : "NULL");
+    if (!act[f]) continue;
     h = mp_digest(h, act[f]);
     int64_t dims[4];
     size_t rank = 0, bytes = 0;
@@ -1321,7 +1331,8 @@ static tpu_status emb_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int ni
   if (s == TPU_OK && st->print)
     printf("task %d: embedding %s step %d replica %d core %d digest %016llx\n", g_task, g_emb_strategy, st->k, r,
            c, (unsigned long long)h);
-  if (s == TPU_OK) s = tpu_embedding_send_gradients(ctx, grad, EMB_FEATURES, NULL, 0);
+  const float rate = emb_rate(st->k) + (st->fault == EMB_OTHER_RATE && victim ? 1.0f : 0.0f);
+  if (s == TPU_OK) s = tpu_embedding_send_gradients(ctx, grad, EMB_FEATURES, &rate, 1);
   for (int f = 0; f < EMB_FEATURES; f++) tpu_tensor_release(act[f]), tpu_tensor_release(grad[f]);
   if (s == TPU_OK && st->fault == EMB_FAIL_AFTER_GRADIENTS && victim)
     return tpu_replica_context_fail(ctx, TPU_DATA_LOSS, "injected embedding failure");
@@ -1403,9 +1414,7 @@ static uint64_t emb_tables_digest(tpu_system *system, int print) {
 }
 
 /* A step that must fail: its status, the error naming `says`, and no row changed. */
-static void emb_failing_step(tpu_system *system, const char *what, tpu_status want, const char *says,
-                             tpu_status s) {
-  (void)system;
+static void emb_failing_step(const char *what, tpu_status want, const char *says, tpu_status s) {
   const char *msg = tpu_last_error();
   printf("task %d: embedding %s: %s: %s\n", g_task, what, tpu_status_name(s), msg);
   EXPECT(s == want && strstr(msg, says), "embedding %s: want %s naming '%s'", what, tpu_status_name(want), says);
@@ -1457,16 +1466,27 @@ static int scenario_embedding(tpu_system *system) {
       const uint64_t before = emb_tables_digest(system, 0);
       emb_step fault = {k, EMB_FAIL_AFTER_GRADIENTS, 0};
       tpu_status s = tpu_replicate(system, emb_fn, &fault, g_n, 0, NULL, 0, NULL, NULL);
-      emb_failing_step(system, "failure after gradients", TPU_DATA_LOSS, "injected embedding failure", s);
+      emb_failing_step("failure after gradients", TPU_DATA_LOSS, "injected embedding failure", s);
       EXPECT(strstr(tpu_last_error(), victim), "the error does not name '%s'", victim);
       EXPECT(emb_tables_digest(system, 0) == before, "a step that failed after its gradients changed rows");
       fault.fault = EMB_BAD_ID;
       s = tpu_replicate(system, emb_fn, &fault, g_n, 0, NULL, 0, NULL, NULL);
       char says[96];
       snprintf(says, sizeof says, "feature 'user' (table 'users'): id %lld", (long long)g_emb_vocabulary[0]);
-      emb_failing_step(system, "id out of range", TPU_INVALID_ARGUMENT, says, s);
+      emb_failing_step("id out of range", TPU_INVALID_ARGUMENT, says, s);
       EXPECT(strstr(tpu_last_error(), victim), "the error does not name '%s'", victim);
       EXPECT(emb_tables_digest(system, 0) == before, "a step with an id out of range changed rows");
+      fault.fault = EMB_OTHER_RATE;
+      s = tpu_replicate(system, emb_fn, &fault, g_n, 0, NULL, 0, NULL, NULL);
+      snprintf(says, sizeof says, "replica %d gives %g", g_n - 1, emb_rate(k) + 1.0f);
+      emb_failing_step("another learning rate", TPU_INVALID_ARGUMENT, says, s);
+      EXPECT(strstr(tpu_last_error(), "disagree on dynamic learning rate 0"), "the error does not name tag 0");
+      EXPECT(emb_tables_digest(system, 0) == before, "a step whose replicas disagree on a learning rate changed rows");
+      /* A step without ids: no activations, no change (the optimizers are lazy). */
+      fault.fault = EMB_EMPTY;
+      s = tpu_replicate(system, emb_fn, &fault, g_n, 0, NULL, 0, NULL, NULL);
+      EXPECT(s == TPU_OK, "a step without ids: %s: %s", tpu_status_name(s), tpu_last_error());
+      EXPECT(emb_tables_digest(system, 0) == before, "a step without ids changed rows");
     }
     if (k == 5 && g_tasks > 1) {
       /* Task 1 holds shards of "users" but runs none of this step's replicas (all on
@@ -1486,7 +1506,7 @@ static int scenario_embedding(tpu_system *system) {
       tpu_step_options o = TPU_STEP_OPTIONS_INIT;
       o.device_assignment = da;
       tpu_status s = tpu_replicate(system, emb_lonely_fn, NULL, g_local, 0, NULL, 0, NULL, &o);
-      emb_failing_step(system, "no computation on task 1", TPU_FAILED_PRECONDITION,
+      emb_failing_step("no computation on task 1", TPU_FAILED_PRECONDITION,
                        "task 1 holds shards of embedding table 'users' but runs no computation of this step", s);
       EXPECT(emb_tables_digest(system, 0) == before, "a step without a computation on task 1 changed rows");
       tpu_device_assignment_release(da);
