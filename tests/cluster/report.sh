@@ -79,10 +79,10 @@ embedding_reference() {
     rc=$?
     emb_reference[$strategy]=$(embedding_digests "$out")
     emb_reference_out+=$out$'\n'
-    # 6 steps of 4 replicas and 2 of 2 replicas of 2 cores, and 4 shards of 5 variables
-    # (users and tags: parameters and accumulators; items: parameters).
+    # 6 steps of 4 replicas and 2 of 2 replicas of 2 cores, and 4 shards of 6 variables
+    # (users and tags: parameters and accumulators; items and flags: parameters).
     if [ $rc -ne 0 ] || ! grep -qF "task 0: embedding ok" <<<"$out" ||
-       [ "$(wc -l <<<"${emb_reference[$strategy]}")" != 52 ]; then
+       [ "$(wc -l <<<"${emb_reference[$strategy]}")" != 56 ]; then
       emb_reference[$strategy]=
     fi
   done

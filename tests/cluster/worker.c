@@ -1200,8 +1200,9 @@ static int scenario_model_parallel_skip(tpu_system *system) {
 }
 
 /* ---- embedding: tables sharded over every core of every task ----------------------
- * Three tables (Adagrad, SGD, Adagrad) sharded DIV_DEFAULT or MOD (argv[2]) over every
- * core of the system, four features on them (two on one table): COO and ragged, with
+ * Four tables (Adagrad, SGD, Adagrad, SGD; the last of 3 rows, fewer than the cores)
+ * sharded DIV_DEFAULT or MOD (argv[2]) over every core of the system, five features on
+ * them (two on one table, "tag" left out by every third participant): COO and ragged, with
  * and without weights, combiners SUM, MEAN and SQRTN in turn, empty samples, and ids
  * repeated within a sample, a replica, across replicas and across tasks; then replicas
  * of 2 cores spanning tasks, in an order that is not the tasks'. Each step prints every
@@ -1212,9 +1213,9 @@ static int scenario_model_parallel_skip(tpu_system *system) {
  * enqueueing an id out of range, one giving another learning rate, and (across tasks)
  * a step without a computation on a task that holds shards: each the named error, no
  * row changed on any task, and the next step works; a step without ids changes none. */
-enum { EMB_FEATURES = 4, EMB_MAX_IDS = 64 };
+enum { EMB_FEATURES = 5, EMB_TAG = 3, EMB_MAX_IDS = 64 };
 enum { EMB_NO_FAULT, EMB_FAIL_AFTER_GRADIENTS, EMB_BAD_ID, EMB_OTHER_RATE, EMB_EMPTY };
-static const int g_emb_ragged[EMB_FEATURES] = {0, 1, 0, 1}, g_emb_weighted[EMB_FEATURES] = {0, 1, 1, 0};
+static const int g_emb_ragged[EMB_FEATURES] = {0, 1, 0, 1, 1}, g_emb_weighted[EMB_FEATURES] = {0, 1, 1, 0, 1};
 static int64_t g_emb_samples[EMB_FEATURES], g_emb_vocabulary[EMB_FEATURES];
 static const char *g_emb_strategy;
 
@@ -1228,11 +1229,14 @@ static int emb_config(const char *strategy, char *out, size_t capacity, size_t *
            "{\"name\": \"items\", \"vocabulary_size\": \"50\", \"dimension\": 8, \"optimization_parameters\":"
            " {\"learning_rate\": {\"constant\": 0.05}, \"stochastic_gradient_descent\": {}}},"
            "{\"name\": \"tags\", \"vocabulary_size\": 23, \"dimension\": 3, \"optimization_parameters\":"
-           " {\"learning_rate\": {\"dynamic\": {\"tag\": 0}}, \"adagrad\": {\"initial_accumulator\": 0.5}}}],"
+           " {\"learning_rate\": {\"dynamic\": {\"tag\": 0}}, \"adagrad\": {\"initial_accumulator\": 0.5}}},"
+           "{\"name\": \"flags\", \"vocabulary_size\": 3, \"dimension\": 2, \"optimization_parameters\":"
+           " {\"learning_rate\": {\"constant\": 0.5}, \"stochastic_gradient_descent\": {}}}],"
            "\"feature_descriptor\": [{\"name\": \"user\", \"table_id\": 0, \"input_shape\": [4]},"
            " {\"name\": \"item\", \"table_id\": 1, \"input_shape\": [3]},"
            " {\"name\": \"history\", \"table_id\": 1, \"input_shape\": [2, 2]},"
-           " {\"name\": \"tag\", \"table_id\": 2, \"input_shape\": [5]}]}",
+           " {\"name\": \"tag\", \"table_id\": 2, \"input_shape\": [5]},"
+           " {\"name\": \"flag\", \"table_id\": 3, \"input_shape\": [3]}]}",
            !strcmp(strategy, "mod") ? "MOD" : "DIV_DEFAULT");
   tpu_status s = tpu_embedding_config_from_json(json, out, capacity, count);
   if (s != TPU_OK) printf("task ?: embedding configuration: %s: %s\n", tpu_status_name(s), tpu_last_error());
@@ -1267,7 +1271,7 @@ static void emb_make(int k, int r, int f, emb_batch *b, tpu_embedding_feature_ba
     const int count = (int)((s + r + k + f) % 4);
     for (int j = 0; j < count; j++) {
       const uint32_t h = emb_hash(k, r, f * 16 + (int)s, j);
-      b->ids[n] = j == 1 ? (int64_t)(h % (uint32_t)V) : (k + s) % 4;
+      b->ids[n] = j == 1 ? (int64_t)(h % (uint32_t)V) : (k + s) % 4 % V;
       b->sample[n] = s;
       b->weights[n] = 0.5f + (float)((h >> 8) & 0xffff) / 65536.0f * 1.5f;
       n++;
@@ -1305,15 +1309,18 @@ static tpu_status emb_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int ni
   const int p = r * k + c, victim = p == g_n - 1; /* each core its own batch */
   emb_batch b[EMB_FEATURES];
   tpu_embedding_feature_batch fb[EMB_FEATURES];
-  for (int f = 0; f < EMB_FEATURES; f++) emb_make(st->k, p, f, &b[f], &fb[f]);
+  int enqueued[EMB_FEATURES], n = 0;
+  for (int f = 0; f < EMB_FEATURES; f++) {
+    enqueued[f] = st->fault != EMB_EMPTY && !(f == EMB_TAG && (p + st->k) % 3 == 0);
+    if (enqueued[f]) emb_make(st->k, p, f, &b[f], &fb[n++]);
+  }
   if (st->fault == EMB_BAD_ID && victim) b[0].ids[fb[0].num_ids - 1] = g_emb_vocabulary[0];
-  const int enqueued = st->fault == EMB_EMPTY ? 0 : (p + st->k) % 3 == 0 ? EMB_FEATURES - 1 : EMB_FEATURES;
   tpu_tensor *act[EMB_FEATURES] = {NULL}, *grad[EMB_FEATURES] = {NULL};
-  tpu_status s = tpu_embedding_enqueue(ctx, fb, enqueued);
+  tpu_status s = tpu_embedding_enqueue(ctx, fb, n);
   if (s == TPU_OK) s = tpu_embedding_recv_activations(ctx, act, EMB_FEATURES);
   uint64_t h = 1469598103934665603ull;
   for (int f = 0; s == TPU_OK && f < EMB_FEATURES; f++) {
-    EXPECT((act[f] != NULL) == (f < enqueued), "step %d participant %d: activation %d is %s", st->k, p, f,
+    EXPECT((act[f] != NULL) == enqueued[f], "step %d participant %d: activation %d is %s", st->k, p, f,
            act[f] ? "there" : "NULL");
     if (!act[f]) continue;
     h = mp_digest(h, act[f]);
@@ -1421,7 +1428,7 @@ static void emb_failing_step(const char *what, tpu_status want, const char *says
 }
 
 static int scenario_embedding(tpu_system *system) {
-  const char *want_names[EMB_FEATURES] = {"user", "item", "history", "tag"};
+  const char *want_names[EMB_FEATURES] = {"user", "item", "history", "tag", "flag"};
   int nf = 0;
   OK(tpu_embedding_num_features(system, &nf));
   EXPECT(nf == EMB_FEATURES, "%d features, want %d", nf, EMB_FEATURES);
