@@ -1653,7 +1653,7 @@ class TpuSystem {
     detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, nullptr, 0, &n));
     if (n != count)
       throw Error(TPU_INVALID_ARGUMENT, "out holds " + std::to_string(count) + " floats, " + std::to_string(numRows) +
-                                            " rows of table " + std::to_string(table) + " are " + std::to_string(n));
+                                            " rows of table " + std::to_string(table) + " are " + std::to_string(n) + " floats");
     if (n > 0) detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, out, count, &n));
   }
   tpu_system* handle() const {

@@ -313,12 +313,12 @@ func TestEmbeddingStepActivationsAndSGD(t *testing.T) {
 	}
 
 	// Each row's gradient, summed over the step (a MEAN id gets weight/sum of weights):
-	//   row0: 1*[1,0] (r0 watched) + 2 * 1/2*[6,2] (r1 liked)  = [4, 1]
+	//   row0: 1*[1,0] (r0 watched) + 2 * 1/2*[6,2] (r1 liked)  = [7, 2]
 	//   row1: 2*[1,0] (r0 watched) + [4,0] (r0 liked)          = [6, 0]
 	//   row2: 1/2*[2,2] (r0 liked) + [1,1] (r1 watched)        = [2, 2]
 	//   row3: 0.5*[0,1] (r0 watched) + 1/2*[2,2] (r0 liked)    = [1, 1.5]
 	// (r1's watched sample 0 has no ids: its [9,9] touches nothing.) SGD, rate 0.5:
-	want := []float32{1 - 2, 10 - 0.5, 2 - 3, 20, 3 - 1, 30 - 1, 4 - 0.5, 40 - 0.75}
+	want := []float32{1 - 3.5, 10 - 1, 2 - 3, 20, 3 - 1, 30 - 1, 4 - 0.5, 40 - 0.75}
 	if v := must(s.EmbeddingRetrieve(0, 0, 0, 4)); !equal(v, want) {
 		t.Errorf("words after the step\n got %v\nwant %v", v, want)
 	}
@@ -390,7 +390,7 @@ func TestEmbeddingBadIDFailsTheStepAndChangesNothing(t *testing.T) {
 		return err
 	}
 	err := step(EmbeddingFeatureBatch{Feature: 0, IDs: []int64{2, 7}, SampleIndices: []int64{1, 0}})
-	expectCode(t, "id 7 of a 4-row table", err, ErrInvalidArgument, "7", "watched", "words")
+	expectCode(t, "id 7 of a 4-row table", err, ErrInvalidArgument, "id 7", "watched", "words", "replica 1")
 	err = step(EmbeddingFeatureBatch{Feature: 0, IDs: []int64{2}, SampleIndices: []int64{2}})
 	expectCode(t, "sample index 2 of 2", err, ErrInvalidArgument, "2", "watched")
 	err = step(EmbeddingFeatureBatch{Feature: 0, IDs: []int64{2}, RowSplits: []int64{0, 2, 1}})
@@ -405,6 +405,24 @@ func TestEmbeddingBadIDFailsTheStepAndChangesNothing(t *testing.T) {
 	expectCode(t, "2 weights for 1 id", err, ErrInvalidArgument, "2 weights")
 	err = step(EmbeddingFeatureBatch{Feature: 0, IDs: []int64{2}, SampleIndices: []int64{0}, Weights: []float32{float32(math.Inf(1))}})
 	expectCode(t, "an infinite weight", err, ErrInvalidArgument, "watched")
+	// Gradients sent by everyone, then one replica fails: the step applies nothing.
+	_, err = ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		if err := ctx.EmbeddingEnqueue(handWorkedBatches(ctx.ReplicaID())...); err != nil {
+			return nil, err
+		}
+		a, err := ctx.EmbeddingRecvActivations()
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.EmbeddingSendGradients(a, []float32{0.5}); err != nil {
+			return nil, err
+		}
+		if ctx.ReplicaID() == 1 {
+			return nil, ctx.Fail(CodeAborted, "replica 1 gives up after its gradients")
+		}
+		return nil, nil
+	}, embeddingReplicas)
+	expectCode(t, "a failure after the gradients", err, ErrAborted, "gives up")
 	if v := must(s.EmbeddingRetrieve(0, 0, 0, 4)); !equal(v, wordsRows) {
 		t.Errorf("failed steps changed words: %v", v)
 	}
@@ -435,11 +453,11 @@ func TestEmbeddingGradientErrors(t *testing.T) {
 	}
 	same := func(a []*Tensor) []*Tensor { return a }
 	err := send(same, nil)
-	expectCode(t, "no learning rate for tag 0", err, ErrInvalidArgument)
+	expectCode(t, "no learning rate for tag 0", err, ErrInvalidArgument, "learning rate")
 	err = send(func(a []*Tensor) []*Tensor { return []*Tensor{a[0], a[1], must(Zeros(Float32, []int64{1, 1}))} }, []float32{1})
-	expectCode(t, "a gradient for a feature not enqueued", err, ErrInvalidArgument)
+	expectCode(t, "a gradient for a feature not enqueued", err, ErrInvalidArgument, "read")
 	err = send(func(a []*Tensor) []*Tensor { return []*Tensor{a[0], must(Zeros(Float32, []int64{2, 3})), nil} }, []float32{1})
-	expectCode(t, "a gradient of another shape", err, ErrInvalidArgument)
+	expectCode(t, "a gradient of another shape", err, ErrInvalidArgument, "liked", "[2,3]")
 	closed := must(Zeros(Float32, []int64{2, 2}))
 	closed.Close()
 	err = send(func(a []*Tensor) []*Tensor { return []*Tensor{a[0], closed, nil} }, []float32{1})
