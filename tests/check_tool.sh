@@ -236,4 +236,8 @@ grep -q '^replica 3: \[10, 20, 30, 40\]$' <<<"$out" || fail "example printed: $o
 # A 2 x 2 mesh: both cores of replica 1 get 11 + 12 + 13 + 14 (it exits nonzero otherwise).
 out=$("$BUILD/examples/mesh_step") || fail "mesh_step failed: $out"
 grep -q '^replica 1: cores 0 and 1 got 50 and 50 (want 50)$' <<<"$out" || fail "mesh_step printed: $out"
+out=$("$BUILD/examples/embedding_step") || fail "embedding_step failed: $out"
+# Row 5: mean gradients 1/2 + 1 from each replica, SGD 0.5: 5 - 0.5 * 3.
+grep -q '^replica 0: samples 2.5 and 5$' <<<"$out" && grep -q '^row 5 (core 1): 3.5$' <<<"$out" &&
+  grep -q '^row 0 (core 0): -0.25$' <<<"$out" || fail "embedding_step printed: $out"
 echo "check_tool: help, options, bad values, sizes, demo, info, bench of 6 collectives x 3 dtypes and x 4 group modes, demo --mesh, examples OK"

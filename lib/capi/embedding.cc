@@ -1,4 +1,5 @@
 // C API: TPU embeddings on the host (tpurt/embedding.h) over lib/embedding/engine.h.
+#include "embedding/config_json.h"
 #include "embedding/engine.h"
 
 #include <cmath>
@@ -239,7 +240,6 @@ TPU_EXPORT tpu_status tpu_embedding_send_gradients(tpu_replica_context* ctx, tpu
 TPU_EXPORT tpu_status tpu_embedding_config_from_json(const char* json, void* out, size_t capacity, size_t* count) {
   return guarded([&] {
     require_not_null(json, "json");
-    require_not_null(count, "count");
-    fail(TPU_UNIMPLEMENTED, "tpu_embedding_config_from_json lands shortly");
+    copy_bytes_out(embedding::config_from_json(json), out, capacity, count, "the configuration bytes");
   });
 }

@@ -41,6 +41,12 @@ struct ParticipantStep {
   std::vector<std::vector<float>> grads;       // by table: the unique ids' summed gradients
   std::vector<float> learning_rates;
   std::vector<Received> received;              // by sender (as a server, across tasks)
+  // The new values of the rows this participant updates (as the worker for them):
+  // per table the rows, and for each its variables' dimension floats, back to back.
+  // Copied into the tables at step end, when the step succeeded everywhere.
+  std::vector<std::vector<int64_t>> pending_rows;
+  std::vector<std::vector<float>> pending_values;
+  std::vector<float> sums, scratch;
   IdIndex index;
 
   void reset(size_t num_features, size_t num_tables, size_t participants) {
@@ -50,7 +56,11 @@ struct ParticipantStep {
     unique.resize(num_tables);
     rows.resize(num_tables);
     grads.resize(num_tables);
+    pending_rows.resize(num_tables);
+    pending_values.resize(num_tables);
     for (auto& u : unique) u.clear();
+    for (auto& r : pending_rows) r.clear();
+    for (auto& v : pending_values) v.clear();
     received.resize(participants);
     for (Received& r : received) {
       r.table.clear();
@@ -195,7 +205,9 @@ void Engine::begin_step(const std::vector<int>& participant_task, const std::vec
     return v;
   }();
   for (int p : num_tasks_ > 1 ? local : everyone) {
-    if (!participants_[p]) participants_[p] = std::make_unique<ParticipantStep>();
+    // A computation left running by a late step keeps its old state (it holds a
+    // reference); the new step gets state of its own.
+    if (!participants_[p] || last_step_late_) participants_[p] = std::make_shared<ParticipantStep>();
     participants_[p]->reset(config_->features.size(), config_->tables.size(), P);
   }
   local_ = num_tasks_ > 1 ? local : everyone;
@@ -206,16 +218,17 @@ void Engine::begin_step(const std::vector<int>& participant_task, const std::vec
 
 std::string Engine::name_of(int participant) const { return participant_name(participant, cores_per_replica_); }
 
-ParticipantStep& Engine::step_of(const tpu_replica_context& ctx) {
+std::shared_ptr<ParticipantStep> Engine::step_of(const tpu_replica_context& ctx) {
   const int p = ctx.participant;
   if (!step_open_ || p < 0 || static_cast<size_t>(p) >= participant_task_.size() || !participants_[p])
     fail(TPU_FAILED_PRECONDITION, "the embedding engine has no step for ", name_of(p));
-  return *participants_[p];
+  return participants_[p];
 }
 
 void Engine::enqueue(const tpu_replica_context& ctx, const tpu_embedding_feature_batch* features,
                      int num_features) {
-  ParticipantStep& st = step_of(ctx);
+  const std::shared_ptr<ParticipantStep> held = step_of(ctx);
+  ParticipantStep& st = *held;
   if (st.enqueued)
     invalid_argument("a second tpu_embedding_enqueue in one step (", name_of(ctx.participant),
                      "): a participant enqueues its features once per step");
@@ -332,7 +345,8 @@ void Engine::combine(const FeatureInput& in, const FeatureSpec& f, const float* 
 
 void Engine::recv_activations(const tpu_replica_context& ctx, Communicator& comm, tpu_tensor** out,
                               int num_activations) {
-  ParticipantStep& st = step_of(ctx);
+  const std::shared_ptr<ParticipantStep> held = step_of(ctx);
+  ParticipantStep& st = *held;
   const int nf = static_cast<int>(config_->features.size());
   if (num_activations != nf)
     invalid_argument("num_activations is ", num_activations, " but the embedding configuration has ", nf,
@@ -424,7 +438,8 @@ void Engine::fetch_rows(int me, Communicator& comm, ParticipantStep& st) {
 
 void Engine::send_gradients(const tpu_replica_context& ctx, Communicator& comm, tpu_tensor* const* gradients,
                             int num_gradients, const float* learning_rates, int num_learning_rates) {
-  ParticipantStep& st = step_of(ctx);
+  const std::shared_ptr<ParticipantStep> held = step_of(ctx);
+  ParticipantStep& st = *held;
   const int nf = static_cast<int>(config_->features.size());
   if (config_->mode == TPU_EMBEDDING_MODE_INFERENCE)
     fail(TPU_FAILED_PRECONDITION, "the embedding configuration's mode is ", mode_name(config_->mode),
@@ -481,7 +496,11 @@ void Engine::send_gradients(const tpu_replica_context& ctx, Communicator& comm, 
   // collective, so a participant that skips it is named.
   agree_on_learning_rates(ctx.participant, comm, learning_rates, num_learning_rates, st);
   if (num_tasks_ > 1) send_to_servers(ctx.participant, comm, st);
+  // Every participant's gradients are in (the collectives above returned everywhere):
+  // this one computes the new values of its share of the rows, in parallel with the
+  // others; end_step only copies them in.
   st.sent_gradients = true;
+  prepare_updates(ctx.participant, st);
 }
 
 void Engine::agree_on_learning_rates(int me, Communicator& comm, const float* rates, int n, ParticipantStep& st) {
@@ -550,76 +569,109 @@ void Engine::send_to_servers(int me, Communicator& comm, ParticipantStep& st) {
   }
 }
 
-// The step's gradients, summed per row in participant order (the same order in one
-// process and across tasks, so the sums are bit-identical), then applied once per row.
-void Engine::end_step(bool succeeded) {
-  if (!step_open_) return;
-  step_open_ = false;
-  if (!succeeded) return;
+// The worker of a row in one process: a participant chosen by a hash of the row, so
+// each computes the updates of about 1/P of the touched rows.
+int Engine::worker_of(int64_t row) const {
+  const uint64_t h = static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull;
+  return static_cast<int>((h >> 32) % participant_task_.size());
+}
+
+// Sums each of this participant's rows' gradients in participant order (the same order
+// in one process and across tasks, so the sums are bit-identical) and applies the
+// optimizer to a copy of the row and its slots.
+void Engine::prepare_updates(int me, ParticipantStep& st) {
   const int P = static_cast<int>(participant_task_.size());
-  const std::vector<float>* rates = nullptr;
-  bool any = false;
-  for (int p : local_)
-    if (participants_[p] && participants_[p]->sent_gradients) {
-      any = true;
-      if (!rates) rates = &participants_[p]->learning_rates;
-    }
-  if (!any) return;
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     const TableSpec& spec = config_->tables[t];
     const int dim = spec.dimension;
-    TableStorage& s = *storage_[t];
-    touched_.clear();
-    sums_.clear();
-    commit_index_.reset(1024);
+    std::vector<int64_t>& rows = st.pending_rows[t];
+    std::vector<float>& sums = st.sums;
+    sums.clear();
+    st.index.reset(1024);
     auto add = [&](int64_t row, const float* g) {
       bool fresh = false;
-      const int32_t i = commit_index_.insert(row, &fresh);
+      const int32_t i = st.index.insert(row, &fresh);
       if (fresh) {
-        touched_.push_back(row);
-        sums_.resize(sums_.size() + dim, 0.0f);
+        rows.push_back(row);
+        sums.resize(sums.size() + dim, 0.0f);
       }
-      float* acc = sums_.data() + static_cast<size_t>(i) * dim;
+      float* acc = sums.data() + static_cast<size_t>(i) * dim;
       for (int j = 0; j < dim; ++j) acc[j] += g[j];
     };
     for (int q = 0; q < P; ++q) {
       if (num_tasks_ == 1) {
-        const ParticipantStep& st = *participants_[q];
-        if (!st.sent_gradients) continue;
-        for (size_t u = 0; u < st.unique[t].size(); ++u) add(st.unique[t][u], st.grads[t].data() + u * dim);
+        const ParticipantStep& from = *participants_[q];
+        for (size_t u = 0; u < from.unique[t].size(); ++u)
+          if (worker_of(from.unique[t][u]) == me) add(from.unique[t][u], from.grads[t].data() + u * dim);
       } else {
-        for (int server : local_) {
-          const Received& rec = participants_[server]->received[q];
-          size_t at = 0;
-          for (size_t e = 0; e < rec.table.size(); ++e) {
-            const int d = config_->tables[rec.table[e]].dimension;
-            if (rec.table[e] == static_cast<int32_t>(t)) add(rec.row[e], rec.grad.data() + at);
-            at += d;
-          }
+        const Received& rec = st.received[q];
+        size_t at = 0;
+        for (size_t e = 0; e < rec.table.size(); ++e) {
+          if (rec.table[e] == static_cast<int32_t>(t)) add(rec.row[e], rec.grad.data() + at);
+          at += config_->tables[rec.table[e]].dimension;
         }
       }
     }
     const Optimizer& opt = *spec.optimizer;
-    const float lr = opt.dynamic_tag() >= 0 ? (*rates)[opt.dynamic_tag()] : opt.constant_learning_rate();
+    const float lr = opt.dynamic_tag() >= 0 ? st.learning_rates[opt.dynamic_tag()] : opt.constant_learning_rate();
+    const TableStorage& s = *storage_[t];
     const int nv = s.num_variables();
-    std::vector<float*> slots(nv > 1 ? nv - 1 : 1);
-    scratch_.resize(dim);
-    for (size_t i = 0; i < touched_.size(); ++i) {
-      const int64_t row = touched_[i];
-      for (int v = 1; v < nv; ++v) slots[v - 1] = s.row(v, row);
-      opt.apply(s.row(0, row), slots.data(), sums_.data() + i * dim, dim, lr, scratch_.data());
+    std::vector<float>& values = st.pending_values[t];
+    values.resize(rows.size() * nv * dim);
+    st.scratch.resize(dim);
+    float* slots[kMaxVariables];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      float* v = values.data() + i * nv * dim;
+      for (int k = 0; k < nv; ++k) std::memcpy(v + k * dim, s.row(k, rows[i]), dim * sizeof(float));
+      for (int k = 1; k < nv; ++k) slots[k - 1] = v + k * dim;
+      opt.apply(v, slots, sums.data() + i * dim, dim, lr, st.scratch.data());
     }
-    if (opt.updates_every_row()) {
-      // Non-lazy: the untouched rows held here get a zero gradient.
-      zeros_.assign(dim, 0.0f);
-      for (int64_t row = 0; row < spec.vocabulary_size; ++row) {
-        if (!s.holds(row)) continue;
+  }
+}
+
+// Copies the prepared rows in if the step succeeded on every task; else drops them.
+void Engine::end_step(bool succeeded, bool late) {
+  last_step_late_ = late;
+  if (!step_open_) return;
+  step_open_ = false;
+  if (!succeeded) return;
+  const std::vector<float>* rates = nullptr;
+  for (int p : local_)
+    if (participants_[p] && participants_[p]->sent_gradients) {
+      rates = &participants_[p]->learning_rates;
+      break;
+    }
+  if (rates == nullptr) return;
+  for (size_t t = 0; t < config_->tables.size(); ++t) {
+    const TableSpec& spec = config_->tables[t];
+    const int dim = spec.dimension;
+    TableStorage& s = *storage_[t];
+    const int nv = s.num_variables();
+    const bool every_row = spec.optimizer->updates_every_row();
+    if (every_row) commit_index_.reset(1024);
+    for (int p : local_) {
+      const ParticipantStep& st = *participants_[p];
+      for (size_t i = 0; i < st.pending_rows[t].size(); ++i) {
+        const float* v = st.pending_values[t].data() + i * nv * dim;
+        for (int k = 0; k < nv; ++k) std::memcpy(s.row(k, st.pending_rows[t][i]), v + k * dim, dim * sizeof(float));
         bool fresh = false;
-        commit_index_.insert(row, &fresh);
-        if (!fresh) continue;
-        for (int v = 1; v < nv; ++v) slots[v - 1] = s.row(v, row);
-        opt.apply(s.row(0, row), slots.data(), zeros_.data(), dim, lr, scratch_.data());
+        if (every_row) commit_index_.insert(st.pending_rows[t][i], &fresh);
       }
+    }
+    if (!every_row) continue;
+    // Non-lazy: the untouched rows held here get a zero gradient.
+    const Optimizer& opt = *spec.optimizer;
+    const float lr = opt.dynamic_tag() >= 0 ? (*rates)[opt.dynamic_tag()] : opt.constant_learning_rate();
+    zeros_.assign(dim, 0.0f);
+    scratch_.resize(dim);
+    float* slots[kMaxVariables];
+    for (int64_t row = 0; row < spec.vocabulary_size; ++row) {
+      if (!s.holds(row)) continue;
+      bool fresh = false;
+      commit_index_.insert(row, &fresh);
+      if (!fresh) continue;
+      for (int k = 1; k < nv; ++k) slots[k - 1] = s.row(k, row);
+      opt.apply(s.row(0, row), slots, zeros_.data(), dim, lr, scratch_.data());
     }
   }
 }

@@ -52,8 +52,9 @@ class Engine {
   // running here; cores_per_replica names them ("replica R core C").
   void begin_step(const std::vector<int>& participant_task, const std::vector<int>& local,
                   int cores_per_replica);
-  // Applies the step's gradients if it succeeded everywhere, else drops them.
-  void end_step(bool succeeded);
+  // Applies the step's gradients if it succeeded everywhere, else drops them. late:
+  // some computation of the step has not returned (it keeps its state).
+  void end_step(bool succeeded, bool late);
 
   void enqueue(const tpu_replica_context& ctx, const tpu_embedding_feature_batch* features,
                int num_features);
@@ -64,7 +65,7 @@ class Engine {
                       const float* learning_rates, int num_learning_rates);
 
  private:
-  ParticipantStep& step_of(const tpu_replica_context& ctx);
+  std::shared_ptr<ParticipantStep> step_of(const tpu_replica_context& ctx);
   std::string name_of(int participant) const;
   void combine(const FeatureInput& in, const FeatureSpec& f, const float* const* rows, float* out) const;
   // The computation that serves a shard's rows in this step (across tasks).
@@ -72,6 +73,8 @@ class Engine {
   void fetch_rows(int me, Communicator& comm, ParticipantStep& st);
   void agree_on_learning_rates(int me, Communicator& comm, const float* rates, int n, ParticipantStep& st);
   void send_to_servers(int me, Communicator& comm, ParticipantStep& st);
+  int worker_of(int64_t row) const;
+  void prepare_updates(int me, ParticipantStep& st);
 
   std::unique_ptr<Config> config_;
   int task_id_, num_tasks_, cores_per_task_;
@@ -82,14 +85,14 @@ class Engine {
   bool step_open_ = false;
   int cores_per_replica_ = 1;
   std::vector<int> participant_task_;
-  std::vector<std::unique_ptr<ParticipantStep>> participants_;  // by participant id; local only
+  std::vector<std::shared_ptr<ParticipantStep>> participants_;  // by participant id; local only
+  bool last_step_late_ = false;
   std::vector<int> local_;                  // the participants whose state is here
   std::vector<std::vector<int>> servers_;   // by task: its participants in this step
 
-  // end_step's working space, kept between steps.
+  // end_step's working space (non-lazy optimizers), kept between steps.
   IdIndex commit_index_;
-  std::vector<int64_t> touched_;
-  std::vector<float> sums_, scratch_, zeros_;
+  std::vector<float> scratch_, zeros_;
 };
 
 }  // namespace embedding

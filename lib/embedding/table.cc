@@ -33,6 +33,8 @@ TableStorage::TableStorage(const TableSpec& spec, int64_t first_shard, int64_t n
     for (int64_t s = first_shard; s < first_shard + num_shards; ++s) rows += m.rows_in(s);
   }
   const int variables = 1 + static_cast<int>(spec.optimizer->slot_names().size());
+  if (variables > kMaxVariables)
+    fail(TPU_INTERNAL, "table '", spec.name, "' has ", variables, " variables; at most ", kMaxVariables);
   const int64_t bytes_per_variable = rows * dim_ * static_cast<int64_t>(sizeof(float));
   const int64_t total = bytes_per_variable * variables;
   if (total / variables != bytes_per_variable || total > physical_bytes())

@@ -11,6 +11,9 @@
 namespace tpurt {
 namespace embedding {
 
+// Parameters plus slots: the optimizers have at most 3 slots.
+constexpr int kMaxVariables = 16;
+
 class TableStorage {
  public:
   // The rows of shards [first_shard, first_shard + num_shards) of `spec`; its slots

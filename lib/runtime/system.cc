@@ -400,7 +400,7 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
   if (embedding_) embedding_->begin_step(participant_task_, local_participants_, cores_per_replica);
   StepResult result = executor_.run(spec, cores, cores_per_replica,
                                     communicator(participants, cores_per_replica), outputs);
-  if (embedding_) embedding_->end_step(result.code == TPU_OK);
+  if (embedding_) embedding_->end_step(result.code == TPU_OK, result.late);
   if (result.code == TPU_OK) return;
   if (result.late) comms_[participants].reset();  // the late participants hold it
   if (config_.close_on_failure) close(result.message);
@@ -446,7 +446,7 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
     result.message = remote.message;
   }
   // Every task now knows the step's one outcome: each applies its rows' gradients or none.
-  if (embedding_) embedding_->end_step(result.code == TPU_OK);
+  if (embedding_) embedding_->end_step(result.code == TPU_OK, result.late);
   if (result.code == TPU_OK) return;
   if (config_.close_on_failure) close(result.message);
   throw Error(result.code, result.message);

@@ -1,6 +1,6 @@
 """Proves bindings/tpurt.i is language-neutral: a Python module generated from it
-runs one replicated cross_replica_sum on 8 cores, outside compilation with tensors, and a
-Python exception in a computation or host function fails the step with its type and
+runs one replicated cross_replica_sum on 8 cores, outside compilation with tensors, an
+embedding step, and a Python exception in a computation or host function fails the step with its type and
 message. Run by make test-python (tests/check_bindings_python.sh)."""
 import sys
 
@@ -76,6 +76,42 @@ class WithHost(tpurt.Computation):
         return tpurt.Status_Ok
 
 
+EMBEDDING_CONFIG = """{"table_descriptor": [{"name": "items", "vocabulary_size": 6, "dimension": 2,
+  "optimization_parameters": {"learning_rate": {"constant": 0.5}, "stochastic_gradient_descent": {}}}],
+  "feature_descriptor": [{"name": "clicked", "table_id": 0, "input_shape": [2]}], "mode": "TRAINING"}"""
+
+
+class EmbeddingStep(tpurt.Computation):
+    """Replica r looks up samples {r, 5} and {5} (mean) and sends a gradient of ones."""
+    def run(self, ctx):
+        batch = tpurt.EmbeddingFeatureBatch()
+        batch.feature = 0
+        batch.ids = tpurt.Int64Vector([ctx.replicaId(), 5, 5])
+        batch.rowSplits = tpurt.Int64Vector([0, 2, 3])
+        batch.combiner = tpurt.EmbeddingCombiner_Mean
+        ctx.embeddingEnqueue(tpurt.EmbeddingFeatureBatchVector([batch]))
+        activations = ctx.embeddingRecvActivations()
+        ctx.setOutput(0, activations[0])
+        ones = tpurt.Tensor.fromFloat32Vector(tpurt.Int64Vector([2, 2]), tpurt.FloatVector([1.0] * 4))
+        ctx.embeddingSendGradients(tpurt.TensorVector([ones]), tpurt.FloatVector())
+        return tpurt.Status_Ok
+
+
+def embedding_checks(check):
+    """The embedding engine through the generated module: lookups, an SGD step, retrieve."""
+    options = tpurt.SystemOptions()
+    options.numCores = 2
+    options.embeddingConfig = tpurt.ByteVector(tpurt.embeddingConfigFromJson(EMBEDDING_CONFIG))
+    system = tpurt.TpuSystem(options)
+    system.embeddingLoad(0, 0, 0, 6, tpurt.FloatVector([float(i // 2) for i in range(12)]))
+    outputs = system.replicate(EmbeddingStep(), 2, 0, tpurt.TensorVector(), 1, tpurt.StepOptions())
+    got = [list(outputs[r].toFloat32Vector()) for r in range(2)]
+    check("embedding activations", got == [[2.5, 2.5, 5.0, 5.0], [3.0, 3.0, 5.0, 5.0]], got)
+    rows = list(system.embeddingRetrieve(0, 0, 0, 6))
+    check("embedding SGD step", rows[0] == -0.25 and rows[10] == 3.5 and rows[4] == 2.0, rows)
+    system.close()
+
+
 def main():
     options = tpurt.SystemOptions()
     options.numCores = REPLICAS
@@ -124,6 +160,7 @@ def main():
     outputs = system.replicate(computation, REPLICAS, 1, inputs, 1, tpurt.StepOptions())
     check("a step after the failures", list(outputs[0].toFloat32Vector()) == expected)
     system.close()
+    embedding_checks(check)
     failed = checks.count(False)
     print(f"python: {len(checks) - failed} passed, {failed} failed")
     return 1 if failed else 0
