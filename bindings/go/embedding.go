@@ -417,7 +417,9 @@ func (s *System) EmbeddingRetrieveByName(table, variable string, firstRow, numRo
 // IDs[RowSplits[b]:RowSplits[b+1]]). A feature without ids may give neither. Weights:
 // one per id, nil for every weight 1. A sample's rows combine in the order of IDs.
 type EmbeddingFeatureBatch struct {
-	Feature       int // index into the configuration's features (EmbeddingFeatureIndex)
+	Feature int // index into the configuration's features (EmbeddingFeatureIndex)
+	// FeatureName, if set, names the feature instead (then Feature must be 0 or its index).
+	FeatureName   string
 	IDs           []int64
 	SampleIndices []int64
 	RowSplits     []int64
@@ -459,7 +461,17 @@ func (b EmbeddingFeatureBatch) raw() RawEmbeddingFeatureBatch {
 func (c *Context) EmbeddingEnqueue(features ...EmbeddingFeatureBatch) error {
 	v := NewEmbeddingFeatureBatchVector()
 	defer DeleteEmbeddingFeatureBatchVector(v)
-	for _, f := range features {
+	for i, f := range features {
+		if f.FeatureName != "" {
+			index, err := c.EmbeddingFeatureIndex(f.FeatureName)
+			if err != nil {
+				return err
+			}
+			if f.Feature != 0 && f.Feature != index {
+				return newError(CodeInvalidArgument, "features[%d] names feature %q (%d) and feature %d", i, f.FeatureName, index, f.Feature)
+			}
+			f.Feature = index
+		}
 		r := f.raw()
 		v.Add(r)
 		DeleteRawEmbeddingFeatureBatch(r)
@@ -470,6 +482,16 @@ func (c *Context) EmbeddingEnqueue(features ...EmbeddingFeatureBatch) error {
 // EmbeddingNumFeatures is the configuration's feature count, the length of the
 // activations and of the gradients.
 func (c *Context) EmbeddingNumFeatures() (int, error) { return try(c.raw.EmbeddingNumFeatures) }
+
+// EmbeddingFeatureIndex is the index of the feature called name (ErrNotFound naming it).
+func (c *Context) EmbeddingFeatureIndex(name string) (int, error) {
+	return try(func() int { return c.raw.EmbeddingFeatureIndex(name) })
+}
+
+// EmbeddingFeatureName is feature's name (ErrOutOfRange outside the configuration).
+func (c *Context) EmbeddingFeatureName(feature int) (string, error) {
+	return try(func() string { return c.raw.EmbeddingFeatureName(feature) })
+}
 
 // EmbeddingRecvActivations are this participant's activations, one per configured
 // feature: a float32 tensor of the feature's shape for an enqueued feature, nil for
@@ -490,6 +512,45 @@ func (c *Context) EmbeddingRecvActivations() ([]*Tensor, error) {
 		}
 	}
 	return out, nil
+}
+
+// EmbeddingRecvActivationsByName is EmbeddingRecvActivations keyed by feature name,
+// the enqueued features only.
+func (c *Context) EmbeddingRecvActivationsByName() (map[string]*Tensor, error) {
+	activations, err := c.EmbeddingRecvActivations()
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*Tensor)
+	for i, a := range activations {
+		if a == nil {
+			continue
+		}
+		name, err := c.EmbeddingFeatureName(i)
+		if err != nil {
+			return nil, err
+		}
+		byName[name] = a
+	}
+	return byName, nil
+}
+
+// EmbeddingSendGradientsByName is EmbeddingSendGradients with the gradients keyed by
+// feature name (a name not in the configuration is ErrNotFound naming it).
+func (c *Context) EmbeddingSendGradientsByName(gradients map[string]*Tensor, learningRates []float32) error {
+	n, err := c.EmbeddingNumFeatures()
+	if err != nil {
+		return err
+	}
+	list := make([]*Tensor, n)
+	for name, g := range gradients {
+		i, err := c.EmbeddingFeatureIndex(name)
+		if err != nil {
+			return err
+		}
+		list[i] = g
+	}
+	return c.EmbeddingSendGradients(list, learningRates)
 }
 
 // EmbeddingSendGradients sends the gradients of this participant's activations, one

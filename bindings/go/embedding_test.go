@@ -251,7 +251,76 @@ func handWorkedBatches(replica int) []EmbeddingFeatureBatch {
 	}
 }
 
+// The hand-worked step's activations, [feature][replica], row-major: with rows
+// [1,10] [2,20] [3,30] [4,40].
+var wantActivations = [2][2][]float32{
+	{{5, 50, 2, 20}, {0, 0, 3, 30}},
+	{{3.5, 35, 2, 20}, {0, 0, 1, 10}},
+}
+
+// handWorkedStep enqueues, checks the activations and sends these gradients
+// ([feature][replica]), by feature index or by name.
+func handWorkedStep(ctx *Context, byName bool, f *failures) ([]*Tensor, error) {
+	gradients := [2][2][]float32{
+		{{1, 0, 0, 1}, {9, 9, 1, 1}},
+		{{2, 2, 4, 0}, {0, 0, 6, 2}},
+	}
+	names := []string{"watched", "liked"}
+	r := ctx.ReplicaID()
+	batches := handWorkedBatches(r)
+	var activations []*Tensor
+	var err error
+	if byName {
+		for i := range batches {
+			batches[i].FeatureName, batches[i].Feature = names[batches[i].Feature], 0
+		}
+		if err := ctx.EmbeddingEnqueue(batches...); err != nil {
+			return nil, err
+		}
+		byName, err := ctx.EmbeddingRecvActivationsByName()
+		if err != nil {
+			return nil, err
+		}
+		if len(byName) != 2 {
+			return nil, fmt.Errorf("replica %d: activations by name %v", r, byName)
+		}
+		activations = []*Tensor{byName["watched"], byName["liked"], nil}
+	} else {
+		if err := ctx.EmbeddingEnqueue(batches...); err != nil {
+			return nil, err
+		}
+		if activations, err = ctx.EmbeddingRecvActivations(); err != nil {
+			return nil, err
+		}
+	}
+	if len(activations) != 3 || activations[2] != nil {
+		return nil, fmt.Errorf("replica %d: activations %v", r, activations)
+	}
+	grads := make([]*Tensor, 3)
+	for feature := 0; feature < 2; feature++ {
+		if dims := must(activations[feature].Dims()); !equal(dims, []int64{2, 2}) {
+			f.add("replica %d feature %d: dims %v", r, feature, dims)
+		}
+		if v := must(Values[float32](activations[feature])); !equal(v, wantActivations[feature][r]) {
+			f.add("replica %d feature %d: activation %v, want %v", r, feature, v, wantActivations[feature][r])
+		}
+		grads[feature] = must(NewTensor([]int64{2, 2}, gradients[feature][r]))
+	}
+	if byName {
+		err = ctx.EmbeddingSendGradientsByName(map[string]*Tensor{"watched": grads[0], "liked": grads[1]}, []float32{0.5})
+	} else {
+		err = ctx.EmbeddingSendGradients(grads, []float32{0.5})
+	}
+	return activations, err
+}
+
 func TestEmbeddingStepActivationsAndSGD(t *testing.T) {
+	for _, byName := range []bool{false, true} {
+		t.Run(fmt.Sprintf("byName=%v", byName), func(t *testing.T) { embeddingStepActivationsAndSGD(t, byName) })
+	}
+}
+
+func embeddingStepActivationsAndSGD(t *testing.T, byName bool) {
 	s := newEmbeddingSystem(t)
 	if err := s.EmbeddingLoad(0, 0, 0, 4, wordsRows); err != nil {
 		t.Fatal(err)
@@ -260,43 +329,13 @@ func TestEmbeddingStepActivationsAndSGD(t *testing.T) {
 	if err := s.EmbeddingLoadByName("docs", "parameters", 0, 3, docs); err != nil {
 		t.Fatal(err)
 	}
-	// With rows [1,10] [2,20] [3,30] [4,40]: activations [feature][replica], row-major.
-	wantActivations := [2][2][]float32{
-		{{5, 50, 2, 20}, {0, 0, 3, 30}},
-		{{3.5, 35, 2, 20}, {0, 0, 1, 10}},
-	}
-	// The gradients each replica sends for its activations, [feature][replica].
-	gradients := [2][2][]float32{
-		{{1, 0, 0, 1}, {9, 9, 1, 1}},
-		{{2, 2, 4, 0}, {0, 0, 6, 2}},
-	}
 	var f failures
 	outputs, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
-		r := ctx.ReplicaID()
 		if n, err := ctx.EmbeddingNumFeatures(); err != nil || n != 3 {
 			return nil, fmt.Errorf("EmbeddingNumFeatures %d %v", n, err)
 		}
-		if err := ctx.EmbeddingEnqueue(handWorkedBatches(r)...); err != nil {
-			return nil, err
-		}
-		activations, err := ctx.EmbeddingRecvActivations()
+		activations, err := handWorkedStep(ctx, byName, &f)
 		if err != nil {
-			return nil, err
-		}
-		if len(activations) != 3 || activations[2] != nil {
-			return nil, fmt.Errorf("replica %d: activations %v", r, activations)
-		}
-		grads := make([]*Tensor, 3)
-		for feature := 0; feature < 2; feature++ {
-			if dims := must(activations[feature].Dims()); !equal(dims, []int64{2, 2}) {
-				f.add("replica %d feature %d: dims %v", r, feature, dims)
-			}
-			if v := must(Values[float32](activations[feature])); !equal(v, wantActivations[feature][r]) {
-				f.add("replica %d feature %d: activation %v, want %v", r, feature, v, wantActivations[feature][r])
-			}
-			grads[feature] = must(NewTensor([]int64{2, 2}, gradients[feature][r]))
-		}
-		if err := ctx.EmbeddingSendGradients(grads, []float32{0.5}); err != nil {
 			return nil, err
 		}
 		// Returned as an output, an activation outlives the step.
@@ -334,6 +373,15 @@ func TestEmbeddingSqrtNAndNoWeights(t *testing.T) {
 	}
 	// Weights 3 and 4 on rows 0 and 1: (3*[1,10] + 4*[2,20]) / 5 = [2.2, 22].
 	_, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		if name, err := ctx.EmbeddingFeatureName(1); err != nil || name != "liked" {
+			return nil, fmt.Errorf("ctx.EmbeddingFeatureName(1) %q %v", name, err)
+		}
+		if _, err := ctx.EmbeddingFeatureName(3); !errors.Is(err, ErrOutOfRange) {
+			return nil, fmt.Errorf("ctx.EmbeddingFeatureName(3): %v", err)
+		}
+		if i, err := ctx.EmbeddingFeatureIndex("read"); err != nil || i != 2 {
+			return nil, fmt.Errorf("ctx.EmbeddingFeatureIndex(read) %d %v", i, err)
+		}
 		if err := ctx.EmbeddingEnqueue(EmbeddingFeatureBatch{Feature: 1, IDs: []int64{0, 1},
 			RowSplits: []int64{0, 2, 2}, Weights: []float32{3, 4}, Combiner: CombinerSqrtN}); err != nil {
 			return nil, err
@@ -405,6 +453,11 @@ func TestEmbeddingBadIDFailsTheStepAndChangesNothing(t *testing.T) {
 	expectCode(t, "2 weights for 1 id", err, ErrInvalidArgument, "2 weights")
 	err = step(EmbeddingFeatureBatch{Feature: 0, IDs: []int64{2}, SampleIndices: []int64{0}, Weights: []float32{float32(math.Inf(1))}})
 	expectCode(t, "an infinite weight", err, ErrInvalidArgument, "watched")
+	err = step(EmbeddingFeatureBatch{FeatureName: "clicked", IDs: []int64{2}, SampleIndices: []int64{0}})
+	expectCode(t, "feature clicked", err, ErrNotFound, "clicked")
+	err = step(EmbeddingFeatureBatch{Feature: 1, FeatureName: "watched", IDs: []int64{2}, SampleIndices: []int64{0}})
+	expectCode(t, "feature 1 named watched", err, ErrInvalidArgument, "watched", "1")
+
 	// Gradients sent by everyone, then one replica fails: the step applies nothing.
 	_, err = ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
 		if err := ctx.EmbeddingEnqueue(handWorkedBatches(ctx.ReplicaID())...); err != nil {
