@@ -1656,6 +1656,19 @@ class TpuSystem {
     if (count > 0) detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, v.data(), v.size(), &count));
     return v;
   }
+  // Array forms of the two above (the languages' float arrays in place, no vector copy);
+  // retrieve leaves the rows other tasks hold in `out` as they were.
+  void embeddingLoadFloats(int table, int variable, int64_t firstRow, int64_t numRows, const float* data, size_t count) {
+    detail::check(tpu_embedding_load(handle(), table, variable, firstRow, numRows, data, count));
+  }
+  void embeddingRetrieveInto(int table, int variable, int64_t firstRow, int64_t numRows, float* out, size_t count) const {
+    size_t n = 0;
+    detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, nullptr, 0, &n));
+    if (n != count)
+      throw Error(TPU_INVALID_ARGUMENT, "out holds " + std::to_string(count) + " floats, " + std::to_string(numRows) +
+                                            " rows of table " + std::to_string(table) + " are " + std::to_string(n) + " floats");
+    if (n > 0) detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, out, count, &n));
+  }
   tpu_system* handle() const {
     detail::check_handle(s_, "the TPU system");
     return s_;
