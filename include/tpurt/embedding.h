@@ -196,8 +196,9 @@ TPU_API tpu_status tpu_embedding_enqueue(tpu_replica_context *ctx,
 /* The activations of this participant's batch: activations[num_activations], with
  * num_activations the configuration's feature count; entry f is a new float32 tensor
  * of tpu_embedding_feature_shape(f) for an enqueued feature (the caller's), NULL for
- * a feature not enqueued. Before the participant's enqueue: TPU_INVALID_ARGUMENT. A
- * collective (every participant calls it once per step it enqueues in). */
+ * a feature not enqueued. Before the participant's enqueue, twice, or after its
+ * send_gradients: TPU_INVALID_ARGUMENT. A collective (every participant calls it once
+ * per step it enqueues in). */
 TPU_API tpu_status tpu_embedding_recv_activations(tpu_replica_context *ctx,
                                                   tpu_tensor **activations,
                                                   int num_activations);

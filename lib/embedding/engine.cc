@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "collectives/communicator.h"
 #include "core/status.h"
@@ -38,14 +40,17 @@ struct ParticipantStep {
   std::vector<FeatureInput> features;          // by feature
   std::vector<std::vector<int64_t>> unique;    // by table: ids in first-occurrence order
   std::vector<std::vector<float>> rows;        // by table: the unique ids' rows (across tasks)
+  std::vector<std::vector<int32_t>> server;    // by table: each unique id's server (across tasks)
   std::vector<std::vector<float>> grads;       // by table: the unique ids' summed gradients
   std::vector<float> learning_rates;
   std::vector<Received> received;              // by sender (as a server, across tasks)
-  // The new values of the rows this participant updates (as the worker for them):
-  // per table the rows, and for each its variables' dimension floats, back to back.
-  // Copied into the tables at step end, when the step succeeded everywhere.
-  std::vector<std::vector<int64_t>> pending_rows;
-  std::vector<std::vector<float>> pending_values;
+  // The rows this participant updated in place (as the worker for them) and their old
+  // values, per table (each row's variables' dimension floats, back to back): put back
+  // at step end unless the step succeeded everywhere.
+  std::vector<std::vector<int64_t>> undo_rows;
+  std::vector<std::vector<float>> undo_values;
+  // 0: not updating; 1: updating the tables; 2: done (end_step waits out a 1).
+  std::atomic<int> updating{0};
   std::vector<float> sums, scratch;
   IdIndex index;
 
@@ -55,12 +60,14 @@ struct ParticipantStep {
     for (FeatureInput& f : features) f.present = false;
     unique.resize(num_tables);
     rows.resize(num_tables);
+    server.resize(num_tables);
     grads.resize(num_tables);
-    pending_rows.resize(num_tables);
-    pending_values.resize(num_tables);
+    undo_rows.resize(num_tables);
+    undo_values.resize(num_tables);
+    updating.store(0, std::memory_order_relaxed);
     for (auto& u : unique) u.clear();
-    for (auto& r : pending_rows) r.clear();
-    for (auto& v : pending_values) v.clear();
+    for (auto& r : undo_rows) r.clear();
+    for (auto& v : undo_values) v.clear();
     received.resize(participants);
     for (Received& r : received) {
       r.table.clear();
@@ -140,6 +147,7 @@ const char* mode_name(tpu_embedding_mode m) {
 Engine::Engine(const std::string& config_bytes, int task_id, int num_tasks, int cores_per_task)
     : task_id_(task_id), num_tasks_(num_tasks), cores_per_task_(cores_per_task) {
   config_ = Config::parse(config_bytes, int64_t{num_tasks} * cores_per_task);
+  for (const TableSpec& t : config_->tables) max_dimension_ = std::max(max_dimension_, t.dimension);
   for (const TableSpec& t : config_->tables)
     storage_.push_back(std::make_unique<TableStorage>(t, int64_t{task_id} * cores_per_task, cores_per_task));
 }
@@ -221,6 +229,12 @@ void Engine::begin_step(const std::vector<int>& participant_task, const std::vec
   local_ = num_tasks_ > 1 ? local : everyone;
   servers_.assign(num_tasks_, {});
   for (size_t p = 0; p < P; ++p) servers_[participant_task[p]].push_back(static_cast<int>(p));
+  // Shard s is served by one of its task's computations, by shard index.
+  shard_server_.assign(static_cast<size_t>(num_tasks_) * cores_per_task_, -1);
+  for (size_t shard = 0; shard < shard_server_.size(); ++shard) {
+    const std::vector<int>& servers = servers_[shard / cores_per_task_];
+    if (!servers.empty()) shard_server_[shard] = servers[(shard % cores_per_task_) % servers.size()];
+  }
   step_open_ = true;
 }
 
@@ -368,6 +382,9 @@ void Engine::recv_activations(const tpu_replica_context& ctx, Communicator& comm
     invalid_argument(name_of(ctx.participant), " asks for embedding activations before its tpu_embedding_enqueue");
   if (st.received_activations)
     invalid_argument(name_of(ctx.participant), " asks for embedding activations twice in one step");
+  if (st.sent_gradients)
+    invalid_argument(name_of(ctx.participant), " asks for embedding activations after sending its gradients ",
+                     "(the step's updates may have begun)");
   if (num_tasks_ > 1) fetch_rows(ctx.participant, comm, st);
 
   std::vector<tpu_tensor*> made(nf, nullptr);
@@ -398,28 +415,49 @@ void Engine::recv_activations(const tpu_replica_context& ctx, Communicator& comm
 }
 
 int Engine::server_of(int64_t shard, const TableSpec& spec) const {
-  const int task = static_cast<int>(shard / cores_per_task_);
-  const std::vector<int>& servers = servers_[task];
-  if (servers.empty())
-    fail(TPU_FAILED_PRECONDITION, "task ", task, " holds shards of embedding table '", spec.name,
+  const int server = shard_server_[shard];
+  if (server < 0)
+    fail(TPU_FAILED_PRECONDITION, "task ", shard / cores_per_task_, " holds shards of embedding table '", spec.name,
          "' but runs no computation of this step; an embedding step needs a computation on every task");
-  return servers[static_cast<size_t>(shard % cores_per_task_) % servers.size()];
+  return server;
 }
+
+// The server of each of this participant's unique ids, and how many go to each server.
+void Engine::route(ParticipantStep& st, std::vector<size_t>* per_server_ids) const {
+  per_server_ids->assign(participant_task_.size(), 0);
+  for (size_t t = 0; t < config_->tables.size(); ++t) {
+    const TableSpec& spec = config_->tables[t];
+    std::vector<int32_t>& to = st.server[t];
+    to.resize(st.unique[t].size());
+    for (size_t u = 0; u < st.unique[t].size(); ++u) {
+      to[u] = server_of(spec.shards.shard_of(st.unique[t][u]), spec);
+      ++(*per_server_ids)[to[u]];
+    }
+  }
+}
+
+namespace {
+constexpr size_t kKeyBytes = sizeof(int32_t) + sizeof(int64_t);  // (table, row)
+}  // namespace
 
 // Across tasks: each unique id goes to a computation on the task holding its row (the
 // server), which answers with the rows in the order asked.
 void Engine::fetch_rows(int me, Communicator& comm, ParticipantStep& st) {
   const int P = static_cast<int>(participant_task_.size());
+  std::vector<size_t> count;
+  route(st, &count);
   std::vector<std::vector<uint8_t>> ask(P);
+  for (int q = 0; q < P; ++q) ask[q].reserve(count[q] * kKeyBytes);
   for (size_t t = 0; t < config_->tables.size(); ++t)
-    for (int64_t id : st.unique[t]) {
-      std::vector<uint8_t>& m = ask[server_of(config_->tables[t].shards.shard_of(id), config_->tables[t])];
+    for (size_t u = 0; u < st.unique[t].size(); ++u) {
+      std::vector<uint8_t>& m = ask[st.server[t][u]];
       append(m, static_cast<int32_t>(t));
-      append(m, id);
+      append(m, st.unique[t][u]);
     }
   std::vector<std::vector<uint8_t>> asked = exchange_bytes(comm, me, P, ask);
   std::vector<std::vector<uint8_t>> answer(P);
   for (int q = 0; q < P; ++q) {
+    answer[q].reserve(asked[q].size() / kKeyBytes * max_dimension_ * sizeof(float));
     Reader r(asked[q], name_of(q));
     while (!r.done()) {
       const int32_t t = r.read<int32_t>();
@@ -434,11 +472,11 @@ void Engine::fetch_rows(int me, Communicator& comm, ParticipantStep& st) {
   std::vector<size_t> at(P, 0);
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     const int dim = config_->tables[t].dimension;
+    const size_t bytes = dim * sizeof(float);
     st.rows[t].resize(st.unique[t].size() * dim);
     for (size_t u = 0; u < st.unique[t].size(); ++u) {
-      const int s = server_of(config_->tables[t].shards.shard_of(st.unique[t][u]), config_->tables[t]);
-      const size_t bytes = dim * sizeof(float);
-      if (answered[s].size() - at[s] < bytes || at[s] > answered[s].size())
+      const int s = st.server[t][u];
+      if (at[s] > answered[s].size() || answered[s].size() - at[s] < bytes)
         fail(TPU_INTERNAL, "a malformed embedding answer from ", name_of(s), ": ", answered[s].size(), " bytes");
       std::memcpy(st.rows[t].data() + u * dim, answered[s].data() + at[s], bytes);
       at[s] += bytes;
@@ -511,10 +549,10 @@ void Engine::send_gradients(const tpu_replica_context& ctx, Communicator& comm, 
   agree_on_learning_rates(ctx.participant, comm, learning_rates, num_learning_rates, st);
   if (num_tasks_ > 1) send_to_servers(ctx.participant, comm, st);
   // Every participant's gradients are in (the collectives above returned everywhere):
-  // this one computes the new values of its share of the rows, in parallel with the
-  // others; end_step only copies them in.
+  // this one updates its share of the rows, in parallel with the others, keeping the
+  // old values for end_step to put back if the step fails anywhere.
   st.sent_gradients = true;
-  prepare_updates(ctx.participant, st);
+  update_rows(ctx.participant, st);
 }
 
 void Engine::agree_on_learning_rates(int me, Communicator& comm, const float* rates, int n, ParticipantStep& st) {
@@ -550,12 +588,15 @@ void Engine::agree_on_learning_rates(int me, Communicator& comm, const float* ra
 // for end_step by sender.
 void Engine::send_to_servers(int me, Communicator& comm, ParticipantStep& st) {
   const int P = static_cast<int>(participant_task_.size());
+  std::vector<size_t> count;
+  route(st, &count);  // again: a participant may send without having asked for activations
   std::vector<std::vector<uint8_t>> out(P);
+  for (int q = 0; q < P; ++q) out[q].reserve(count[q] * (kKeyBytes + max_dimension_ * sizeof(float)));
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     const int dim = config_->tables[t].dimension;
     for (size_t u = 0; u < st.unique[t].size(); ++u) {
       const int64_t id = st.unique[t][u];
-      std::vector<uint8_t>& m = out[server_of(config_->tables[t].shards.shard_of(id), config_->tables[t])];
+      std::vector<uint8_t>& m = out[st.server[t][u]];
       append(m, static_cast<int32_t>(t));
       append(m, id);
       append_floats(m, st.grads[t].data() + u * dim, dim);
@@ -565,6 +606,9 @@ void Engine::send_to_servers(int me, Communicator& comm, ParticipantStep& st) {
   for (int q = 0; q < P; ++q) {
     Reader r(in[q], name_of(q));
     Received& rec = st.received[q];
+    rec.table.reserve(in[q].size() / kKeyBytes);  // bounds: every entry is longer
+    rec.row.reserve(in[q].size() / kKeyBytes);
+    rec.grad.reserve(in[q].size() / sizeof(float));
     while (!r.done()) {
       const int32_t t = r.read<int32_t>();
       const int64_t id = r.read<int64_t>();
@@ -592,13 +636,15 @@ int Engine::worker_of(int64_t row) const {
 
 // Sums each of this participant's rows' gradients in participant order (the same order
 // in one process and across tasks, so the sums are bit-identical) and applies the
-// optimizer to a copy of the row and its slots.
-void Engine::prepare_updates(int me, ParticipantStep& st) {
+// optimizer to them in place, keeping the old values. Nothing reads the tables any more
+// in this step: every computation has sent its gradients, so it has had its activations.
+void Engine::update_rows(int me, ParticipantStep& st) {
   const int P = static_cast<int>(participant_task_.size());
+  st.updating.store(1, std::memory_order_release);
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     const TableSpec& spec = config_->tables[t];
     const int dim = spec.dimension;
-    std::vector<int64_t>& rows = st.pending_rows[t];
+    std::vector<int64_t>& rows = st.undo_rows[t];
     std::vector<float>& sums = st.sums;
     sums.clear();
     st.index.reset(1024);
@@ -628,29 +674,35 @@ void Engine::prepare_updates(int me, ParticipantStep& st) {
     }
     const Optimizer& opt = *spec.optimizer;
     const float lr = opt.dynamic_tag() >= 0 ? st.learning_rates[opt.dynamic_tag()] : opt.constant_learning_rate();
-    const TableStorage& s = *storage_[t];
+    TableStorage& s = *storage_[t];
     const int nv = s.num_variables();
-    std::vector<float>& values = st.pending_values[t];
-    values.resize(rows.size() * nv * dim);
+    std::vector<float>& old = st.undo_values[t];
+    old.resize(rows.size() * nv * dim);
     st.scratch.resize(dim);
     float* slots[kMaxVariables];
     for (size_t i = 0; i < rows.size(); ++i) {
       if (i + kPrefetchAhead < rows.size())
         for (int k = 0; k < nv; ++k) prefetch_row(s.row(k, rows[i + kPrefetchAhead]), dim);
-      float* v = values.data() + i * nv * dim;
-      for (int k = 0; k < nv; ++k) std::memcpy(v + k * dim, s.row(k, rows[i]), dim * sizeof(float));
-      for (int k = 1; k < nv; ++k) slots[k - 1] = v + k * dim;
-      opt.apply(v, slots, sums.data() + i * dim, dim, lr, st.scratch.data());
+      float* keep = old.data() + i * nv * dim;
+      for (int k = 0; k < nv; ++k) std::memcpy(keep + k * dim, s.row(k, rows[i]), dim * sizeof(float));
+      for (int k = 1; k < nv; ++k) slots[k - 1] = s.row(k, rows[i]);
+      opt.apply(s.row(0, rows[i]), slots, sums.data() + i * dim, dim, lr, st.scratch.data());
     }
   }
+  st.updating.store(2, std::memory_order_release);
 }
 
-// Copies the prepared rows in if the step succeeded on every task; else drops them.
+// A failed step puts back the old values of every row its computations updated here; a
+// successful one applies a non-lazy optimizer to the rows nobody touched.
 void Engine::end_step(bool succeeded, bool late) {
   last_step_late_ = late;
   if (!step_open_) return;
   step_open_ = false;
-  if (!succeeded) return;
+  if (!succeeded) {
+    for (int p : local_)
+      if (participants_[p]) restore(*participants_[p]);
+    return;
+  }
   const std::vector<float>* rates = nullptr;
   for (int p : local_)
     if (participants_[p] && participants_[p]->sent_gradients) {
@@ -660,22 +712,14 @@ void Engine::end_step(bool succeeded, bool late) {
   if (rates == nullptr) return;
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     const TableSpec& spec = config_->tables[t];
+    if (!spec.optimizer->updates_every_row()) continue;
     const int dim = spec.dimension;
     TableStorage& s = *storage_[t];
     const int nv = s.num_variables();
-    const bool every_row = spec.optimizer->updates_every_row();
-    if (every_row) commit_index_.reset(1024);
-    for (int p : local_) {
-      const ParticipantStep& st = *participants_[p];
-      for (size_t i = 0; i < st.pending_rows[t].size(); ++i) {
-        const float* v = st.pending_values[t].data() + i * nv * dim;
-        for (int k = 0; k < nv; ++k) std::memcpy(s.row(k, st.pending_rows[t][i]), v + k * dim, dim * sizeof(float));
-        bool fresh = false;
-        if (every_row) commit_index_.insert(st.pending_rows[t][i], &fresh);
-      }
-    }
-    if (!every_row) continue;
-    // Non-lazy: the untouched rows held here get a zero gradient.
+    commit_index_.reset(1024);
+    bool fresh = false;
+    for (int p : local_)
+      for (int64_t row : participants_[p]->undo_rows[t]) commit_index_.insert(row, &fresh);
     const Optimizer& opt = *spec.optimizer;
     const float lr = opt.dynamic_tag() >= 0 ? (*rates)[opt.dynamic_tag()] : opt.constant_learning_rate();
     zeros_.assign(dim, 0.0f);
@@ -683,13 +727,30 @@ void Engine::end_step(bool succeeded, bool late) {
     float* slots[kMaxVariables];
     for (int64_t row = 0; row < spec.vocabulary_size; ++row) {
       if (!s.holds(row)) continue;
-      bool fresh = false;
       commit_index_.insert(row, &fresh);
       if (!fresh) continue;
       for (int k = 1; k < nv; ++k) slots[k - 1] = s.row(k, row);
       opt.apply(s.row(0, row), slots, zeros_.data(), dim, lr, scratch_.data());
     }
   }
+}
+
+void Engine::restore(ParticipantStep& st) {
+  // A computation still updating (a late one) is pure arithmetic with no waits: let it
+  // finish before its rows are put back, for a bounded time.
+  for (int spins = 0; st.updating.load(std::memory_order_acquire) == 1 && spins < 100000; ++spins)
+    std::this_thread::yield();
+  if (st.updating.load(std::memory_order_acquire) == 0) return;
+  for (size_t t = 0; t < config_->tables.size(); ++t) {
+    TableStorage& s = *storage_[t];
+    const int dim = config_->tables[t].dimension, nv = s.num_variables();
+    const std::vector<int64_t>& rows = st.undo_rows[t];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const float* keep = st.undo_values[t].data() + i * nv * dim;
+      for (int k = 0; k < nv; ++k) std::memcpy(s.row(k, rows[i]), keep + k * dim, dim * sizeof(float));
+    }
+  }
+  st.updating.store(0, std::memory_order_release);
 }
 
 }  // namespace embedding

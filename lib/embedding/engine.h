@@ -1,8 +1,9 @@
 // The embedding engine of one task: the tables' shards held here, and the step's
 // lookups and gradients. The runtime brackets every step with begin_step / end_step
 // under its step lock; the participants call enqueue, recv_activations and
-// send_gradients from their threads in between. Gradients are applied in end_step,
-// once the step has succeeded on every task: a failed step changes no row.
+// send_gradients from their threads in between. Once every computation has sent its
+// gradients, each updates its share of the rows in place, keeping the old values;
+// end_step puts them back unless the step succeeded on every task.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +53,8 @@ class Engine {
   // running here; cores_per_replica names them ("replica R core C").
   void begin_step(const std::vector<int>& participant_task, const std::vector<int>& local,
                   int cores_per_replica);
-  // Applies the step's gradients if it succeeded everywhere, else drops them. late:
-  // some computation of the step has not returned (it keeps its state).
+  // Keeps the step's updates if it succeeded everywhere, else puts the old rows back.
+  // late: some computation of the step has not returned (it keeps its state).
   void end_step(bool succeeded, bool late);
 
   void enqueue(const tpu_replica_context& ctx, const tpu_embedding_feature_batch* features,
@@ -70,11 +71,13 @@ class Engine {
   void combine(const FeatureInput& in, const FeatureSpec& f, const float* const* rows, float* out) const;
   // The computation that serves a shard's rows in this step (across tasks).
   int server_of(int64_t shard, const TableSpec& spec) const;
+  void route(ParticipantStep& st, std::vector<size_t>* per_server_ids) const;
   void fetch_rows(int me, Communicator& comm, ParticipantStep& st);
   void agree_on_learning_rates(int me, Communicator& comm, const float* rates, int n, ParticipantStep& st);
   void send_to_servers(int me, Communicator& comm, ParticipantStep& st);
   int worker_of(int64_t row) const;
-  void prepare_updates(int me, ParticipantStep& st);
+  void update_rows(int me, ParticipantStep& st);
+  void restore(ParticipantStep& st);
 
   std::unique_ptr<Config> config_;
   int task_id_, num_tasks_, cores_per_task_;
@@ -89,6 +92,8 @@ class Engine {
   bool last_step_late_ = false;
   std::vector<int> local_;                  // the participants whose state is here
   std::vector<std::vector<int>> servers_;   // by task: its participants in this step
+  std::vector<int> shard_server_;           // by shard: the computation serving it (-1: none)
+  int max_dimension_ = 0;
 
   // end_step's working space (non-lazy optimizers), kept between steps.
   IdIndex commit_index_;
