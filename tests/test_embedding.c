@@ -1322,7 +1322,8 @@ static void test_embedding__init_refuses(void **state) {
   /* 2^40 rows of 1024 floats fit int64 but no machine: 2^52 bytes. */
   expect_init_error(1, TABLE("huge", "1099511627776", "1024", "\"stochastic_gradient_descent\": {}"),
                     TPU_RESOURCE_EXHAUSTED, (const char *const[]){"'huge'", "4503599627370496", NULL});
-  expect_init_error(1, TABLE("f", "4", "2", "\"ftrl\": {}"), TPU_UNIMPLEMENTED, (const char *const[]){"'f'", NULL});
+  expect_init_error(1, TABLE("y", "4", "2", "\"online_yogi\": {}"), TPU_UNIMPLEMENTED,
+                    (const char *const[]){"'y'", NULL});
   expect_init_error(1, TABLE("none", "4", "2", "\"weight_decay_factor\": 0"), TPU_INVALID_ARGUMENT,
                     (const char *const[]){"'none'", NULL});
   /* A learning rate that is no number would write NaN into every touched row (the

@@ -211,6 +211,7 @@ void Engine::retrieve(int t, int variable, int64_t first_row, int64_t num_rows, 
 
 void Engine::begin_step(const std::vector<int>& participant_task, const std::vector<int>& local,
                         int cores_per_replica) {
+  std::lock_guard<std::mutex> lock(step_mu_);
   participant_task_ = participant_task;
   cores_per_replica_ = cores_per_replica;
   const size_t P = participant_task.size();
@@ -241,6 +242,10 @@ void Engine::begin_step(const std::vector<int>& participant_task, const std::vec
 std::string Engine::name_of(int participant) const { return participant_name(participant, cores_per_replica_); }
 
 std::shared_ptr<ParticipantStep> Engine::step_of(const tpu_replica_context& ctx) {
+  std::lock_guard<std::mutex> lock(step_mu_);
+  // A computation its step gave up on gets no state (the runtime marks it before the
+  // step ends; the next step's state is not its own).
+  if (ctx.late.load(std::memory_order_acquire)) fail(TPU_ABORTED, ctx.late_reason);
   const int p = ctx.participant;
   if (!step_open_ || p < 0 || static_cast<size_t>(p) >= participant_task_.size() || !participants_[p])
     fail(TPU_FAILED_PRECONDITION, "the embedding engine has no step for ", name_of(p));
@@ -695,6 +700,7 @@ void Engine::update_rows(int me, ParticipantStep& st) {
 // A failed step puts back the old values of every row its computations updated here; a
 // successful one applies a non-lazy optimizer to the rows nobody touched.
 void Engine::end_step(bool succeeded, bool late) {
+  std::lock_guard<std::mutex> lock(step_mu_);
   last_step_late_ = late;
   if (!step_open_) return;
   step_open_ = false;

@@ -84,7 +84,9 @@ class Engine {
   std::vector<std::unique_ptr<TableStorage>> storage_;  // one per table
 
   // The step in flight (guarded by the runtime's step lock between steps; each
-  // participant touches only its own entry during the step).
+  // participant touches only its own entry during the step). step_mu_ orders a late
+  // computation's step_of against the step's end and the next step's begin.
+  std::mutex step_mu_;
   bool step_open_ = false;
   int cores_per_replica_ = 1;
   std::vector<int> participant_task_;
