@@ -85,6 +85,13 @@ TPURT_UNCHECKED(writeFloat32, WriteFloat32)
 TPURT_UNCHECKED(writeFloat64, WriteFloat64)
 TPURT_UNCHECKED(writeInt32, WriteInt32)
 TPURT_UNCHECKED(writeInt64, WriteInt64)
+/* The embedding members on arrays (FIXED pins, which needs an unsafe method). */
+%csmethodmodifiers tpurt::TpuSystem::embeddingLoadFloats "public unsafe";
+%csmethodmodifiers tpurt::TpuSystem::embeddingRetrieveInto "public unsafe";
+%csmethodmodifiers tpurt::EmbeddingFeatureBatch::assignIds "public unsafe";
+%csmethodmodifiers tpurt::EmbeddingFeatureBatch::assignSampleIndices "public unsafe";
+%csmethodmodifiers tpurt::EmbeddingFeatureBatch::assignRowSplits "public unsafe";
+%csmethodmodifiers tpurt::EmbeddingFeatureBatch::assignWeights "public unsafe";
 
 /* C# names: PascalCase methods and properties of the tpurt classes only (the
  * std::vector proxies' own code calls their lower-case members). */
