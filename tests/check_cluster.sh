@@ -65,6 +65,12 @@ model_parallel_reference "$worker"
 if [ -n "$mp_reference" ]; then
   ok "replicas of 2 and 4 cores in one process of 8: every group mode x every collective, partitioned inputs and outputs, against references"
 else bad "replicas of 2 and 4 cores in one process of 8" "$mp_reference_out"; fi
+# Embeddings: one process of 4 cores gives the reference digests of every activation
+# and, at the end, of every shard's rows and slots, per sharding strategy.
+embedding_reference "$worker"
+if [ -n "${emb_reference[div]}" ] && [ -n "${emb_reference[mod]}" ]; then
+  ok "embedding tables sharded DIV_DEFAULT and MOD over one process of 4 cores: steps, failing steps that change no row"
+else bad "embedding tables in one process of 4 cores" "$emb_reference_out"; fi
 
 for TPURT_TRANSPORT in $TRANSPORTS; do
   export TPURT_TRANSPORT
@@ -78,6 +84,21 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
      [ "$(model_parallel_digests "$out")" = "$mp_reference" ]; then
     ok "[$TPURT_TRANSPORT] replicas of 2 and 4 cores across 2 tasks: every group mode x every collective, partitioned inputs and outputs, bit for bit one process's"
   else bad "[$TPURT_TRANSPORT] replicas of 2 and 4 cores across 2 tasks (exit $rc)" "$out"; fi
+  # Embedding tables sharded over 2 tasks of 2 cores and 4 of 1, DIV_DEFAULT and MOD:
+  # every replica's activations at every step and every task's rows and slots at the
+  # end, bit for bit one process's; a replica failing after its gradients, an id out of
+  # range, and a step without a computation on task 1: the named errors, no row changed.
+  # (Each run takes about a second.)
+  for shape in "2 2" "4 1"; do
+    set -- $shape
+    for strategy in div mod; do
+      out=$(timeout 120 "$tpurt" launch -n "$1" --cores-per-task "$2" -- "$worker" embedding $strategy 2>&1)
+      rc=$?
+      if embedding_run_ok "$1" $strategy; then
+        ok "[$TPURT_TRANSPORT] embedding tables sharded $strategy over $1 tasks of $2 cores: activations, rows and slots bit for bit one process's; failing steps change no row on any task"
+      else bad "[$TPURT_TRANSPORT] embedding tables sharded $strategy over $1 tasks of $2 cores (exit $rc)" "$out"; fi
+    done
+  done
   # A core on task 1 skips a cross-partition collective of its replica's cores on both
   # tasks, then calls it in another group mode, then all of task 1's cores do: both
   # tasks name "replica 1 core 1", or the other task by its cores; each next step runs.

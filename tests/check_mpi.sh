@@ -134,6 +134,21 @@ if [ $rc -eq 0 ] && every_task_says 2 "model_parallel_skip ok" && ! grep -q 'MPI
   ok "a core on task 1 skipping a collective, or in another group mode, over MPI: both tasks name it (replica 1 core 1); no abort"
 else bad "a core on task 1 skipping a collective over MPI (exit $rc)" "$out"; fi
 
+# Embedding tables sharded over 2 ranks of 2 cores and 4 of 1, DIV_DEFAULT and MOD:
+# every activation, row and slot bit for bit one process's (the engine's own order of
+# sums, whatever MPI's); failing steps change no row, and nothing is left in flight.
+embedding_reference "$worker"
+for shape in "2 2" "4 1"; do
+  set -- $shape
+  for strategy in div mod; do
+    mpi "$1" "$2" 120 embedding $strategy
+    if embedding_run_ok "$1" $strategy && ! grep -q 'MPI_Abort' <<<"$out"; then
+      ok "embedding tables sharded $strategy over MPI, $1 ranks of $2 cores: activations, rows and slots bit for bit one process's; failing steps change no row"
+    else bad "embedding tables sharded $strategy over MPI, $1 ranks of $2 cores (exit $rc)" "$out
+$emb_reference_out"; fi
+  done
+done
+
 # Infeed and outfeed of every replica over MPI: each task feeds its own replicas;
 # another task's replica is TPU_INVALID_ARGUMENT naming it and its task.
 for shape in "2 2" "4 1"; do

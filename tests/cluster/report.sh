@@ -59,3 +59,41 @@ model_parallel_reference() {
     mp_reference=
   fi
 }
+
+# embedding_digests OUTPUT: the cluster worker's embedding digests (each replica's
+# activations per step, each shard's rows per table and variable, whichever task
+# printed them), sorted: equal for two runs whose every lookup and update is the same
+# bit for bit.
+embedding_digests() {
+  grep -o 'embedding [a-z]* \(step\|table\) .* digest [0-9a-f]*' <<<"$1" | sort
+}
+# embedding_reference WORKER: one process of 4 cores runs WORKER's embedding scenario
+# with each sharding strategy; sets emb_reference[div] and emb_reference[mod] to its
+# digests (empty if it failed; emb_reference_out: the output of all).
+declare -A emb_reference
+embedding_reference() {
+  local strategy out rc
+  emb_reference_out=
+  for strategy in div mod; do
+    out=$(env -u TPURT_TRANSPORT TPURT_NUM_CORES=4 timeout 60 "$1" embedding $strategy 2>&1)
+    rc=$?
+    emb_reference[$strategy]=$(embedding_digests "$out")
+    emb_reference_out+=$out$'\n'
+    # 6 steps of 4 replicas and 2 of 2 replicas of 2 cores, and 4 shards of 6 variables
+    # (users and tags: parameters and accumulators; items and flags: parameters).
+    if [ $rc -ne 0 ] || ! grep -qF "task 0: embedding ok" <<<"$out" ||
+       [ "$(wc -l <<<"${emb_reference[$strategy]}")" != 56 ]; then
+      emb_reference[$strategy]=
+    fi
+  done
+}
+# embedding_run_ok N STRATEGY: the output in $out of N tasks' embedding scenario (rc in
+# $rc) passed its checks, every task reported the failing steps, and its digests are
+# one process's.
+embedding_run_ok() {
+  local n=$1 i
+  [ "$rc" -eq 0 ] && [ -n "${emb_reference[$2]}" ] || return 1
+  for ((i = 0; i < n; i++)); do grep -qF "task $i: embedding ok" <<<"$out" || return 1; done
+  [ "$(grep -c 'task [0-9]*: embedding \(failure after gradients: DATA_LOSS\|id out of range: INVALID_ARGUMENT\|another learning rate: INVALID_ARGUMENT\|no computation on task 1: FAILED_PRECONDITION\): ' <<<"$out")" = $((4 * n)) ] &&
+    [ "$(embedding_digests "$out")" = "${emb_reference[$2]}" ]
+}

@@ -36,6 +36,12 @@
  *                                  of task 1's cores call another mode: every task gets
  *                                  TPU_FAILED_PRECONDITION, then TPU_INVALID_ARGUMENT,
  *                                  naming the core, the mode or the task
+ *   cluster_worker embedding div|mod  embedding tables sharded DIV_DEFAULT or MOD over
+ *                                  every core: several steps of lookups and updates,
+ *                                  also by replicas of 2 cores spanning tasks
+ *                                  (prints each core's activation digest per step
+ *                                  and each shard's digest at the end, to compare with
+ *                                  one process), failing steps that change no row
  *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
  *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
  */
@@ -878,12 +884,17 @@ static int mp_my_group(int mode, const tpu_group_assignment *groups, int R, int 
   abort(); /* every id is in one group */
 }
 
+/* FNV-1a over bytes: equal digests for bit-for-bit equal results. */
+static uint64_t digest_bytes(uint64_t h, const void *p, size_t bytes) {
+  for (size_t i = 0; i < bytes; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
+
 static uint64_t mp_digest(uint64_t h, const tpu_tensor *t) {
   const void *p = NULL;
   size_t bytes = 0;
   if (tpu_tensor_data(t, &p) != TPU_OK || tpu_tensor_byte_size(t, &bytes) != TPU_OK) abort();
-  for (size_t i = 0; i < bytes; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-  return h;
+  return digest_bytes(h, p, bytes);
 }
 
 /* y[j] == want_expr (of j) bit for bit for j < n; names the first difference with the
@@ -999,30 +1010,35 @@ static tpu_status mp_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin
   return TPU_OK;
 }
 
-/* The layout's device assignment on the global cores' coordinates (the default
- * assignment of 8 replicas puts replica g on global core g). */
-static tpu_device_assignment *mp_assignment(tpu_system *system, const mp_layout *lay) {
+/* A device assignment of replicas x cores participants, participant q on global core
+ * global[q] (the default assignment of all g_n cores puts replica g on global core g),
+ * checked: each on task global[q] / g_local. `name` labels the checks. */
+static tpu_device_assignment *assignment_on(tpu_system *system, const char *name, const int *global, int replicas,
+                                            int cores) {
   tpu_device_assignment *da = NULL, *out = NULL;
   tpu_topology *topology = NULL;
-  int32_t coords[8 * 4], layout[8 * 4];
+  int32_t coords[64 * 4], layout[64 * 4];
   size_t count = 0;
-  if (tpu_system_default_device_assignment(system, 8, &da) != TPU_OK ||
-      tpu_device_assignment_core_assignment(da, coords, 8 * 4, &count) != TPU_OK || count != 8 * 4 ||
-      tpu_device_assignment_topology(da, &topology) != TPU_OK)
+  if (g_n > 64 || tpu_system_default_device_assignment(system, g_n, &da) != TPU_OK ||
+      tpu_device_assignment_core_assignment(da, coords, (size_t)g_n * 4, &count) != TPU_OK ||
+      count != (size_t)g_n * 4 || tpu_device_assignment_topology(da, &topology) != TPU_OK)
     abort();
-  const int n = lay->replicas * lay->cores;
-  for (int q = 0; q < n; q++) memcpy(&layout[4 * q], &coords[4 * lay->global[q]], 4 * sizeof *coords);
-  tpu_status s = tpu_device_assignment_create(topology, layout, lay->replicas, lay->cores, &out);
-  EXPECT(s == TPU_OK, "%s: tpu_device_assignment_create: %s", lay->name, tpu_last_error());
+  const int n = replicas * cores;
+  for (int q = 0; q < n; q++) memcpy(&layout[4 * q], &coords[4 * global[q]], 4 * sizeof *coords);
+  tpu_status s = tpu_device_assignment_create(topology, layout, replicas, cores, &out);
+  EXPECT(s == TPU_OK, "%s: tpu_device_assignment_create: %s", name, tpu_last_error());
   for (int q = 0; s == TPU_OK && q < n; q++) {
     int task = -1;
-    tpu_device_assignment_task(out, q / lay->cores, q % lay->cores, &task);
-    EXPECT(task == lay->global[q] / g_local, "%s: replica %d core %d on task %d", lay->name, q / lay->cores,
-           q % lay->cores, task);
+    tpu_device_assignment_task(out, q / cores, q % cores, &task);
+    EXPECT(task == global[q] / g_local, "%s: replica %d core %d on task %d", name, q / cores, q % cores, task);
   }
   tpu_device_assignment_release(da);
   tpu_topology_release(topology);
   return out;
+}
+
+static tpu_device_assignment *mp_assignment(tpu_system *system, const mp_layout *lay) {
+  return assignment_on(system, lay->name, lay->global, lay->replicas, lay->cores);
 }
 
 /* Partitioned inputs and outputs: replica r's input is [4, 6] of mp_value(100 + r),
@@ -1183,9 +1199,352 @@ static int scenario_model_parallel_skip(tpu_system *system) {
   return 0;
 }
 
+/* ---- embedding: tables sharded over every core of every task ----------------------
+ * Four tables (Adagrad, SGD, Adagrad, SGD; the last of 3 rows, fewer than the cores)
+ * sharded DIV_DEFAULT or MOD (argv[2]) over every core of the system, five features on
+ * them (two on one table, "tag" left out by every third participant): COO and ragged, with
+ * and without weights, combiners SUM, MEAN and SQRTN in turn, empty samples, and ids
+ * repeated within a sample, a replica, across replicas and across tasks; then replicas
+ * of 2 cores spanning tasks, in an order that is not the tasks'. Each step prints every
+ * participant's digest of its activations; at the end each task prints the
+ * digest of every shard it holds, per table and variable (its rows in order): a run
+ * across tasks must print what one process of as many cores prints. "tags" takes a
+ * dynamic learning rate. Between the steps: a replica failing after its gradients, one
+ * enqueueing an id out of range, one giving another learning rate, and (across tasks)
+ * a step without a computation on a task that holds shards: each the named error, no
+ * row changed on any task, and the next step works; a step without ids changes none. */
+enum { EMB_FEATURES = 5, EMB_TAG = 3, EMB_MAX_IDS = 64 };
+enum { EMB_NO_FAULT, EMB_FAIL_AFTER_GRADIENTS, EMB_BAD_ID, EMB_OTHER_RATE, EMB_EMPTY };
+static const int g_emb_ragged[EMB_FEATURES] = {0, 1, 0, 1, 1}, g_emb_weighted[EMB_FEATURES] = {0, 1, 1, 0, 1};
+static int64_t g_emb_samples[EMB_FEATURES], g_emb_vocabulary[EMB_FEATURES];
+static const char *g_emb_strategy;
+
+/* The configuration of this scenario, serialized, for tpu_system_options. */
+static int emb_config(const char *strategy, char *out, size_t capacity, size_t *count) {
+  char json[2048];
+  snprintf(json, sizeof json,
+           "{\"sharding_strategy\": \"%s\", \"mode\": \"TRAINING\", \"table_descriptor\": ["
+           "{\"name\": \"users\", \"vocabulary_size\": 37, \"dimension\": 4, \"optimization_parameters\":"
+           " {\"learning_rate\": {\"constant\": 0.1}, \"adagrad\": {\"initial_accumulator\": 0.1}}},"
+           "{\"name\": \"items\", \"vocabulary_size\": \"50\", \"dimension\": 8, \"optimization_parameters\":"
+           " {\"learning_rate\": {\"constant\": 0.05}, \"stochastic_gradient_descent\": {}}},"
+           "{\"name\": \"tags\", \"vocabulary_size\": 23, \"dimension\": 3, \"optimization_parameters\":"
+           " {\"learning_rate\": {\"dynamic\": {\"tag\": 0}}, \"adagrad\": {\"initial_accumulator\": 0.5}}},"
+           "{\"name\": \"flags\", \"vocabulary_size\": 3, \"dimension\": 2, \"optimization_parameters\":"
+           " {\"learning_rate\": {\"constant\": 0.5}, \"stochastic_gradient_descent\": {}}}],"
+           "\"feature_descriptor\": [{\"name\": \"user\", \"table_id\": 0, \"input_shape\": [4]},"
+           " {\"name\": \"item\", \"table_id\": 1, \"input_shape\": [3]},"
+           " {\"name\": \"history\", \"table_id\": 1, \"input_shape\": [2, 2]},"
+           " {\"name\": \"tag\", \"table_id\": 2, \"input_shape\": [5]},"
+           " {\"name\": \"flag\", \"table_id\": 3, \"input_shape\": [3]}]}",
+           !strcmp(strategy, "mod") ? "MOD" : "DIV_DEFAULT");
+  tpu_status s = tpu_embedding_config_from_json(json, out, capacity, count);
+  if (s != TPU_OK) printf("task ?: embedding configuration: %s: %s\n", tpu_status_name(s), tpu_last_error());
+  return s == TPU_OK && *count <= capacity ? 0 : 1;
+}
+
+static uint32_t emb_hash(int a, int b, int c, int d) {
+  uint32_t h = (uint32_t)a * 2654435761u ^ ((uint32_t)b * 40503u + 977u) ^ (uint32_t)c * 0x9e3779b9u ^
+               (uint32_t)d * 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0x5bd1e995u;
+  h ^= h >> 15;
+  return h;
+}
+
+typedef struct emb_batch {
+  int64_t ids[EMB_MAX_IDS], sample[EMB_MAX_IDS], splits[EMB_MAX_IDS];
+  float weights[EMB_MAX_IDS];
+} emb_batch;
+
+/* Replica r's ids of feature f at step k: sample s has (s + r + k + f) % 4 ids (none
+ * for some), the first and third one of the ids 0..3 that every replica looks up (so
+ * twice in one sample), the second anywhere in the table; COO lists the samples
+ * backwards. */
+static void emb_make(int k, int r, int f, emb_batch *b, tpu_embedding_feature_batch *fb) {
+  const int64_t S = g_emb_samples[f], V = g_emb_vocabulary[f];
+  const int ragged = g_emb_ragged[f];
+  size_t n = 0;
+  b->splits[0] = 0;
+  for (int64_t i = 0; i < S; i++) {
+    const int64_t s = ragged ? i : S - 1 - i;
+    const int count = (int)((s + r + k + f) % 4);
+    for (int j = 0; j < count; j++) {
+      const uint32_t h = emb_hash(k, r, f * 16 + (int)s, j);
+      b->ids[n] = j == 1 ? (int64_t)(h % (uint32_t)V) : (k + s) % 4 % V;
+      b->sample[n] = s;
+      b->weights[n] = 0.5f + (float)((h >> 8) & 0xffff) / 65536.0f * 1.5f;
+      n++;
+    }
+    b->splits[i + 1] = (int64_t)n;
+  }
+  memset(fb, 0, sizeof *fb);
+  fb->feature = f;
+  fb->ids = b->ids;
+  fb->num_ids = n;
+  if (ragged) fb->row_splits = b->splits, fb->num_row_splits = (size_t)S + 1;
+  else fb->sample_indices = b->sample;
+  fb->weights = g_emb_weighted[f] ? b->weights : NULL;
+  fb->combiner = (tpu_embedding_combiner)((f + k) % 3);
+}
+
+typedef struct emb_step {
+  int k, fault, print;
+} emb_step;
+
+/* The learning rate of "tags" (dynamic, tag 0) at step k. */
+static float emb_rate(int k) { return 0.2f + 0.05f * (float)k; }
+
+/* One participant's step: enqueue (all features, but "tag" for every third
+ * participant; none in an EMB_EMPTY step), activations (digested), gradients that
+ * depend on them. */
+static tpu_status emb_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out, int nout,
+                         void *user) {
+  (void)in, (void)nin, (void)out, (void)nout;
+  const emb_step *st = user;
+  int r, c, k;
+  OK(tpu_replica_context_replica_id(ctx, &r));
+  OK(tpu_replica_context_logical_core(ctx, &c));
+  OK(tpu_replica_context_num_cores_per_replica(ctx, &k));
+  const int p = r * k + c, victim = p == g_n - 1; /* each core its own batch */
+  emb_batch b[EMB_FEATURES];
+  tpu_embedding_feature_batch fb[EMB_FEATURES];
+  int enqueued[EMB_FEATURES], n = 0;
+  for (int f = 0; f < EMB_FEATURES; f++) {
+    enqueued[f] = st->fault != EMB_EMPTY && !(f == EMB_TAG && (p + st->k) % 3 == 0);
+    if (enqueued[f]) emb_make(st->k, p, f, &b[f], &fb[n++]);
+  }
+  if (st->fault == EMB_BAD_ID && victim) b[0].ids[fb[0].num_ids - 1] = g_emb_vocabulary[0];
+  tpu_tensor *act[EMB_FEATURES] = {NULL}, *grad[EMB_FEATURES] = {NULL};
+  tpu_status s = tpu_embedding_enqueue(ctx, fb, n);
+  if (s == TPU_OK) s = tpu_embedding_recv_activations(ctx, act, EMB_FEATURES);
+  uint64_t h = 1469598103934665603ull;
+  for (int f = 0; s == TPU_OK && f < EMB_FEATURES; f++) {
+    EXPECT((act[f] != NULL) == enqueued[f], "step %d participant %d: activation %d is %s", st->k, p, f,
+           act[f] ? "there" : "NULL");
+    if (!act[f]) continue;
+    h = mp_digest(h, act[f]);
+    int64_t dims[4];
+    size_t rank = 0, bytes = 0;
+    const void *a = NULL;
+    OK(tpu_tensor_dims(act[f], dims, 4, &rank));
+    OK(tpu_tensor_data(act[f], &a));
+    OK(tpu_tensor_byte_size(act[f], &bytes));
+    float g[EMB_MAX_IDS * 8];
+    for (size_t i = 0; i < bytes / sizeof(float); i++)
+      g[i] = 0.25f * ((const float *)a)[i] + (float)(emb_hash(st->k, p, f, (int)i) & 0xffff) / 65536.0f - 0.5f;
+    OK(tpu_tensor_create(TPU_FLOAT, dims, (int)rank, g, bytes, &grad[f]));
+  }
+  if (s == TPU_OK && st->print)
+    printf("task %d: embedding %s step %d replica %d core %d digest %016llx\n", g_task, g_emb_strategy, st->k, r,
+           c, (unsigned long long)h);
+  const float rate = emb_rate(st->k) + (st->fault == EMB_OTHER_RATE && victim ? 1.0f : 0.0f);
+  if (s == TPU_OK) s = tpu_embedding_send_gradients(ctx, grad, EMB_FEATURES, &rate, 1);
+  for (int f = 0; f < EMB_FEATURES; f++) tpu_tensor_release(act[f]), tpu_tensor_release(grad[f]);
+  if (s == TPU_OK && st->fault == EMB_FAIL_AFTER_GRADIENTS && victim)
+    return tpu_replica_context_fail(ctx, TPU_DATA_LOSS, "injected embedding failure");
+  return s;
+}
+
+/* A step whose replicas all run on task 0: each looks up row `user` of "users". */
+static int64_t g_emb_lonely_id;
+static tpu_status emb_lonely_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out,
+                                int nout, void *user) {
+  (void)in, (void)nin, (void)out, (void)nout, (void)user;
+  const int64_t sample = 0;
+  tpu_embedding_feature_batch fb;
+  memset(&fb, 0, sizeof fb);
+  fb.feature = 0;
+  fb.ids = &g_emb_lonely_id;
+  fb.num_ids = 1;
+  fb.sample_indices = &sample;
+  tpu_tensor *act[EMB_FEATURES] = {NULL};
+  tpu_status s = tpu_embedding_enqueue(ctx, &fb, 1);
+  if (s == TPU_OK) s = tpu_embedding_recv_activations(ctx, act, EMB_FEATURES);
+  for (int f = 0; f < EMB_FEATURES; f++) tpu_tensor_release(act[f]);
+  return s;
+}
+
+/* Every shard this task holds, per table and variable: the digest of its rows in row
+ * order, printed if `print`; returns the digest of them all. Retrieve must leave the
+ * rows held elsewhere as they were, and the rows of a shard are its rows 0, 1, ... */
+static uint64_t emb_tables_digest(tpu_system *system, int print) {
+  uint64_t all = 1469598103934665603ull;
+  int tables = 0;
+  if (tpu_embedding_num_tables(system, &tables) != TPU_OK) abort();
+  for (int t = 0; t < tables; t++) {
+    int64_t V = 0;
+    int32_t dim = 0;
+    int nv = 0;
+    char tname[64];
+    size_t count = 0;
+    if (tpu_embedding_table_shape(system, t, &V, &dim) != TPU_OK ||
+        tpu_embedding_table_num_variables(system, t, &nv) != TPU_OK ||
+        tpu_embedding_table_name(system, t, tname, sizeof tname, &count) != TPU_OK)
+      abort();
+    float *rows = malloc((size_t)(V * dim) * sizeof *rows);
+    int *owner = malloc((size_t)V * sizeof *owner);
+    int64_t next[4096] = {0};
+    for (int64_t row = 0; row < V; row++) {
+      int64_t shard_row = -1;
+      if (tpu_embedding_row_owner(system, t, row, &owner[row], &shard_row) != TPU_OK) abort();
+      EXPECT(owner[row] >= 0 && owner[row] < g_n && shard_row == next[owner[row]],
+             "table %s row %lld: core %d row %lld, want that core's row %lld", tname, (long long)row, owner[row],
+             (long long)shard_row, (long long)(owner[row] >= 0 && owner[row] < g_n ? next[owner[row]] : -1));
+      if (owner[row] >= 0 && owner[row] < g_n) next[owner[row]]++;
+    }
+    for (int v = 0; v < nv; v++) {
+      char vname[64];
+      if (tpu_embedding_variable_name(system, t, v, vname, sizeof vname, &count) != TPU_OK) abort();
+      for (int64_t i = 0; i < V * dim; i++) rows[i] = -12345.0f;
+      tpu_status s = tpu_embedding_retrieve(system, t, v, 0, V, rows, (size_t)(V * dim), &count);
+      EXPECT(s == TPU_OK && count == (size_t)(V * dim), "retrieve %s/%s: %s: %s", tname, vname,
+             tpu_status_name(s), tpu_last_error());
+      for (int64_t row = 0; row < V; row++)
+        if (owner[row] / g_local != g_task)
+          EXPECT(rows[row * dim] == -12345.0f, "retrieve %s/%s wrote row %lld, held by core %d", tname, vname,
+                 (long long)row, owner[row]);
+      for (int core = g_task * g_local; core < (g_task + 1) * g_local; core++) {
+        uint64_t h = 1469598103934665603ull;
+        for (int64_t row = 0; row < V; row++)
+          if (owner[row] == core) h = digest_bytes(h, rows + row * dim, (size_t)dim * sizeof *rows);
+        if (print)
+          printf("task %d: embedding %s table %s variable %s shard %d digest %016llx\n", g_task, g_emb_strategy,
+                 tname, vname, core, (unsigned long long)h);
+        all = digest_bytes(all, &h, sizeof h);
+      }
+    }
+    free(owner);
+    free(rows);
+  }
+  return all;
+}
+
+/* A step that must fail: its status, the error naming `says`, and no row changed. */
+static void emb_failing_step(const char *what, tpu_status want, const char *says, tpu_status s) {
+  const char *msg = tpu_last_error();
+  printf("task %d: embedding %s: %s: %s\n", g_task, what, tpu_status_name(s), msg);
+  EXPECT(s == want && strstr(msg, says), "embedding %s: want %s naming '%s'", what, tpu_status_name(want), says);
+}
+
+static int scenario_embedding(tpu_system *system) {
+  const char *want_names[EMB_FEATURES] = {"user", "item", "history", "tag", "flag"};
+  int nf = 0;
+  OK(tpu_embedding_num_features(system, &nf));
+  EXPECT(nf == EMB_FEATURES, "%d features, want %d", nf, EMB_FEATURES);
+  if (nf != EMB_FEATURES) return 1;
+  for (int f = 0; f < EMB_FEATURES; f++) {
+    char name[32];
+    size_t count = 0, rank = 0;
+    int t = 0;
+    int32_t dim = 0;
+    int64_t shape[4];
+    OK(tpu_embedding_feature_name(system, f, name, sizeof name, &count));
+    EXPECT(!strcmp(name, want_names[f]), "feature %d is '%s', want '%s'", f, name, want_names[f]);
+    OK(tpu_embedding_feature_table(system, f, &t));
+    OK(tpu_embedding_table_shape(system, t, &g_emb_vocabulary[f], &dim));
+    OK(tpu_embedding_feature_shape(system, f, shape, 4, &rank));
+    g_emb_samples[f] = 1;
+    for (size_t d = 0; d + 1 < rank; d++) g_emb_samples[f] *= shape[d];
+    EXPECT(g_emb_samples[f] * 3 < EMB_MAX_IDS && g_emb_samples[f] * dim <= EMB_MAX_IDS * 8,
+           "feature %d is too large for the scenario", f);
+  }
+  /* Every task loads the same rows (each keeps its own); the slots keep their initial
+   * values. */
+  int tables = 0;
+  OK(tpu_embedding_num_tables(system, &tables));
+  for (int t = 0; t < tables; t++) {
+    int64_t V = 0;
+    int32_t dim = 0;
+    OK(tpu_embedding_table_shape(system, t, &V, &dim));
+    float *v = malloc((size_t)(V * dim) * sizeof *v);
+    for (int64_t i = 0; i < V * dim; i++) v[i] = fold_value(2000 + t, i) - 1.0f;
+    OK(tpu_embedding_load(system, t, 0, 0, V, v, (size_t)(V * dim)));
+    free(v);
+  }
+  char victim[32];
+  snprintf(victim, sizeof victim, "replica %d: ", g_n - 1);
+  emb_step st = {0, EMB_NO_FAULT, 1};
+  for (int k = 0; k < 6; k++) {
+    st.k = k;
+    if (k == 4) {
+      /* A replica on the last task fails after sending its gradients, then another
+       * enqueues an id out of range: every task gets its error, no row changes. */
+      const uint64_t before = emb_tables_digest(system, 0);
+      emb_step fault = {k, EMB_FAIL_AFTER_GRADIENTS, 0};
+      tpu_status s = tpu_replicate(system, emb_fn, &fault, g_n, 0, NULL, 0, NULL, NULL);
+      emb_failing_step("failure after gradients", TPU_DATA_LOSS, "injected embedding failure", s);
+      EXPECT(strstr(tpu_last_error(), victim), "the error does not name '%s'", victim);
+      EXPECT(emb_tables_digest(system, 0) == before, "a step that failed after its gradients changed rows");
+      fault.fault = EMB_BAD_ID;
+      s = tpu_replicate(system, emb_fn, &fault, g_n, 0, NULL, 0, NULL, NULL);
+      char says[96];
+      snprintf(says, sizeof says, "feature 'user' (table 'users'): id %lld", (long long)g_emb_vocabulary[0]);
+      emb_failing_step("id out of range", TPU_INVALID_ARGUMENT, says, s);
+      EXPECT(strstr(tpu_last_error(), victim), "the error does not name '%s'", victim);
+      EXPECT(emb_tables_digest(system, 0) == before, "a step with an id out of range changed rows");
+      fault.fault = EMB_OTHER_RATE;
+      s = tpu_replicate(system, emb_fn, &fault, g_n, 0, NULL, 0, NULL, NULL);
+      snprintf(says, sizeof says, "replica %d gives %g", g_n - 1, emb_rate(k) + 1.0f);
+      emb_failing_step("another learning rate", TPU_INVALID_ARGUMENT, says, s);
+      EXPECT(strstr(tpu_last_error(), "disagree on dynamic learning rate 0"), "the error does not name tag 0");
+      EXPECT(emb_tables_digest(system, 0) == before, "a step whose replicas disagree on a learning rate changed rows");
+      /* A step without ids: no activations, no change (the optimizers are lazy). */
+      fault.fault = EMB_EMPTY;
+      s = tpu_replicate(system, emb_fn, &fault, g_n, 0, NULL, 0, NULL, NULL);
+      EXPECT(s == TPU_OK, "a step without ids: %s: %s", tpu_status_name(s), tpu_last_error());
+      EXPECT(emb_tables_digest(system, 0) == before, "a step without ids changed rows");
+    }
+    if (k == 5 && g_tasks > 1) {
+      /* Task 1 holds shards of "users" but runs none of this step's replicas (all on
+       * task 0's cores); the replicas look up a row of task 1. */
+      const uint64_t before = emb_tables_digest(system, 0);
+      int task0[64];
+      for (int q = 0; q < g_local; q++) task0[q] = q;
+      tpu_device_assignment *da = assignment_on(system, "task 0 only", task0, g_local, 1);
+      if (!da) return 1;
+      g_emb_lonely_id = -1;
+      for (int64_t row = 0; row < g_emb_vocabulary[0] && g_emb_lonely_id < 0; row++) {
+        int core = 0;
+        int64_t shard_row = 0;
+        OK(tpu_embedding_row_owner(system, 0, row, &core, &shard_row));
+        if (core / g_local == 1) g_emb_lonely_id = row;
+      }
+      tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+      o.device_assignment = da;
+      tpu_status s = tpu_replicate(system, emb_lonely_fn, NULL, g_local, 0, NULL, 0, NULL, &o);
+      emb_failing_step("no computation on task 1", TPU_FAILED_PRECONDITION,
+                       "task 1 holds shards of embedding table 'users' but runs no computation of this step", s);
+      EXPECT(emb_tables_digest(system, 0) == before, "a step without a computation on task 1 changed rows");
+      tpu_device_assignment_release(da);
+    }
+    tpu_status s = tpu_replicate(system, emb_fn, &st, g_n, 0, NULL, 0, NULL, NULL);
+    EXPECT(s == TPU_OK, "embedding step %d: %s: %s", k, tpu_status_name(s), tpu_last_error());
+  }
+  /* Replicas of 2 cores, each core with its own batch: participant q on global core
+   * split[q], so each replica spans tasks and the participants' order is not the
+   * tasks'; two steps, the second looking up what the first updated. */
+  if (g_n == 4) {
+    const int split[4] = {3, 0, 1, 2};
+    tpu_device_assignment *da = assignment_on(system, "embedding k2", split, 2, 2);
+    if (!da) return 1;
+    tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+    o.device_assignment = da;
+    for (st.k = 6; st.k < 8; st.k++) {
+      tpu_status s = tpu_replicate(system, emb_fn, &st, 2, 0, NULL, 0, NULL, &o);
+      EXPECT(s == TPU_OK, "embedding step %d of replicas of 2 cores: %s: %s", st.k, tpu_status_name(s),
+             tpu_last_error());
+    }
+    tpu_device_assignment_release(da);
+  }
+  emb_tables_digest(system, 1);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: cluster_worker collectives|kv|feed|model_parallel|model_parallel_skip|kill V|"
+    fprintf(stderr, "usage: cluster_worker collectives|kv|feed|model_parallel|model_parallel_skip|"
+                    "embedding div|mod|kill V|"
                     "quit V|stop V|skip V|fail V|mismatch V|init|soak N\n");
     return 2;
   }
@@ -1195,6 +1554,14 @@ int main(int argc, char **argv) {
   tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
   const char *timeout = getenv("TEST_COLLECTIVE_TIMEOUT_MS"); /* the fault tests' bound */
   if (timeout) options.collective_timeout_ms = atoll(timeout);
+  static char emb_bytes[4096];
+  if (!strcmp(scenario, "embedding")) {
+    g_emb_strategy = argc > 2 ? argv[2] : "div";
+    size_t len = 0;
+    if (emb_config(g_emb_strategy, emb_bytes, sizeof emb_bytes, &len)) return 3;
+    options.embedding_config = emb_bytes;
+    options.embedding_config_len = len;
+  }
   tpu_status s = tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL);
   if (s != TPU_OK) {
     printf("init: %s: %s\n", tpu_status_name(s), tpu_last_error());
@@ -1222,6 +1589,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(scenario, "feed")) rc = scenario_feed(system);
   else if (!strcmp(scenario, "model_parallel")) rc = scenario_model_parallel(system);
   else if (!strcmp(scenario, "model_parallel_skip")) rc = scenario_model_parallel_skip(system);
+  else if (!strcmp(scenario, "embedding")) rc = scenario_embedding(system);
   else if (!strcmp(scenario, "soak")) {
     int steps = argc > 2 ? atoi(argv[2]) : 100;
     for (int i = 0; i < steps && !g_failures; i++) {
