@@ -1075,6 +1075,11 @@ class EmbeddingFeatureBatch {
   std::vector<long long> rowSplits;
   std::vector<float> weights;
   EmbeddingCombiner combiner = EmbeddingCombiner::Sum;
+  // Array forms of the setters: one copy from the language's array, not one call per element.
+  void assignIds(const long long* data, size_t count) { ids.assign(data, data + count); }
+  void assignSampleIndices(const long long* data, size_t count) { sampleIndices.assign(data, data + count); }
+  void assignRowSplits(const long long* data, size_t count) { rowSplits.assign(data, data + count); }
+  void assignWeights(const float* data, size_t count) { weights.assign(data, data + count); }
 };
 
 // tpu_embedding_config_from_json: serialized TPUEmbeddingConfiguration bytes for

@@ -438,17 +438,10 @@ func floatVector(values []float32) FloatVector {
 func (b EmbeddingFeatureBatch) raw() RawEmbeddingFeatureBatch {
 	r := NewRawEmbeddingFeatureBatch()
 	r.SetFeature(b.Feature)
-	for _, set := range []struct {
-		values []int64
-		to     func(Int64Vector)
-	}{{b.IDs, r.SetIds}, {b.SampleIndices, r.SetSampleIndices}, {b.RowSplits, r.SetRowSplits}} {
-		v := int64Vector(set.values)
-		set.to(v)
-		DeleteInt64Vector(v)
-	}
-	w := floatVector(b.Weights)
-	r.SetWeights(w)
-	DeleteFloatVector(w)
+	r.AssignIds(b.IDs)
+	r.AssignSampleIndices(b.SampleIndices)
+	r.AssignRowSplits(b.RowSplits)
+	r.AssignWeights(b.Weights)
 	r.SetCombiner(TpurtEmbeddingCombiner(b.Combiner))
 	return r
 }
