@@ -27,6 +27,8 @@ const Engine& engine_for_index(const tpu_system* handle, const char* what, int i
   return *e;
 }
 
+embedding::Caller caller(const tpu_replica_context* ctx) { return {ctx->participant, &ctx->late, &ctx->late_reason}; }
+
 Engine& step_engine(const tpu_replica_context* ctx) {
   require_not_null(ctx, "ctx");
   step_communicator(ctx);  // inside its computation, and not given up on
@@ -212,7 +214,7 @@ TPU_EXPORT tpu_status tpu_embedding_enqueue(tpu_replica_context* ctx, const tpu_
     if (features == nullptr && num_features != 0)
       invalid_argument("argument 'features' is NULL but num_features is ", num_features);
     if (num_features < 0) invalid_argument("num_features is ", num_features, "; it must be >= 0");
-    e.enqueue(*ctx, features, num_features);
+    e.enqueue(caller(ctx), features, num_features);
   });
 }
 
@@ -221,7 +223,7 @@ TPU_EXPORT tpu_status tpu_embedding_recv_activations(tpu_replica_context* ctx, t
   return guarded([&] {
     Engine& e = step_engine(ctx);
     require_not_null(activations, "activations");
-    e.recv_activations(*ctx, *ctx->comm, activations, num_activations);
+    e.recv_activations(caller(ctx), *ctx->comm, activations, num_activations);
   });
 }
 
@@ -233,7 +235,7 @@ TPU_EXPORT tpu_status tpu_embedding_send_gradients(tpu_replica_context* ctx, tpu
     require_not_null(gradients, "gradients");
     if (learning_rates == nullptr && num_learning_rates != 0)
       invalid_argument("argument 'learning_rates' is NULL but num_learning_rates is ", num_learning_rates);
-    e.send_gradients(*ctx, *ctx->comm, gradients, num_gradients, learning_rates, num_learning_rates);
+    e.send_gradients(caller(ctx), *ctx->comm, gradients, num_gradients, learning_rates, num_learning_rates);
   });
 }
 

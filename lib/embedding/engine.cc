@@ -11,7 +11,6 @@
 #include "core/tensor.h"
 #include "embedding/exchange.h"
 #include "embedding/id_index.h"
-#include "runtime/replica_context.h"
 #include "topology/group_modes.h"
 
 namespace tpurt {
@@ -41,6 +40,7 @@ struct ParticipantStep {
   std::vector<std::vector<int64_t>> unique;    // by table: ids in first-occurrence order
   std::vector<std::vector<float>> rows;        // by table: the unique ids' rows (across tasks)
   std::vector<std::vector<int32_t>> server;    // by table: each unique id's server (across tasks)
+  std::vector<std::vector<std::vector<int32_t>>> by_worker;  // by table, worker: unique indices (one process)
   std::vector<std::vector<float>> grads;       // by table: the unique ids' summed gradients
   std::vector<float> learning_rates;
   std::vector<Received> received;              // by sender (as a server, across tasks)
@@ -61,6 +61,7 @@ struct ParticipantStep {
     unique.resize(num_tables);
     rows.resize(num_tables);
     server.resize(num_tables);
+    by_worker.resize(num_tables);
     grads.resize(num_tables);
     undo_rows.resize(num_tables);
     undo_values.resize(num_tables);
@@ -241,23 +242,23 @@ void Engine::begin_step(const std::vector<int>& participant_task, const std::vec
 
 std::string Engine::name_of(int participant) const { return participant_name(participant, cores_per_replica_); }
 
-std::shared_ptr<ParticipantStep> Engine::step_of(const tpu_replica_context& ctx) {
+std::shared_ptr<ParticipantStep> Engine::step_of(const Caller& caller) {
   std::lock_guard<std::mutex> lock(step_mu_);
   // A computation its step gave up on gets no state (the runtime marks it before the
   // step ends; the next step's state is not its own).
-  if (ctx.late.load(std::memory_order_acquire)) fail(TPU_ABORTED, ctx.late_reason);
-  const int p = ctx.participant;
+  if (caller.given_up->load(std::memory_order_acquire)) fail(TPU_ABORTED, *caller.reason);
+  const int p = caller.participant;
   if (!step_open_ || p < 0 || static_cast<size_t>(p) >= participant_task_.size() || !participants_[p])
     fail(TPU_FAILED_PRECONDITION, "the embedding engine has no step for ", name_of(p));
   return participants_[p];
 }
 
-void Engine::enqueue(const tpu_replica_context& ctx, const tpu_embedding_feature_batch* features,
+void Engine::enqueue(const Caller& caller, const tpu_embedding_feature_batch* features,
                      int num_features) {
-  const std::shared_ptr<ParticipantStep> held = step_of(ctx);
+  const std::shared_ptr<ParticipantStep> held = step_of(caller);
   ParticipantStep& st = *held;
   if (st.enqueued)
-    invalid_argument("a second tpu_embedding_enqueue in one step (", name_of(ctx.participant),
+    invalid_argument("a second tpu_embedding_enqueue in one step (", name_of(caller.participant),
                      "): a participant enqueues its features once per step");
   const int nf = static_cast<int>(config_->features.size());
   // Check everything before keeping anything: a refused enqueue leaves no trace.
@@ -372,9 +373,9 @@ void Engine::combine(const FeatureInput& in, const FeatureSpec& f, const float* 
   }
 }
 
-void Engine::recv_activations(const tpu_replica_context& ctx, Communicator& comm, tpu_tensor** out,
+void Engine::recv_activations(const Caller& caller, Communicator& comm, tpu_tensor** out,
                               int num_activations) {
-  const std::shared_ptr<ParticipantStep> held = step_of(ctx);
+  const std::shared_ptr<ParticipantStep> held = step_of(caller);
   ParticipantStep& st = *held;
   const int nf = static_cast<int>(config_->features.size());
   if (num_activations != nf)
@@ -384,13 +385,13 @@ void Engine::recv_activations(const tpu_replica_context& ctx, Communicator& comm
   if (config_->mode == TPU_EMBEDDING_MODE_BACKWARD_PASS_ONLY)
     fail(TPU_FAILED_PRECONDITION, "the embedding configuration's mode is BACKWARD_PASS_ONLY: it gives no activations");
   if (!st.enqueued)
-    invalid_argument(name_of(ctx.participant), " asks for embedding activations before its tpu_embedding_enqueue");
+    invalid_argument(name_of(caller.participant), " asks for embedding activations before its tpu_embedding_enqueue");
   if (st.received_activations)
-    invalid_argument(name_of(ctx.participant), " asks for embedding activations twice in one step");
+    invalid_argument(name_of(caller.participant), " asks for embedding activations twice in one step");
   if (st.sent_gradients)
-    invalid_argument(name_of(ctx.participant), " asks for embedding activations after sending its gradients ",
+    invalid_argument(name_of(caller.participant), " asks for embedding activations after sending its gradients ",
                      "(the step's updates may have begun)");
-  if (num_tasks_ > 1) fetch_rows(ctx.participant, comm, st);
+  if (num_tasks_ > 1) fetch_rows(caller.participant, comm, st);
 
   std::vector<tpu_tensor*> made(nf, nullptr);
   try {
@@ -489,18 +490,18 @@ void Engine::fetch_rows(int me, Communicator& comm, ParticipantStep& st) {
   }
 }
 
-void Engine::send_gradients(const tpu_replica_context& ctx, Communicator& comm, tpu_tensor* const* gradients,
+void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor* const* gradients,
                             int num_gradients, const float* learning_rates, int num_learning_rates) {
-  const std::shared_ptr<ParticipantStep> held = step_of(ctx);
+  const std::shared_ptr<ParticipantStep> held = step_of(caller);
   ParticipantStep& st = *held;
   const int nf = static_cast<int>(config_->features.size());
   if (config_->mode == TPU_EMBEDDING_MODE_INFERENCE)
     fail(TPU_FAILED_PRECONDITION, "the embedding configuration's mode is ", mode_name(config_->mode),
          ": it takes no gradients");
   if (!st.enqueued)
-    invalid_argument(name_of(ctx.participant), " sends embedding gradients before its tpu_embedding_enqueue");
+    invalid_argument(name_of(caller.participant), " sends embedding gradients before its tpu_embedding_enqueue");
   if (st.sent_gradients)
-    invalid_argument(name_of(ctx.participant), " sends embedding gradients twice in one step");
+    invalid_argument(name_of(caller.participant), " sends embedding gradients twice in one step");
   if (num_gradients != nf)
     invalid_argument("num_gradients is ", num_gradients, " but the embedding configuration has ", nf, " features");
   if (num_learning_rates != config_->num_dynamic_tags)
@@ -548,16 +549,27 @@ void Engine::send_gradients(const tpu_replica_context& ctx, Communicator& comm, 
       for (int j = 0; j < dim; ++j) a[j] += gs[j] / d * w;
     }
   }
+  // In one process: which of the unique rows each worker updates, so that each reads
+  // only its own.
+  if (num_tasks_ == 1) {
+    const int P = static_cast<int>(participant_task_.size());
+    for (size_t t = 0; t < config_->tables.size(); ++t) {
+      std::vector<std::vector<int32_t>>& by = st.by_worker[t];
+      by.resize(P);
+      for (auto& v : by) v.clear();
+      for (size_t u = 0; u < st.unique[t].size(); ++u) by[worker_of(st.unique[t][u])].push_back(static_cast<int32_t>(u));
+    }
+  }
 
   // Every participant gives the same learning rates; this also makes the call a
   // collective, so a participant that skips it is named.
-  agree_on_learning_rates(ctx.participant, comm, learning_rates, num_learning_rates, st);
-  if (num_tasks_ > 1) send_to_servers(ctx.participant, comm, st);
+  agree_on_learning_rates(caller.participant, comm, learning_rates, num_learning_rates, st);
+  if (num_tasks_ > 1) send_to_servers(caller.participant, comm, st);
   // Every participant's gradients are in (the collectives above returned everywhere):
   // this one updates its share of the rows, in parallel with the others, keeping the
   // old values for end_step to put back if the step fails anywhere.
   st.sent_gradients = true;
-  update_rows(ctx.participant, st);
+  update_rows(caller.participant, st);
 }
 
 void Engine::agree_on_learning_rates(int me, Communicator& comm, const float* rates, int n, ParticipantStep& st) {
@@ -666,8 +678,7 @@ void Engine::update_rows(int me, ParticipantStep& st) {
     for (int q = 0; q < P; ++q) {
       if (num_tasks_ == 1) {
         const ParticipantStep& from = *participants_[q];
-        for (size_t u = 0; u < from.unique[t].size(); ++u)
-          if (worker_of(from.unique[t][u]) == me) add(from.unique[t][u], from.grads[t].data() + u * dim);
+        for (int32_t u : from.by_worker[t][me]) add(from.unique[t][u], from.grads[t].data() + static_cast<size_t>(u) * dim);
       } else {
         const Received& rec = st.received[q];
         size_t at = 0;

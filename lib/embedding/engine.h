@@ -6,6 +6,7 @@
 // end_step puts them back unless the step succeeded on every task.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,8 +19,6 @@
 #include "tpurt/embedding.h"
 #include "tpurt/tensor.h"
 
-struct tpu_replica_context;
-
 namespace tpurt {
 
 class Communicator;
@@ -28,6 +27,14 @@ namespace embedding {
 
 struct ParticipantStep;
 struct FeatureInput;
+
+// A computation calling into the engine: its participant id, and the runtime's mark
+// of a computation its step gave up on (with why), read under the engine's lock.
+struct Caller {
+  int participant;
+  const std::atomic<bool>* given_up;
+  const std::string* reason;
+};
 
 class Engine {
  public:
@@ -57,16 +64,16 @@ class Engine {
   // late: some computation of the step has not returned (it keeps its state).
   void end_step(bool succeeded, bool late);
 
-  void enqueue(const tpu_replica_context& ctx, const tpu_embedding_feature_batch* features,
+  void enqueue(const Caller& caller, const tpu_embedding_feature_batch* features,
                int num_features);
-  void recv_activations(const tpu_replica_context& ctx, Communicator& comm, tpu_tensor** out,
+  void recv_activations(const Caller& caller, Communicator& comm, tpu_tensor** out,
                         int num_activations);
-  void send_gradients(const tpu_replica_context& ctx, Communicator& comm,
+  void send_gradients(const Caller& caller, Communicator& comm,
                       tpu_tensor* const* gradients, int num_gradients,
                       const float* learning_rates, int num_learning_rates);
 
  private:
-  std::shared_ptr<ParticipantStep> step_of(const tpu_replica_context& ctx);
+  std::shared_ptr<ParticipantStep> step_of(const Caller& caller);
   std::string name_of(int participant) const;
   void combine(const FeatureInput& in, const FeatureSpec& f, const float* const* rows, float* out) const;
   // The computation that serves a shard's rows in this step (across tasks).
