@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 
 #include "core/status.h"
@@ -12,7 +13,10 @@
 namespace tpurt {
 namespace embedding {
 
-void TableStorage::FreeDeleter::operator()(float* p) const { std::free(p); }
+void TableStorage::FreeDeleter::operator()(float* p) const {
+  if (mapped_bytes > 0) munmap(p, mapped_bytes);
+  else std::free(p);
+}
 
 namespace {
 // What the machine could hold at all: a table beyond it fails at init rather than at
@@ -23,19 +27,27 @@ int64_t physical_bytes() {
 }
 // Zeroed floats; a large variable on transparent huge pages where the kernel gives them
 // on request (THP "madvise"): lookups and updates touch rows at random, and with 4 KiB
-// pages nearly each one misses the TLB. Freed with std::free either way.
-float* allocate_zeroed(int64_t count) {
+// pages nearly each one misses the TLB. Large ones are anonymous mappings, aligned to a
+// huge page, which the kernel zeroes as they are first touched (*mapped_bytes: their
+// size, for munmap; 0 for calloc's).
+float* allocate_zeroed(int64_t count, size_t* mapped_bytes) {
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float);
   constexpr size_t kHugePage = size_t{2} << 20;
+  *mapped_bytes = 0;
   if (bytes < kHugePage) return static_cast<float*>(std::calloc(bytes / sizeof(float), sizeof(float)));
   const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = nullptr;
-  if (posix_memalign(&p, kHugePage, rounded) != 0) return nullptr;
+  void* raw = mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t end = start + rounded + kHugePage;
+  if (end > aligned + rounded) munmap(reinterpret_cast<void*>(aligned + rounded), end - aligned - rounded);
 #ifdef MADV_HUGEPAGE
-  madvise(p, rounded, MADV_HUGEPAGE);  // advice: without it the pages are small
+  madvise(reinterpret_cast<void*>(aligned), rounded, MADV_HUGEPAGE);  // advice: without it the pages are small
 #endif
-  std::memset(p, 0, bytes);
-  return static_cast<float*>(p);
+  *mapped_bytes = rounded;
+  return reinterpret_cast<float*>(aligned);
 }
 }  // namespace
 
@@ -61,11 +73,12 @@ TableStorage::TableStorage(const TableSpec& spec, int64_t first_shard, int64_t n
          physical_bytes(), " bytes of memory");
   const std::vector<float>& initial = spec.optimizer->slot_initial_values();
   for (int v = 0; v < variables; ++v) {
-    float* p = allocate_zeroed(rows * dim_);
+    size_t mapped = 0;
+    float* p = allocate_zeroed(rows * dim_, &mapped);
     if (p == nullptr)
       fail(TPU_RESOURCE_EXHAUSTED, "embedding table '", spec.name, "' needs ", total,
            " bytes on this task and the allocation of ", bytes_per_variable, " failed");
-    vars_.emplace_back(p);
+    vars_.emplace_back(p, FreeDeleter{mapped});
     if (v > 0 && initial[v - 1] != 0) std::fill(p, p + rows * dim_, initial[v - 1]);
   }
 }

@@ -33,6 +33,7 @@ class TableStorage {
 
  private:
   struct FreeDeleter {
+    size_t mapped_bytes = 0;  // an anonymous mapping's size, or 0: calloc's
     void operator()(float* p) const;
   };
   int64_t index(int64_t r) const {
