@@ -231,12 +231,6 @@ void Engine::begin_step(const std::vector<int>& participant_task, const std::vec
   local_ = num_tasks_ > 1 ? local : everyone;
   servers_.assign(num_tasks_, {});
   for (size_t p = 0; p < P; ++p) servers_[participant_task[p]].push_back(static_cast<int>(p));
-  // Shard s is served by one of its task's computations, by shard index.
-  shard_server_.assign(static_cast<size_t>(num_tasks_) * cores_per_task_, -1);
-  for (size_t shard = 0; shard < shard_server_.size(); ++shard) {
-    const std::vector<int>& servers = servers_[shard / cores_per_task_];
-    if (!servers.empty()) shard_server_[shard] = servers[(shard % cores_per_task_) % servers.size()];
-  }
   step_open_ = true;
 }
 
@@ -420,12 +414,17 @@ void Engine::recv_activations(const Caller& caller, Communicator& comm, tpu_tens
   st.received_activations = true;
 }
 
-int Engine::server_of(int64_t shard, const TableSpec& spec) const {
-  const int server = shard_server_[shard];
-  if (server < 0)
-    fail(TPU_FAILED_PRECONDITION, "task ", shard / cores_per_task_, " holds shards of embedding table '", spec.name,
+// Any computation on a row's task can serve it (the task's memory holds all its shards):
+// one chosen by a hash of the row, so hot rows of one shard spread over the task's
+// computations and the exchange's messages, padded to the longest, stay even.
+int Engine::server_of(int64_t row, const TableSpec& spec) const {
+  const int64_t task = spec.shards.shard_of(row) / cores_per_task_;
+  const std::vector<int>& servers = servers_[task];
+  if (servers.empty())
+    fail(TPU_FAILED_PRECONDITION, "task ", task, " holds shards of embedding table '", spec.name,
          "' but runs no computation of this step; an embedding step needs a computation on every task");
-  return server;
+  const uint64_t h = static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull;
+  return servers[(h >> 32) % servers.size()];
 }
 
 // The server of each of this participant's unique ids, and how many go to each server.
@@ -436,7 +435,7 @@ void Engine::route(ParticipantStep& st, std::vector<size_t>* per_server_ids) con
     std::vector<int32_t>& to = st.server[t];
     to.resize(st.unique[t].size());
     for (size_t u = 0; u < st.unique[t].size(); ++u) {
-      to[u] = server_of(spec.shards.shard_of(st.unique[t][u]), spec);
+      to[u] = server_of(st.unique[t][u], spec);
       ++(*per_server_ids)[to[u]];
     }
   }

@@ -76,8 +76,8 @@ class Engine {
   std::shared_ptr<ParticipantStep> step_of(const Caller& caller);
   std::string name_of(int participant) const;
   void combine(const FeatureInput& in, const FeatureSpec& f, const float* const* rows, float* out) const;
-  // The computation that serves a shard's rows in this step (across tasks).
-  int server_of(int64_t shard, const TableSpec& spec) const;
+  // The computation that serves a row in this step (across tasks).
+  int server_of(int64_t row, const TableSpec& spec) const;
   void route(ParticipantStep& st, std::vector<size_t>* per_server_ids) const;
   void fetch_rows(int me, Communicator& comm, ParticipantStep& st);
   void agree_on_learning_rates(int me, Communicator& comm, const float* rates, int n, ParticipantStep& st);
@@ -101,7 +101,6 @@ class Engine {
   bool last_step_late_ = false;
   std::vector<int> local_;                  // the participants whose state is here
   std::vector<std::vector<int>> servers_;   // by task: its participants in this step
-  std::vector<int> shard_server_;           // by shard: the computation serving it (-1: none)
   int max_dimension_ = 0;
 
   // end_step's working space (non-lazy optimizers), kept between steps.

@@ -38,10 +38,12 @@ std::vector<std::vector<uint8_t>> exchange_bytes(Communicator& comm, int me, int
   if (longest == 0) return in;  // every participant sees the same sizes, so all skip
   const int64_t padded[1] = {int64_t{P} * longest};
   Held send, got;
-  send.t = new_tensor(TPU_UINT8, padded, 1);
+  send.t = new_tensor_uninitialized(TPU_UINT8, padded, 1);
   uint8_t* b = static_cast<uint8_t*>(mutable_data(send.t));
-  for (int q = 0; q < P; ++q)
+  for (int q = 0; q < P; ++q) {
     if (!out[q].empty()) std::memcpy(b + q * longest, out[q].data(), out[q].size());
+    std::memset(b + q * longest + out[q].size(), 0, longest - out[q].size());
+  }
   got.t = comm.all_to_all(me, send.t, 0, 0, P, nullptr);
   const uint8_t* r = static_cast<const uint8_t*>(got.t->data);
   for (int q = 0; q < P; ++q) {
