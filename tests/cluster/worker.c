@@ -1557,6 +1557,10 @@ int main(int argc, char **argv) {
   static char emb_bytes[4096];
   if (!strcmp(scenario, "embedding")) {
     g_emb_strategy = argc > 2 ? argv[2] : "div";
+    if (strcmp(g_emb_strategy, "div") != 0 && strcmp(g_emb_strategy, "mod") != 0) {
+      fprintf(stderr, "cluster_worker embedding: sharding '%s' is neither div nor mod\n", g_emb_strategy);
+      return 2;
+    }
     size_t len = 0;
     if (emb_config(g_emb_strategy, emb_bytes, sizeof emb_bytes, &len)) return 3;
     options.embedding_config = emb_bytes;
