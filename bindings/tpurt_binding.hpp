@@ -1318,14 +1318,27 @@ class ReplicaContext {
   }
   // The configuration's feature count, read through the step's system.
   int embeddingNumFeatures() const {
-    tpu_system* s = nullptr;
-    detail::check(tpu_replica_context_system(ctx_, &s));
     int n = 0;
-    detail::check(tpu_embedding_num_features(s, &n));
+    detail::check(tpu_embedding_num_features(system_(), &n));
     return n;
+  }
+  // Features by name inside a computation (the languages' name-keyed enqueue and activations).
+  int embeddingFeatureIndex(const std::string& name) const {
+    int i = 0;
+    detail::check(tpu_embedding_feature_index(system_(), name.c_str(), &i));
+    return i;
+  }
+  std::string embeddingFeatureName(int feature) const {
+    tpu_system* s = system_();
+    return detail::read_string([&](char* o, size_t c, size_t* n) { return tpu_embedding_feature_name(s, feature, o, c, n); });
   }
 
  private:
+  tpu_system* system_() const {
+    tpu_system* s = nullptr;
+    detail::check(tpu_replica_context_system(ctx_, &s));
+    return s;
+  }
   static void check_index(int i, int n, const char* what) {
     if (i < 0 || i >= n)
       throw Error(TPU_INVALID_ARGUMENT, std::string(what) + " " + std::to_string(i) + " is outside [0, " +
@@ -1642,6 +1655,19 @@ class TpuSystem {
     std::vector<float> v(count, std::numeric_limits<float>::quiet_NaN());
     if (count > 0) detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, v.data(), v.size(), &count));
     return v;
+  }
+  // Array forms of the two above (the languages' float arrays in place, no vector copy);
+  // retrieve leaves the rows other tasks hold in `out` as they were.
+  void embeddingLoadFloats(int table, int variable, int64_t firstRow, int64_t numRows, const float* data, size_t count) {
+    detail::check(tpu_embedding_load(handle(), table, variable, firstRow, numRows, data, count));
+  }
+  void embeddingRetrieveInto(int table, int variable, int64_t firstRow, int64_t numRows, float* out, size_t count) const {
+    size_t n = 0;
+    detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, nullptr, 0, &n));
+    if (n != count)
+      throw Error(TPU_INVALID_ARGUMENT, "out holds " + std::to_string(count) + " floats, " + std::to_string(numRows) +
+                                            " rows of table " + std::to_string(table) + " are " + std::to_string(n) + " floats");
+    if (n > 0) detail::check(tpu_embedding_retrieve(handle(), table, variable, firstRow, numRows, out, count, &n));
   }
   tpu_system* handle() const {
     detail::check_handle(s_, "the TPU system");

@@ -207,6 +207,20 @@ for m in 2,2 1,2; do
     grep -qx "\[$i\] demo: OK" "$out" || fail "demo --mesh $m, task $i: $(cat "$out")"
   done
 done
+# The embedding demo across tasks: each task checks the rows it holds and its replicas'
+# dense weights; bench --embedding's first step across tasks, over shm.
+run rc -n 2 -- "$TPURT" demo --embedding --steps 30
+[ "$rc" -eq 0 ] || fail "demo --embedding under launch: exit $rc: $(cat "$out" "$err")"
+for i in 0 1; do
+  grep -qx "\[$i\] demo: OK" "$out" && grep -q "^\[$i\] rows held by other tasks left as they were by retrieve: yes" "$out" ||
+    fail "demo --embedding, task $i: $(cat "$out")"
+done
+rc=0
+timeout 60 "$TPURT" bench --embedding --tasks 2 --cores-per-task 2 --transport shm -n 3 >"$out" 2>"$err" || rc=$?
+[ "$rc" -eq 0 ] || fail "bench --embedding --tasks 2: exit $rc: $(cat "$out" "$err")"
+grep -q '^\[0\] # step 0 from a zero table against Adagrad written out: ok' "$out" &&
+  grep -q '^\[0\] # 2 tasks of 2 core(s), transport shm' "$out" ||
+  fail "bench --embedding --tasks 2 printed: $(cat "$out")"
 rc=0
 timeout 60 "$TPURT" bench --tasks 2 --cores-per-replica 2 --group-mode cross-partition -b 8 -e 1K \
   -f 32 -n 3 --csv >"$out" 2>"$err" || rc=$?
@@ -232,5 +246,5 @@ expect_usage "--bind bogus" "--bind: unknown mode 'bogus' (spread or none)" -n 2
 expect_usage "--host with a comma" "--host: 'a,b'" -n 2 --host a,b -- true
 
 echo "check_launch: environment, ports, CPU binding, prefixed streams, long and partial lines, first failure," \
-  "signals, --keep-going, --timeout, unrunnable program, SIGTERM/SIGINT, demo --mesh and bench" \
+  "signals, --keep-going, --timeout, unrunnable program, SIGTERM/SIGINT, demo --mesh, demo and bench --embedding, bench" \
   "--group-mode across tasks, usage errors OK"

@@ -231,6 +231,28 @@ done
 out=$("$TPURT" demo --mesh 1,1 --batch 48 --steps 10)
 grep -q '/ max |w| = 0.00e+00,' <<<"$out" || fail "demo --mesh 1,1 differs from one core: $out"
 
+# demo --embedding: the CTR model's tables, slots and dense weights match one core (with
+# one replica bit for bit); a tolerance it cannot meet fails it. bench --embedding's
+# first step matches Adagrad written out.
+for r in 1 4 3; do
+  out=$("$TPURT" demo --embedding -r "$r" --batch 96 --steps 30) || fail "demo --embedding -r $r: $out"
+  grep -q '^demo: OK' <<<"$out" && grep -q 'within the tolerance 1e-06' <<<"$out" &&
+    grep -Eq '^ +trained: +0\.[0-9]+ ' <<<"$out" || fail "demo --embedding -r $r printed: $out"
+done
+out=$("$TPURT" demo --embedding -r 1 --batch 96 --steps 30)
+grep -q '/ max |w| = 0.00e+00, dense weights 0.00e+00:' <<<"$out" ||
+  fail "demo --embedding -r 1 differs from one core: $out"
+rc=0
+out=$("$TPURT" demo --embedding -r 4 --batch 96 --steps 30 -t 1e-12) || rc=$?
+[ "$rc" -eq 1 ] && grep -q '^demo: FAILED' <<<"$out" || fail "demo --embedding -t 1e-12: exit $rc: $out"
+expect_usage "--embedding --batch" "--batch 10 is not a multiple of the 4 replicas" "$TPURT" demo --embedding --batch 10
+expect_usage "--embedding --mesh" "one demo at a time" "$TPURT" demo --embedding --mesh 2,2
+expect_usage "bench --embedding -c" "--embedding: measures the embedding step; not with --collective" \
+  "$TPURT" bench --embedding -c all_gather
+out=$("$TPURT" bench --embedding -r 2 -n 3) || fail "bench --embedding: $out"
+grep -q '^# step 0 from a zero table against Adagrad written out: ok' <<<"$out" &&
+  grep -Eq '^csv:[0-9.]+,[0-9]+,[0-9]+,' <<<"$out" || fail "bench --embedding printed: $out"
+
 out=$(TPURT_NUM_CORES=4 "$BUILD/examples/hello_replicate")
 grep -q '^replica 3: \[10, 20, 30, 40\]$' <<<"$out" || fail "example printed: $out"
 # A 2 x 2 mesh: both cores of replica 1 get 11 + 12 + 13 + 14 (it exits nonzero otherwise).
@@ -240,4 +262,4 @@ out=$("$BUILD/examples/embedding_step") || fail "embedding_step failed: $out"
 # Row 5: mean gradients 1/2 + 1 from each replica, SGD 0.5: 5 - 0.5 * 3.
 grep -q '^replica 0: samples 2.5 and 5$' <<<"$out" && grep -q '^row 5 (core 1): 3.5$' <<<"$out" &&
   grep -q '^row 0 (core 0): -0.25$' <<<"$out" || fail "embedding_step printed: $out"
-echo "check_tool: help, options, bad values, sizes, demo, info, bench of 6 collectives x 3 dtypes and x 4 group modes, demo --mesh, examples OK"
+echo "check_tool: help, options, bad values, sizes, demo, info, bench of 6 collectives x 3 dtypes and x 4 group modes, demo --mesh, demo and bench --embedding, examples OK"

@@ -915,6 +915,117 @@ static void test_null_args__cluster_system(void **state) {
   CHECK_NO_WORKER_FAILURES();
 }
 
+/* ---- embeddings ---------------------------------------------------------------------- */
+
+static const char kEmbeddingJson[] =
+    "{\"table_descriptor\": [{\"name\": \"t\", \"vocabulary_size\": 4, \"dimension\": 2,"
+    " \"optimization_parameters\": {\"learning_rate\": {\"constant\": 0.5},"
+    " \"stochastic_gradient_descent\": {}}}],"
+    " \"feature_descriptor\": [{\"name\": \"f\", \"table_id\": 0, \"input_shape\": [2]}]}";
+
+/* Inside a computation: the step's functions with each pointer NULL in turn, then a
+ * whole good step. */
+static tpu_status embedding_step(tpu_replica_context *ctx, tpu_tensor *const *inputs, int num_inputs,
+                                 tpu_tensor **outputs, int num_outputs, void *user_data) {
+  (void)inputs, (void)num_inputs, (void)outputs, (void)num_outputs, (void)user_data;
+  tpu_system *sys = NULL;
+  NULL_ARG(tpu_replica_context_system(ctx, NULL), "'out'");
+  CHECK_OK(tpu_replica_context_system(ctx, &sys));
+  CHECK(sys != NULL);
+  const int64_t ids[2] = {1, 3}, samples[2] = {0, 1};
+  tpu_embedding_feature_batch b = {0, ids, 2, samples, NULL, 0, NULL, TPU_EMBEDDING_COMBINER_SUM};
+  NULL_ARG(tpu_embedding_enqueue(ctx, NULL, 1), "'features'");
+  tpu_embedding_feature_batch no_ids = b;
+  no_ids.ids = NULL;
+  NULL_ARG(tpu_embedding_enqueue(ctx, &no_ids, 1), "ids");
+  CHECK_OK(tpu_embedding_enqueue(ctx, &b, 1));
+  tpu_tensor *acts[1] = {NULL};
+  NULL_ARG(tpu_embedding_recv_activations(ctx, NULL, 1), "'activations'");
+  CHECK_OK(tpu_embedding_recv_activations(ctx, acts, 1));
+  NULL_ARG(tpu_embedding_send_gradients(ctx, NULL, 1, NULL, 0), "'gradients'");
+  NULL_ARG(tpu_embedding_send_gradients(ctx, acts, 1, NULL, 1), "'learning_rates'");
+  CHECK_OK(tpu_embedding_send_gradients(ctx, acts, 1, NULL, 0)); /* no dynamic rates: NULL, 0 */
+  tpu_tensor_release(acts[0]);
+  return TPU_OK;
+}
+
+static void test_null_args__embedding(void **state) {
+  (void)state;
+  unsigned char bytes[512];
+  size_t n = 0;
+  NULL_ARG(tpu_embedding_config_from_json(NULL, bytes, sizeof bytes, &n), "'json'");
+  NULL_ARG(tpu_embedding_config_from_json(kEmbeddingJson, bytes, sizeof bytes, NULL), "'count'");
+  NULL_ARG(tpu_embedding_config_from_json(kEmbeddingJson, NULL, 16, &n), "'out'");
+  CHECK_OK(tpu_embedding_config_from_json(kEmbeddingJson, NULL, 0, &n)); /* a size query */
+  CHECK_OK(tpu_embedding_config_from_json(kEmbeddingJson, bytes, sizeof bytes, &n));
+  tpu_system_options o = system_options();
+  o.embedding_config = bytes;
+  o.embedding_config_len = n;
+  tpu_system *s = NULL;
+  CHECK_OK(tpu_system_init(&o, &s));
+
+  int v = 0;
+  int32_t dim = 0;
+  int64_t rows = 0, shard_row = 0;
+  char name[64];
+  size_t len = 0;
+  float values[2] = {1, 2};
+  tpu_embedding_mode mode;
+  tpu_embedding_optimizer opt;
+  NULL_ARG(tpu_embedding_mode_of(NULL, &mode), "'system'");
+  NULL_ARG(tpu_embedding_mode_of(s, NULL), "'out'");
+  NULL_ARG(tpu_embedding_num_tables(NULL, &v), "'system'");
+  OUT_ARG(tpu_embedding_num_tables, s);
+  NULL_ARG(tpu_embedding_table_index(NULL, "t", &v), "'system'");
+  NULL_ARG(tpu_embedding_table_index(s, NULL, &v), "'name'");
+  NULL_ARG(tpu_embedding_table_index(s, "t", NULL), "'out'");
+  NULL_ARG(tpu_embedding_table_name(NULL, 0, name, sizeof name, &len), "'system'");
+  ARRAY_ARGS(tpu_embedding_table_name, s, 0);
+  NULL_ARG(tpu_embedding_table_shape(NULL, 0, &rows, &dim), "'system'");
+  NULL_ARG(tpu_embedding_table_shape(s, 0, NULL, &dim), "'vocabulary_size'");
+  NULL_ARG(tpu_embedding_table_shape(s, 0, &rows, NULL), "'dimension'");
+  NULL_ARG(tpu_embedding_table_optimizer(NULL, 0, &opt), "'system'");
+  NULL_ARG(tpu_embedding_table_optimizer(s, 0, NULL), "'out'");
+  NULL_ARG(tpu_embedding_table_num_variables(NULL, 0, &v), "'system'");
+  OUT_ARG(tpu_embedding_table_num_variables, s, 0);
+  NULL_ARG(tpu_embedding_variable_name(NULL, 0, 0, name, sizeof name, &len), "'system'");
+  ARRAY_ARGS(tpu_embedding_variable_name, s, 0, 0);
+  NULL_ARG(tpu_embedding_row_owner(NULL, 0, 0, &v, &shard_row), "'system'");
+  NULL_ARG(tpu_embedding_row_owner(s, 0, 0, NULL, &shard_row), "'core'");
+  NULL_ARG(tpu_embedding_row_owner(s, 0, 0, &v, NULL), "'shard_row'");
+  NULL_ARG(tpu_embedding_num_features(NULL, &v), "'system'");
+  OUT_ARG(tpu_embedding_num_features, s);
+  NULL_ARG(tpu_embedding_feature_index(NULL, "f", &v), "'system'");
+  NULL_ARG(tpu_embedding_feature_index(s, NULL, &v), "'name'");
+  NULL_ARG(tpu_embedding_feature_index(s, "f", NULL), "'out'");
+  NULL_ARG(tpu_embedding_feature_name(NULL, 0, name, sizeof name, &len), "'system'");
+  ARRAY_ARGS(tpu_embedding_feature_name, s, 0);
+  NULL_ARG(tpu_embedding_feature_table(NULL, 0, &v), "'system'");
+  NULL_ARG(tpu_embedding_feature_table(s, 0, NULL), "'table'");
+  NULL_ARG(tpu_embedding_feature_shape(NULL, 0, &rows, 1, &len), "'system'");
+  ARRAY_ARGS(tpu_embedding_feature_shape, s, 0);
+  NULL_ARG(tpu_embedding_load(NULL, 0, 0, 0, 1, values, 2), "'system'");
+  NULL_ARG(tpu_embedding_load(s, 0, 0, 0, 1, NULL, 2), "'values'");
+  CHECK_OK(tpu_embedding_load(s, 0, 0, 0, 0, NULL, 0)); /* no rows, no values */
+  NULL_ARG(tpu_embedding_retrieve(NULL, 0, 0, 0, 1, values, 2, &len), "'system'");
+  ARRAY_ARGS(tpu_embedding_retrieve, s, 0, 0, 0, 1);
+
+  /* The step's functions from the host: no context. */
+  tpu_tensor *t = vector2();
+  const int64_t ids[1] = {0}, samples[1] = {0};
+  tpu_embedding_feature_batch b = {0, ids, 1, samples, NULL, 0, NULL, TPU_EMBEDDING_COMBINER_SUM};
+  tpu_system *got = NULL;
+  NULL_ARG(tpu_replica_context_system(NULL, &got), "'ctx'");
+  NULL_ARG(tpu_embedding_enqueue(NULL, &b, 1), "'ctx'");
+  NULL_ARG(tpu_embedding_recv_activations(NULL, &t, 1), "'ctx'");
+  NULL_ARG(tpu_embedding_send_gradients(NULL, &t, 1, NULL, 0), "'ctx'");
+  tpu_tensor_release(t);
+
+  CHECK_OK(tpu_replicate(s, embedding_step, NULL, kCores, 0, NULL, 0, NULL, NULL));
+  CHECK_NO_WORKER_FAILURES();
+  CHECK_OK(tpu_system_release(s));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest no_system[] = {
       cmocka_unit_test(test_null_args__common),
@@ -925,6 +1036,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_null_args__system_init),
       cmocka_unit_test(test_null_args__environment_and_cache),
       cmocka_unit_test(test_null_args__cluster_resolver),
+      cmocka_unit_test(test_null_args__embedding),
   };
   const struct CMUnitTest with_system[] = {
       cmocka_unit_test(test_null_args__system_queries),

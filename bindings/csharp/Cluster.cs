@@ -79,21 +79,25 @@ public static partial class tpu {
   // tf.tpu.experimental.initialize_tpu_system(cluster_resolver): joins the resolver's
   // cluster (null: resolved from the environment, as under `tpurt launch`; nothing set
   // gives a one-process system). The system becomes the default of the step functions.
+  // embedding_config: as initialize_system's (EmbeddingConfig.FromJson), the same on every task.
   public static TpuSystem initialize_tpu_system(ClusterResolver cluster_resolver = null, int num_cores = 0,
-                                                string job = null, ClusterOptions cluster_options = null) {
+                                                string job = null, ClusterOptions cluster_options = null,
+                                                byte[] embedding_config = null) {
     if (num_cores < 0) throw new ArgumentOutOfRangeException(nameof(num_cores), num_cores, "must not be negative");
     using (var options = new SystemOptions())
     using (var defaults = new ClusterOptions()) {
       options.NumCores = num_cores;
       if (job != null) options.JobName = job;
+      if (embedding_config != null) options.EmbeddingConfig = new ByteVector(embedding_config);
       TpuSystem system = TpuSystem.InitializeTpuSystem(cluster_resolver, options, cluster_options ?? defaults);
       defaultSystem = system;
       return system;
     }
   }
   public static TpuSystem InitializeTpuSystem(ClusterResolver cluster_resolver = null, int num_cores = 0,
-                                              string job = null, ClusterOptions cluster_options = null) {
-    return initialize_tpu_system(cluster_resolver, num_cores, job, cluster_options);
+                                              string job = null, ClusterOptions cluster_options = null,
+                                              byte[] embedding_config = null) {
+    return initialize_tpu_system(cluster_resolver, num_cores, job, cluster_options, embedding_config);
   }
 
   public static class experimental {

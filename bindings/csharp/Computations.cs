@@ -11,6 +11,7 @@ public delegate Tensor[] ReplicaComputation(ReplicaContext ctx, Tensor[] inputs)
 internal sealed class DelegateComputation : NativeComputation {
   // Set before each step; a director is reused (constructing one reflects over it).
   internal ReplicaComputation body;
+  internal TpuSystem system; // the step's (ctx.Embedding reads feature names from it)
   [ThreadStatic] internal static ReplicaContext Current;
   // Collective results handed out during this replica's run: disposed when it returns,
   // so their buffers go back to the library's cache at once, not at the next GC (an
@@ -30,6 +31,7 @@ internal sealed class DelegateComputation : NativeComputation {
     Interlocked.Increment(ref running);
     ReplicaContext previous = Current;
     Current = ctx;
+    ctx.StepSystem = system;
     var previousOwned = owned;
     owned = null; // made by the first Own, so an empty step allocates no list
     Tensor[] inputs = null;

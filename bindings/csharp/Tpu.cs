@@ -67,9 +67,11 @@ public static partial class tpu {
     if (computation == null) throw new ArgumentNullException(nameof(computation));
     if (!idleDirectors.TryTake(out DelegateComputation director)) director = new DelegateComputation();
     director.body = computation;
+    director.system = system;
     try {
       TensorVector outputs = run(director);
       director.body = null;
+      director.system = null;
       idleDirectors.Add(director);
       return outputs;
     } catch {

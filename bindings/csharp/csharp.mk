@@ -38,9 +38,10 @@ $(CS_DIR)/Tpurt.Tests.dll: $(CS_DLL) $(CS_TESTS)
 CS_PROGRAMS := $(patsubst bindings/csharp/tests/programs/%.cs,$(CS_DIR)/%.exe,$(wildcard bindings/csharp/tests/programs/*.cs))
 $(CS_DIR)/%.exe: bindings/csharp/tests/programs/%.cs $(CS_DLL)
 	$(CS_MCS) -nologo -out:$@ -r:$(CS_DLL) $<
-test-csharp: bindings-csharp $(CS_DIR)/Tpurt.Tests.dll $(CS_PROGRAMS)
+# The tool: `tpurt launch` runs EmbeddingTasks.exe as 2 tasks.
+test-csharp: bindings-csharp $(CS_DIR)/Tpurt.Tests.dll $(CS_PROGRAMS) $(TOOL)
 	cd $(CS_DIR) && rm -f TestResult.xml && \
-	  LD_LIBRARY_PATH=$(abspath $(CS_DIR)):$(abspath $(BUILD)/lib) TPURT_CS_DIR=$(abspath $(CS_DIR)) \
+	  LD_LIBRARY_PATH=$(abspath $(CS_DIR)):$(abspath $(BUILD)/lib) TPURT_CS_DIR=$(abspath $(CS_DIR)) TPURT_TOOL=$(abspath $(TOOL)) \
 	  timeout 170 $(CS_NUNIT_CONSOLE) -nologo Tpurt.Tests.dll > nunit.log 2>&1; \
 	  status=$$?; tail -30 nunit.log; \
 	  bash $(abspath bindings/csharp/tests/summary.sh) TestResult.xml $$status

@@ -204,6 +204,69 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
     waitAtBarrier(id, timeoutMs, new int[0]);
   }
 
+  // ---- Embeddings (1.4): tables and features as views, load/retrieve by names ----
+
+  /** The embedding configuration's tables, in order (none without a configuration). */
+  public java.util.List<EmbeddingTable> embeddingTables() {
+    java.util.List<EmbeddingTable> out = new java.util.ArrayList<>();
+    for (int t = 0; t < embeddingNumTables(); t++) out.add(new EmbeddingTable(this, t));
+    return out;
+  }
+
+  /** The table called name; NotFoundError naming it. */
+  public EmbeddingTable embeddingTable(String name) {
+    if (name == null) throw new IllegalArgumentException("table name is null");
+    return new EmbeddingTable(this, embeddingTableIndex(name));
+  }
+
+  /** Table index; OutOfRangeError naming it and the count. */
+  public EmbeddingTable embeddingTable(int index) {
+    embeddingTableName(index);
+    return new EmbeddingTable(this, index);
+  }
+
+  /** The configuration's features, in order. */
+  public java.util.List<EmbeddingFeature> embeddingFeatures() {
+    java.util.List<EmbeddingFeature> out = new java.util.ArrayList<>();
+    for (int f = 0; f < embeddingNumFeatures(); f++) out.add(new EmbeddingFeature(this, f));
+    return out;
+  }
+
+  /** The feature called name; NotFoundError naming it. */
+  public EmbeddingFeature embeddingFeature(String name) {
+    if (name == null) throw new IllegalArgumentException("feature name is null");
+    return new EmbeddingFeature(this, embeddingFeatureIndex(name));
+  }
+
+  public EmbeddingFeature embeddingFeature(int index) {
+    embeddingFeatureName(index);
+    return new EmbeddingFeature(this, index);
+  }
+
+  /** Where row of table lives (tpu_embedding_row_owner). */
+  public EmbeddingRowOwner embeddingRowOwner(int table, long row) {
+    return embeddingTable(table).rowOwner(row);
+  }
+
+  /** The index of a table's variable by name ("parameters", "accumulators", ...). */
+  public int embeddingVariableIndex(int table, String variable) {
+    return embeddingTable(table).variableIndex(variable);
+  }
+
+  /** Loads rows from firstRow on (values.length / dimension of them, row-major) into a variable. */
+  public void embeddingLoad(String table, String variable, long firstRow, float[] values) {
+    embeddingTable(table).load(variable, firstRow, values);
+  }
+
+  public void embeddingLoad(int table, int variable, long firstRow, float[] values) {
+    embeddingTable(table).load(variable, firstRow, values);
+  }
+
+  /** Rows [firstRow, firstRow + numRows) of a variable, row-major. */
+  public float[] embeddingRetrieve(String table, String variable, long firstRow, long numRows) {
+    return embeddingTable(table).retrieve(variable, firstRow, numRows);
+  }
+
   /** Shuts the system down (joins its workers) and releases what failed steps kept alive. */
   @Override
   public void close() {
@@ -239,6 +302,14 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
     CollectiveOptions options = new CollectiveOptions();
     options.setGroupMode(groupMode);
     return options;
+  }
+%}
+
+%typemap(javacode) tpurt::SystemOptions %{
+  /** The embedding configuration from its proto3 JSON (tpurt.embeddingConfigFromJson). */
+  public void setEmbeddingConfigJson(String json) {
+    if (json == null) throw new IllegalArgumentException("json is null");
+    setEmbeddingConfig(tpurt.embeddingConfigFromJson(json));
   }
 %}
 
@@ -321,6 +392,11 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
 %}
 
 %typemap(javacode) tpurt::ReplicaContext %{
+  /** This participant's embedding step: enqueue, recvActivations, sendGradients. */
+  public EmbeddingStep embedding() {
+    return new EmbeddingStep(this);
+  }
+
   /** Runs body only on logical core n of the replica (the part tf.tpu.core(n) places); empty elsewhere. */
   public <T> java.util.Optional<T> onCore(int n, java.util.function.Supplier<T> body) {
     if (body == null) throw new IllegalArgumentException("body is null");

@@ -78,9 +78,13 @@ class Builder {
         *reinterpret_cast<char**>(base + f->offset) = items;
         continue;
       }
+      uint32_t* oneof_case = reinterpret_cast<uint32_t*>(base + f->quantifier_offset);
+      if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && *oneof_case != 0)
+        invalid_argument(at, ": ", protobuf_c_message_descriptor_get_field(d, *oneof_case)->name,
+                         " is set already, and only one field of their oneof may be");
       scalar(f, value, base + f->offset, at, depth);
       if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
-        *reinterpret_cast<uint32_t*>(base + f->quantifier_offset) = f->id;
+        *oneof_case = f->id;
       else if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->type != PROTOBUF_C_TYPE_MESSAGE &&
                f->type != PROTOBUF_C_TYPE_STRING)
         *reinterpret_cast<protobuf_c_boolean*>(base + f->quantifier_offset) = 1;
@@ -191,9 +195,13 @@ class Builder {
         *reinterpret_cast<uint64_t*>(out) = static_cast<uint64_t>(x);
         return;
       }
-      case PROTOBUF_C_TYPE_FLOAT:
-        *reinterpret_cast<float*>(out) = static_cast<float>(real(v, at));
+      case PROTOBUF_C_TYPE_FLOAT: {
+        const double x = real(v, at);
+        if (std::isfinite(x) && std::fabs(x) > std::numeric_limits<float>::max())
+          invalid_argument(at, ": ", x, " is outside float's range");
+        *reinterpret_cast<float*>(out) = static_cast<float>(x);
         return;
+      }
       case PROTOBUF_C_TYPE_DOUBLE:
         *reinterpret_cast<double*>(out) = real(v, at);
         return;

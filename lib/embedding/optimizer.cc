@@ -57,9 +57,25 @@ const char* optimizer_name(int field) {
 std::unique_ptr<UpdateRule> make_rule(const OptimizationParameters& p, const std::string& table) {
   switch (p.parameters_case) {
     case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_STOCHASTIC_GRADIENT_DESCENT:
-      return make_sgd(p);
+      return make_sgd(p, table);
     case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_ADAGRAD:
-      return make_adagrad(p);
+      return make_adagrad(p, table);
+    case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_ADAGRAD_MOMENTUM:
+      return make_adagrad_momentum(p, table);
+    case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_ADAM:
+      return make_adam(p, table);
+    case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_FTRL:
+      return make_ftrl(p, table);
+    case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_MOMENTUM:
+      return make_momentum(p, table);
+    case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_RMS_PROP:
+      return make_rms_prop(p, table);
+    case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_CENTERED_RMS_PROP:
+      return make_centered_rms_prop(p, table);
+    case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_ADADELTA:
+      return make_adadelta(p, table);
+    case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_PROXIMAL_ADAGRAD:
+      return make_proximal_adagrad(p, table);
     case TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS__NOT_SET:
       invalid_argument("table '", table, "' has OptimizationParameters without an optimizer");
     default:
@@ -93,6 +109,8 @@ std::unique_ptr<Optimizer> Optimizer::parse(const void* bytes, size_t len, const
   } else if (p->learning_rate != nullptr &&
              p->learning_rate->learning_rate_case == TENSORFLOW__TPU__LEARNING_RATE__LEARNING_RATE_CONSTANT) {
     o->constant_lr_ = p->learning_rate->constant;
+    if (!std::isfinite(o->constant_lr_))
+      invalid_argument("table '", table, "' has learning rate ", o->constant_lr_, "; it must be finite");
   }
   o->weight_clip_ = clip_range(p->clipping_limits);
   o->gradient_clip_ = clip_range(p->gradient_clipping_limits);
@@ -103,8 +121,16 @@ std::unique_ptr<Optimizer> Optimizer::parse(const void* bytes, size_t len, const
   return o;
 }
 
-// Order: gradient clipping, weight decay (added to the gradient), the update, weight
-// clipping. See docs/EMBEDDING.md for why.
+// Order: gradient clipping, weight decay (added to the gradient), the update rule,
+// weight clipping. gradient_clipping_limits clip "the backward pass gradient before
+// using it for updates" (the proto), so before anything is added to it. Weight decay
+// is coupled, g + decay * w with decay = weight_decay_factor (times the learning rate
+// under multiply_weight_decay_factor_by_learning_rate), because that is what the one
+// published TPU update program that reads it does (jax_tpu_embedding's FTRL program:
+// grad + wd * table, before the update); TensorFlow's own SparseCore programs take no
+// weight decay. clipping_limits clip the updated weights last, as every program in
+// tensorflow/core/tpu/kernels/sparse_core_ops_utils.cc does (ApplyWeightClippingToTable
+// on the update's result). docs/EMBEDDING.md, "Optimizers", says the same.
 void Optimizer::apply(float* row, float* const* slots, const float* grad, int dim, float learning_rate,
                       float* scratch) const {
   const float* g = grad;

@@ -42,7 +42,8 @@ class Optimizer {
  public:
   // Parses OptimizationParameters bytes for table `table` (named in errors):
   // TPU_INVALID_ARGUMENT for bytes that do not parse or values out of range (a dynamic
-  // tag below 0), TPU_UNIMPLEMENTED naming an optimizer tpurt does not build, and
+  // tag below 0, an optimizer parameter TensorFlow's classes refuse, naming the field
+  // and value), TPU_UNIMPLEMENTED naming an optimizer tpurt does not build, and
   // TPU_INVALID_ARGUMENT when no optimizer is set.
   static std::unique_ptr<Optimizer> parse(const void* bytes, size_t len, const std::string& table);
 

@@ -409,13 +409,20 @@ static const char bench_usage[] =
     "                       if unset)\n"
     "  --timeout SECONDS    with --tasks: stop the tasks and fail after SECONDS\n"
     "                       (default 3600)\n"
+    "  --embedding          instead: the embedding engine's step on a 1M x 64 float32\n"
+    "                       table with Adagrad, 1024 Zipf-distributed ids per replica\n"
+    "                       (-r, default 8; with --tasks, --cores-per-task each) per\n"
+    "                       step: lookups/s, updates/s (unique rows) and the bytes moved\n"
+    "                       per second against the memcpy bandwidth, with per-phase\n"
+    "                       times; -n steps (default: ~2 s); the first step is checked\n"
     "  -h, --help           this text\n"
     "A size that is not a whole number of elements (or, for reduce_scatter and\n"
     "all_to_all, of R elements) is rounded up, with a note on stderr; rows show the\n"
     "size measured.\n";
 
 enum { OPT_PIN = 256, OPT_CSV, OPT_CHECK, OPT_NO_CHECK, OPT_STEP, OPT_PRIVATE, OPT_TASKS,
-       OPT_CORES_PER_TASK, OPT_TRANSPORT, OPT_TIMEOUT, OPT_CORES_PER_REPLICA, OPT_GROUP_MODE };
+       OPT_CORES_PER_TASK, OPT_TRANSPORT, OPT_TIMEOUT, OPT_CORES_PER_REPLICA, OPT_GROUP_MODE,
+       OPT_EMBEDDING };
 
 /* --timeout's default: a bound on a whole sweep of tasks, far above a normal one. */
 #define TASKS_TIMEOUT_DEFAULT 3600
@@ -436,6 +443,7 @@ static int cmd_bench(int argc, char **argv) {
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"cores-per-replica", required_argument, NULL, OPT_CORES_PER_REPLICA},
       {"group-mode", required_argument, NULL, OPT_GROUP_MODE},
+      {"embedding", no_argument, NULL, OPT_EMBEDDING},
       {NULL, 0, NULL, 0}};
   long tasks = 0, cores_per_task = 0, timeout = 0;
   const char *transport = NULL;
@@ -452,9 +460,14 @@ static int cmd_bench(int argc, char **argv) {
                       .factor = 4,
                       .target_seconds = 0.3,
                       .check = 1};
-  int step = 0, op_given = 0;
+  int step = 0, op_given = 0, embedding = 0, replicas_given = 0;
+  const char *sweep_option = NULL; /* an option of the sweep, which --embedding refuses */
   for (int c; (c = next_option("bench", argc, argv, "c:b:e:f:r:d:o:n:h", longopts)) != -1;) {
     const char *v = optarg;
+    if ((c < 256 && strchr("cbefdo", c)) || c == OPT_CORES_PER_REPLICA ||
+        c == OPT_GROUP_MODE || c == OPT_PRIVATE)
+      for (const struct option *o = longopts; o->name; o++)
+        if (o->val == c) sweep_option = o->name;
     switch (c) {
       case 'c':
         step = !strcmp(v, "empty");
@@ -465,7 +478,10 @@ static int cmd_bench(int argc, char **argv) {
       case 'b': cfg.min_bytes = parse_bytes("bench", "--minbytes", v); break;
       case 'e': cfg.max_bytes = parse_bytes("bench", "--maxbytes", v); break;
       case 'f': cfg.factor = parse_long("bench", "--stepfactor", v, 2, 1024); break;
-      case 'r': cfg.replicas = (int)parse_long("bench", "--replicas", v, 1, 4096); break;
+      case 'r':
+        cfg.replicas = (int)parse_long("bench", "--replicas", v, 1, 4096);
+        replicas_given = 1;
+        break;
       case 'd':
         if (!bench_parse_dtype(v, &cfg.dtype))
           usage_error("bench", "--datatype: unknown dtype '%s' (float32, float64, bfloat16, "
@@ -509,6 +525,7 @@ static int cmd_bench(int argc, char **argv) {
                       bench_group_mode_names);
         cfg.group_mode_name = v;
         break;
+      case OPT_EMBEDDING: embedding = 1; break;
       case 'h': return print_usage(bench_usage);
     }
   }
@@ -526,6 +543,12 @@ static int cmd_bench(int argc, char **argv) {
     if (step) usage_error("bench", "--tasks: --step measures one process");
     return bench_relaunch(argc, argv, tasks, cores_per_task, transport, timeout);
   }
+  if (embedding && (step || sweep_option))
+    usage_error("bench", "--embedding: measures the embedding step; not with --%s",
+                sweep_option ? sweep_option : "step");
+  if (embedding)
+    return bench_embedding(replicas_given ? cfg.replicas : BENCH_EMBEDDING_REPLICAS,
+                           cfg.fixed_iters, cfg.pinning, cfg.check);
   if (step && cfg.cores_per_replica > 1)
     usage_error("bench", "--step: measures replicas of one core (--cores-per-replica %d)",
                 cfg.cores_per_replica);

@@ -124,4 +124,10 @@ int bench_valid_transport(const char *name);
 int bench_relaunch(int argc, char **argv, long tasks, long cores, const char *transport,
                    long timeout);
 
+/* --embedding (bench_embedding.c): the embedding engine's step; replicas of one
+ * process (a task of --tasks takes its cores from the launcher), steps 0 for ~2 s,
+ * pinning a tpu_thread_pinning, check: verify the first step. The exit status. */
+#define BENCH_EMBEDDING_REPLICAS 8
+int bench_embedding(int replicas, long steps, int pinning, int check);
+
 #endif /* TPURT_TOOL_BENCH_H */

@@ -124,16 +124,35 @@ void parse_int_list(const char *command, const char *what, const char *text, int
   }
 }
 
-tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning) {
-  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
+static tpu_system *start_with(tpu_system_options *options) {
   tpu_system *system = NULL;
   check_environment();
+  /* Resolves the cluster from the environment (tpurt launch, Slurm, mpirun, TF_CONFIG,
+   * DTENSOR_JOBS); with none of them set it starts a one-process system. */
+  CHECK_DOING(tpu_initialize_tpu_system(NULL, options, NULL, &system, NULL), "cannot start a system");
+  return system;
+}
+
+tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning) {
+  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
   options.num_cores = num_cores;
   options.pin_threads = pinning;
   if (mesh_shape) memcpy(options.mesh_shape, mesh_shape, sizeof options.mesh_shape);
-  /* Resolves the cluster from the environment (tpurt launch, Slurm, mpirun, TF_CONFIG,
-   * DTENSOR_JOBS); with none of them set it starts a one-process system. */
-  CHECK_DOING(tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL), "cannot start a system");
+  return start_with(&options);
+}
+
+tpu_system *start_embedding_system(int num_cores, const char *json, int pinning) {
+  size_t len = 0;
+  CHECK_DOING(tpu_embedding_config_from_json(json, NULL, 0, &len), "writing the embedding configuration");
+  void *bytes = xcalloc(len ? len : 1, 1);
+  CHECK_DOING(tpu_embedding_config_from_json(json, bytes, len, &len), "writing the embedding configuration");
+  tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
+  options.num_cores = num_cores;
+  options.pin_threads = pinning;
+  options.embedding_config = bytes;
+  options.embedding_config_len = len;
+  tpu_system *system = start_with(&options);
+  free(bytes);
   return system;
 }
 

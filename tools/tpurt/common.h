@@ -73,6 +73,9 @@ void parse_int_list(const char *command, const char *what, const char *text, int
  * mesh shape (NULL: the default line of cores). */
 /* pinning: a tpu_thread_pinning (TPU_PIN_AUTO is the library's default). */
 tpu_system *start_system(int num_cores, const int32_t *mesh_shape, int pinning);
+/* The same with an embedding configuration in its JSON form
+ * (tpu_embedding_config_from_json); a configuration the library refuses exits 1. */
+tpu_system *start_embedding_system(int num_cores, const char *json, int pinning);
 
 /* The system's cores (every task's) as num_cores / k replicas of k cores: participant
  * (replica r, logical core c), flattened id r * k + c, on global core r * k + c (core d

@@ -25,6 +25,11 @@
 #define MESH_BATCH 64
 #define MESH_HIDDEN 32
 #define MESH_TOLERANCE 1e-5
+/* --embedding's defaults: seconds, for make test. */
+#define EMBEDDING_REPLICAS 4
+#define EMBEDDING_STEPS 300
+#define EMBEDDING_BATCH 256
+#define EMBEDDING_TOLERANCE 1e-6
 
 static const double true_weights[FEATURES] = {0.5, -1.25, 2.0, 0.75, -0.3, 1.5, -2.2, 0.1};
 static const double true_bias = 0.7;
@@ -170,9 +175,20 @@ static const char demo_usage[] =
     "                       R*K cores: in one process, or over tpurt launch's tasks\n"
     "                       (R*K/N cores each unless TPURT_NUM_CORES says)\n"
     "  --batch B            --mesh: the global batch, a multiple of R (default 64)\n"
-    "  --hidden H           --mesh: hidden units, a multiple of K (default 32)\n";
+    "  --hidden H           --mesh: hidden units, a multiple of K (default 32)\n"
+    "\n"
+    "  --embedding          instead: a click-through-rate model, logistic regression over\n"
+    "                       embeddings of 3 categorical features (2 tables, Adagrad in\n"
+    "                       the embedding engine) and 4 dense ones (SGD over\n"
+    "                       cross_replica_sum), on data of a known model; prints the loss\n"
+    "                       and the AUC, and always checks every table row and slot this\n"
+    "                       task holds and the dense weights against the same training\n"
+    "                       on one core (relative max-norm distance, -t, default 1e-6).\n"
+    "                       -r replicas (default 4, over tpurt launch's tasks: R/N each\n"
+    "                       unless TPURT_NUM_CORES says), -s steps (default 300),\n"
+    "                       --batch: the global batch, a multiple of R (default 256)\n";
 
-enum { OPT_CHECK = 256, OPT_MESH, OPT_BATCH, OPT_HIDDEN };
+enum { OPT_CHECK = 256, OPT_MESH, OPT_BATCH, OPT_HIDDEN, OPT_EMBEDDING };
 
 static int cmd_demo(int argc, char **argv) {
   static const struct option longopts[] = {{"replicas", required_argument, NULL, 'r'},
@@ -183,8 +199,10 @@ static int cmd_demo(int argc, char **argv) {
                                            {"mesh", required_argument, NULL, OPT_MESH},
                                            {"batch", required_argument, NULL, OPT_BATCH},
                                            {"hidden", required_argument, NULL, OPT_HIDDEN},
+                                           {"embedding", no_argument, NULL, OPT_EMBEDDING},
                                            {NULL, 0, NULL, 0}};
-  int replicas = 0, steps = 0, check = 0, mesh = 0, tolerance_given = 0;
+  int replicas = 0, steps = 0, check = 0, mesh = 0, tolerance_given = 0, embedding = 0,
+      batch_given = 0;
   double tolerance = DEFAULT_TOLERANCE;
   demo_mesh_options mesh_options = {.batch = MESH_BATCH, .hidden = MESH_HIDDEN};
   for (int c; (c = next_option("demo", argc, argv, "r:s:t:h", longopts)) != -1;) {
@@ -205,12 +223,25 @@ static int cmd_demo(int argc, char **argv) {
         mesh = 1;
         break;
       }
-      case OPT_BATCH: mesh_options.batch = (int)parse_long("demo", "--batch", optarg, 1, 1 << 20); break;
+      case OPT_BATCH:
+        mesh_options.batch = (int)parse_long("demo", "--batch", optarg, 1, 1 << 20);
+        batch_given = 1;
+        break;
+      case OPT_EMBEDDING: embedding = 1; break;
       case OPT_HIDDEN:
         mesh_options.hidden = (int)parse_long("demo", "--hidden", optarg, 1, 1 << 16);
         break;
       case 'h': return print_usage(demo_usage);
     }
+  }
+  if (embedding) {
+    if (mesh) usage_error("demo", "--embedding and --mesh: one demo at a time");
+    if (mesh_options.hidden != MESH_HIDDEN) usage_error("demo", "--hidden: only with --mesh R,K");
+    demo_embedding_options e = {.replicas = replicas ? replicas : EMBEDDING_REPLICAS,
+                                .steps = steps ? steps : EMBEDDING_STEPS,
+                                .batch = batch_given ? mesh_options.batch : EMBEDDING_BATCH,
+                                .tolerance = tolerance_given ? tolerance : EMBEDDING_TOLERANCE};
+    return demo_embedding(&e);
   }
   if (mesh) {
     if (replicas) usage_error("demo", "--replicas: --mesh R,K sets the replicas");
@@ -219,7 +250,7 @@ static int cmd_demo(int argc, char **argv) {
     return demo_mesh(&mesh_options);
   }
   if (mesh_options.batch != MESH_BATCH || mesh_options.hidden != MESH_HIDDEN)
-    usage_error("demo", "--batch and --hidden: only with --mesh R,K");
+    usage_error("demo", "--batch and --hidden: only with --mesh R,K or --embedding");
   if (!steps) steps = DEFAULT_STEPS;
 
   static float x[SAMPLES * FEATURES], y[SAMPLES];

@@ -1,4 +1,6 @@
-// Adagrad: a += g * g; w -= lr * g / sqrt(a) (training_ops.cc ApplyAdagrad).
+// Adagrad: a = a + g * g; w = w - lr * g / sqrt(a). TensorFlow:
+// tensorflow/core/tpu/kernels/sparse_core_ops_utils.cc BuildAdagradOptimizerComputation
+// (its order: (lr * g) / sqrt(a); training_ops.cc ApplyAdagrad multiplies by rsqrt).
 #include <cmath>
 
 #include "embedding/optimizers/rules.h"
@@ -15,8 +17,8 @@ class Adagrad final : public UpdateRule {
   void update(float* w, float* const* slots, const float* g, int dim, float lr) const override {
     float* a = slots[0];
     for (int i = 0; i < dim; ++i) {
-      a[i] += g[i] * g[i];
-      w[i] -= lr * g[i] / std::sqrt(a[i]);
+      a[i] = a[i] + g[i] * g[i];
+      w[i] = w[i] - lr * g[i] / std::sqrt(a[i]);
     }
   }
 
@@ -26,11 +28,12 @@ class Adagrad final : public UpdateRule {
 
 }  // namespace
 
-// TensorFlow 2 carries no initial value (the Python layer loads the slot): 0.1, the
-// default of tf.tpu.experimental.embedding.Adagrad, unless TensorFlow 1.x's field is set.
-std::unique_ptr<UpdateRule> make_adagrad(const OptimizationParameters& p) {
-  const float initial = p.adagrad && p.adagrad->initial_accumulator != 0 ? p.adagrad->initial_accumulator : 0.1f;
-  return std::make_unique<Adagrad>(initial);
+// accumulators start at TensorFlow 1.x's initial_accumulator when set, else at 0.1, the
+// default of tf.tpu.experimental.embedding.Adagrad; both classes refuse a value <= 0.
+std::unique_ptr<UpdateRule> make_adagrad(const OptimizationParameters& p, const std::string& table) {
+  const float set = p.adagrad ? p.adagrad->initial_accumulator : 0;
+  require_param(!(set < 0), table, "adagrad.initial_accumulator", set, "it must be positive");
+  return std::make_unique<Adagrad>(initial_or(set, 0.1f));
 }
 
 }  // namespace embedding

@@ -1,5 +1,6 @@
-// Stochastic gradient descent: w -= lr * g (training_ops.cc ApplyGradientDescent;
-// sparse_core_ops_utils.cc's SGD program).
+// Stochastic gradient descent: w = w - lr * g. TensorFlow:
+// tensorflow/core/tpu/kernels/sparse_core_ops_utils.cc BuildSgdOptimizerComputation
+// (the same as tensorflow/core/kernels/training_ops.cc ApplyGradientDescent).
 #include "embedding/optimizers/rules.h"
 
 namespace tpurt {
@@ -11,13 +12,15 @@ class Sgd final : public UpdateRule {
   std::vector<std::string> slot_names() const override { return {}; }
   std::vector<float> slot_initial_values() const override { return {}; }
   void update(float* w, float* const*, const float* g, int dim, float lr) const override {
-    for (int i = 0; i < dim; ++i) w[i] -= lr * g[i];
+    for (int i = 0; i < dim; ++i) w[i] = w[i] - lr * g[i];
   }
 };
 
 }  // namespace
 
-std::unique_ptr<UpdateRule> make_sgd(const OptimizationParameters&) { return std::make_unique<Sgd>(); }
+std::unique_ptr<UpdateRule> make_sgd(const OptimizationParameters&, const std::string&) {
+  return std::make_unique<Sgd>();
+}
 
 }  // namespace embedding
 }  // namespace tpurt
