@@ -526,6 +526,21 @@ void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor
                        shape_string(dims.data(), static_cast<int>(dims.size())));
   }
 
+  // A table whose optimizer updates every row changes rows on every task holding its
+  // shards, and only a computation of the step there can (one process has them all).
+  if (num_tasks_ > 1)
+    for (const TableSpec& t : config_->tables) {
+      if (!t.optimizer->updates_every_row()) continue;
+      for (int task = 0; task < num_tasks_; ++task) {
+        if (!servers_[task].empty()) continue;
+        for (int64_t shard = int64_t{task} * cores_per_task_; shard < int64_t{task + 1} * cores_per_task_; ++shard)
+          if (t.shards.rows_in(shard) > 0)
+            fail(TPU_FAILED_PRECONDITION, "task ", task, " holds shards of embedding table '", t.name,
+                 "', whose optimizer updates every row, but runs no computation of this step; an embedding step ",
+                 "needs a computation on every task");
+      }
+    }
+
   // Each unique row's gradient, summed over this participant's ids in feature order.
   for (size_t t = 0; t < config_->tables.size(); ++t)
     st.grads[t].assign(st.unique[t].size() * config_->tables[t].dimension, 0.0f);

@@ -1200,8 +1200,8 @@ static int scenario_model_parallel_skip(tpu_system *system) {
 }
 
 /* ---- embedding: tables sharded over every core of every task ----------------------
- * Four tables (Adagrad, SGD, Adagrad, SGD; the last of 3 rows, fewer than the cores)
- * sharded DIV_DEFAULT or MOD (argv[2]) over every core of the system, five features on
+ * Five tables (Adagrad, SGD, Adagrad, SGD of 3 rows, fewer than the cores, non-lazy
+ * Adam) sharded DIV_DEFAULT or MOD (argv[2]) over every core of the system, six features on
  * them (two on one table, "tag" left out by every third participant): COO and ragged, with
  * and without weights, combiners SUM, MEAN and SQRTN in turn, empty samples, and ids
  * repeated within a sample, a replica, across replicas and across tasks; then replicas
@@ -1211,11 +1211,12 @@ static int scenario_model_parallel_skip(tpu_system *system) {
  * across tasks must print what one process of as many cores prints. "tags" takes a
  * dynamic learning rate. Between the steps: a replica failing after its gradients, one
  * enqueueing an id out of range, one giving another learning rate, and (across tasks)
- * a step without a computation on a task that holds shards: each the named error, no
- * row changed on any task, and the next step works; a step without ids changes none. */
-enum { EMB_FEATURES = 5, EMB_TAG = 3, EMB_MAX_IDS = 64 };
+ * a step without a computation on a task that holds shards (looking up its rows, or
+ * only others' with a table updating every row): each the named error, no
+ * row changed on any task, and the next step works; a step without ids works. */
+enum { EMB_FEATURES = 6, EMB_TAG = 3, EMB_MAX_IDS = 64 };
 enum { EMB_NO_FAULT, EMB_FAIL_AFTER_GRADIENTS, EMB_BAD_ID, EMB_OTHER_RATE, EMB_EMPTY };
-static const int g_emb_ragged[EMB_FEATURES] = {0, 1, 0, 1, 1}, g_emb_weighted[EMB_FEATURES] = {0, 1, 1, 0, 1};
+static const int g_emb_ragged[EMB_FEATURES] = {0, 1, 0, 1, 1, 0}, g_emb_weighted[EMB_FEATURES] = {0, 1, 1, 0, 1, 0};
 static int64_t g_emb_samples[EMB_FEATURES], g_emb_vocabulary[EMB_FEATURES];
 static const char *g_emb_strategy;
 
@@ -1231,12 +1232,16 @@ static int emb_config(const char *strategy, char *out, size_t capacity, size_t *
            "{\"name\": \"tags\", \"vocabulary_size\": 23, \"dimension\": 3, \"optimization_parameters\":"
            " {\"learning_rate\": {\"dynamic\": {\"tag\": 0}}, \"adagrad\": {\"initial_accumulator\": 0.5}}},"
            "{\"name\": \"flags\", \"vocabulary_size\": 3, \"dimension\": 2, \"optimization_parameters\":"
-           " {\"learning_rate\": {\"constant\": 0.5}, \"stochastic_gradient_descent\": {}}}],"
+           " {\"learning_rate\": {\"constant\": 0.5}, \"stochastic_gradient_descent\": {}}},"
+           "{\"name\": \"dense\", \"vocabulary_size\": 8, \"dimension\": 2, \"optimization_parameters\":"
+           " {\"learning_rate\": {\"constant\": 0.01}, \"adam\": {\"beta1\": 0.9, \"beta2\": 0.999,"
+           " \"epsilon\": 1e-8, \"use_non_lazy_adam\": true}}}],"
            "\"feature_descriptor\": [{\"name\": \"user\", \"table_id\": 0, \"input_shape\": [4]},"
            " {\"name\": \"item\", \"table_id\": 1, \"input_shape\": [3]},"
            " {\"name\": \"history\", \"table_id\": 1, \"input_shape\": [2, 2]},"
            " {\"name\": \"tag\", \"table_id\": 2, \"input_shape\": [5]},"
-           " {\"name\": \"flag\", \"table_id\": 3, \"input_shape\": [3]}]}",
+           " {\"name\": \"flag\", \"table_id\": 3, \"input_shape\": [3]},"
+           " {\"name\": \"dense\", \"table_id\": 4, \"input_shape\": [2]}]}",
            !strcmp(strategy, "mod") ? "MOD" : "DIV_DEFAULT");
   tpu_status s = tpu_embedding_config_from_json(json, out, capacity, count);
   if (s != TPU_OK) printf("task ?: embedding configuration: %s: %s\n", tpu_status_name(s), tpu_last_error());
@@ -1346,7 +1351,8 @@ static tpu_status emb_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int ni
   return s;
 }
 
-/* A step whose replicas all run on task 0: each looks up row `user` of "users". */
+/* A step whose replicas all run on task 0: each looks up row g_emb_lonely_id of
+ * "users", and sends its gradients (zeros) if user is not NULL. */
 static int64_t g_emb_lonely_id;
 static tpu_status emb_lonely_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out,
                                 int nout, void *user) {
@@ -1361,6 +1367,19 @@ static tpu_status emb_lonely_fn(tpu_replica_context *ctx, tpu_tensor *const *in,
   tpu_tensor *act[EMB_FEATURES] = {NULL};
   tpu_status s = tpu_embedding_enqueue(ctx, &fb, 1);
   if (s == TPU_OK) s = tpu_embedding_recv_activations(ctx, act, EMB_FEATURES);
+  if (s == TPU_OK && user) {
+    const float rate = emb_rate(0);
+    tpu_tensor *grad[EMB_FEATURES] = {NULL};
+    int64_t dims[4];
+    size_t rank = 0, bytes = 0;
+    OK(tpu_tensor_dims(act[0], dims, 4, &rank));
+    OK(tpu_tensor_byte_size(act[0], &bytes));
+    float *zeros = calloc(1, bytes);
+    OK(tpu_tensor_create(TPU_FLOAT, dims, (int)rank, zeros, bytes, &grad[0]));
+    free(zeros);
+    s = tpu_embedding_send_gradients(ctx, grad, EMB_FEATURES, &rate, 1);
+    tpu_tensor_release(grad[0]);
+  }
   for (int f = 0; f < EMB_FEATURES; f++) tpu_tensor_release(act[f]);
   return s;
 }
@@ -1428,7 +1447,7 @@ static void emb_failing_step(const char *what, tpu_status want, const char *says
 }
 
 static int scenario_embedding(tpu_system *system) {
-  const char *want_names[EMB_FEATURES] = {"user", "item", "history", "tag", "flag"};
+  const char *want_names[EMB_FEATURES] = {"user", "item", "history", "tag", "flag", "dense"};
   int nf = 0;
   OK(tpu_embedding_num_features(system, &nf));
   EXPECT(nf == EMB_FEATURES, "%d features, want %d", nf, EMB_FEATURES);
@@ -1489,11 +1508,10 @@ static int scenario_embedding(tpu_system *system) {
       emb_failing_step("another learning rate", TPU_INVALID_ARGUMENT, says, s);
       EXPECT(strstr(tpu_last_error(), "disagree on dynamic learning rate 0"), "the error does not name tag 0");
       EXPECT(emb_tables_digest(system, 0) == before, "a step whose replicas disagree on a learning rate changed rows");
-      /* A step without ids: no activations, no change (the optimizers are lazy). */
+      /* A step without ids: no activations; only "dense" (non-lazy) changes. */
       fault.fault = EMB_EMPTY;
       s = tpu_replicate(system, emb_fn, &fault, g_n, 0, NULL, 0, NULL, NULL);
       EXPECT(s == TPU_OK, "a step without ids: %s: %s", tpu_status_name(s), tpu_last_error());
-      EXPECT(emb_tables_digest(system, 0) == before, "a step without ids changed rows");
     }
     if (k == 5 && g_tasks > 1) {
       /* Task 1 holds shards of "users" but runs none of this step's replicas (all on
@@ -1515,6 +1533,21 @@ static int scenario_embedding(tpu_system *system) {
       tpu_status s = tpu_replicate(system, emb_lonely_fn, NULL, g_local, 0, NULL, 0, NULL, &o);
       emb_failing_step("no computation on task 1", TPU_FAILED_PRECONDITION,
                        "task 1 holds shards of embedding table 'users' but runs no computation of this step", s);
+      EXPECT(emb_tables_digest(system, 0) == before, "a step without a computation on task 1 changed rows");
+      /* Only rows of task 0 looked up, but "dense" (non-lazy Adam) updates every row,
+       * task 1's too, which no computation of the step serves. */
+      for (int64_t row = 0; row < g_emb_vocabulary[0]; row++) {
+        int core = 0;
+        int64_t shard_row = 0;
+        OK(tpu_embedding_row_owner(system, 0, row, &core, &shard_row));
+        if (core / g_local == 0) g_emb_lonely_id = row;
+      }
+      static const int send_gradients = 1;
+      s = tpu_replicate(system, emb_lonely_fn, (void *)&send_gradients, g_local, 0, NULL, 0, NULL, &o);
+      emb_failing_step("no computation on task 1, every row updated", TPU_FAILED_PRECONDITION,
+                       "task 1 holds shards of embedding table 'dense', whose optimizer updates every row, but runs "
+                       "no computation of this step",
+                       s);
       EXPECT(emb_tables_digest(system, 0) == before, "a step without a computation on task 1 changed rows");
       tpu_device_assignment_release(da);
     }
@@ -1557,6 +1590,10 @@ int main(int argc, char **argv) {
   static char emb_bytes[4096];
   if (!strcmp(scenario, "embedding")) {
     g_emb_strategy = argc > 2 ? argv[2] : "div";
+    if (strcmp(g_emb_strategy, "div") != 0 && strcmp(g_emb_strategy, "mod") != 0) {
+      fprintf(stderr, "cluster_worker embedding: sharding '%s' is neither div nor mod\n", g_emb_strategy);
+      return 2;
+    }
     size_t len = 0;
     if (emb_config(g_emb_strategy, emb_bytes, sizeof emb_bytes, &len)) return 3;
     options.embedding_config = emb_bytes;
