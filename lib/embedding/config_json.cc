@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/resolver_parse.h"
 #include "core/status.h"
 #include "optimization_parameters.pb-c.h"
 #include "tpu_embedding_configuration.pb-c.h"
@@ -57,7 +58,7 @@ class Builder {
  public:
   ProtobufCMessage* message(const ProtobufCMessageDescriptor* d, const json_t* obj, const std::string& path, int depth) {
     if (depth > 32) invalid_argument(path, ": nested too deeply");
-    if (!json_is_object(obj)) invalid_argument(path.empty() ? "the configuration" : path, ": expected an object, got ", type_of(obj));
+    if (!json_is_object(obj)) invalid_argument(path.empty() ? "the configuration" : path, ": expected an object, got ", resolver::json_type_name(obj));
     auto* m = static_cast<ProtobufCMessage*>(arena_.alloc(d->sizeof_message));
     d->message_init(m);
     const char* key;
@@ -69,7 +70,7 @@ class Builder {
       if (json_is_null(value)) continue;
       char* base = reinterpret_cast<char*>(m);
       if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-        if (!json_is_array(value)) invalid_argument(at, ": expected an array, got ", type_of(value));
+        if (!json_is_array(value)) invalid_argument(at, ": expected a list, got ", resolver::json_type_name(value));
         const size_t n = json_array_size(value), size = element_size(f);
         char* items = static_cast<char*>(arena_.alloc(n * size));
         for (size_t i = 0; i < n; ++i)
@@ -93,20 +94,6 @@ class Builder {
   }
 
  private:
-  static const char* type_of(const json_t* v) {
-    switch (json_typeof(v)) {
-      case JSON_OBJECT: return "an object";
-      case JSON_ARRAY: return "an array";
-      case JSON_STRING: return "a string";
-      case JSON_INTEGER: return "an integer";
-      case JSON_REAL: return "a number";
-      case JSON_TRUE:
-      case JSON_FALSE: return "a boolean";
-      case JSON_NULL: return "null";
-    }
-    return "a value";
-  }
-
   static const ProtobufCFieldDescriptor* field(const ProtobufCMessageDescriptor* d, const char* key) {
     for (unsigned i = 0; i < d->n_fields; ++i)
       if (std::strcmp(d->fields[i].name, key) == 0 || camel(d->fields[i].name) == key) return &d->fields[i];
@@ -145,7 +132,7 @@ class Builder {
       if (end != s && *end == '\0' && errno == 0) return x;
       invalid_argument(at, ": expected an integer, got \"", s, "\"");
     }
-    invalid_argument(at, ": expected an integer, got ", type_of(v));
+    invalid_argument(at, ": expected an integer, got ", resolver::json_type_name(v));
   }
 
   static void check_range(long double x, long double lo, long double hi, const std::string& at) {
@@ -160,7 +147,7 @@ class Builder {
       if (s == "Infinity") return std::numeric_limits<double>::infinity();
       if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
     }
-    invalid_argument(at, ": expected a number, got ", type_of(v));
+    invalid_argument(at, ": expected a number, got ", resolver::json_type_name(v));
   }
 
   void scalar(const ProtobufCFieldDescriptor* f, const json_t* v, char* out, const std::string& at, int depth) {
@@ -206,7 +193,7 @@ class Builder {
         *reinterpret_cast<double*>(out) = real(v, at);
         return;
       case PROTOBUF_C_TYPE_BOOL:
-        if (!json_is_boolean(v)) invalid_argument(at, ": expected true or false, got ", type_of(v));
+        if (!json_is_boolean(v)) invalid_argument(at, ": expected true or false, got ", resolver::json_type_name(v));
         *reinterpret_cast<protobuf_c_boolean*>(out) = json_is_true(v) ? 1 : 0;
         return;
       case PROTOBUF_C_TYPE_ENUM: {
@@ -228,7 +215,7 @@ class Builder {
         return;
       }
       case PROTOBUF_C_TYPE_STRING: {
-        if (!json_is_string(v)) invalid_argument(at, ": expected a string, got ", type_of(v));
+        if (!json_is_string(v)) invalid_argument(at, ": expected a string, got ", resolver::json_type_name(v));
         const size_t n = json_string_length(v);
         char* s = static_cast<char*>(arena_.alloc(n + 1));
         std::memcpy(s, json_string_value(v), n);
@@ -247,7 +234,7 @@ class Builder {
           protobuf_c_message_pack(p, b->data);
           return;
         }
-        if (!json_is_string(v)) invalid_argument(at, ": expected base64 bytes, got ", type_of(v));
+        if (!json_is_string(v)) invalid_argument(at, ": expected base64 bytes, got ", resolver::json_type_name(v));
         const std::string s = json_string_value(v);
         b->data = static_cast<uint8_t*>(arena_.alloc(s.size()));
         const int n = EVP_DecodeBlock(b->data, reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
