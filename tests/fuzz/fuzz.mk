@@ -3,7 +3,8 @@
 #   topology          TopologyProto bytes
 #   device_assignment the arrays and counts a caller builds a topology and a device
 #                     assignment from (and group assignments)
-#   embedding_config  TPUEmbeddingConfiguration bytes
+#   embedding_config  TPUEmbeddingConfiguration bytes (with OptimizationParameters)
+#   embedding_json    tpu_embedding_config_from_json's JSON
 #   tf_config         TF_CONFIG
 #   hostlist          Slurm's host and tasks-per-node lists, and the Slurm resolver
 #   dtensor_jobs      DTENSOR_JOBS and DTENSOR_CLIENT_ID
@@ -29,8 +30,8 @@ FUZZ_TIME ?= 300
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_COMPILE := -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(CPPFLAGS_COMMON)
-FUZZ_TARGETS := wire topology device_assignment embedding_config tf_config hostlist \
-  dtensor_jobs grpc_name
+FUZZ_TARGETS := wire topology device_assignment embedding_config embedding_json tf_config \
+  hostlist dtensor_jobs grpc_name
 
 # The decoded protobufs' enum checks (where the tree has them).
 FUZZ_PROTO_SRCS := $(wildcard lib/core/proto_enums.cc)
@@ -42,7 +43,10 @@ FUZZ_SRCS_topology := lib/topology/topology.cc lib/topology/device_assignment.cc
   lib/core/status.cc $(FUZZ_PROTO_SRCS) gen/topology.pb-c.c
 FUZZ_SRCS_device_assignment := $(FUZZ_SRCS_topology) lib/topology/group_assignment.cc
 FUZZ_SRCS_embedding_config := lib/topology/embedding_config.cc lib/core/status.cc \
-  $(FUZZ_PROTO_SRCS) gen/tpu_embedding_configuration.pb-c.c
+  lib/embedding/config.cc lib/embedding/optimizer.cc $(wildcard lib/embedding/optimizers/*.cc) \
+  $(FUZZ_PROTO_SRCS) gen/tpu_embedding_configuration.pb-c.c gen/optimization_parameters.pb-c.c
+FUZZ_SRCS_embedding_json := $(FUZZ_SRCS_embedding_config) lib/embedding/config_json.cc \
+  $(filter-out lib/core/status.cc,$(FUZZ_RESOLVER_SRCS))
 FUZZ_SRCS_tf_config := $(FUZZ_RESOLVER_SRCS)
 FUZZ_SRCS_hostlist := $(FUZZ_RESOLVER_SRCS)
 FUZZ_SRCS_dtensor_jobs := $(FUZZ_RESOLVER_SRCS)
