@@ -49,6 +49,7 @@ struct ParticipantStep {
   // at step end unless the step succeeded everywhere.
   std::vector<std::vector<int64_t>> undo_rows;
   std::vector<std::vector<float>> undo_values;
+  std::vector<size_t> undo_count;  // by table: the rows whose old values are kept (updated or about to be)
   // 0: not updating; 1: updating the tables; 2: done (end_step waits out a 1).
   std::atomic<int> updating{0};
   std::vector<float> sums, scratch;
@@ -65,6 +66,7 @@ struct ParticipantStep {
     grads.resize(num_tables);
     undo_rows.resize(num_tables);
     undo_values.resize(num_tables);
+    undo_count.assign(num_tables, 0);
     updating.store(0, std::memory_order_relaxed);
     for (auto& u : unique) u.clear();
     for (auto& r : undo_rows) r.clear();
@@ -672,6 +674,11 @@ int Engine::worker_of(int64_t row) const {
 void Engine::update_rows(int me, ParticipantStep& st) {
   const int P = static_cast<int>(participant_task_.size());
   st.updating.store(1, std::memory_order_release);
+  // Done, even when an allocation fails halfway: the rows kept so far are put back.
+  struct Done {
+    std::atomic<int>& flag;
+    ~Done() { flag.store(2, std::memory_order_release); }
+  } done{st.updating};
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     const TableSpec& spec = config_->tables[t];
     const int dim = spec.dimension;
@@ -715,11 +722,11 @@ void Engine::update_rows(int me, ParticipantStep& st) {
         for (int k = 0; k < nv; ++k) prefetch_row(s.row(k, rows[i + kPrefetchAhead]), dim);
       float* keep = old.data() + i * nv * dim;
       for (int k = 0; k < nv; ++k) std::memcpy(keep + k * dim, s.row(k, rows[i]), dim * sizeof(float));
+      st.undo_count[t] = i + 1;
       for (int k = 1; k < nv; ++k) slots[k - 1] = s.row(k, rows[i]);
       opt.apply(s.row(0, rows[i]), slots, sums.data() + i * dim, dim, lr, st.scratch.data());
     }
   }
-  st.updating.store(2, std::memory_order_release);
 }
 
 // A failed step puts back the old values of every row its computations updated here; a
@@ -776,7 +783,7 @@ void Engine::restore(ParticipantStep& st) {
     TableStorage& s = *storage_[t];
     const int dim = config_->tables[t].dimension, nv = s.num_variables();
     const std::vector<int64_t>& rows = st.undo_rows[t];
-    for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t i = 0; i < st.undo_count[t]; ++i) {
       const float* keep = st.undo_values[t].data() + i * nv * dim;
       for (int k = 0; k < nv; ++k) std::memcpy(s.row(k, rows[i]), keep + k * dim, dim * sizeof(float));
     }
