@@ -222,7 +222,7 @@ TPU_EXPORT tpu_status tpu_embedding_recv_activations(tpu_replica_context* ctx, t
                                                      int num_activations) {
   return guarded([&] {
     Engine& e = step_engine(ctx);
-    require_not_null(activations, "activations");
+    if (num_activations != 0) require_not_null(activations, "activations");
     e.recv_activations(caller(ctx), *ctx->comm, activations, num_activations);
   });
 }
@@ -232,7 +232,7 @@ TPU_EXPORT tpu_status tpu_embedding_send_gradients(tpu_replica_context* ctx, tpu
                                                    int num_learning_rates) {
   return guarded([&] {
     Engine& e = step_engine(ctx);
-    require_not_null(gradients, "gradients");
+    if (num_gradients != 0) require_not_null(gradients, "gradients");
     if (learning_rates == nullptr && num_learning_rates != 0)
       invalid_argument("argument 'learning_rates' is NULL but num_learning_rates is ", num_learning_rates);
     e.send_gradients(caller(ctx), *ctx->comm, gradients, num_gradients, learning_rates, num_learning_rates);
