@@ -122,6 +122,7 @@ static std::string tpurt_python_error() {
 %newobject tpurt::Mesh::deviceAssignment;
 %newobject tpurt::TpuSystem::initializeSystem;
 %newobject tpurt::TpuSystem::topology;
+%newobject tpurt::TpuSystem::stepJoin;
 %newobject tpurt::TpuSystem::defaultDeviceAssignment;
 %newobject tpurt::TpuSystem::initializeTpuSystem;
 %newobject tpurt::TpuSystem::initializeAcceleratorSystem;

@@ -826,6 +826,8 @@ class StepOptions {
   // (tpu_partition_spec); an empty entry is not partitioned. Empty lists: none.
   std::vector<std::vector<int32_t>> inputPartitions;
   std::vector<std::vector<int32_t>> outputPartitions;
+  // (1.4) Run on the threads that joined the cores (tpu_step_join), not the workers.
+  bool callerThreads = false;
   const tpu_step_options* toC(std::vector<tpu_shape>* shapes) const;
 
  private:
@@ -1059,6 +1061,7 @@ inline const tpu_step_options* StepOptions::toC(std::vector<tpu_shape>* shapes) 
   o_.num_input_partitions = input_parts_.size();
   o_.output_partitions = output_parts_.empty() ? nullptr : output_parts_.data();
   o_.num_output_partitions = output_parts_.size();
+  o_.caller_threads = callerThreads ? 1 : 0;
   return &o_;
 }
 
@@ -1382,6 +1385,49 @@ class Computation {
   }
 };
 
+// (1.4) A participant of a caller-threads step that this thread joined
+// (TpuSystem::stepJoin, tpu_step_join): run the computation on context(), then call
+// leave() once, on this same thread. userData() is the key the step's caller gave
+// (TpuSystem::replicateOnJoinedThreads and friends).
+class JoinedStep {
+ public:
+  explicit JoinedStep(const tpu_joined_step& j)
+      : j_(j), outputs_(static_cast<size_t>(j.num_outputs < 0 ? 0 : j.num_outputs), nullptr),
+        ctx_(j.ctx, j.inputs, j.num_inputs, outputs_.data(), j.num_outputs) {}
+  JoinedStep(const JoinedStep&) = delete;
+  JoinedStep& operator=(const JoinedStep&) = delete;
+  ~JoinedStep() {
+    for (tpu_tensor* t : outputs_)
+      if (t) tpu_tensor_release(t);
+  }
+  ReplicaContext& context() { return ctx_; }
+  int64_t userData() const { return static_cast<int64_t>(reinterpret_cast<intptr_t>(j_.user_data)); }
+  int replicaId() const { return ctx_.replicaId(); }
+  int numInputs() const { return j_.num_inputs; }
+  int numOutputs() const { return j_.num_outputs; }
+  bool hasLeft() const { return left_; }
+  // Ends the participant with `status` (0, or what ctx.fail returned) and hands the
+  // outputs set on context() over.
+  void leave(Status status) {
+    if (left_) throw Error(TPU_FAILED_PRECONDITION, "this joined step has left already");
+    left_ = true;
+    const tpu_status st = tpu_step_leave(j_.ctx, static_cast<tpu_status>(status), outputs_.data(),
+                                         static_cast<int>(outputs_.size()));
+    std::fill(outputs_.begin(), outputs_.end(), nullptr);  // taken over
+    detail::check(st);
+  }
+  // Fails the participant with `message` (as ReplicaContext::fail) and leaves.
+  void leaveFailed(Status code, const std::string& message) {
+    leave(ctx_.fail(code == Status::Ok ? Status::Unknown : code, message));
+  }
+
+ private:
+  tpu_joined_step j_;
+  std::vector<tpu_tensor*> outputs_;
+  ReplicaContext ctx_;
+  bool left_ = false;
+};
+
 // ---- System --------------------------------------------------------------------------
 
 class TpuSystem {
@@ -1525,6 +1571,70 @@ class TpuSystem {
   std::vector<Tensor> replicate(Computation& computation, int numReplicas, int numInputs,
                                 const std::vector<Tensor>& inputs, int numOutputs,
                                 const StepOptions& options) {
+    return replicate_(&Computation::trampoline, &computation, false, numReplicas, numInputs, inputs,
+                      numOutputs, options);
+  }
+  std::vector<Tensor> rewrite(Computation& computation, const std::vector<Tensor>& inputs, int numOutputs,
+                              const StepOptions& options) {
+    return rewrite_(&Computation::trampoline, &computation, false, inputs, numOutputs, options);
+  }
+  // Empty axis vectors mean TensorFlow's defaults (all 0, every output concatenated).
+  std::vector<Tensor> shard(Computation& computation, const std::vector<Tensor>& inputs, int numShards,
+                            const std::vector<int32_t>& inputShardAxes, const std::vector<int32_t>& outputsFromAllShards,
+                            const std::vector<int32_t>& outputShardAxes, int numOutputs,
+                            const StepOptions& options) {
+    return shard_(&Computation::trampoline, &computation, false, inputs, numShards, inputShardAxes,
+                  outputsFromAllShards, outputShardAxes, numOutputs, options);
+  }
+  std::vector<Tensor> batchParallel(Computation& computation, const std::vector<Tensor>& inputs, int numShards,
+                                    int numOutputs, const StepOptions& options) {
+    return batchParallel_(&Computation::trampoline, &computation, false, inputs, numShards, numOutputs, options);
+  }
+
+  // ---- (1.4) The same steps on the caller's threads --------------------------------
+  // Each participant goes to the thread that joined its core (stepJoin); `key` comes
+  // back as its JoinedStep::userData(), for the binding to find the computation.
+  std::vector<Tensor> replicateOnJoinedThreads(int64_t key, int numReplicas, int numInputs,
+                                               const std::vector<Tensor>& inputs, int numOutputs,
+                                               const StepOptions& options) {
+    return replicate_(nullptr, as_user_data(key), true, numReplicas, numInputs, inputs, numOutputs, options);
+  }
+  std::vector<Tensor> rewriteOnJoinedThreads(int64_t key, const std::vector<Tensor>& inputs, int numOutputs,
+                                             const StepOptions& options) {
+    return rewrite_(nullptr, as_user_data(key), true, inputs, numOutputs, options);
+  }
+  std::vector<Tensor> shardOnJoinedThreads(int64_t key, const std::vector<Tensor>& inputs, int numShards,
+                                           const std::vector<int32_t>& inputShardAxes,
+                                           const std::vector<int32_t>& outputsFromAllShards,
+                                           const std::vector<int32_t>& outputShardAxes, int numOutputs,
+                                           const StepOptions& options) {
+    return shard_(nullptr, as_user_data(key), true, inputs, numShards, inputShardAxes, outputsFromAllShards,
+                  outputShardAxes, numOutputs, options);
+  }
+  std::vector<Tensor> batchParallelOnJoinedThreads(int64_t key, const std::vector<Tensor>& inputs, int numShards,
+                                                   int numOutputs, const StepOptions& options) {
+    return batchParallel_(nullptr, as_user_data(key), true, inputs, numShards, numOutputs, options);
+  }
+  // Waits up to timeoutMs (< 0: no limit) for a caller-threads step to give `core` a
+  // participant (tpu_step_join). Throws DeadlineExceeded when none came, Cancelled
+  // when the system shuts down meanwhile.
+  JoinedStep* stepJoin(int core, int64_t timeoutMs) {
+    tpu_joined_step j = TPU_JOINED_STEP_INIT;
+    detail::check(tpu_step_join(handle(), core, timeoutMs, &j));
+    return new JoinedStep(j);
+  }
+
+ private:
+  static void* as_user_data(int64_t key) { return reinterpret_cast<void*>(static_cast<intptr_t>(key)); }
+  static const tpu_step_options* step_options(const StepOptions& options, bool callerThreads,
+                                              std::vector<tpu_shape>* shapes, tpu_step_options* copy) {
+    *copy = *options.toC(shapes);
+    if (callerThreads) copy->caller_threads = 1;
+    return copy;
+  }
+  std::vector<Tensor> replicate_(tpu_computation_fn fn, void* userData, bool callerThreads, int numReplicas,
+                                 int numInputs, const std::vector<Tensor>& inputs, int numOutputs,
+                                 const StepOptions& options) {
     if (numReplicas < 0 || numOutputs < 0 ||
         static_cast<int64_t>(numReplicas) * numInputs != static_cast<int64_t>(inputs.size()))
       throw Error(TPU_INVALID_ARGUMENT, std::to_string(inputs.size()) + " inputs are not " +
@@ -1533,47 +1643,53 @@ class TpuSystem {
     std::vector<tpu_tensor*> in = Tensor::handles(inputs);
     std::vector<tpu_tensor*> out(static_cast<size_t>(numReplicas) * static_cast<size_t>(numOutputs), nullptr);
     std::vector<tpu_shape> shapes;
-    detail::check(tpu_replicate(handle(), &Computation::trampoline, &computation, numReplicas, numInputs,
-                                in.data(), numOutputs, out.data(), options.toC(&shapes)));
+    tpu_step_options o;
+    detail::check(tpu_replicate(handle(), fn, userData, numReplicas, numInputs, in.data(), numOutputs,
+                                out.data(), step_options(options, callerThreads, &shapes, &o)));
     return Tensor::adopt(out);
   }
-  std::vector<Tensor> rewrite(Computation& computation, const std::vector<Tensor>& inputs, int numOutputs,
-                              const StepOptions& options) {
+  std::vector<Tensor> rewrite_(tpu_computation_fn fn, void* userData, bool callerThreads,
+                               const std::vector<Tensor>& inputs, int numOutputs, const StepOptions& options) {
     std::vector<tpu_tensor*> in = Tensor::handles(inputs);
     std::vector<tpu_tensor*> out(static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), nullptr);
     std::vector<tpu_shape> shapes;
-    detail::check(tpu_rewrite(handle(), &Computation::trampoline, &computation,
-                              detail::int_or_throw(in.size(), "inputs"), in.data(), numOutputs, out.data(),
-                              options.toC(&shapes)));
+    tpu_step_options o;
+    detail::check(tpu_rewrite(handle(), fn, userData, detail::int_or_throw(in.size(), "inputs"), in.data(),
+                              numOutputs, out.data(), step_options(options, callerThreads, &shapes, &o)));
     return Tensor::adopt(out);
   }
-  // Empty axis vectors mean TensorFlow's defaults (all 0, every output concatenated).
-  std::vector<Tensor> shard(Computation& computation, const std::vector<Tensor>& inputs, int numShards,
-                            const std::vector<int32_t>& inputShardAxes, const std::vector<int32_t>& outputsFromAllShards,
-                            const std::vector<int32_t>& outputShardAxes, int numOutputs,
-                            const StepOptions& options) {
+  std::vector<Tensor> shard_(tpu_computation_fn fn, void* userData, bool callerThreads,
+                             const std::vector<Tensor>& inputs, int numShards,
+                             const std::vector<int32_t>& inputShardAxes, const std::vector<int32_t>& outputsFromAllShards,
+                             const std::vector<int32_t>& outputShardAxes, int numOutputs,
+                             const StepOptions& options) {
     std::vector<tpu_tensor*> in = Tensor::handles(inputs);
     check_len(inputShardAxes, in.size(), "inputShardAxes");
     check_len(outputsFromAllShards, static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), "outputsFromAllShards");
     check_len(outputShardAxes, static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), "outputShardAxes");
     std::vector<tpu_tensor*> out(static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), nullptr);
     std::vector<tpu_shape> shapes;
-    detail::check(tpu_shard(handle(), &Computation::trampoline, &computation,
-                            detail::int_or_throw(in.size(), "inputs"), in.data(), numShards,
-                            or_null(inputShardAxes), or_null(outputsFromAllShards), or_null(outputShardAxes),
-                            numOutputs, out.data(), options.toC(&shapes)));
+    tpu_step_options o;
+    detail::check(tpu_shard(handle(), fn, userData, detail::int_or_throw(in.size(), "inputs"), in.data(),
+                            numShards, or_null(inputShardAxes), or_null(outputsFromAllShards),
+                            or_null(outputShardAxes), numOutputs, out.data(),
+                            step_options(options, callerThreads, &shapes, &o)));
     return Tensor::adopt(out);
   }
-  std::vector<Tensor> batchParallel(Computation& computation, const std::vector<Tensor>& inputs, int numShards,
-                                    int numOutputs, const StepOptions& options) {
+  std::vector<Tensor> batchParallel_(tpu_computation_fn fn, void* userData, bool callerThreads,
+                                     const std::vector<Tensor>& inputs, int numShards, int numOutputs,
+                                     const StepOptions& options) {
     std::vector<tpu_tensor*> in = Tensor::handles(inputs);
     std::vector<tpu_tensor*> out(static_cast<size_t>(numOutputs < 0 ? 0 : numOutputs), nullptr);
     std::vector<tpu_shape> shapes;
-    detail::check(tpu_batch_parallel(handle(), &Computation::trampoline, &computation,
-                                     detail::int_or_throw(in.size(), "inputs"), in.data(), numShards, numOutputs,
-                                     out.data(), options.toC(&shapes)));
+    tpu_step_options o;
+    detail::check(tpu_batch_parallel(handle(), fn, userData, detail::int_or_throw(in.size(), "inputs"),
+                                     in.data(), numShards, numOutputs, out.data(),
+                                     step_options(options, callerThreads, &shapes, &o)));
     return Tensor::adopt(out);
   }
+
+ public:
   // ---- Embeddings (embedding.h, 1.4): the tables of the embedding configuration ----
   EmbeddingMode embeddingMode() const {
     tpu_embedding_mode m = TPU_EMBEDDING_MODE_UNSPECIFIED;

@@ -791,6 +791,13 @@ static void test_null_args__replicate(void **state) {
   NULL_ARG(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, 1, NULL, NULL), "'outputs'");
   CHECK_OK(tpu_batch_parallel(s, identity, NULL, 1, in, kCores, 1, out, NULL));
   tpu_tensor_release(out[0]);
+
+  /* Caller threads (1.4): join and leave name their NULLs; a NULL computation is
+   * allowed only with caller_threads (the step then needs joined threads). */
+  tpu_joined_step joined = TPU_JOINED_STEP_INIT;
+  NULL_ARG(tpu_step_join(NULL, 0, 0, &joined), "'system'");
+  NULL_ARG(tpu_step_join(s, 0, 0, NULL), "'out'");
+  NULL_ARG(tpu_step_leave(NULL, TPU_OK, NULL, 0), "'ctx'");
   CHECK_NO_WORKER_FAILURES();
 }
 

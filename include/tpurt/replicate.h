@@ -131,9 +131,13 @@ typedef struct tpu_step_options {
    * assembled from the cores of its replica. NULL: logical core 0's outputs. */
   const tpu_partition_spec *output_partitions;
   size_t num_output_partitions;
+  /* (1.4) Nonzero: the step's computations run on the caller's threads that joined
+   * their cores (tpu_step_join below), not on the library's workers; `computation`
+   * may then be NULL. */
+  int caller_threads;
 } tpu_step_options;
 
-#define TPU_STEP_OPTIONS_INIT { sizeof(tpu_step_options), NULL, NULL, 0, 0, 0, NULL, NULL, 0, NULL, 0 }
+#define TPU_STEP_OPTIONS_INIT { sizeof(tpu_step_options), NULL, NULL, 0, 0, 0, NULL, NULL, 0, NULL, 0, 0 }
 
 /* Fills *options with the defaults (zeros) and struct_size (the caller's sizeof; at
  * least the first release's size, at most this library's). */
@@ -187,8 +191,77 @@ TPU_API tpu_status tpu_batch_parallel(tpu_system *system, tpu_computation_fn com
                                       int num_outputs, tpu_tensor **outputs,
                                       const tpu_step_options *options);
 
+/* ---- Steps on the caller's threads (1.4) ---------------------------------------
+ * A step with options->caller_threads set (tpu_replicate, tpu_rewrite, tpu_shard or
+ * tpu_batch_parallel; the call is the step's begin and end) hands each of its
+ * participants on this task to the thread that has joined the participant's core,
+ * instead of calling `computation` on a worker. That thread runs the participant
+ * itself, calling collectives as usual, and leaves; the language bindings run
+ * replicas this way on their own threads (a goroutine locked to its OS thread, a
+ * managed thread), so that no computation is a call from a foreign thread. A thread
+ * serving core c:
+ *
+ *   for (;;) {
+ *     tpu_joined_step j = TPU_JOINED_STEP_INIT;
+ *     if (tpu_step_join(system, c, -1, &j) != TPU_OK) break;  // waits for a step
+ *     tpu_tensor *out[MAX] = {0};
+ *     tpu_status st = my_computation(j.ctx, j.inputs, j.num_inputs, out, j.num_outputs);
+ *     tpu_step_leave(j.ctx, st, out, j.num_outputs);  // hands the outputs over
+ *   }
+ *
+ * The step's outcome, errors, deadlines and late participants are tpu_replicate's
+ * (see the top of this header), with a joined thread in the place of a worker:
+ * - a participant whose core no thread joins within the step's collective deadline
+ *   never starts: the step fails with TPU_DEADLINE_EXCEEDED, "replica R (core C)
+ *   never started: no thread joined its core (tpu_step_join) within T ms", and the
+ *   others' collectives are aborted;
+ * - a joined thread that has not left when the deadline after a failure or another
+ *   replica's return has passed is late: its collectives fail with TPU_ABORTED, and
+ *   its core serves no step until it calls tpu_step_leave;
+ * - a thread that exits between join and leave fails its participant at once
+ *   (TPU_CANCELLED, "the thread running replica R exited before tpu_step_leave").
+ * Between join and leave the thread is inside a computation: it must not start steps
+ * or shut the system down (TPU_FAILED_PRECONDITION), and the context is valid on
+ * it only. Infeed queues, maximum_shapes padding and partitioned inputs and outputs
+ * apply as with a worker. */
+
+/* What tpu_step_join hands the joining thread; valid until tpu_step_leave. */
+typedef struct tpu_joined_step {
+  size_t struct_size;            /* sizeof(tpu_joined_step) */
+  tpu_replica_context *ctx;      /* the participant's context */
+  tpu_tensor *const *inputs;     /* its inputs (borrowed), as a computation gets them */
+  int num_inputs;
+  int num_outputs;               /* tpu_step_leave must hand over this many */
+  tpu_computation_fn computation; /* the step's computation and user_data, as given */
+  void *user_data;               /* to tpu_replicate (computation may be NULL) */
+} tpu_joined_step;
+
+#define TPU_JOINED_STEP_INIT { sizeof(tpu_joined_step), NULL, NULL, 0, 0, NULL, NULL }
+
+/* The calling thread joins `core` (of this task, 0 to num_cores - 1): waits up to
+ * timeout_ms (< 0: no limit; 0: only a step already waiting) for a caller-threads
+ * step to give the core a participant, and fills *out with it. One thread joins a
+ * core at a time. Errors: TPU_DEADLINE_EXCEEDED (no step came), TPU_CANCELLED (the
+ * system was shut down meanwhile), TPU_FAILED_PRECONDITION (shut down already, or
+ * called from inside a computation), TPU_INVALID_ARGUMENT (a core out of range, a
+ * core another thread has joined, or a thread that has joined and not left: a
+ * thread joins twice only after leaving). */
+TPU_API tpu_status tpu_step_join(tpu_system *system, int core, int64_t timeout_ms,
+                                 tpu_joined_step *out);
+
+/* Ends the calling thread's participant as a computation that returned `status`
+ * (TPU_OK, or its failure; the message comes from tpu_replica_context_fail or the
+ * thread's last error) with outputs[0..num_outputs): new references the runtime takes
+ * over (released if the step fails). num_outputs must be the joined step's
+ * num_outputs, else the participant fails with TPU_INVALID_ARGUMENT naming both and
+ * this call returns it (the outputs are still taken over). TPU_INVALID_ARGUMENT, and
+ * nothing taken, when ctx is not the context this thread joined. */
+TPU_API tpu_status tpu_step_leave(tpu_replica_context *ctx, tpu_status status,
+                                  tpu_tensor *const *outputs, int num_outputs);
+
 /* ---- Inside a computation ----------------------------------------------------
- * A replica context is valid only on its worker thread during its computation. With
+ * A replica context is valid only on its worker thread during its computation (or
+ * on the thread that joined it, until it leaves). With
  * several cores per replica there is one context per (replica, logical core): the
  * computation runs once for each, and messages name "replica R core C". */
 

@@ -5,6 +5,7 @@
 #include "capi/api.h"
 #include "capi/handles.h"
 #include "core/options.h"
+#include "runtime/executor.h"
 #include "runtime/replica_context.h"
 #include "runtime/replicate.h"
 
@@ -37,8 +38,12 @@ StepOptions step_options(const tpu_step_options* options) {
   out.num_input_partitions = o.num_input_partitions;
   out.output_partitions = o.output_partitions;
   out.num_output_partitions = o.num_output_partitions;
+  out.caller_threads = o.caller_threads != 0;
   return out;
 }
+
+// The 1.4 size of tpu_joined_step.
+constexpr size_t kJoinedStepMinSize = offsetof(tpu_joined_step, user_data) + sizeof(void*);
 
 const tpu_replica_context& context(const tpu_replica_context* ctx) {
   require_not_null(ctx, "ctx");
@@ -71,6 +76,32 @@ TPU_EXPORT tpu_status tpu_replicate(tpu_system* system, tpu_computation_fn compu
   });
   if (st != TPU_OK) clear_outputs(system, num_replicas, num_outputs, outputs);
   return st;
+}
+
+TPU_EXPORT tpu_status tpu_step_join(tpu_system* system, int core, int64_t timeout_ms,
+                                    tpu_joined_step* out) {
+  return guarded([&] {
+    System& s = system_of(system);
+    require_not_null(out, "out");
+    if (out->struct_size < kJoinedStepMinSize)
+      invalid_argument("out->struct_size is ", out->struct_size, "; tpu_joined_step needs at least ",
+                       kJoinedStepMinSize, " (use TPU_JOINED_STEP_INIT)");
+    const JoinedParticipant j = s.join_step(core, timeout_ms, system->impl);
+    out->ctx = j.ctx;
+    out->inputs = j.inputs;
+    out->num_inputs = j.num_inputs;
+    out->num_outputs = j.num_outputs;
+    out->computation = j.fn;
+    out->user_data = j.user_data;
+  });
+}
+
+TPU_EXPORT tpu_status tpu_step_leave(tpu_replica_context* ctx, tpu_status status,
+                                     tpu_tensor* const* outputs, int num_outputs) {
+  return guarded([&] {
+    require_not_null(ctx, "ctx");
+    Executor::leave(ctx, status, outputs, num_outputs);
+  });
 }
 
 TPU_EXPORT tpu_status tpu_rewrite(tpu_system* system, tpu_computation_fn computation,

@@ -22,8 +22,10 @@ thread_local int t_user_code_depth = 0;
 // A core's slot state. The caller moves kRunning -> kLate when it gives up waiting
 // for a replica; the worker moves kRunning -> kDone when the replica returns, so
 // exactly one of them owns the cleanup. A late replica's worker moves kLate ->
-// kIdle when it returns, which gives the core back.
-enum CoreState : int { kIdle, kRunning, kDone, kLate };
+// kIdle when it returns, which gives the core back. A caller-threads step leaves
+// the slot kAwaiting: the joined thread moves it to kRunning, or the caller, giving
+// up, to kIdle (never started).
+enum CoreState : int { kIdle, kRunning, kDone, kLate, kAwaiting };
 
 }  // namespace
 
@@ -41,6 +43,10 @@ struct alignas(64) Executor::Core {
   tpu_computation_fn fn = nullptr;
   void* user_data = nullptr;
   std::vector<tpu_tensor*> inputs;   // borrowed for the step; retained once late
+  std::vector<tpu_tensor*> call_inputs;  // what the computation gets when a stage adds some
+  std::shared_ptr<const StepStage> stage;
+  WakeWord join_wake;                // woken when a caller-threads step hands the core work
+  std::atomic<bool> joined{false};   // a thread has joined the core (waiting or running)
   std::vector<tpu_tensor*> outputs;  // staged until the step succeeds
   std::shared_ptr<Communicator> late_comm;  // the step's, held for a late replica
   tpu_status status = TPU_OK;        // the replica's failure, if any
@@ -54,6 +60,8 @@ struct Executor::Step {
   std::vector<int> participants;  // the step's participants that run in this process
   int cores_per_replica = 1;
   alignas(64) std::atomic<uint32_t> pending{0};
+  std::atomic<uint32_t> unclaimed{0};  // caller threads: participants no thread took yet
+  std::string never_started;           // caller threads: who did, as the step's error says
   std::atomic<int> first_failure{-1};  // replica that failed first on its own
   std::atomic<int> first_abort{-1};    // replica that first failed after the step had
   WakeWord done;
@@ -90,6 +98,7 @@ void Executor::stop() {
     Core& core = cores_[c];
     core.go.fetch_add(1, std::memory_order_seq_cst);
     core.wake.wake();
+    core.join_wake.wake();
   }
   for (int c = 0; c < num_cores_; ++c) {
     Core& core = cores_[c];
@@ -122,19 +131,42 @@ void Executor::worker_loop(int index) {
   }
 }
 
+// The one path of a participant, on a worker or on a thread that joined its core:
+// enter_participant, the computation, leave_participant.
 void Executor::run_replica(Core& core) {
-  tpu_replica_context& ctx = core.ctx;
+  if (!enter_participant(core)) return;
+  std::vector<tpu_tensor*>& inputs = core.stage ? core.call_inputs : core.inputs;
   tpu_status status;
-  clear_last_error();
   {
     UserCodeScope scope;
     try {
-      status = core.fn(&ctx, core.inputs.data(), static_cast<int>(core.inputs.size()),
+      status = core.fn(&core.ctx, inputs.data(), static_cast<int>(inputs.size()),
                        core.outputs.data(), static_cast<int>(core.outputs.size()),
                        core.user_data);
     } catch (...) {  // a C++ computation must not unwind into the worker
       status = set_last_error(TPU_INTERNAL, "the computation threw a C++ exception");
     }
+  }
+  leave_participant(core, status);
+}
+
+// False when the stage failed the participant (then it has left already).
+bool Executor::enter_participant(Core& core) {
+  clear_last_error();
+  if (!core.stage) return true;
+  core.call_inputs.assign(core.inputs.begin(), core.inputs.end());
+  const tpu_status status = core.stage->before(&core.ctx, &core.call_inputs);
+  if (status == TPU_OK) return true;
+  leave_participant(core, status);
+  return false;
+}
+
+void Executor::leave_participant(Core& core, tpu_status status) {
+  tpu_replica_context& ctx = core.ctx;
+  if (core.stage) {
+    status = core.stage->after(&ctx, status, &core.call_inputs, core.inputs.size(),
+                               core.outputs.data(), static_cast<int>(core.outputs.size()));
+    core.stage.reset();
   }
   int running = kRunning;
   if (!core.state.compare_exchange_strong(running, kDone, std::memory_order_acq_rel)) {
@@ -184,6 +216,112 @@ std::string Executor::wait_for_late(int n, const int* cores, int64_t timeout_ms)
                       " of an earlier step, which overran its deadline)");
   }
   return list;
+}
+
+// The participant a thread joined (tpu_step_join), until it leaves. Its destructor
+// runs when the thread exits: a participant whose thread exits without leaving fails
+// at once, instead of at the deadline, and frees its core.
+struct Executor::JoinedThread {
+  Executor* executor = nullptr;
+  Core* core = nullptr;
+  std::shared_ptr<System> keepalive;
+
+  ~JoinedThread() {
+    if (core == nullptr) return;
+    tpu_replica_context& ctx = core->ctx;
+    ctx.fail_code = TPU_CANCELLED;
+    ctx.fail_message = str_cat("the thread running ", participant_name(ctx.participant, ctx.num_cores_per_replica),
+                               " exited before tpu_step_leave");
+    leave_with(TPU_CANCELLED);
+  }
+
+  void leave_with(tpu_status status) {
+    const std::shared_ptr<System> keep = std::move(keepalive);  // outlives the leaving
+    Core& c = *std::exchange(core, nullptr);
+    --t_user_code_depth;
+    c.joined.store(false, std::memory_order_release);
+    executor->leave_participant(c, status);
+  }
+};
+
+thread_local Executor::JoinedThread Executor::t_joined_;
+
+JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::shared_ptr<System>& keepalive) {
+  JoinedThread& me = t_joined_;
+  if (me.core != nullptr)
+    invalid_argument("this thread has joined core ", me.core->ctx.core, " and runs ",
+                     participant_name(me.core->ctx.participant, me.core->ctx.num_cores_per_replica),
+                     "; it must call tpu_step_leave before it joins again");
+  if (in_user_code())
+    fail(TPU_FAILED_PRECONDITION, "tpu_step_join must not be called from inside a computation");
+  if (index < 0 || index >= num_cores_)
+    invalid_argument("core is ", index, "; this task's cores are 0 to ", num_cores_ - 1);
+  Core& core = cores_[index];
+  bool free = false;
+  if (!core.joined.compare_exchange_strong(free, true, std::memory_order_acq_rel))
+    invalid_argument("core ", index, " has been joined by another thread; one thread joins a core at a time");
+  Deadline deadline(timeout_ms);
+  for (;;) {
+    const WaitResult w = wait_until(
+        core.join_wake, policy_, deadline,
+        [&] { return core.state.load(std::memory_order_acquire) == kAwaiting; },
+        [&] { return stop_.load(std::memory_order_acquire); });
+    if (w != WaitResult::kReady) {
+      core.joined.store(false, std::memory_order_release);
+      if (w == WaitResult::kStopped)
+        fail(TPU_CANCELLED, "the TPU system was shut down while this thread waited on core ", index);
+      fail(TPU_DEADLINE_EXCEEDED, "no step gave core ", index, " a participant within ", timeout_ms, " ms");
+    }
+    int awaiting = kAwaiting;
+    if (!core.state.compare_exchange_strong(awaiting, kRunning, std::memory_order_acq_rel))
+      continue;  // the step gave up on it a moment ago
+    Step& step = *step_;
+    if (step.unclaimed.fetch_sub(1, std::memory_order_seq_cst) == 1) step.done.wake();
+    if (!enter_participant(core)) continue;  // its stage failed it: it has left
+    me.executor = this;
+    me.core = &core;
+    me.keepalive = keepalive;
+    ++t_user_code_depth;
+    std::vector<tpu_tensor*>& inputs = core.stage ? core.call_inputs : core.inputs;
+    JoinedParticipant out;
+    out.ctx = &core.ctx;
+    out.inputs = inputs.data();
+    out.num_inputs = static_cast<int>(inputs.size());
+    out.num_outputs = static_cast<int>(core.outputs.size());
+    out.fn = core.fn;
+    out.user_data = core.user_data;
+    return out;
+  }
+}
+
+void Executor::leave(tpu_replica_context* ctx, tpu_status status, tpu_tensor* const* outputs,
+                     int num_outputs) {
+  JoinedThread& me = t_joined_;
+  if (me.core == nullptr)
+    invalid_argument("this thread has no participant to leave: it has not joined a step (tpu_step_join)");
+  if (ctx != &me.core->ctx)
+    invalid_argument("ctx is not the context this thread joined (",
+                     participant_name(me.core->ctx.participant, me.core->ctx.num_cores_per_replica),
+                     " on core ", me.core->ctx.core, ")");
+  Core& core = *me.core;
+  const int expected = static_cast<int>(core.outputs.size());
+  std::string wrong;
+  if (num_outputs != expected)
+    wrong = str_cat("tpu_step_leave got num_outputs ", num_outputs, ", but the step has ", expected);
+  else if (num_outputs > 0 && outputs == nullptr)
+    wrong = str_cat("tpu_step_leave got outputs NULL for ", num_outputs, " outputs");
+  if (outputs != nullptr)  // taken over even when the count is wrong: nothing leaks
+    for (int o = 0; o < num_outputs; ++o) {
+      if (o < expected) core.outputs[o] = outputs[o];
+      else release(outputs[o]);
+    }
+  if (!wrong.empty()) {
+    ctx->fail_code = TPU_INVALID_ARGUMENT;
+    ctx->fail_message = wrong;
+    status = TPU_INVALID_ARGUMENT;
+  }
+  me.leave_with(status);
+  if (!wrong.empty()) invalid_argument(wrong);
 }
 
 void Executor::record_failure(Core& core, tpu_status status) {
@@ -237,10 +375,13 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   step.comm = comm;
   step.first_failure.store(-1, std::memory_order_relaxed);
   step.first_abort.store(-1, std::memory_order_relaxed);
+  step.never_started.clear();
   step.pending.store(static_cast<uint32_t>(m), std::memory_order_relaxed);
   if (!placement_.empty())
     for (int i = 0; i < m; ++i) cpu_of_rank_[i] = placement_[cores[step.participants[i]]];
-  comm->reset(placement_.empty() ? nullptr : cpu_of_rank_.data());
+  step.unclaimed.store(spec.caller_threads ? static_cast<uint32_t>(m) : 0, std::memory_order_relaxed);
+  // Threads that joined are not pinned: the communicator must not spin on that.
+  comm->reset(placement_.empty() || spec.caller_threads ? nullptr : cpu_of_rank_.data());
   step_timeout_ms_ = step_timeout_ms;
   comm->set_step_timeout(step_timeout_ms_);
   for (int p : step.participants) {
@@ -261,15 +402,24 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
     tpu_tensor* const* in = spec.inputs + static_cast<int64_t>(p) * spec.num_inputs;
     core.inputs.assign(in, in + spec.num_inputs);
     core.outputs.assign(spec.num_outputs, nullptr);
-    core.state.store(kRunning, std::memory_order_relaxed);
-    core.go.fetch_add(1, std::memory_order_seq_cst);  // publishes the slot
-    core.wake.wake();
+    core.stage = spec.stage;
+    dispatch(core, spec.caller_threads);
   }
 
   auto done = [&] { return step.pending.load(std::memory_order_seq_cst) == 0; };
   // No deadline while every replica is still running: computations may be long.
   // Once the step has failed or a replica has finished, the rest get the collective
   // deadline to return.
+  if (spec.caller_threads) {
+    // A participant that no thread takes within the deadline never arrives.
+    Deadline joins(step_timeout_ms_);
+    auto all_claimed = [&] { return step.unclaimed.load(std::memory_order_seq_cst) == 0; };
+    const WaitResult w = wait_until(step.done, policy_, joins, all_claimed, [&] {
+      return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) ||
+             comm->aborted();
+    });
+    if (w == WaitResult::kTimedOut) abandon_unclaimed(cores);
+  }
   Deadline never = Deadline::never();
   WaitResult w = wait_until(step.done, policy_, never, done, [&] {
     return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) ||
@@ -283,9 +433,46 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   return collect(n, cores, outputs);
 }
 
+void Executor::dispatch(Core& core, bool to_joined_thread) {
+  if (to_joined_thread) {
+    core.state.store(kAwaiting, std::memory_order_seq_cst);  // publishes the slot
+    core.join_wake.wake();
+    return;
+  }
+  core.state.store(kRunning, std::memory_order_relaxed);
+  core.go.fetch_add(1, std::memory_order_seq_cst);  // publishes the slot
+  core.wake.wake();
+}
+
+// The participants of a caller-threads step that no thread took: they never start,
+// their cores are free again, and the step fails naming them. The others' collectives
+// are aborted: they would wait for these.
+void Executor::abandon_unclaimed(const int* cores) {
+  Step& step = *step_;
+  if (!step.spec.caller_threads) return;
+  std::string never;
+  int num_never = 0;
+  for (int p : step.participants) {
+    Core& core = cores_[cores[p]];
+    int awaiting = kAwaiting;
+    if (!core.state.compare_exchange_strong(awaiting, kIdle, std::memory_order_acq_rel)) continue;
+    core.stage.reset();
+    never += str_cat(num_never++ ? ", " : "", participant_name(p, step.cores_per_replica),
+                     " (core ", cores[p], ")");
+    if (step.pending.fetch_sub(1, std::memory_order_seq_cst) == 1) step.done.wake();
+  }
+  if (num_never == 0) return;
+  step.never_started = str_cat(never, " never started: no thread joined ",
+                               num_never > 1 ? "their cores" : "its core", " (tpu_step_join) within ",
+                               step_timeout_ms_, " ms");
+  step.comm->abort(-1, TPU_DEADLINE_EXCEEDED, step.never_started);
+}
+
 StepResult Executor::first_error(const int* cores) {
   Step& step = *step_;
   int failed = step.first_failure.load(std::memory_order_acquire);
+  if (failed < 0 && !step.never_started.empty())
+    return {TPU_DEADLINE_EXCEEDED, step.never_started, false};
   if (failed < 0) {
     failed = step.first_abort.load(std::memory_order_acquire);
     if (failed < 0) return {};
@@ -296,8 +483,10 @@ StepResult Executor::first_error(const int* cores) {
     if (step.comm->failure(&origin, &result.code, &result.message) && origin >= 0) return result;
   }
   const Core& core = cores_[cores[failed]];
-  return {core.status, str_cat(participant_name(failed, step.cores_per_replica), ": ", core.error),
-          false};
+  StepResult result{core.status, str_cat(participant_name(failed, step.cores_per_replica), ": ", core.error),
+                    false};
+  if (!step.never_started.empty()) result.message += str_cat(" (", step.never_started, ")");
+  return result;
 }
 
 StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** outputs) {
@@ -319,11 +508,13 @@ StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** ou
 StepResult Executor::give_up(int num_replicas, const int* cores,
                              const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs) {
   Step& step = *step_;
+  abandon_unclaimed(cores);
   std::string late;
   int num_late = 0;
   for (int p : step.participants) {
     Core& core = cores_[cores[p]];
     const std::string who = participant_name(p, step.cores_per_replica);
+    if (core.state.load(std::memory_order_acquire) == kIdle) continue;  // never started
     // Handed over before the replica can see kLate: it may read its inputs after the
     // caller's references are gone, and call collectives on its communicator.
     for (tpu_tensor* t : core.inputs) retain(t);

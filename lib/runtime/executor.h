@@ -19,6 +19,21 @@ namespace tpurt {
 class Communicator;
 class System;
 
+// Work the runtime does on a participant's thread around its computation (the
+// infeed's dequeue, the gather of a partitioned output's tiles): the same on a
+// worker and on a thread that joined the step (tpu_step_join).
+class StepStage {
+ public:
+  virtual ~StepStage() = default;
+  // Before the computation: *inputs holds the participant's inputs and may grow. A
+  // non-OK status fails the participant (ctx->fail_code / fail_message say why).
+  virtual tpu_status before(tpu_replica_context* ctx, std::vector<tpu_tensor*>* inputs) const = 0;
+  // After it: status is the computation's; returns the participant's. Releases what
+  // before() added (the inputs past num_given).
+  virtual tpu_status after(tpu_replica_context* ctx, tpu_status status, std::vector<tpu_tensor*>* inputs,
+                           size_t num_given, tpu_tensor** outputs, int num_outputs) const = 0;
+};
+
 // One step as the caller describes it.
 struct StepSpec {
   StepSpec(tpu_computation_fn fn, void* user_data, int num_replicas, int num_inputs,
@@ -34,6 +49,18 @@ struct StepSpec {
   int num_outputs = 0;  // per participant
   tpu_tensor* const* inputs = nullptr;  // [participant][input], borrowed for the step
   int64_t timeout_ms = 0;               // the step's collective deadline; 0: the system's
+  bool caller_threads = false;  // participants run on threads that joined their cores
+  std::shared_ptr<const StepStage> stage;  // NULL: none; held by late participants too
+};
+
+// A participant handed to a thread that joined its core (tpu_joined_step).
+struct JoinedParticipant {
+  tpu_replica_context* ctx = nullptr;
+  tpu_tensor* const* inputs = nullptr;
+  int num_inputs = 0;
+  int num_outputs = 0;
+  tpu_computation_fn fn = nullptr;
+  void* user_data = nullptr;
 };
 
 struct StepResult {
@@ -75,6 +102,20 @@ class Executor {
   // running replica R of an earlier step, ...), ...", or "" when none is.
   std::string wait_for_late(int n, const int* cores, int64_t timeout_ms);
 
+  // The calling thread joins `core` (tpurt/replicate.h, tpu_step_join): waits up to
+  // timeout_ms (< 0: no limit) for a caller-threads step to give the core a
+  // participant, and returns it; the thread runs it and calls leave(). Holds
+  // `keepalive` while joined. Throws TPU_DEADLINE_EXCEEDED when none came,
+  // TPU_CANCELLED when the executor stops, TPU_INVALID_ARGUMENT when the thread or
+  // the core is joined already.
+  JoinedParticipant join(int core, int64_t timeout_ms, const std::shared_ptr<System>& keepalive);
+  // Ends the calling thread's participant as a computation that returned `status`
+  // with outputs[0..num_outputs) (new references it takes over). Throws
+  // TPU_INVALID_ARGUMENT when ctx is not the thread's joined participant; a wrong
+  // num_outputs fails the participant and throws after ending it.
+  static void leave(tpu_replica_context* ctx, tpu_status status, tpu_tensor* const* outputs,
+                    int num_outputs);
+
   // Runs spec on cores[p] for participant p = r * cores_per_replica + c (replica r,
   // logical core c), with comm as the step's communicator: spec.inputs is
   // [participant][input]. On success outputs[p * num_outputs + o] receive new
@@ -95,13 +136,20 @@ class Executor {
   struct Step;
 
   void worker_loop(int index);
+  struct JoinedThread;
   void run_replica(Core& core);
+  bool enter_participant(Core& core);
+  void leave_participant(Core& core, tpu_status status);
+  void dispatch(Core& core, bool to_joined_thread);
+  void abandon_unclaimed(const int* cores);
   void finish_late(Core& core);
   void record_failure(Core& core, tpu_status status);
   StepResult first_error(const int* cores);
   StepResult collect(int num_replicas, const int* cores, tpu_tensor** outputs);
   StepResult give_up(int num_replicas, const int* cores,
                      const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs);
+
+  static thread_local JoinedThread t_joined_;
 
   const int num_cores_;
   const std::vector<int> placement_;  // CPU per core, or empty: the OS places them

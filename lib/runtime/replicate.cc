@@ -19,8 +19,10 @@ namespace tpurt {
 namespace {
 
 void check_counts(tpu_computation_fn computation, int num_inputs, tpu_tensor* const* inputs,
-                  int num_outputs, tpu_tensor** outputs) {
-  if (computation == nullptr) invalid_argument("argument 'computation' is NULL");
+                  int num_outputs, tpu_tensor** outputs, const StepOptions& options) {
+  // Threads that joined run a caller-threads step: they need no function.
+  if (computation == nullptr && !options.caller_threads)
+    invalid_argument("argument 'computation' is NULL (it may be NULL only with options->caller_threads)");
   if (num_inputs < 0) invalid_argument("num_inputs is ", num_inputs, "; it must be >= 0");
   if (num_outputs < 0) invalid_argument("num_outputs is ", num_outputs, "; it must be >= 0");
   if (num_inputs > 0) require_not_null(inputs, "inputs");
@@ -223,43 +225,44 @@ void check_options(const System& system, int num_replicas, int num_inputs, int n
                      " replicas but the step has ", num_replicas);
 }
 
-// TensorFlow's infeed_queue argument: each replica dequeues its tuple and gets it
-// after its own inputs. Wraps the caller's computation.
-struct InfeedStep {
-  tpu_computation_fn fn;
-  void* user_data;
-  FeedQueue* queue;
-};
-
-tpu_status run_with_infeed(tpu_replica_context* ctx, tpu_tensor* const* inputs, int num_inputs,
-                           tpu_tensor** outputs, int num_outputs, void* data) {
-  const InfeedStep step = *static_cast<const InfeedStep*>(data);
-  const int n = step.queue->num_elements();
-  std::vector<tpu_tensor*> all(inputs, inputs + num_inputs);
-  all.resize(static_cast<size_t>(num_inputs) + n, nullptr);
-  try {
-    step.queue->pop(ctx->replica_id, all.data() + num_inputs, n, ctx->comm);
-  } catch (const Error& e) {
-    ctx->fail_code = e.code();
-    ctx->fail_message = e.message();
-    return e.code();
-  }
-  const tpu_status st = step.fn(ctx, all.data(), num_inputs + n, outputs, num_outputs,
-                                step.user_data);
-  for (int e = 0; e < n; ++e) release(all[static_cast<size_t>(num_inputs) + e]);
-  return st;
+tpu_status fail_participant(tpu_replica_context* ctx, const Error& e) {
+  ctx->fail_code = e.code();
+  ctx->fail_message = e.message();
+  return e.code();
 }
+
+// TensorFlow's infeed_queue argument: each replica dequeues its tuple and gets it
+// after its own inputs.
+class InfeedStage : public StepStage {
+ public:
+  explicit InfeedStage(FeedQueue* queue) : queue_(queue) {}
+  tpu_status before(tpu_replica_context* ctx, std::vector<tpu_tensor*>* inputs) const override {
+    const size_t given = inputs->size();
+    const int n = queue_->num_elements();
+    inputs->resize(given + n, nullptr);
+    try {
+      queue_->pop(ctx->replica_id, inputs->data() + given, n, ctx->comm);
+    } catch (const Error& e) {
+      return fail_participant(ctx, e);
+    }
+    return TPU_OK;
+  }
+  tpu_status after(tpu_replica_context*, tpu_status status, std::vector<tpu_tensor*>* inputs,
+                   size_t num_given, tpu_tensor**, int) const override {
+    for (size_t i = num_given; i < inputs->size(); ++i) release(std::exchange((*inputs)[i], nullptr));
+    inputs->resize(num_given);
+    return status;
+  }
+
+ private:
+  FeedQueue* queue_;
+};
 
 // A partitioned output of a replica whose cores run on several tasks is assembled
 // inside the step: after the computation, the replica's cores all-gather their tiles
 // (first each tile's dtype, rank and dims, then the tiles padded to the largest, so
 // uneven tiles travel as one collective), and logical core 0 assembles them. Every
 // participant of the step runs these collectives, in the same order.
-struct TileGather {
-  tpu_computation_fn fn;
-  void* user_data;
-  const tpu_partition_spec* specs;
-};
 
 constexpr int kTileMetaWidth = 2 + TPU_MAX_RANK;  // dtype, rank, dims
 
@@ -313,25 +316,28 @@ Tensor* gather_tiles_to_core0(tpu_replica_context* ctx, const tpu_partition_spec
   return assemble_tiles(tiles.data(), 1, k, spec, ctx->replica_id, output);
 }
 
-tpu_status run_gathering_tiles(tpu_replica_context* ctx, tpu_tensor* const* inputs,
-                               int num_inputs, tpu_tensor** outputs, int num_outputs,
-                               void* data) {
-  const TileGather& step = *static_cast<const TileGather*>(data);
-  const tpu_status st = step.fn(ctx, inputs, num_inputs, outputs, num_outputs, step.user_data);
-  if (st != TPU_OK) return st;
-  try {
-    for (int o = 0; o < num_outputs; ++o) {
-      if (!is_partitioned(step.specs[o])) continue;
-      Tensor* whole = gather_tiles_to_core0(ctx, step.specs[o], outputs[o], o);
-      release(std::exchange(outputs[o], whole));
+class TileGatherStage : public StepStage {
+ public:
+  TileGatherStage(const tpu_partition_spec* specs, int num_outputs) : specs_(specs, specs + num_outputs) {}
+  tpu_status before(tpu_replica_context*, std::vector<tpu_tensor*>*) const override { return TPU_OK; }
+  tpu_status after(tpu_replica_context* ctx, tpu_status status, std::vector<tpu_tensor*>*, size_t,
+                   tpu_tensor** outputs, int num_outputs) const override {
+    if (status != TPU_OK || ctx->late.load(std::memory_order_acquire)) return status;
+    try {
+      for (int o = 0; o < num_outputs; ++o) {
+        if (!is_partitioned(specs_[o])) continue;
+        Tensor* whole = gather_tiles_to_core0(ctx, specs_[o], outputs[o], o);
+        release(std::exchange(outputs[o], whole));
+      }
+    } catch (const Error& e) {
+      return fail_participant(ctx, e);
     }
-  } catch (const Error& e) {
-    ctx->fail_code = e.code();
-    ctx->fail_message = e.message();
-    return e.code();
+    return TPU_OK;
   }
-  return TPU_OK;
-}
+
+ private:
+  const std::vector<tpu_partition_spec> specs_;  // a late participant outlives the caller's
+};
 
 // A step's participants (replica r, logical core c), flattened r * cores + c: which
 // run on this task, and the inputs and outputs of each.
@@ -424,20 +430,15 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
         check_partition_rank(options.input_partitions[i], t, "input", static_cast<int>(i));
         break;
       }
-  InfeedStep infeed{spec.fn, spec.user_data, options.infeed_queue};
-  if (options.infeed_queue != nullptr) {
-    spec.fn = run_with_infeed;
-    spec.user_data = &infeed;
-  }
+  spec.caller_threads = options.caller_threads;
+  if (options.infeed_queue != nullptr) spec.stage = std::make_shared<InfeedStage>(options.infeed_queue);
   // One core per replica and every output core 0's: today's path, nothing staged.
   if (cores == 1 && options.output_partitions == nullptr)
     return system.run_step(spec, options.device_assignment, outputs);
   const Participants parts(system, options.device_assignment, spec.num_replicas);
   const tpu_partition_spec* assemble_here = options.output_partitions;
-  TileGather tile_gather{spec.fn, spec.user_data, options.output_partitions};
   if (assemble_here != nullptr && parts.replica_spans_tasks(options.device_assignment)) {
-    spec.fn = run_gathering_tiles;
-    spec.user_data = &tile_gather;
+    spec.stage = std::make_shared<TileGatherStage>(options.output_partitions, spec.num_outputs);
     assemble_here = nullptr;
   }
   // With one core a spec is whole or one tile, the tensor itself: inputs pass as they are.
@@ -459,7 +460,7 @@ void replicate(System& system, tpu_computation_fn computation, void* user_data,
                int num_replicas, int num_inputs, tpu_tensor* const* inputs, int num_outputs,
                tpu_tensor** outputs, const StepOptions& options) {
   system.check_can_start_step();
-  check_counts(computation, num_inputs, inputs, num_outputs, outputs);
+  check_counts(computation, num_inputs, inputs, num_outputs, outputs, options);
   if (num_replicas < 0) invalid_argument("num_replicas is ", num_replicas, "; it must be >= 0");
   if (num_replicas == 0) return;
   check_options(system, num_replicas, num_inputs, num_outputs, options);
@@ -483,7 +484,7 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
            const int* outputs_from_all_shards, const int* output_shard_axes, int num_outputs,
            tpu_tensor** outputs, const StepOptions& options) {
   system.check_can_start_step();
-  check_counts(computation, num_inputs, inputs, num_outputs, outputs);
+  check_counts(computation, num_inputs, inputs, num_outputs, outputs, options);
   if (num_shards <= 0) invalid_argument("num_shards must be a positive integer, got ", num_shards);
   if (options.maximum_shapes != nullptr)
     invalid_argument("options->maximum_shapes applies to tpu_replicate only; shard, "

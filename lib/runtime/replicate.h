@@ -23,6 +23,7 @@ struct StepOptions {
   size_t num_input_partitions = 0;
   const tpu_partition_spec* output_partitions = nullptr;
   size_t num_output_partitions = 0;
+  bool caller_threads = false;  // 1.4: participants run on threads that joined their cores
 };
 
 void replicate(System& system, tpu_computation_fn computation, void* user_data,

@@ -452,6 +452,11 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
   throw Error(result.code, result.message);
 }
 
+JoinedParticipant System::join_step(int core, int64_t timeout_ms, const std::shared_ptr<System>& keepalive) {
+  check_live();
+  return executor_.join(core, timeout_ms, keepalive);
+}
+
 void System::between_steps(FunctionRef<void()> fn) {
   if (in_user_code())
     fail(TPU_FAILED_PRECONDITION, "the embedding tables cannot be loaded or retrieved from inside a computation");

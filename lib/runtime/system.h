@@ -136,6 +136,9 @@ class System {
   // Runs fn under the step lock, between steps: TPU_FAILED_PRECONDITION from inside a
   // computation or once shut down.
   void between_steps(FunctionRef<void()> fn);
+  // tpu_step_join: the calling thread waits for a caller-threads step's participant
+  // on `core` (Executor::join).
+  JoinedParticipant join_step(int core, int64_t timeout_ms, const std::shared_ptr<System>& keepalive);
 
   // The C handle the caller was given (tpu_replica_context_system's answer).
   tpu_system* c_handle() const { return c_handle_; }
