@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The bindings' overhead: one replicated step on 8 cores from C, C#, Java and Go, in one
-# run: an empty step and a 1 MiB cross_replica_sum, median microseconds per step. C runs
-# first and last, so its two rows show the run's noise. Prints a markdown table with
+# run: an empty step and a 1 MiB cross_replica_sum, median microseconds per step. Each
+# binding runs its replicas on its own threads (tpu_step_join, the default) and, in the
+# rows marked -callback, as callbacks from tpurt's workers. C runs first and last, so its
+# two rows show the run's noise. Prints a markdown table with
 # each binding's difference (empty step) and ratio (1 MiB) against the first C row.
 #   make bench-bindings        (builds the bindings first)
 #   BUILD=build bash bench/bindings.sh
@@ -16,7 +18,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 "$BUILD/bench/bindings_c" | tee -a "$out"
 for lang in csharp java go; do
-  make --no-print-directory -s BUILD="$BUILD" "bench-$lang" | grep -E "^$lang (empty_step_us|crs_1mib_us) " | tee -a "$out"
+  make --no-print-directory -s BUILD="$BUILD" "bench-$lang" | grep -E "^$lang(-callback)? (empty_step_us|crs_1mib_us) " | tee -a "$out"
 done
 "$BUILD/bench/bindings_c" | sed 's/^c /c(again) /' | tee -a "$out"
 echo
