@@ -52,14 +52,21 @@ int bench_empty_step(const bench_config *cfg) {
 
   qsort(us, (size_t)steps, sizeof *us, compare_doubles);
   double median = us[steps / 2], p10 = us[steps / 10], p90 = us[steps * 9 / 10];
+  /* A step is a meeting of its replicas and the caller: its floor is bare threads
+   * meeting at a barrier, measured right after, in the same conditions. */
+  double floor_us = bench_meeting_floor_us(cfg->replicas);
   if (cfg->csv) {
-    printf("replicas,cpus,steps,median_us,p10_us,p90_us\n");
-    printf("%d,%d,%ld,%.3f,%.3f,%.3f\n", cfg->replicas, online_cpus(), steps, median, p10, p90);
+    printf("replicas,cpus,steps,median_us,p10_us,p90_us,meeting_floor_us\n");
+    printf("%d,%d,%ld,%.3f,%.3f,%.3f,%.3f\n", cfg->replicas, online_cpus(), steps, median, p10, p90,
+           floor_us);
   } else {
     printf("# tpurt bench --step: an empty tpu_replicate step, %d replicas on %d CPUs\n",
            cfg->replicas, online_cpus());
     printf("empty step: median %.2f us (p10 %.2f, p90 %.2f) over %ld steps after %d warm-up\n",
            median, p10, p90, steps, STEP_WARMUP);
+    if (floor_us > 0)
+      printf("meeting floor: %d bare threads meet at a barrier in %.2f us; the step takes %.2fx that\n",
+             cfg->replicas, floor_us, median / floor_us);
   }
   free(us);
   return 0;
