@@ -2,7 +2,10 @@
  * 8-core system, 8 replicas run (a) an empty step and (b) a step in which each
  * replica sums a 1 MiB float32 input with cross_replica_sum and returns the result.
  * 20 warm-up steps, then each step timed alone; prints the medians in microseconds
- * as "c empty_step_us X" and "c crs_1mib_us X", the format every language prints. */
+ * as "c empty_step_us X" and "c crs_1mib_us X", the format every language prints.
+ * With JOINED=1 in the environment the same steps also run on 8 C threads that joined
+ * the cores (tpu_step_join, the mode the bindings use), printed as "c-joined ...". */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -34,6 +37,22 @@ static tpu_status sum(tpu_replica_context *ctx, tpu_tensor *const *in, int ni, t
   return tpu_cross_replica_sum(ctx, in[0], NULL, &out[0], NULL);
 }
 
+static tpu_system *g_sys;
+
+/* A joined thread: runs whatever computation each step hands its core, until shutdown. */
+static void *serve_core(void *arg) {
+  int core = (int)(long)arg;
+  for (;;) {
+    tpu_joined_step j = TPU_JOINED_STEP_INIT;
+    if (tpu_step_join(g_sys, core, -1, &j) != TPU_OK) return NULL;
+    tpu_tensor *out[1] = {0};
+    tpu_status st = j.computation(j.ctx, j.inputs, j.num_inputs, out, j.num_outputs, j.user_data);
+    tpu_step_leave(j.ctx, st, out, j.num_outputs);
+  }
+}
+
+static int g_caller_threads;
+
 static void check(tpu_status st, const char *what) {
   if (st != TPU_OK) {
     fprintf(stderr, "bindings_c: %s: %s: %s\n", what, tpu_status_name(st), tpu_last_error());
@@ -48,7 +67,9 @@ static double median_step_us(tpu_system *sys, tpu_computation_fn fn, int num_inp
   double *t = malloc(sizeof *t * (size_t)steps);
   for (int i = 0; i < WARMUP + steps; ++i) {
     double t0 = now_us();
-    check(tpu_replicate(sys, fn, NULL, REPLICAS, num_inputs, inputs, num_inputs, outputs, NULL),
+    tpu_step_options so = TPU_STEP_OPTIONS_INIT;
+    so.caller_threads = g_caller_threads;
+    check(tpu_replicate(sys, fn, NULL, REPLICAS, num_inputs, inputs, num_inputs, outputs, &so),
           "tpu_replicate");
     if (i >= WARMUP) t[i - WARMUP] = now_us() - t0;
     for (int r = 0; r < num_inputs * REPLICAS; ++r) tpu_tensor_release(outputs[r]);
@@ -79,6 +100,17 @@ int main(int argc, char **argv) {
   }
   printf("c empty_step_us %.2f\n", median_step_us(sys, empty, 0, NULL, empty_steps));
   printf("c crs_1mib_us %.2f\n", median_step_us(sys, sum, 1, inputs, sum_steps));
+  const char *joined = getenv("JOINED");
+  pthread_t threads[REPLICAS];
+  if (joined && atoi(joined)) {
+    g_sys = sys;
+    for (long c = 0; c < REPLICAS; ++c) pthread_create(&threads[c], NULL, serve_core, (void *)c);
+    g_caller_threads = 1;
+    printf("c-joined empty_step_us %.2f\n", median_step_us(sys, empty, 0, NULL, empty_steps));
+    printf("c-joined crs_1mib_us %.2f\n", median_step_us(sys, sum, 1, inputs, sum_steps));
+    check(tpu_system_shutdown(sys), "tpu_system_shutdown");  /* the joined threads return */
+    for (int c = 0; c < REPLICAS; ++c) pthread_join(threads[c], NULL);
+  }
   for (int r = 0; r < REPLICAS; ++r) tpu_tensor_release(inputs[r]);
   free(data);
   check(tpu_system_release(sys), "tpu_system_release");

@@ -245,7 +245,10 @@ typedef struct tpu_joined_step {
  * system was shut down meanwhile), TPU_FAILED_PRECONDITION (shut down already, or
  * called from inside a computation), TPU_INVALID_ARGUMENT (a core out of range, a
  * core another thread has joined, or a thread that has joined and not left: a
- * thread joins twice only after leaving). To end a pool of joined threads, shut the
+ * thread joins twice only after leaving). While the system pins its workers
+ * (tpu_system_options.pin_threads) a thread that gets a participant of core c is pinned
+ * to c's CPU, as c's worker would be, and keeps that affinity. To end a pool of joined
+ * threads, shut the
  * system down (they return TPU_CANCELLED) and release it once they have returned. */
 TPU_API tpu_status tpu_step_join(tpu_system *system, int core, int64_t timeout_ms,
                                  tpu_joined_step *out);

@@ -27,6 +27,13 @@ thread_local int t_user_code_depth = 0;
 // up, to kIdle (never started).
 enum CoreState : int { kIdle, kRunning, kDone, kLate, kAwaiting };
 
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort
+}
+
 }  // namespace
 
 UserCodeScope::UserCodeScope() { ++t_user_code_depth; }
@@ -112,12 +119,7 @@ void Executor::worker_loop(int index) {
   char name[16];
   snprintf(name, sizeof name, "tpurt-core-%d", index);
   pthread_setname_np(pthread_self(), name);
-  if (!placement_.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(placement_[index], &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort
-  }
+  if (!placement_.empty()) pin_to(placement_[index]);
   Core& core = cores_[index];
   uint32_t seen = 0;
   for (;;) {
@@ -225,6 +227,7 @@ struct Executor::JoinedThread {
   Executor* executor = nullptr;
   Core* core = nullptr;
   std::shared_ptr<System> keepalive;
+  int pinned_cpu = -1;  // where join last pinned this thread
 
   ~JoinedThread() {
     if (core == nullptr) return;
@@ -278,6 +281,12 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
     Step& step = *step_;
     if (step.unclaimed.fetch_sub(1, std::memory_order_seq_cst) == 1) step.done.wake();
     if (!enter_participant(core)) continue;  // its stage failed it: it has left
+    // Pinned as the core's worker would be: replicas move in lockstep, and the
+    // communicator's waits count on the placement.
+    if (!placement_.empty() && me.pinned_cpu != placement_[index]) {
+      pin_to(placement_[index]);
+      me.pinned_cpu = placement_[index];
+    }
     me.executor = this;
     me.core = &core;
     me.keepalive = keepalive;
@@ -380,8 +389,7 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   if (!placement_.empty())
     for (int i = 0; i < m; ++i) cpu_of_rank_[i] = placement_[cores[step.participants[i]]];
   step.unclaimed.store(spec.caller_threads ? static_cast<uint32_t>(m) : 0, std::memory_order_relaxed);
-  // Threads that joined are not pinned: the communicator must not spin on that.
-  comm->reset(placement_.empty() || spec.caller_threads ? nullptr : cpu_of_rank_.data());
+  comm->reset(placement_.empty() ? nullptr : cpu_of_rank_.data());
   step_timeout_ms_ = step_timeout_ms;
   comm->set_step_timeout(step_timeout_ms_);
   for (int p : step.participants) {
