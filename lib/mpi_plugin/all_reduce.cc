@@ -196,7 +196,7 @@ tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const 
   if (s != TPU_OK) return s;
   int esize = 0;
   MPI_Type_size(type, &esize);
-  if (count * static_cast<uint64_t>(esize) <= kDirectBytes) {
+  if (count * static_cast<uint64_t>(esize) <= kDirectBytes && num_tasks <= kDirectTasks) {
     s = direct_all_reduce(h, seq, digest, tasks, num_tasks, dtype, op, type, mpi_op, static_cast<size_t>(esize), in,
                           out, count, wait, direct, err, err_size);
     if (s == TPU_OK && op == TPU_REDUCE_MEAN) tpurt::mpi::divide(dtype, out, count, divisor);

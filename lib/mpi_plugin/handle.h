@@ -56,6 +56,9 @@ constexpr size_t kEndHeaderBytes = 16;
 // costs 10-20x a blocking one (Open MPI's libnbc), while a message this small is one
 // eager send within shared memory's 4 KiB; the header checks agreement.
 constexpr uint64_t kDirectBytes = 2048;
+// ... among at most this many tasks: every task sends to every other, so the messages
+// grow as the square of the group (MPI's own rounds grow as its logarithm).
+constexpr size_t kDirectTasks = 16;
 
 // What a direct all-reduce's message starts with: the collective it is for and what
 // it reduces, all compared with the receiver's.
