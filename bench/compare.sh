@@ -205,8 +205,8 @@ if command -v mpirun >/dev/null 2>&1 && [[ -x $SRC/build/mpi_allreduce ]] && ((A
     [[ $t == tcp ]] && continue
     cannot_run "$t" >/dev/null && continue
     for n in $TASK_NS; do
-      # The targets' sizes where a run's median can mislead: shm 8 B, mpi 1 MiB.
-      if [[ $t == shm ]]; then sizes=(8); else sizes=(1048576); fi
+      # The targets' sizes where a run's median can mislead: shm 8 B, mpi 8 B and 1 MiB.
+      if [[ $t == shm ]]; then sizes=(8); else sizes=(8 1048576); fi
       for size in "${sizes[@]}"; do
         log "alternated: Open MPI and tpurt $t, n=$n, $size bytes ($ALT_ROUNDS rounds)"
         alternate "$n" "$t" "$size"
@@ -369,6 +369,8 @@ TABLE=$OUT/compare.md
   target "shm busbw $big_label, n=8, >= 2.00x Open MPI shm" \
     "$(ratio "$OUT/mpi_sm_n8.csv" 6 "$OUT/tpurt_shm_n8.csv" 7 "$BIG")" ">=" 2
   for n in $TASK_NS; do
+    target "mpi latency 8 B, n=$n, <= 1.50x Open MPI" \
+      "$(pick "$n" mpi 8 "$(ratio "$OUT/mpi_sm_n$n.csv" 4 "$OUT/tpurt_mpi_n$n.csv" 5 8)")" "<=" 1.5
     for size in "${BUSBW_SIZES[@]}"; do
       target "mpi busbw $((size >> 20)) MiB, n=$n, >= 0.90x Open MPI" \
         "$(pick "$n" mpi "$size" "$(ratio "$OUT/mpi_sm_n$n.csv" 6 "$OUT/tpurt_mpi_n$n.csv" 7 "$size")")" ">=" 0.9

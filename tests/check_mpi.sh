@@ -289,6 +289,37 @@ if [ $rc -eq 0 ] && every_task_says 2 "mismatch ok" &&
   ok "task 1 in another collective (point to point): TPU_INVALID_ARGUMENT naming it, no abort"
 else bad "a task in another collective over MPI, point to point (exit $rc)" "$out"; fi
 
+# All-reduces of up to 2 KiB go point to point (8 bytes here), every message behind a
+# header naming the collective: a task in the same collective with another op, shape
+# or dtype is named from its header, one in another collective (an all-gather) from
+# its note; skipping, failing and stopped tasks are named as over MPI_Iallreduce. The
+# receives are cancelled and the small sends complete, so nothing is left in flight.
+export TEST_FAULT_ELEMENTS=2
+for other in max shape dtype gather; do
+  TEST_MISMATCH=$other mpi 3 1 90 mismatch 1
+  if [ $rc -eq 0 ] && every_task_says 3 "mismatch ok" &&
+     [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replica 1) is in collective #2' <<<"$out")" = 2 ] &&
+     grep -q 'task 1: mismatch of task 1: INVALID_ARGUMENT.*task [02] (replica [02]) is in collective #2' <<<"$out" &&
+     ! grep -q 'MPI_Abort' <<<"$out"; then
+    ok "8-byte all-reduce, task 1 in another ($other): TPU_INVALID_ARGUMENT on every task naming the other side; no abort"
+  else bad "8-byte all-reduce, task 1 in another ($other) (exit $rc)" "$out"; fi
+done
+mpi 2 1 90 skip 1
+if [ $rc -eq 0 ] && every_task_says 2 "skip ok" && grep -q 'task 0: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out" &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "8-byte all-reduce, task 1 skipping it: TPU_FAILED_PRECONDITION naming it; no abort"
+else bad "8-byte all-reduce, a skipped collective (exit $rc)" "$out"; fi
+mpi 3 1 90 fail 1
+if [ $rc -eq 0 ] && every_task_says 3 "fail ok" && ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "8-byte all-reduce, a replica's failure on task 1: every task gets its error; the next step runs"
+else bad "8-byte all-reduce, a failing replica (exit $rc)" "$out"; fi
+# Nothing aborts the job here, and MPI_Finalize waits for the stopped rank: the bound ends it.
+TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 mpi 4 1 40 stop 2
+if [ "$(grep -c '^task [013]: stop of task 2: DEADLINE_EXCEEDED.*no data arrived from task 2 (replica 2) before' <<<"$out")" = 3 ]; then
+  ok "8-byte all-reduce, SIGSTOP of rank 2: ranks 0, 1 and 3 get TPU_DEADLINE_EXCEEDED naming it alone"
+else bad "8-byte all-reduce, SIGSTOP of a rank (exit $rc)" "$out"; fi
+unset TEST_FAULT_ELEMENTS
+
 # SIGSTOP of rank 2 (heartbeats too slow to notice): the deadline names it, and only
 # it, though MPI_Iallreduce does not say who is missing (the others answer who asks).
 TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 mpi 4 1 90 stop 2

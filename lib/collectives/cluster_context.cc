@@ -43,8 +43,12 @@ ClusterContext::ClusterContext(std::vector<int> task_of, int task_id, net::Trans
 
 ClusterContext::~ClusterContext() = default;
 
-TaskSplit ClusterContext::split(const int32_t* row, int size) const {
-  TaskSplit s;
+const TaskSplit& ClusterContext::split(const int32_t* row, int size) const {
+  for (const CachedSplit& c : splits_)
+    if (c.row.size() == static_cast<size_t>(size) && std::equal(row, row + size, c.row.begin())) return c.split;
+  if (splits_.size() >= kMaxSplits) splits_.clear();
+  splits_.push_back({std::vector<int32_t>(row, row + size), {}});
+  TaskSplit& s = splits_.back().split;
   for (int k = 0; k < size; ++k) s.tasks.push_back(task_of_[row[k]]);
   std::sort(s.tasks.begin(), s.tasks.end());
   s.tasks.erase(std::unique(s.tasks.begin(), s.tasks.end()), s.tasks.end());

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -51,7 +52,7 @@ struct Row {
   const int32_t* ids;  // the participants, in member order
   int size;
   int index;  // the row's position among the groups: the base of its tags
-  TaskSplit split;
+  const TaskSplit& split;  // ClusterContext::split's
 };
 
 class ClusterContext {
@@ -80,7 +81,10 @@ class ClusterContext {
   const void* input(const ClusterCall& call, int p) const { return call.input[local_index_[p]]; }
   void* output(const ClusterCall& call, int p) const { return call.output[local_index_[p]]; }
 
-  TaskSplit split(const int32_t* row, int size) const;
+  // The row's tasks and members, kept per distinct row: a step's collectives reuse a
+  // few groups, and building one allocates (a fixed cost of every small collective).
+  // The reference stays valid until kMaxSplits other rows have been split since.
+  const TaskSplit& split(const int32_t* row, int size) const;
 
   net::Transport* transport() const { return transport_; }
   net::CollectiveOffload* offload() const { return offload_; }  // or nullptr
@@ -130,6 +134,12 @@ class ClusterContext {
   int most_on_a_task_ = 0;
   const std::function<void()> check_;
   const std::function<std::string(int)> namer_;
+  struct CachedSplit {
+    std::vector<int32_t> row;
+    TaskSplit split;
+  };
+  static constexpr size_t kMaxSplits = 64;
+  mutable std::deque<CachedSplit> splits_;  // the leader's alone, as the buffers above
 };
 
 }  // namespace tpurt

@@ -50,11 +50,10 @@ tpu_status comm_for(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const in
   return TPU_OK;
 }
 
-// Checks the group, maps dtype and op, tells the group's other tasks (w.watch) that
-// this task has entered collective seq, and finds the group's communicator.
-tpu_status enter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks, size_t num_tasks,
-                 tpu_dtype dtype, tpu_reduce_op op, const tpurt_mpi_wait* wait, MPI_Datatype* type, MPI_Op* mpi_op,
-                 MPI_Comm* comm, Waiting* w, char* err, size_t err_size) {
+// Checks the group and maps dtype and op; w.watch gets the group's other tasks.
+tpu_status check_group(tpurt_mpi_handle* h, uint64_t seq, const int32_t* tasks, size_t num_tasks, tpu_dtype dtype,
+                       tpu_reduce_op op, MPI_Datatype* type, MPI_Op* mpi_op, Waiting* w, char* err,
+                       size_t err_size) {
   if (!h->ops->map(dtype, op, type, mpi_op)) {
     say(err, err_size, "MPI cannot reduce dtype %d with op %d as tpurt does", static_cast<int>(dtype),
         static_cast<int>(op));
@@ -76,9 +75,94 @@ tpu_status enter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32
   h->reached = std::max(h->reached, seq);
   for (size_t i = 0; i < num_tasks; ++i)
     if (tasks[i] != h->rank) w->watch.push_back(tasks[i]);
+  return TPU_OK;
+}
+
+// check_group, then tells the group's other tasks (w.watch) that this task has
+// entered collective seq, and finds the group's communicator.
+tpu_status enter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks, size_t num_tasks,
+                 tpu_dtype dtype, tpu_reduce_op op, const tpurt_mpi_wait* wait, MPI_Datatype* type, MPI_Op* mpi_op,
+                 MPI_Comm* comm, Waiting* w, char* err, size_t err_size) {
+  tpu_status s = check_group(h, seq, tasks, num_tasks, dtype, op, type, mpi_op, w, err, err_size);
+  if (s != TPU_OK) return s;
   // Before this task's part: a peer that completes the collective finds the note due.
   if (h->eager_notes) note_entry(h, seq, digest, w->watch.data(), w->watch.size());
   return comm_for(h, seq, digest, tasks, num_tasks, wait, comm, err, err_size);
+}
+
+// A small all-reduce point to point: this task's header and input to each other task
+// of the group, theirs received into a slot each, then out = the fold of every task's
+// input in task order (the same on every task, bit for bit). Tags name the collective
+// by its number alone, so that a task in the same collective with another descriptor
+// is matched and named from its header; one in another collective sends under
+// another tag, and the stalled wait finds it by the notes (notes.cc).
+tpu_status direct_all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks,
+                             size_t num_tasks, tpu_dtype dtype, tpu_reduce_op op, MPI_Datatype type,
+                             MPI_Op mpi_op, size_t esize, const void* in, void* out, uint64_t count,
+                             const tpurt_mpi_wait* wait, Waiting& w, char* err, size_t err_size) {
+  constexpr size_t kHead = sizeof(DirectHeader);
+  constexpr size_t kSlot = kHead + kDirectBytes;
+  const size_t bytes = count * esize;
+  DirectHeader mine;
+  mine.step = h->step;
+  mine.seq = seq;
+  mine.digest = digest;
+  mine.what = static_cast<uint32_t>(dtype) << 8 | static_cast<uint32_t>(op);
+  mine.count = static_cast<uint32_t>(count);
+  h->direct_out.resize(kSlot);
+  h->direct_in.resize(num_tasks * kSlot);
+  std::memcpy(h->direct_out.data(), &mine, kHead);
+  if (bytes) std::memcpy(h->direct_out.data() + kHead, in, bytes);
+  const int tag = data_tag(h, seq, 0x646972656374ull);  // "direct"
+  const size_t n = w.watch.size();
+  w.reqs.assign(2 * n, MPI_REQUEST_NULL);
+  w.peer.resize(2 * n);
+  w.kind.resize(2 * n);
+  size_t k = 0;
+  for (size_t i = 0; i < num_tasks; ++i) {
+    if (tasks[i] == h->rank) continue;
+    char* slot = &h->direct_in[i * kSlot];
+    std::memset(slot, 0, kHead);  // a short message leaves no stale header
+    w.peer[k] = tasks[i];
+    w.kind[k] = kReceive;
+    MPI_Irecv(slot, static_cast<int>(kSlot), MPI_BYTE, tasks[i], tag, h->comm, &w.reqs[k++]);
+  }
+  for (int t : w.watch) {
+    w.peer[k] = t;
+    w.kind[k] = kSend;
+    MPI_Isend(h->direct_out.data(), static_cast<int>(kHead + bytes), MPI_BYTE, t, tag, h->comm, &w.reqs[k++]);
+  }
+  ++h->num_direct;
+  tpu_status s = wait_all(h, w, seq, digest, wait, "the all-reduce", err, err_size);
+  if (s != TPU_OK) {
+    // MPI may still write or read them: they live as long as the handle.
+    if (!h->stuck.empty()) {
+      h->sinks.push_back(std::move(h->direct_in));
+      h->sinks.push_back(std::move(h->direct_out));
+      h->direct_in.clear();
+      h->direct_out.clear();
+    }
+    return s;
+  }
+  for (size_t i = 0; i < num_tasks; ++i) {
+    if (tasks[i] == h->rank) continue;
+    DirectHeader theirs;
+    std::memcpy(&theirs, &h->direct_in[i * kSlot], kHead);
+    if (theirs.step == mine.step && theirs.seq == mine.seq && theirs.digest == mine.digest &&
+        theirs.what == mine.what && theirs.count == mine.count)
+      continue;
+    // The peer learns this task's collective from its own copy of this header.
+    const Note note{theirs.step, theirs.seq, theirs.digest};
+    say(err, err_size, "%s", mismatch_message(wait, tasks[i], note, seq, digest).c_str());
+    return TPU_INVALID_ARGUMENT;
+  }
+  // out = in[t0], then in[t] op out for each later task t (MPI_Reduce_local's order).
+  for (size_t i = 0; i < num_tasks && bytes; ++i) {
+    const void* from = tasks[i] == h->rank ? in : &h->direct_in[i * kSlot + kHead];
+    if (i == 0) std::memcpy(out, from, bytes);
+    else MPI_Reduce_local(from, out, static_cast<int>(count), type, mpi_op);
+  }
+  return TPU_OK;
 }
 
 // Runs one engine collective that start() posts into w.reqs[0].
@@ -106,11 +190,21 @@ tpu_status all_reduce(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const 
   MPI_Datatype type;
   MPI_Op mpi_op;
   MPI_Comm comm = MPI_COMM_NULL;
-  Waiting w;
-  tpu_status s = enter(h, seq, digest, tasks, num_tasks, dtype, op, wait, &type, &mpi_op, &comm, &w, err, err_size);
+  Waiting& direct = h->direct_wait;
+  direct.watch.clear();
+  tpu_status s = check_group(h, seq, tasks, num_tasks, dtype, op, &type, &mpi_op, &direct, err, err_size);
   if (s != TPU_OK) return s;
   int esize = 0;
   MPI_Type_size(type, &esize);
+  if (count * static_cast<uint64_t>(esize) <= kDirectBytes && num_tasks <= kDirectTasks) {
+    s = direct_all_reduce(h, seq, digest, tasks, num_tasks, dtype, op, type, mpi_op, static_cast<size_t>(esize), in,
+                          out, count, wait, direct, err, err_size);
+    if (s == TPU_OK && op == TPU_REDUCE_MEAN) tpurt::mpi::divide(dtype, out, count, divisor);
+    return s;
+  }
+  Waiting w;
+  s = enter(h, seq, digest, tasks, num_tasks, dtype, op, wait, &type, &mpi_op, &comm, &w, err, err_size);
+  if (s != TPU_OK) return s;
   for (uint64_t off = 0; off < count || (count == 0 && off == 0);) {
     const int len = static_cast<int>(std::min<uint64_t>(kMaxChunk, count - off));
     ++h->num_iallreduce;

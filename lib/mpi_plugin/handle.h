@@ -39,12 +39,35 @@ constexpr int64_t kSettleNs = 100 * 1000 * 1000;
 // A wait spins on MPI as MPI's blocking calls do; only after this long without
 // progress does it yield the CPU (a yield on a busy host may cost a time slice).
 constexpr int64_t kSpinNs = 1000 * 1000;
-// The peers' step ends are polled once in this many polls of the wait's requests:
-// every MPI_Test runs MPI's progress engine once more.
+// A wait reads the clock (its deadline, stalls) and checks the peers and check()
+// once in this many polls of its requests: a clock read costs as much as a poll on
+// some hosts (190 ns against MPI_Testsome's 100-200 under a VM's TSC).
+constexpr unsigned kCheckEvery = 8;
+// The peers' step ends are polled once in this many polls of the wait's requests
+// (a multiple of kCheckEvery): every MPI_Test runs MPI's progress engine once more.
 constexpr unsigned kEndPollEvery = 64;
+static_assert(kEndPollEvery % kCheckEvery == 0, "ends are polled on a check");
 // A step's end: code (4 bytes), origin replica (4), the last collective the task
 // reached (8), message.
 constexpr size_t kEndHeaderBytes = 16;
+// Up to this many bytes of input an all-reduce goes point to point (all_reduce.cc):
+// every task sends its input, behind a header naming the collective, to every other
+// and reduces them all in task order. At these sizes a non-blocking MPI collective
+// costs 10-20x a blocking one (Open MPI's libnbc), while a message this small is one
+// eager send within shared memory's 4 KiB; the header checks agreement.
+constexpr uint64_t kDirectBytes = 2048;
+// ... among at most this many tasks: every task sends to every other, so the messages
+// grow as the square of the group (MPI's own rounds grow as its logarithm).
+constexpr size_t kDirectTasks = 16;
+
+// What a direct all-reduce's message starts with: the collective it is for and what
+// it reduces, all compared with the receiver's.
+struct DirectHeader {
+  uint64_t step = 0, seq = 0, digest = 0;
+  uint32_t what = 0;   // dtype << 8 | op
+  uint32_t count = 0;  // elements (<= kDirectBytes)
+};
+static_assert(sizeof(DirectHeader) == 32, "DirectHeader has no padding");
 
 // A note on the control communicator: the collective (step, seq, digest) a task has
 // entered (notes.cc).
@@ -55,6 +78,17 @@ struct Note {
 struct NoteOut {
   Note note;
   std::vector<MPI_Request> reqs;
+};
+
+enum Kind : char { kReceive, kSend, kCollective };
+
+// What the requests of a wait are: a receive from, a send to, or a collective with
+// peer (a collective watches every other task of its group: watch).
+struct Waiting {
+  std::vector<MPI_Request> reqs;
+  std::vector<int> peer;      // -1: a collective
+  std::vector<char> kind;     // Kind
+  std::vector<int> watch;     // for a collective: its other tasks
 };
 
 inline int64_t now_ns() {
@@ -127,8 +161,15 @@ struct tpurt_mpi_handle {
   std::vector<int> note_index;  // MPI_Testsome's
   std::vector<uint64_t> noted, agreed;
   std::list<tpurt::mpi::NoteOut> notes_out;
+  // Direct all-reduces (all_reduce.cc): this task's message, and a slot per task for
+  // the others' (given to sinks when a wait fails with them in flight).
+  std::vector<char> direct_out, direct_in;
+  tpurt::mpi::Waiting direct_wait;  // its requests, kept for their capacity
+  // wait_all's MPI_Testsome results, kept for their capacity (one wait at a time).
+  std::vector<int> poll_index;
+  std::vector<MPI_Status> poll_status;
   // What the plugin ran (printed at close with TPURT_MPI_STATS=1, for the tests).
-  uint64_t num_exchanges = 0, num_iallreduce = 0, num_ireduce_scatter = 0;
+  uint64_t num_exchanges = 0, num_iallreduce = 0, num_ireduce_scatter = 0, num_direct = 0;
 };
 
 namespace tpurt {
@@ -153,17 +194,6 @@ inline bool in_flight(const std::vector<MPI_Request>& reqs) {
     if (r != MPI_REQUEST_NULL) return true;
   return false;
 }
-
-enum Kind : char { kReceive, kSend, kCollective };
-
-// What the requests of a wait are: a receive from, a send to, or a collective with
-// peer (a collective watches every other task of its group: watch).
-struct Waiting {
-  std::vector<MPI_Request> reqs;
-  std::vector<int> peer;      // -1: a collective
-  std::vector<char> kind;     // Kind
-  std::vector<int> watch;     // for a collective: its other tasks
-};
 
 // wait.cc
 // A failed wait: cancels its receives, lets what can complete complete, and keeps

@@ -135,9 +135,12 @@ void close_handle(tpurt_mpi_handle* h) {
   if (h == nullptr) return;
   g_open.erase(std::remove(g_open.begin(), g_open.end(), h), g_open.end());
   if (const char* stats = getenv("TPURT_MPI_STATS"); stats && strcmp(stats, "1") == 0) {
-    fprintf(stderr, "tpurt_mpi: task %d: %llu exchanges, %llu MPI_Iallreduce, %llu MPI_Ireduce_scatter_block\n",
+    fprintf(stderr,
+            "tpurt_mpi: task %d: %llu exchanges, %llu MPI_Iallreduce, %llu MPI_Ireduce_scatter_block, %llu direct "
+            "all-reduces\n",
             h->rank, static_cast<unsigned long long>(h->num_exchanges),
-            static_cast<unsigned long long>(h->num_iallreduce), static_cast<unsigned long long>(h->num_ireduce_scatter));
+            static_cast<unsigned long long>(h->num_iallreduce), static_cast<unsigned long long>(h->num_ireduce_scatter),
+            static_cast<unsigned long long>(h->num_direct));
     fflush(stderr);
   }
   int finalized = 0;

@@ -81,10 +81,17 @@ bool sends_stuck(tpurt_mpi_handle* h) {
 tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t digest, const tpurt_mpi_wait* wait,
                     const char* what, char* err, size_t err_size) {
   const size_t n = w.reqs.size();
-  std::vector<int> idx(n);
-  std::vector<MPI_Status> st(n);
-  int64_t grace_until = -1, last_progress = now_ns();
+  if (h->poll_index.size() < n) {
+    h->poll_index.resize(n);
+    h->poll_status.resize(n);
+  }
+  int* const idx = h->poll_index.data();
+  MPI_Status* const st = h->poll_status.data();
+  // last_progress: -1 until the clock is first read (a wait that completes on its
+  // first polls never reads it).
+  int64_t grace_until = -1, last_progress = -1;
   unsigned polls = 0;
+  bool progressed = false, stalled = false;
   auto fail = [&](tpu_status code, const std::string& message) {
     give_up(h, w.reqs, w.kind);
     say(err, err_size, "%s", message.c_str());
@@ -109,7 +116,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
     bool advanced = false;
     if (in_flight(w.reqs)) {
       int outcount = 0;
-      int rc = MPI_Testsome(static_cast<int>(n), w.reqs.data(), &outcount, idx.data(), st.data());
+      int rc = MPI_Testsome(static_cast<int>(n), w.reqs.data(), &outcount, idx, st);
       if (rc != MPI_SUCCESS) {
         int bad_peer = -1, bad = rc;
         for (int i = 0; rc == MPI_ERR_IN_STATUS && i < outcount; ++i)
@@ -122,12 +129,19 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
       advanced = outcount > 0 && outcount != MPI_UNDEFINED;
     }
     if (!in_flight(w.reqs)) return TPU_OK;
+    progressed |= advanced;
+    // The clock and what follows, once in kCheckEvery polls.
+    if (++polls % kCheckEvery != 0) {
+      if (stalled) sched_yield();
+      continue;
+    }
     const int64_t now = now_ns();
-    if (advanced) last_progress = now;
+    if (last_progress < 0 || progressed) last_progress = now;
+    progressed = false;
     // A peer that ended the step will not take part: its end fails the wait, once what
     // it sent before has had time to arrive.
-    const bool stalled = now - last_progress > kSpinNs;
-    if (++polls % kEndPollEvery == 0 || stalled) {
+    stalled = now - last_progress > kSpinNs;
+    if (polls % kEndPollEvery == 0 || stalled) {
       poll_ends(h);
       serve_queries(h);
       // Peers send notes when they stall, so only a stalled wait looks (each look is
@@ -202,7 +216,7 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
       m += " before the collective deadline (the task is stopped, hung, or has not reached this collective)";
       return fail(TPU_DEADLINE_EXCEEDED, m);
     }
-    if (now - last_progress > kSpinNs) sched_yield();
+    if (stalled) sched_yield();
   }
 }
 

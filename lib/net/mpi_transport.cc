@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <type_traits>
 
 #include "core/status.h"
 #include "net/collective_offload.h"
@@ -19,6 +20,9 @@
 namespace tpurt {
 namespace net {
 namespace {
+
+// The groups' task lists go to the plugin as they are.
+static_assert(std::is_same<int, int32_t>::value, "tasks are passed to the plugin as int32_t");
 
 constexpr size_t kErrorBytes = 4096;
 constexpr size_t kEndMessageBytes = 64 * 1024;
@@ -105,7 +109,8 @@ class MpiTransport : public Transport, public CollectiveOffload {
   void begin_step(uint64_t step) override {
     if (api_->doomed(h_)) abort_now(str_cat("step ", step, " would reuse its buffers"));
     if (has_failed_.load(std::memory_order_acquire)) throw_failed();
-    char err[kErrorBytes] = "";
+    char err[kErrorBytes];  // not zero-filled: a call's fixed cost at small sizes
+    err[0] = '\0';
     tpu_status s = api_->begin_step(h_, step, err, sizeof err);
     if (s != TPU_OK) throw Error(s, err);
   }
@@ -122,7 +127,8 @@ class MpiTransport : public Transport, public CollectiveOffload {
     for (size_t i = 0; i < num_recvs; ++i)
       recv_buf_[i] = {recvs[i].peer, recvs[i].tag, recvs[i].data, recvs[i].bytes};
     Wait w(this, deadline, &check, &name);
-    char err[kErrorBytes] = "";
+    char err[kErrorBytes];  // not zero-filled: a call's fixed cost at small sizes
+    err[0] = '\0';
     tpu_status s = api_->exchange(h_, seq, digest, send_buf_.data(), num_sends, recv_buf_.data(), num_recvs,
                                   &w.wait, err, sizeof err);
     if (s != TPU_OK) raise(s, err, w);
@@ -137,10 +143,10 @@ class MpiTransport : public Transport, public CollectiveOffload {
                   Clock::time_point deadline, const std::function<void()>& check,
                   const std::function<std::string(int)>& name) override {
     if (has_failed_.load(std::memory_order_acquire)) throw_failed();
-    std::vector<int32_t> ids(tasks.begin(), tasks.end());
     Wait w(this, deadline, &check, &name);
-    char err[kErrorBytes] = "";
-    tpu_status s = api_->all_reduce(h_, seq, digest, ids.data(), ids.size(), dtype, op, in, out,
+    char err[kErrorBytes];  // not zero-filled: a call's fixed cost at small sizes
+    err[0] = '\0';
+    tpu_status s = api_->all_reduce(h_, seq, digest, tasks.data(), tasks.size(), dtype, op, in, out,
                                     static_cast<uint64_t>(count), divisor, &w.wait, err, sizeof err);
     if (s != TPU_OK) raise(s, err, w);
   }
@@ -156,10 +162,10 @@ class MpiTransport : public Transport, public CollectiveOffload {
     if (has_failed_.load(std::memory_order_acquire)) throw_failed();
     if (!TPURT_MPI_PLUGIN_HAS(api_, reduce_scatter))
       tpurt::fail(TPU_INTERNAL, "the MPI plugin has no reduce_scatter (check can_reduce_scatter first)");
-    std::vector<int32_t> ids(tasks.begin(), tasks.end());
     Wait w(this, deadline, &check, &name);
-    char err[kErrorBytes] = "";
-    tpu_status s = api_->reduce_scatter(h_, seq, digest, ids.data(), ids.size(), dtype, op, in, out,
+    char err[kErrorBytes];  // not zero-filled: a call's fixed cost at small sizes
+    err[0] = '\0';
+    tpu_status s = api_->reduce_scatter(h_, seq, digest, tasks.data(), tasks.size(), dtype, op, in, out,
                                         static_cast<uint64_t>(block), divisor, &w.wait, err, sizeof err);
     if (s != TPU_OK) raise(s, err, w);
   }

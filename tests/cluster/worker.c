@@ -19,9 +19,12 @@
  *                                  and the next step works
  *   cluster_worker mismatch V      task V's replicas call another collective (an
  *                                  all-gather; TEST_MISMATCH=max: an all-reduce with
- *                                  MAX instead of SUM): TPU_INVALID_ARGUMENT naming V
+ *                                  MAX instead of SUM; =shape: of one more element;
+ *                                  =dtype: of int32): TPU_INVALID_ARGUMENT naming V
  * TEST_FAULT_COLLECTIVE=reduce_scatter: the collective the fault scenarios' tasks are
  * in when task V fails is a reduce-scatter instead of an all-reduce.
+ * TEST_FAULT_ELEMENTS=N: the fault scenarios' all-reduces are of N float32 elements a
+ * replica (default 1000).
  *   cluster_worker feed            infeed and outfeed queues of every replica: each task
  *                                  feeds its own, another task's replica is refused
  *   cluster_worker model_parallel  8 cores in all, replicas of 2 and 4 cores (explicit
@@ -601,6 +604,11 @@ typedef struct fault {
   int victim;
 } fault;
 
+static int64_t fault_elements(void) {
+  const char *n = getenv("TEST_FAULT_ELEMENTS");
+  return n ? atoll(n) : 1000;
+}
+
 /* The collective the tasks are in when the victim fails: x's all-reduce, or with
  * TEST_FAULT_COLLECTIVE=reduce_scatter a reduce-scatter of 240 elements a replica;
  * for the victim of a mismatch, another collective. */
@@ -609,7 +617,11 @@ static tpu_status fault_collective(tpu_replica_context *ctx, const fault *f, int
   const char *which = getenv("TEST_FAULT_COLLECTIVE"), *other = getenv("TEST_MISMATCH");
   tpu_status s;
   if (!strcmp(f->kind, "mismatch") && g_task == f->victim) {
+    int64_t len = fault_elements() + (other && !strcmp(other, "shape"));
+    if (other && (!strcmp(other, "shape") || !strcmp(other, "dtype")))
+      big = make(strcmp(other, "dtype") ? TPU_FLOAT : TPU_INT32, r, &len, 1);
     if (other && !strcmp(other, "max")) s = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &y, NULL);
+    else if (big) s = tpu_cross_replica_sum(ctx, big, NULL, &y, NULL);
     else s = tpu_all_gather(ctx, x, 0, NULL, &y, NULL);
   } else if (which && !strcmp(which, "reduce_scatter")) {
     int64_t len = 240 * (int64_t)g_n;
@@ -629,7 +641,7 @@ static tpu_status fault_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int 
   const fault *f = user;
   int r;
   OK(tpu_replica_context_replica_id(ctx, &r));
-  int64_t len = 1000;
+  int64_t len = fault_elements();
   tpu_tensor *x = make(TPU_FLOAT, r, &len, 1), *y = NULL;
   tpu_status s = tpu_cross_replica_sum(ctx, x, NULL, &y, NULL); /* one that works */
   tpu_tensor_release(y);
