@@ -29,6 +29,17 @@ internal sealed class DelegateComputation : NativeComputation {
 
   public override Status Run(ReplicaContext ctx) {
     Interlocked.Increment(ref running);
+    try {
+      return RunReplica(body, system, ctx);
+    } finally {
+      Interlocked.Decrement(ref running);
+    }
+  }
+
+  // One participant of `body` on this thread, whichever thread runs it (a callback
+  // from tpurt's worker, or the binding's own pool thread, ReplicaPool.cs): the user
+  // sees the same context, thread-local current replica and error messages.
+  internal static Status RunReplica(ReplicaComputation body, TpuSystem system, ReplicaContext ctx) {
     ReplicaContext previous = Current;
     Current = ctx;
     ctx.StepSystem = system;
@@ -37,9 +48,9 @@ internal sealed class DelegateComputation : NativeComputation {
     Tensor[] inputs = null;
     try {
       int numInputs = ctx.NumInputs();
-      inputs = new Tensor[numInputs];
+      inputs = numInputs == 0 ? NoTensors : new Tensor[numInputs];
       for (int i = 0; i < numInputs; ++i) inputs[i] = ctx.Input(i);
-      Tensor[] outputs = body(ctx, inputs) ?? new Tensor[0];
+      Tensor[] outputs = body(ctx, inputs) ?? NoTensors;
       if (outputs.Length != ctx.NumOutputs())
         return ctx.Fail(Status.InvalidArgument, "the computation returned " + outputs.Length +
                         " outputs; the step expects " + ctx.NumOutputs());
@@ -54,9 +65,9 @@ internal sealed class DelegateComputation : NativeComputation {
         foreach (Tensor t in inputs) t?.Dispose();
       owned = previousOwned;
       Current = previous;
-      Interlocked.Decrement(ref running);
     }
   }
+  static readonly Tensor[] NoTensors = new Tensor[0];
 
   static Status Fail(ReplicaContext ctx, Exception e) {
     try {

@@ -61,10 +61,17 @@ public static partial class tpu {
 
   static readonly ConcurrentBag<DelegateComputation> idleDirectors = new ConcurrentBag<DelegateComputation>();
 
+  // Runs one step: on the system's replica pool (ReplicaPool.cs) unless it uses
+  // callbacks. callbacks runs it on a director, joined with a registry key.
+  static TensorVector Step(TpuSystem system, ReplicaComputation computation, Func<NativeComputation, TensorVector> callbacks,
+                           Func<long, TensorVector> joined) {
+    if (computation == null) throw new ArgumentNullException(nameof(computation));
+    return system.RunStep(computation, callbacks, joined);
+  }
+
   // Runs one step on a pooled director. A failed step's director may still run late
   // replicas: it leaves the pool and stays alive until the system is disposed.
-  static TensorVector Step(TpuSystem system, ReplicaComputation computation, Func<NativeComputation, TensorVector> run) {
-    if (computation == null) throw new ArgumentNullException(nameof(computation));
+  internal static TensorVector StepOnDirector(TpuSystem system, ReplicaComputation computation, Func<NativeComputation, TensorVector> run) {
     if (!idleDirectors.TryTake(out DelegateComputation director)) director = new DelegateComputation();
     director.body = computation;
     director.system = system;
@@ -158,7 +165,8 @@ public static partial class tpu {
     if (replicas <= 0) throw new ArgumentException("no inputs and no num_replicas: how many replicas?", nameof(num_replicas));
     using (flat)
     using (StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes, input_partition_dims, output_partition_dims))
-    using (TensorVector outputs = Step(s, computation, c => s.Replicate(c, replicas, Math.Max(perReplica, 0), flat, num_outputs, options))) {
+    using (TensorVector outputs = Step(s, computation, c => s.Replicate(c, replicas, Math.Max(perReplica, 0), flat, num_outputs, options),
+                                                k => s.ReplicateOnJoinedThreads(k, replicas, Math.Max(perReplica, 0), flat, num_outputs, options))) {
       var result = new Tensor[replicas][];
       for (int r = 0; r < replicas; ++r) {
         result[r] = new Tensor[num_outputs];
@@ -283,7 +291,8 @@ public static partial class tpu {
     TensorVector flat = Vector(inputs, nameof(inputs));
     using (flat)
     using (StepOptions options = Options(infeed_queue, device_assignment, null))
-      return Array(Step(s, computation, c => s.Rewrite(c, flat, num_outputs, options)));
+      return Array(Step(s, computation, c => s.Rewrite(c, flat, num_outputs, options),
+                        k => s.RewriteOnJoinedThreads(k, flat, num_outputs, options)));
   }
 
   // tf.tpu.shard: null axes mean TensorFlow's defaults (0; every output concatenated).
@@ -301,7 +310,8 @@ public static partial class tpu {
     var outAxes = output_shard_axes == null ? new Int32Vector() : new Int32Vector(output_shard_axes);
     using (flat)
     using (StepOptions options = Options(infeed_queue, device_assignment, null))
-      return Array(Step(s, body, c => s.Shard(c, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options)));
+      return Array(Step(s, body, c => s.Shard(c, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options),
+                        k => s.ShardOnJoinedThreads(k, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options)));
   }
 
   // tf.tpu.batch_parallel: inputs split along dimension 0, outputs concatenated.
@@ -314,7 +324,8 @@ public static partial class tpu {
     TensorVector flat = Vector(inputs, nameof(inputs));
     using (flat)
     using (StepOptions options = Options(infeed_queue, device_assignment, null))
-      return Array(Step(s, body, c => s.BatchParallel(c, flat, num_shards, num_outputs, options)));
+      return Array(Step(s, body, c => s.BatchParallel(c, flat, num_shards, num_outputs, options),
+                        k => s.BatchParallelOnJoinedThreads(k, flat, num_shards, num_outputs, options)));
   }
 
   // ---- inside a computation -------------------------------------------------------
