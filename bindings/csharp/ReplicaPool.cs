@@ -139,6 +139,7 @@ internal sealed class ReplicaPool {
   }
 
   void Serve(int core) {
+    Native.TpurtCsPinLikeWorker(core);
     IntPtr joined = Native.TpurtCsJoinedNew();
     bool inStep = false;
     try {
@@ -187,6 +188,7 @@ internal sealed class ReplicaPool {
     [DllImport(Glue)] internal static extern int TpurtCsJoin(HandleRef system, int core, long timeoutMs, IntPtr joined, out long key);
     [DllImport(Glue)] internal static extern int TpurtCsLeave(IntPtr joined, int status);
     [DllImport(Glue)] internal static extern int TpurtCsShutdown(HandleRef system);
+    [DllImport(Glue)] internal static extern int TpurtCsPinLikeWorker(int core);
   }
 }
 
