@@ -141,6 +141,10 @@ internal sealed class ReplicaPool {
   void Serve(int core) {
     Native.TpurtCsPinLikeWorker(core);
     IntPtr joined = Native.TpurtCsJoinedNew();
+    // One proxy for every step's context (the glue re-points the native one): a new
+    // finalizable proxy per step allocates on Mono's slow path.
+    var ctx = new ReplicaContext(Native.TpurtCsJoinedContext(joined), false);
+    GC.SuppressFinalize(ctx);
     bool inStep = false;
     try {
       while (!stopping) {
@@ -153,7 +157,6 @@ internal sealed class ReplicaPool {
           continue;
         }
         inStep = true;
-        var ctx = new ReplicaContext(Native.TpurtCsJoinedContext(joined), false);
         Status status;
         if (steps.TryGetValue(key, out Entry entry)) {
           Interlocked.Increment(ref running);
@@ -166,7 +169,6 @@ internal sealed class ReplicaPool {
           // Only a step that failed and returned leaves a participant behind.
           status = ctx.Fail(Status.Aborted, "the step ended before this replica started");
         }
-        GC.SuppressFinalize(ctx);
         inStep = false;
         Native.TpurtCsLeave(joined, (int)status);
       }
