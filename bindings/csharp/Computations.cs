@@ -39,7 +39,9 @@ internal sealed class DelegateComputation : NativeComputation {
   // One participant of `body` on this thread, whichever thread runs it (a callback
   // from tpurt's worker, or the binding's own pool thread, ReplicaPool.cs): the user
   // sees the same context, thread-local current replica and error messages.
-  internal static Status RunReplica(ReplicaComputation body, TpuSystem system, ReplicaContext ctx) {
+  // numInputs / numOutputs: the context's, when the caller knows them (-1: ask it).
+  internal static Status RunReplica(ReplicaComputation body, TpuSystem system, ReplicaContext ctx,
+                                    int numInputs = -1, int numOutputs = -1) {
     ReplicaContext previous = Current;
     Current = ctx;
     ctx.StepSystem = system;
@@ -47,13 +49,14 @@ internal sealed class DelegateComputation : NativeComputation {
     owned = null; // made by the first Own, so an empty step allocates no list
     Tensor[] inputs = null;
     try {
-      int numInputs = ctx.NumInputs();
+      if (numInputs < 0) numInputs = ctx.NumInputs();
       inputs = numInputs == 0 ? NoTensors : new Tensor[numInputs];
       for (int i = 0; i < numInputs; ++i) inputs[i] = ctx.Input(i);
       Tensor[] outputs = body(ctx, inputs) ?? NoTensors;
-      if (outputs.Length != ctx.NumOutputs())
+      if (numOutputs < 0) numOutputs = ctx.NumOutputs();
+      if (outputs.Length != numOutputs)
         return ctx.Fail(Status.InvalidArgument, "the computation returned " + outputs.Length +
-                        " outputs; the step expects " + ctx.NumOutputs());
+                        " outputs; the step expects " + numOutputs);
       for (int j = 0; j < outputs.Length; ++j) ctx.SetOutput(j, outputs[j]);
       return Status.Ok;
     } catch (Exception e) {

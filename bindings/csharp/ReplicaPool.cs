@@ -148,7 +148,8 @@ internal sealed class ReplicaPool {
     bool inStep = false;
     try {
       while (!stopping) {
-        Status st = (Status)Native.TpurtCsJoin(native, core, JoinTimeoutMs, joined, out long key);
+        Status st = (Status)Native.TpurtCsJoin(native, core, JoinTimeoutMs, joined, out long key, out int numInputs,
+                                               out int numOutputs);
         if (st == Status.Cancelled || st == Status.FailedPrecondition) break; // shut down
         if (st != Status.Ok) {
           // DeadlineExceeded: no step came. InvalidArgument: another thread holds the
@@ -161,7 +162,7 @@ internal sealed class ReplicaPool {
         if (steps.TryGetValue(key, out Entry entry)) {
           Interlocked.Increment(ref running);
           try {
-            status = DelegateComputation.RunReplica(entry.body, entry.system, ctx);
+            status = DelegateComputation.RunReplica(entry.body, entry.system, ctx, numInputs, numOutputs);
           } finally {
             Interlocked.Decrement(ref running);
           }
@@ -187,7 +188,8 @@ internal sealed class ReplicaPool {
     [DllImport(Glue)] internal static extern IntPtr TpurtCsJoinedNew();
     [DllImport(Glue)] internal static extern void TpurtCsJoinedDelete(IntPtr joined);
     [DllImport(Glue)] internal static extern IntPtr TpurtCsJoinedContext(IntPtr joined);
-    [DllImport(Glue)] internal static extern int TpurtCsJoin(HandleRef system, int core, long timeoutMs, IntPtr joined, out long key);
+    [DllImport(Glue)] internal static extern int TpurtCsJoin(HandleRef system, int core, long timeoutMs, IntPtr joined, out long key,
+                                                            out int numInputs, out int numOutputs);
     [DllImport(Glue)] internal static extern int TpurtCsLeave(IntPtr joined, int status);
     [DllImport(Glue)] internal static extern int TpurtCsShutdown(HandleRef system);
     [DllImport(Glue)] internal static extern int TpurtCsPinLikeWorker(int core);

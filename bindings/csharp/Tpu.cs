@@ -108,8 +108,25 @@ public static partial class tpu {
     }
   }
 
+  // A step with no options and no inputs passes these (per thread: a step reads them, no
+  // step writes them): a new StepOptions and TensorVector and their disposal cost more
+  // than the rest of an empty step's managed work (about 2.8 and 1.8 us on Mono 6.8).
+  [ThreadStatic] static StepOptions defaultOptions;
+  [ThreadStatic] static TensorVector noInputs;
+  static TensorVector NoInputs { get { return noInputs ?? (noInputs = new TensorVector()); } }
+
+  // Disposes a step's own options or inputs, not the thread's shared ones.
+  struct StepOwned : IDisposable {
+    readonly IDisposable owned;
+    internal StepOwned(IDisposable d) { owned = ReferenceEquals(d, defaultOptions) || ReferenceEquals(d, noInputs) ? null : d; }
+    public void Dispose() { owned?.Dispose(); }
+  }
+
   static StepOptions Options(InfeedQueue infeed_queue, DeviceAssignment device_assignment, IEnumerable<Shape> maximum_shapes,
                              int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    if (infeed_queue == null && device_assignment == null && maximum_shapes == null && input_partition_dims == null &&
+        output_partition_dims == null)
+      return defaultOptions ?? (defaultOptions = new StepOptions());
     var o = new StepOptions();
     if (input_partition_dims != null)
       using (Int32VectorVector p = Partitions(input_partition_dims)) o.InputPartitions = p;
@@ -145,7 +162,7 @@ public static partial class tpu {
                               int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
     TpuSystem s = SystemOrDefault(system);
     if (num_outputs < 0) throw new ArgumentOutOfRangeException(nameof(num_outputs), num_outputs, "must not be negative");
-    var flat = new TensorVector();
+    TensorVector flat = inputs == null ? NoInputs : new TensorVector();
     int replicas = 0, perReplica = -1;
     if (inputs != null) {
       foreach (IEnumerable<Tensor> replicaInputs in inputs) {
@@ -163,8 +180,9 @@ public static partial class tpu {
     else if (num_replicas != 0 && num_replicas != replicas)
       throw new ArgumentException(replicas + " replicas of inputs but num_replicas is " + num_replicas, nameof(num_replicas));
     if (replicas <= 0) throw new ArgumentException("no inputs and no num_replicas: how many replicas?", nameof(num_replicas));
-    using (flat)
-    using (StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes, input_partition_dims, output_partition_dims))
+    StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes, input_partition_dims, output_partition_dims);
+    using (new StepOwned(flat))
+    using (new StepOwned(options))
     using (TensorVector outputs = Step(s, computation, c => s.Replicate(c, replicas, Math.Max(perReplica, 0), flat, num_outputs, options),
                                                 k => s.ReplicateOnJoinedThreads(k, replicas, Math.Max(perReplica, 0), flat, num_outputs, options))) {
       var result = new Tensor[replicas][];
@@ -288,9 +306,10 @@ public static partial class tpu {
                                  InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
                                  string name = null, int num_outputs = 0, TpuSystem system = null) {
     TpuSystem s = SystemOrDefault(system);
-    TensorVector flat = Vector(inputs, nameof(inputs));
-    using (flat)
-    using (StepOptions options = Options(infeed_queue, device_assignment, null))
+    TensorVector flat = inputs == null ? NoInputs : Vector(inputs, nameof(inputs));
+    StepOptions options = Options(infeed_queue, device_assignment, null);
+    using (new StepOwned(flat))
+    using (new StepOwned(options))
       return Array(Step(s, computation, c => s.Rewrite(c, flat, num_outputs, options),
                         k => s.RewriteOnJoinedThreads(k, flat, num_outputs, options)));
   }
@@ -303,13 +322,14 @@ public static partial class tpu {
                                int num_outputs = 0, TpuSystem system = null) {
     TpuSystem s = SystemOrDefault(system);
     ReplicaComputation body = Adapt(computation);
-    TensorVector flat = Vector(inputs, nameof(inputs));
+    TensorVector flat = inputs == null ? NoInputs : Vector(inputs, nameof(inputs));
     var fromAll = new Int32Vector();
     if (outputs_from_all_shards != null) foreach (bool b in outputs_from_all_shards) fromAll.Add(b ? 1 : 0);
     var inAxes = input_shard_axes == null ? new Int32Vector() : new Int32Vector(input_shard_axes);
     var outAxes = output_shard_axes == null ? new Int32Vector() : new Int32Vector(output_shard_axes);
-    using (flat)
-    using (StepOptions options = Options(infeed_queue, device_assignment, null))
+    StepOptions options = Options(infeed_queue, device_assignment, null);
+    using (new StepOwned(flat))
+    using (new StepOwned(options))
       return Array(Step(s, body, c => s.Shard(c, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options),
                         k => s.ShardOnJoinedThreads(k, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options)));
   }
@@ -321,9 +341,10 @@ public static partial class tpu {
                                         int num_outputs = 0, TpuSystem system = null) {
     TpuSystem s = SystemOrDefault(system);
     ReplicaComputation body = Adapt(computation);
-    TensorVector flat = Vector(inputs, nameof(inputs));
-    using (flat)
-    using (StepOptions options = Options(infeed_queue, device_assignment, null))
+    TensorVector flat = inputs == null ? NoInputs : Vector(inputs, nameof(inputs));
+    StepOptions options = Options(infeed_queue, device_assignment, null);
+    using (new StepOwned(flat))
+    using (new StepOwned(options))
       return Array(Step(s, body, c => s.BatchParallel(c, flat, num_shards, num_outputs, options),
                         k => s.BatchParallelOnJoinedThreads(k, flat, num_shards, num_outputs, options)));
   }

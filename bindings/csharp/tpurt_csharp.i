@@ -266,7 +266,7 @@ SWIGEXPORT void SWIGSTDCALL TpurtCsJoinedDelete(TpurtCsJoined* p) {
 }
 SWIGEXPORT tpurt::ReplicaContext* SWIGSTDCALL TpurtCsJoinedContext(TpurtCsJoined* p) { return &p->context; }
 SWIGEXPORT int SWIGSTDCALL TpurtCsJoin(tpurt::TpuSystem* system, int core, int64_t timeoutMs, TpurtCsJoined* p,
-                                       int64_t* key) {
+                                       int64_t* key, int* numInputs, int* numOutputs) {
   p->j = TPU_JOINED_STEP_INIT;
   tpu_system* s = tpurt_cs_handle(system);
   if (!s) return TPU_FAILED_PRECONDITION;
@@ -276,6 +276,8 @@ SWIGEXPORT int SWIGSTDCALL TpurtCsJoin(tpurt::TpuSystem* system, int core, int64
   p->outputs.assign(static_cast<size_t>(n), nullptr);
   p->context = tpurt::ReplicaContext(p->j.ctx, p->j.inputs, p->j.num_inputs, p->outputs.data(), n);
   *key = static_cast<int64_t>(reinterpret_cast<intptr_t>(p->j.user_data));
+  *numInputs = p->j.num_inputs;
+  *numOutputs = n;
   return TPU_OK;
 }
 /* The runtime takes the outputs over, whatever the status. */
