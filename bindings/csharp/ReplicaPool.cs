@@ -5,6 +5,7 @@
 // proxies per replica). TpuSystem.UseCallbacks = true runs steps the old way.
 using System;
 using System.Collections.Concurrent;
+using System.Collections.Generic;
 using System.Runtime.InteropServices;
 using System.Threading;
 
@@ -36,8 +37,7 @@ public partial class TpuSystem {
   // One step of `computation` on this system, on the pool (joined) or as callbacks.
   // A failed step's computation stays reachable from a late replica: on the pool
   // through the thread's own reference, as a callback through KeepUntilDispose.
-  internal TensorVector RunStep(ReplicaComputation computation, Func<NativeComputation, TensorVector> callbacks,
-                                Func<long, TensorVector> joined) {
+  internal T RunStep<T>(ReplicaComputation computation, Func<NativeComputation, T> callbacks, Func<long, T> joined) {
     ReplicaPool p = useCallbacks ? null : StartPool();
     if (p == null) return tpu.StepOnDirector(this, computation, callbacks);
     long key = ReplicaPool.Register(computation, this);
@@ -58,6 +58,23 @@ public partial class TpuSystem {
       if (useCallbacks) return null;
       return pool ?? (pool = new ReplicaPool(this));
     }
+  }
+
+  // tpu.replicate's step with default options on the pool (a key from RunStep): one
+  // P/Invoke, no SWIG vectors. inputs[replica * numInputs + i]; outputs likewise.
+  internal unsafe Tensor[][] ReplicateJoined(long key, int numReplicas, int numInputs, List<Tensor> inputs, int numOutputs) {
+    var inHandles = new IntPtr[inputs.Count];
+    for (int i = 0; i < inHandles.Length; ++i) inHandles[i] = Tensor.getCPtr(inputs[i]).Handle;
+    var outHandles = new IntPtr[numReplicas * numOutputs];
+    int st = ReplicaPool.Native.TpurtCsReplicateJoined(swigCPtr, key, numReplicas, numInputs, inHandles, numOutputs, outHandles);
+    GC.KeepAlive(inputs);
+    if (st != 0) throw OpError.FromCode((Status)st, Marshal.PtrToStringAnsi(ReplicaPool.Native.TpurtCsLastError()));
+    var result = new Tensor[numReplicas][];
+    for (int r = 0; r < numReplicas; ++r) {
+      result[r] = new Tensor[numOutputs];
+      for (int j = 0; j < numOutputs; ++j) result[r][j] = new Tensor(outHandles[r * numOutputs + j], true);
+    }
+    return result;
   }
 
   // Shuts down and releases the system (idempotent); the pool's threads end first.
@@ -183,7 +200,7 @@ internal sealed class ReplicaPool {
 
   // The hot path by hand-written P/Invoke into the glue (tpurt_csharp.i): one call to
   // join, one to leave, with the native context and outputs reused across steps.
-  static class Native {
+  internal static class Native {
     const string Glue = "tpurt_csharp";
     [DllImport(Glue)] internal static extern IntPtr TpurtCsJoinedNew();
     [DllImport(Glue)] internal static extern void TpurtCsJoinedDelete(IntPtr joined);
@@ -193,6 +210,9 @@ internal sealed class ReplicaPool {
     [DllImport(Glue)] internal static extern int TpurtCsLeave(IntPtr joined, int status);
     [DllImport(Glue)] internal static extern int TpurtCsShutdown(HandleRef system);
     [DllImport(Glue)] internal static extern int TpurtCsPinLikeWorker(int core);
+    [DllImport(Glue)] internal static extern int TpurtCsReplicateJoined(HandleRef system, long key, int numReplicas, int numInputs,
+                                                                       IntPtr[] inputs, int numOutputs, [Out] IntPtr[] outputs);
+    [DllImport(Glue)] internal static extern IntPtr TpurtCsLastError();
   }
 }
 

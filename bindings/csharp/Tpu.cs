@@ -63,20 +63,19 @@ public static partial class tpu {
 
   // Runs one step: on the system's replica pool (ReplicaPool.cs) unless it uses
   // callbacks. callbacks runs it on a director, joined with a registry key.
-  static TensorVector Step(TpuSystem system, ReplicaComputation computation, Func<NativeComputation, TensorVector> callbacks,
-                           Func<long, TensorVector> joined) {
+  static T Step<T>(TpuSystem system, ReplicaComputation computation, Func<NativeComputation, T> callbacks, Func<long, T> joined) {
     if (computation == null) throw new ArgumentNullException(nameof(computation));
     return system.RunStep(computation, callbacks, joined);
   }
 
   // Runs one step on a pooled director. A failed step's director may still run late
   // replicas: it leaves the pool and stays alive until the system is disposed.
-  internal static TensorVector StepOnDirector(TpuSystem system, ReplicaComputation computation, Func<NativeComputation, TensorVector> run) {
+  internal static T StepOnDirector<T>(TpuSystem system, ReplicaComputation computation, Func<NativeComputation, T> run) {
     if (!idleDirectors.TryTake(out DelegateComputation director)) director = new DelegateComputation();
     director.body = computation;
     director.system = system;
     try {
-      TensorVector outputs = run(director);
+      T outputs = run(director);
       director.body = null;
       director.system = null;
       idleDirectors.Add(director);
@@ -162,13 +161,19 @@ public static partial class tpu {
                               int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
     TpuSystem s = SystemOrDefault(system);
     if (num_outputs < 0) throw new ArgumentOutOfRangeException(nameof(num_outputs), num_outputs, "must not be negative");
-    TensorVector flat = inputs == null ? NoInputs : new TensorVector();
+    var flat = new List<Tensor>();
     int replicas = 0, perReplica = -1;
     if (inputs != null) {
       foreach (IEnumerable<Tensor> replicaInputs in inputs) {
         int before = flat.Count;
-        using (TensorVector v = Vector(replicaInputs, "inputs"))
-          foreach (Tensor t in v) flat.Add(t);
+        if (replicaInputs != null) {
+          int i = 0;
+          foreach (Tensor t in replicaInputs) {
+            if (t == null) throw new ArgumentNullException("inputs", "inputs[" + i + "] is null");
+            flat.Add(t);
+            ++i;
+          }
+        }
         int n = flat.Count - before;
         if (perReplica >= 0 && n != perReplica)
           throw new ArgumentException("replica " + replicas + " has " + n + " inputs, replica 0 has " + perReplica, nameof(inputs));
@@ -180,15 +185,31 @@ public static partial class tpu {
     else if (num_replicas != 0 && num_replicas != replicas)
       throw new ArgumentException(replicas + " replicas of inputs but num_replicas is " + num_replicas, nameof(num_replicas));
     if (replicas <= 0) throw new ArgumentException("no inputs and no num_replicas: how many replicas?", nameof(num_replicas));
+    int perRep = Math.Max(perReplica, 0);
     StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes, input_partition_dims, output_partition_dims);
-    using (new StepOwned(flat))
+    // Default options on the pool: one P/Invoke (TpuSystem.ReplicateJoined).
+    bool direct = ReferenceEquals(options, defaultOptions);
     using (new StepOwned(options))
-    using (TensorVector outputs = Step(s, computation, c => s.Replicate(c, replicas, Math.Max(perReplica, 0), flat, num_outputs, options),
-                                                k => s.ReplicateOnJoinedThreads(k, replicas, Math.Max(perReplica, 0), flat, num_outputs, options))) {
+      return Step(s, computation, c => Split(Flat(flat, v => s.Replicate(c, replicas, perRep, v, num_outputs, options)), replicas, num_outputs),
+                  k => direct ? s.ReplicateJoined(k, replicas, perRep, flat, num_outputs)
+                              : Split(Flat(flat, v => s.ReplicateOnJoinedThreads(k, replicas, perRep, v, num_outputs, options)), replicas, num_outputs));
+  }
+
+  // run(the tensors as a TensorVector, disposed after).
+  static TensorVector Flat(List<Tensor> tensors, Func<TensorVector, TensorVector> run) {
+    if (tensors.Count == 0) return run(NoInputs);
+    using (var v = new TensorVector()) {
+      foreach (Tensor t in tensors) v.Add(t);
+      return run(v);
+    }
+  }
+  // outputs[replica * numOutputs + j] as outputs[replica][j]; disposes the vector.
+  static Tensor[][] Split(TensorVector outputs, int replicas, int numOutputs) {
+    using (outputs) {
       var result = new Tensor[replicas][];
       for (int r = 0; r < replicas; ++r) {
-        result[r] = new Tensor[num_outputs];
-        for (int j = 0; j < num_outputs; ++j) result[r][j] = outputs[r * num_outputs + j];
+        result[r] = new Tensor[numOutputs];
+        for (int j = 0; j < numOutputs; ++j) result[r][j] = outputs[r * numOutputs + j];
       }
       return result;
     }

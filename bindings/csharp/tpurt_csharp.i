@@ -313,6 +313,29 @@ SWIGEXPORT int SWIGSTDCALL TpurtCsPinLikeWorker(int core) {
   closedir(tasks);
   return pinned;
 }
+/* tpu.replicate's step with default options on the pool, without SWIG's vectors:
+ * inputs are the proxies' tpurt::Tensor*, outputs come back as new tpurt::Tensor*
+ * (numReplicas * numOutputs). On failure the thread's last error has the message. */
+SWIGEXPORT int SWIGSTDCALL TpurtCsReplicateJoined(tpurt::TpuSystem* system, int64_t key, int numReplicas,
+                                                  int numInputs, tpurt::Tensor** inputs, int numOutputs,
+                                                  tpurt::Tensor** outputs) {
+  tpu_system* s = tpurt_cs_handle(system);
+  if (!s) return tpu_set_last_error(TPU_FAILED_PRECONDITION, "the TPU system is closed");
+  const size_t nin = static_cast<size_t>(numReplicas) * static_cast<size_t>(numInputs);
+  const size_t nout = static_cast<size_t>(numReplicas) * static_cast<size_t>(numOutputs);
+  std::vector<tpu_tensor*> in(nin), out(nout, nullptr);
+  for (size_t i = 0; i < nin; ++i) in[i] = inputs[i]->handleOrNull();
+  static thread_local tpurt::StepOptions defaults;
+  std::vector<tpu_shape> shapes;
+  tpu_step_options o = *defaults.toC(&shapes);
+  o.caller_threads = 1;
+  const tpu_status st = tpu_replicate(s, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(key)), numReplicas,
+                                      numInputs, in.data(), numOutputs, out.data(), &o);
+  if (st != TPU_OK) return st;
+  for (size_t i = 0; i < nout; ++i) outputs[i] = new tpurt::Tensor(out[i]);
+  return TPU_OK;
+}
+SWIGEXPORT const char* SWIGSTDCALL TpurtCsLastError() { return tpu_last_error(); }
 SWIGEXPORT int SWIGSTDCALL TpurtCsShutdown(tpurt::TpuSystem* system) {
   tpu_system* s = tpurt_cs_handle(system);
   return s ? tpu_system_shutdown(s) : TPU_OK;
