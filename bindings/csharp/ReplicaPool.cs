@@ -184,8 +184,13 @@ internal sealed class ReplicaPool {
             Interlocked.Decrement(ref running);
           }
         } else {
-          // Only a step that failed and returned leaves a participant behind.
-          status = ctx.Fail(Status.Aborted, "the step ended before this replica started");
+          // Only a step that failed and returned leaves a participant behind. (An
+          // exception escaping a thread would end the process.)
+          try {
+            status = ctx.Fail(Status.Aborted, "the step ended before this replica started");
+          } catch (Exception) {
+            status = Status.Aborted;
+          }
         }
         inStep = false;
         Native.TpurtCsLeave(joined, (int)status);
