@@ -52,6 +52,21 @@ public class CallerThreadTests {
   }
 
   [Test]
+  public void EveryStepFormRunsOnThePool() {
+    var names = new ConcurrentBag<string>();
+    Func<Tensor[], Tensor[]> record = x => { names.Add(Thread.CurrentThread.Name ?? ""); return x; };
+    CollectionAssert.AreEqual(new[] { 3f }, tpu.rewrite(record, new[] { F(3) }, num_outputs: 1, system: system)[0].ToFloatArray());
+    CollectionAssert.AreEqual(new[] { 1f, 2f, 3f, 4f },
+                              tpu.shard(record, new[] { F(1, 2, 3, 4) }, num_shards: 4, num_outputs: 1, system: system)[0].ToFloatArray());
+    CollectionAssert.AreEqual(new[] { 1f, 2f, 3f, 4f },
+                              tpu.batch_parallel(record, new[] { F(1, 2, 3, 4) }, num_shards: 4, num_outputs: 1, system: system)[0].ToFloatArray());
+    using (var da = system.DefaultDeviceAssignment(4))
+      tpu.replicate(record, num_replicas: 4, device_assignment: da, system: system);
+    Assert.AreEqual(1 + 4 + 4 + 4, names.Count);
+    Assert.IsTrue(names.All(n => n.StartsWith("tpurt replica core ")), string.Join(", ", names));
+  }
+
+  [Test]
   public void CallbackModeRunsOnTpurtsWorkersAndBack() {
     system.UseCallbacks = true;
     var names = new ConcurrentBag<string>();
