@@ -156,7 +156,6 @@ internal sealed class ReplicaPool {
   }
 
   void Serve(int core) {
-    Native.TpurtCsPinLikeWorker(core);
     IntPtr joined = Native.TpurtCsJoinedNew();
     // One proxy for every step's context (the glue re-points the native one): a new
     // finalizable proxy per step allocates on Mono's slow path.
@@ -214,7 +213,6 @@ internal sealed class ReplicaPool {
                                                             out int numInputs, out int numOutputs);
     [DllImport(Glue)] internal static extern int TpurtCsLeave(IntPtr joined, int status);
     [DllImport(Glue)] internal static extern int TpurtCsShutdown(HandleRef system);
-    [DllImport(Glue)] internal static extern int TpurtCsPinLikeWorker(int core);
     [DllImport(Glue)] internal static extern int TpurtCsReplicateJoined(HandleRef system, long key, int numReplicas, int numInputs,
                                                                        IntPtr[] inputs, int numOutputs, [Out] IntPtr[] outputs);
     [DllImport(Glue)] internal static extern IntPtr TpurtCsLastError();

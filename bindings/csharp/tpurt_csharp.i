@@ -233,11 +233,6 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
  * leaves with the outputs set on it. A SWIG JoinedStep would allocate a native object
  * and two finalizable proxies per replica per step. */
 %{
-#include <dirent.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 struct TpurtCsJoined {
   tpu_joined_step j = TPU_JOINED_STEP_INIT;
   std::vector<tpu_tensor*> outputs;
@@ -286,32 +281,6 @@ SWIGEXPORT int SWIGSTDCALL TpurtCsLeave(TpurtCsJoined* p, int status) {
                                        static_cast<int>(p->outputs.size()));
   p->outputs.clear();
   return st;
-}
-/* Puts the calling thread where tpurt put core's worker ("tpurt-core-N"; pinned when
- * cores outnumber CPUs, tpu_system_options.pin_threads): replicas move in lockstep, so
- * an even, fixed split of the pool over the CPUs keeps steps fast, as it does the
- * workers'. Unpinned, the 1 MiB step measured 1.5-2x slower on 2 CPUs. 0 if not found. */
-SWIGEXPORT int SWIGSTDCALL TpurtCsPinLikeWorker(int core) {
-  char want[32];
-  snprintf(want, sizeof want, "tpurt-core-%d\n", core);
-  DIR* tasks = opendir("/proc/self/task");
-  if (!tasks) return 0;
-  int pinned = 0;
-  while (struct dirent* e = readdir(tasks)) {
-    if (e->d_name[0] == '.') continue;
-    char path[64], comm[32] = {0};
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE* f = fopen(path, "r");
-    if (!f) continue;
-    const bool match = fgets(comm, sizeof comm, f) && strcmp(comm, want) == 0;
-    fclose(f);
-    cpu_set_t set;
-    if (match && sched_getaffinity(static_cast<pid_t>(atoi(e->d_name)), sizeof set, &set) == 0)
-      pinned = sched_setaffinity(0, sizeof set, &set) == 0;
-    if (match) break;
-  }
-  closedir(tasks);
-  return pinned;
 }
 /* tpu.replicate's step with default options on the pool, without SWIG's vectors:
  * inputs are the proxies' tpurt::Tensor*, outputs come back as new tpurt::Tensor*
