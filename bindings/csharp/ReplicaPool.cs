@@ -62,7 +62,7 @@ public partial class TpuSystem {
 
   // tpu.replicate's step with default options on the pool (a key from RunStep): one
   // P/Invoke, no SWIG vectors. inputs[replica * numInputs + i]; outputs likewise.
-  internal unsafe Tensor[][] ReplicateJoined(long key, int numReplicas, int numInputs, List<Tensor> inputs, int numOutputs) {
+  internal Tensor[][] ReplicateJoined(long key, int numReplicas, int numInputs, List<Tensor> inputs, int numOutputs) {
     var inHandles = new IntPtr[inputs.Count];
     for (int i = 0; i < inHandles.Length; ++i) inHandles[i] = Tensor.getCPtr(inputs[i]).Handle;
     var outHandles = new IntPtr[numReplicas * numOutputs];
