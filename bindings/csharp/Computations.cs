@@ -29,6 +29,19 @@ internal sealed class DelegateComputation : NativeComputation {
 
   public override Status Run(ReplicaContext ctx) {
     Interlocked.Increment(ref running);
+    try {
+      return RunReplica(body, system, ctx);
+    } finally {
+      Interlocked.Decrement(ref running);
+    }
+  }
+
+  // One participant of `body` on this thread, whichever thread runs it (a callback
+  // from tpurt's worker, or the binding's own pool thread, ReplicaPool.cs): the user
+  // sees the same context, thread-local current replica and error messages.
+  // numInputs / numOutputs: the context's, when the caller knows them (-1: ask it).
+  internal static Status RunReplica(ReplicaComputation body, TpuSystem system, ReplicaContext ctx,
+                                    int numInputs = -1, int numOutputs = -1) {
     ReplicaContext previous = Current;
     Current = ctx;
     ctx.StepSystem = system;
@@ -36,13 +49,14 @@ internal sealed class DelegateComputation : NativeComputation {
     owned = null; // made by the first Own, so an empty step allocates no list
     Tensor[] inputs = null;
     try {
-      int numInputs = ctx.NumInputs();
-      inputs = new Tensor[numInputs];
+      if (numInputs < 0) numInputs = ctx.NumInputs();
+      inputs = numInputs == 0 ? NoTensors : new Tensor[numInputs];
       for (int i = 0; i < numInputs; ++i) inputs[i] = ctx.Input(i);
-      Tensor[] outputs = body(ctx, inputs) ?? new Tensor[0];
-      if (outputs.Length != ctx.NumOutputs())
+      Tensor[] outputs = body(ctx, inputs) ?? NoTensors;
+      if (numOutputs < 0) numOutputs = ctx.NumOutputs();
+      if (outputs.Length != numOutputs)
         return ctx.Fail(Status.InvalidArgument, "the computation returned " + outputs.Length +
-                        " outputs; the step expects " + ctx.NumOutputs());
+                        " outputs; the step expects " + numOutputs);
       for (int j = 0; j < outputs.Length; ++j) ctx.SetOutput(j, outputs[j]);
       return Status.Ok;
     } catch (Exception e) {
@@ -54,9 +68,9 @@ internal sealed class DelegateComputation : NativeComputation {
         foreach (Tensor t in inputs) t?.Dispose();
       owned = previousOwned;
       Current = previous;
-      Interlocked.Decrement(ref running);
     }
   }
+  static readonly Tensor[] NoTensors = new Tensor[0];
 
   static Status Fail(ReplicaContext ctx, Exception e) {
     try {

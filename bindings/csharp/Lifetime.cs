@@ -58,7 +58,7 @@ public partial class TpuSystem {
   // A step is running, or a failed step's late replica still is.
   internal bool Busy {
     get {
-      if (Volatile.Read(ref stepsRunning) > 0) return true;
+      if (Volatile.Read(ref stepsRunning) > 0 || PoolBusy) return true;
       lock (keptComputations)
         foreach (object c in keptComputations)
           if (c is DelegateComputation d && d.Running) return true;

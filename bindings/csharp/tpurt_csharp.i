@@ -106,6 +106,12 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 %rename(NativeHostComputation) tpurt::HostComputation;
 %rename(NativeHostTensorComputation) tpurt::HostTensorComputation;
 
+/* Close (Lifetime.cs) ends the replica pool before the native close. */
+%rename(CloseNative) tpurt::TpuSystem::close;
+%csmethodmodifiers tpurt::TpuSystem::close "internal";
+/* A JoinedStep comes from TpuSystem.StepJoin only (the pool uses the glue at the end). */
+%ignore tpurt::JoinedStep::JoinedStep;
+
 /* The proxies are partial so the hand layer can add IDisposable-friendly helpers. */
 %typemap(csclassmodifiers) tpurt::Tensor "public partial class"
 %typemap(csclassmodifiers) tpurt::TpuSystem "public partial class"
@@ -168,7 +174,8 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 
 /* Live systems are tracked so ProcessExit can dispose the ones never disposed (Mono
  * otherwise hangs at exit waiting for their worker threads); Dispose also drops the
- * computations kept alive for late replicas of a failed step. */
+ * computations kept alive for late replicas of a failed step, and first ends the
+ * replica pool (ReplicaPool.cs), whose threads must leave tpu_step_join before release. */
 %typemap(csconstruct, excode=SWIGEXCODE) tpurt::TpuSystem %{: this($imcall, true) {$excode
     SystemRegistry.Track(this);
   }%}
@@ -184,6 +191,7 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
       if (swigCPtr.Handle != global::System.IntPtr.Zero) {
         if (swigCMemOwn) {
           swigCMemOwn = false;
+          StopPool();
           $imcall;
         }
         swigCPtr = new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
@@ -219,3 +227,87 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
   }
 }
 
+
+/* The replica pool's hot path (ReplicaPool.cs), called by hand-written P/Invoke: one
+ * call joins a core and points a reused tpurt::ReplicaContext at the participant, one
+ * leaves with the outputs set on it. A SWIG JoinedStep would allocate a native object
+ * and two finalizable proxies per replica per step. */
+%{
+struct TpurtCsJoined {
+  tpu_joined_step j = TPU_JOINED_STEP_INIT;
+  std::vector<tpu_tensor*> outputs;
+  tpurt::ReplicaContext context{nullptr, nullptr, 0, nullptr, 0};
+  void release_outputs() {
+    for (tpu_tensor* t : outputs)
+      if (t) tpu_tensor_release(t);
+    outputs.clear();
+  }
+};
+/* A closed system (Close, Dispose) has no handle: the pool then ends. */
+static tpu_system* tpurt_cs_handle(tpurt::TpuSystem* system) noexcept {
+  try {
+    return system->handle();
+  } catch (...) {
+    return nullptr;
+  }
+}
+extern "C" {
+SWIGEXPORT TpurtCsJoined* SWIGSTDCALL TpurtCsJoinedNew() { return new TpurtCsJoined(); }
+/* A thread ending inside a participant (aborted) still owns what it set. */
+SWIGEXPORT void SWIGSTDCALL TpurtCsJoinedDelete(TpurtCsJoined* p) {
+  if (!p) return;
+  p->release_outputs();
+  delete p;
+}
+SWIGEXPORT tpurt::ReplicaContext* SWIGSTDCALL TpurtCsJoinedContext(TpurtCsJoined* p) { return &p->context; }
+SWIGEXPORT int SWIGSTDCALL TpurtCsJoin(tpurt::TpuSystem* system, int core, int64_t timeoutMs, TpurtCsJoined* p,
+                                       int64_t* key, int* numInputs, int* numOutputs) {
+  p->j = TPU_JOINED_STEP_INIT;
+  tpu_system* s = tpurt_cs_handle(system);
+  if (!s) return TPU_FAILED_PRECONDITION;
+  const tpu_status st = tpu_step_join(s, core, timeoutMs, &p->j);
+  if (st != TPU_OK) return st;
+  const int n = p->j.num_outputs < 0 ? 0 : p->j.num_outputs;
+  p->outputs.assign(static_cast<size_t>(n), nullptr);
+  p->context = tpurt::ReplicaContext(p->j.ctx, p->j.inputs, p->j.num_inputs, p->outputs.data(), n);
+  *key = static_cast<int64_t>(reinterpret_cast<intptr_t>(p->j.user_data));
+  *numInputs = p->j.num_inputs;
+  *numOutputs = n;
+  return TPU_OK;
+}
+/* The runtime takes the outputs over, whatever the status. */
+SWIGEXPORT int SWIGSTDCALL TpurtCsLeave(TpurtCsJoined* p, int status) {
+  const tpu_status st = tpu_step_leave(p->j.ctx, static_cast<tpu_status>(status), p->outputs.data(),
+                                       static_cast<int>(p->outputs.size()));
+  p->outputs.clear();
+  return st;
+}
+/* tpu.replicate's step with default options on the pool, without SWIG's vectors:
+ * inputs are the proxies' tpurt::Tensor*, outputs come back as new tpurt::Tensor*
+ * (numReplicas * numOutputs). On failure the thread's last error has the message. */
+SWIGEXPORT int SWIGSTDCALL TpurtCsReplicateJoined(tpurt::TpuSystem* system, int64_t key, int numReplicas,
+                                                  int numInputs, tpurt::Tensor** inputs, int numOutputs,
+                                                  tpurt::Tensor** outputs) {
+  tpu_system* s = tpurt_cs_handle(system);
+  if (!s) return tpu_set_last_error(TPU_FAILED_PRECONDITION, "the TPU system is closed");
+  const size_t nin = static_cast<size_t>(numReplicas) * static_cast<size_t>(numInputs);
+  const size_t nout = static_cast<size_t>(numReplicas) * static_cast<size_t>(numOutputs);
+  std::vector<tpu_tensor*> in(nin), out(nout, nullptr);
+  for (size_t i = 0; i < nin; ++i) in[i] = inputs[i]->handleOrNull();
+  static thread_local tpurt::StepOptions defaults;
+  std::vector<tpu_shape> shapes;
+  tpu_step_options o = *defaults.toC(&shapes);
+  o.caller_threads = 1;
+  const tpu_status st = tpu_replicate(s, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(key)), numReplicas,
+                                      numInputs, in.data(), numOutputs, out.data(), &o);
+  if (st != TPU_OK) return st;
+  for (size_t i = 0; i < nout; ++i) outputs[i] = new tpurt::Tensor(out[i]);
+  return TPU_OK;
+}
+SWIGEXPORT const char* SWIGSTDCALL TpurtCsLastError() { return tpu_last_error(); }
+SWIGEXPORT int SWIGSTDCALL TpurtCsShutdown(tpurt::TpuSystem* system) {
+  tpu_system* s = tpurt_cs_handle(system);
+  return s ? tpu_system_shutdown(s) : TPU_OK;
+}
+}
+%}

@@ -1,0 +1,205 @@
+// Replicas on the caller's threads (1.4): by default tpu's steps run on the binding's
+// own managed threads; with TpuSystem.UseCallbacks the raw tpu_step_join /
+// tpu_step_leave API is free for a program's threads. A thread that never joins, one
+// that ends inside its participant and one that overruns the deadline each fail the
+// step with an error naming it, and the next step runs.
+using System;
+using System.Collections.Concurrent;
+using System.Linq;
+using System.Threading;
+using NUnit.Framework;
+using Tpurt;
+
+[TestFixture]
+public class CallerThreadTests {
+  const int Cores = 4;
+  const int TimeoutMs = 1500; // the system's collective deadline
+  TpuSystem system;
+
+  [TestFixtureSetUp]
+  public void StartSystem() {
+    using (var options = new SystemOptions { NumCores = Cores, CollectiveTimeoutMs = TimeoutMs })
+      system = TpuSystem.InitializeSystem(options);
+  }
+  [TestFixtureTearDown]
+  public void StopSystem() { system.Dispose(); }
+  [TearDown]
+  public void DefaultMode() { system.UseCallbacks = false; }
+
+  static Tensor F(params float[] v) { return Tensor.Of(v); }
+
+  // Each replica's sum of its input with the others', as a plain tpu user writes it.
+  float[] SumStep() {
+    var inputs = Enumerable.Range(0, Cores).Select(r => new[] { F(r + 1) }).ToList();
+    Tensor[][] outputs = tpu.replicate(x => new[] { tpu.cross_replica_sum(x[0]) }, inputs, num_outputs: 1, system: system);
+    return outputs.Select(o => o[0].ToFloatArray()[0]).ToArray();
+  }
+
+  [Test]
+  public void StepsRunOnTheBindingsNamedBackgroundThreads() {
+    var threads = new ConcurrentDictionary<int, Thread>();
+    for (int step = 0; step < 3; ++step)
+      tpu.replicate((ctx, x) => {
+        Thread t = Thread.CurrentThread;
+        Assert.AreEqual("tpurt replica core " + ctx.Core(), t.Name);
+        Assert.IsTrue(t.IsBackground, t.Name);
+        Assert.AreSame(threads.GetOrAdd(ctx.Core(), t), t, "core " + ctx.Core() + " changed threads");
+        return x;
+      }, num_replicas: Cores, system: system);
+    Assert.AreEqual(Cores, threads.Values.Distinct().Count());
+    Assert.IsFalse(threads.Values.Contains(Thread.CurrentThread));
+    CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+  }
+
+  [Test]
+  public void EveryStepFormRunsOnThePool() {
+    var names = new ConcurrentBag<string>();
+    Func<Tensor[], Tensor[]> record = x => { names.Add(Thread.CurrentThread.Name ?? ""); return x; };
+    CollectionAssert.AreEqual(new[] { 3f }, tpu.rewrite(record, new[] { F(3) }, num_outputs: 1, system: system)[0].ToFloatArray());
+    CollectionAssert.AreEqual(new[] { 1f, 2f, 3f, 4f },
+                              tpu.shard(record, new[] { F(1, 2, 3, 4) }, num_shards: 4, num_outputs: 1, system: system)[0].ToFloatArray());
+    CollectionAssert.AreEqual(new[] { 1f, 2f, 3f, 4f },
+                              tpu.batch_parallel(record, new[] { F(1, 2, 3, 4) }, num_shards: 4, num_outputs: 1, system: system)[0].ToFloatArray());
+    using (var da = system.DefaultDeviceAssignment(4))
+      tpu.replicate(record, num_replicas: 4, device_assignment: da, system: system);
+    Assert.AreEqual(1 + 4 + 4 + 4, names.Count);
+    Assert.IsTrue(names.All(n => n.StartsWith("tpurt replica core ")), string.Join(", ", names));
+  }
+
+  [Test]
+  public void CallbackModeRunsOnTpurtsWorkersAndBack() {
+    system.UseCallbacks = true;
+    var names = new ConcurrentBag<string>();
+    tpu.replicate(x => { names.Add(Thread.CurrentThread.Name ?? ""); return x; }, num_replicas: Cores, system: system);
+    Assert.AreEqual(Cores, names.Count);
+    Assert.IsFalse(names.Any(n => n.StartsWith("tpurt replica")), string.Join(", ", names));
+    CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+    system.UseCallbacks = false;
+    CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+  }
+
+  // The raw API: the program's own threads join the cores of a step begun with
+  // ReplicateOnJoinedThreads. join(core) runs on core's thread; its exceptions are
+  // returned (index = core).
+  Exception[] OnCoreThreads(Action<int> join, Action step) {
+    var errors = new Exception[Cores];
+    var threads = Enumerable.Range(0, Cores).Select(c => new Thread(() => {
+      try {
+        join(c);
+      } catch (Exception e) {
+        errors[c] = e;
+      }
+    }) { IsBackground = true }).ToArray();
+    foreach (Thread t in threads) t.Start();
+    step();
+    foreach (Thread t in threads) Assert.IsTrue(t.Join(4 * TimeoutMs), "a joined thread never returned");
+    return errors;
+  }
+
+  TensorVector RunJoinedStep(long key, StepOptions options = null) {
+    using (var inputs = new TensorVector(Enumerable.Range(0, Cores).Select(r => F(r + 1))))
+    using (var o = options ?? new StepOptions())
+      return system.ReplicateOnJoinedThreads(key, Cores, 1, inputs, 1, o);
+  }
+
+  // One participant by hand: its input summed over the replicas, as its output.
+  static void RunSum(JoinedStep j, long key) {
+    Assert.AreEqual(key, j.UserData());
+    ReplicaContext ctx = j.Context();
+    Assert.AreEqual(1, j.NumInputs());
+    using (Tensor x = ctx.Input(0))
+    using (Tensor sum = ctx.CrossReplicaSum(x))
+      ctx.SetOutput(0, sum);
+    j.Leave(Status.Ok);
+    Assert.IsTrue(j.HasLeft());
+    Assert.Throws<FailedPreconditionError>(() => j.Leave(Status.Ok));
+  }
+
+  [Test]
+  public void RawStepJoinAndLeaveWithThePoolOff() {
+    system.UseCallbacks = true;
+    TensorVector outputs = null;
+    Exception[] errors = OnCoreThreads(c => {
+      using (JoinedStep j = system.StepJoin(c, 4 * TimeoutMs)) RunSum(j, 7);
+    }, () => outputs = RunJoinedStep(7));
+    Assert.IsTrue(errors.All(e => e == null), string.Join("; ", errors.Where(e => e != null)));
+    using (outputs)
+      CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, outputs.Select(t => t.ToFloatArray()[0]).ToArray());
+    // No step: the join times out; a core out of range is named.
+    Assert.Throws<DeadlineExceededError>(() => system.StepJoin(0, 0));
+    StringAssert.Contains("99", Assert.Throws<InvalidArgumentError>(() => system.StepJoin(99, 0)).Message);
+  }
+
+  [Test]
+  public void AThreadThatThrowsBeforeJoiningIsNamedAtTheDeadline() {
+    system.UseCallbacks = true;
+    DeadlineExceededError failure = null;
+    OnCoreThreads(c => {
+      if (c == 2) throw new InvalidOperationException("this thread never joins");
+      using (JoinedStep j = system.StepJoin(c, 4 * TimeoutMs)) {
+        try {
+          using (Tensor x = j.Context().Input(0)) j.Context().CrossReplicaSum(x).Dispose();
+        } catch (OpError e) {
+          j.LeaveFailed(e.Code, e.Message); // aborted by replica 2's failure
+          return;
+        }
+        j.Leave(Status.Ok);
+      }
+    }, () => failure = Assert.Throws<DeadlineExceededError>(() => RunJoinedStep(8)));
+    StringAssert.Contains("replica 2 (core 2) never started", failure.Message);
+    system.UseCallbacks = false;
+    CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+  }
+
+  [Test]
+  public void AThreadEndingWithoutLeavingFailsItsReplicaAtOnce() {
+    system.UseCallbacks = true;
+    OpError failure = null;
+    OnCoreThreads(c => {
+      JoinedStep j = system.StepJoin(c, 4 * TimeoutMs);
+      if (c == 1) return; // the thread ends inside its participant
+      j.Leave(Status.Ok);
+    }, () => failure = Assert.Throws<CancelledError>(() => RunJoinedStep(9)));
+    StringAssert.Contains("exited before tpu_step_leave", failure.Message);
+    system.UseCallbacks = false;
+    CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+  }
+
+  // A pool thread aborted inside its computation is a thread killed: the step fails,
+  // a new thread serves the core, and the next step runs.
+  [Test]
+  public void APoolThreadKilledInsideItsReplicaFailsTheStepAndIsReplaced() {
+    Thread killed = null;
+    var e = Assert.Catch<OpError>(() => tpu.replicate((ctx, x) => {
+      if (ctx.ReplicaId() == 1) {
+        killed = Thread.CurrentThread;
+        Thread.CurrentThread.Abort();
+      }
+      return x;
+    }, num_replicas: Cores, system: system));
+    StringAssert.Contains("replica 1", e.Message);
+    Assert.IsTrue(killed.Join(4 * TimeoutMs));
+    CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+  }
+
+  // A replica that overruns the deadline fails the step; its core serves the next
+  // step once it returns.
+  [Test]
+  public void AnAbandonedStepEndsAtTheDeadlineAndTheNextRunsAfterItsReplicaLeaves() {
+    using (var release = new ManualResetEventSlim(false))
+    using (var returned = new ManualResetEventSlim(false)) {
+      var e = Assert.Throws<DeadlineExceededError>(() => tpu.replicate((ctx, x) => {
+        if (ctx.ReplicaId() == 0) {
+          release.Wait(10 * TimeoutMs);
+          returned.Set();
+        }
+        return x;
+      }, num_replicas: Cores, system: system));
+      StringAssert.Contains("replica 0", e.Message);
+      Assert.IsFalse(returned.IsSet, "the step waited for its late replica");
+      release.Set();
+      Assert.IsTrue(returned.Wait(4 * TimeoutMs));
+      CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+    }
+  }
+}
