@@ -86,9 +86,9 @@ TPU_EXPORT tpu_status tpu_step_join(tpu_system* system, int core, int64_t timeou
     if (out->struct_size < kJoinedStepMinSize)
       invalid_argument("out->struct_size is ", out->struct_size, "; tpu_joined_step needs at least ",
                        kJoinedStepMinSize, " (use TPU_JOINED_STEP_INIT)");
-    // Held while waiting too: a shutdown wakes this thread, which must still find its core.
-    const std::shared_ptr<System> keep = system->impl;
-    const JoinedParticipant j = s.join_step(core, timeout_ms, keep);
+    // The joining thread holds the system while it waits (and between its joins): a
+    // shutdown wakes it, and it must still find its core.
+    const JoinedParticipant j = s.join_step(core, timeout_ms, system->impl);
     out->ctx = j.ctx;
     out->inputs = j.inputs;
     out->num_inputs = j.num_inputs;

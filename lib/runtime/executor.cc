@@ -67,7 +67,6 @@ struct Executor::Step {
   std::vector<int> participants;  // the step's participants that run in this process
   int cores_per_replica = 1;
   alignas(64) std::atomic<uint32_t> pending{0};
-  std::atomic<uint32_t> unclaimed{0};  // caller threads: participants no thread took yet
   std::string never_started;           // caller threads: who did, as the step's error says
   std::atomic<int> first_failure{-1};  // replica that failed first on its own
   std::atomic<int> first_abort{-1};    // replica that first failed after the step had
@@ -226,6 +225,8 @@ std::string Executor::wait_for_late(int n, const int* cores, int64_t timeout_ms)
 struct Executor::JoinedThread {
   Executor* executor = nullptr;
   Core* core = nullptr;
+  // Kept from join to join (a pool thread's refcount is not touched every step); let
+  // go when a join fails and when the thread exits.
   std::shared_ptr<System> keepalive;
   int pinned_cpu = -1;  // where join last pinned this thread
 
@@ -239,7 +240,6 @@ struct Executor::JoinedThread {
   }
 
   void leave_with(tpu_status status) {
-    const std::shared_ptr<System> keep = std::move(keepalive);  // outlives the leaving
     Core& c = *std::exchange(core, nullptr);
     --t_user_code_depth;
     c.joined.store(false, std::memory_order_release);
@@ -264,6 +264,7 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
   if (!core.joined.compare_exchange_strong(free, true, std::memory_order_acq_rel))
     invalid_argument("core ", index, " has been joined by another thread; one thread joins a core at a time");
   Deadline deadline(timeout_ms);
+  if (me.keepalive != keepalive) me.keepalive = keepalive;  // the system outlives the wait
   for (;;) {
     const WaitResult w = wait_until(
         core.join_wake, policy_, deadline,
@@ -271,6 +272,7 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
         [&] { return stop_.load(std::memory_order_acquire); });
     if (w != WaitResult::kReady) {
       core.joined.store(false, std::memory_order_release);
+      me.keepalive.reset();
       if (w == WaitResult::kStopped)
         fail(TPU_CANCELLED, "the TPU system was shut down while this thread waited on core ", index);
       fail(TPU_DEADLINE_EXCEEDED, "no step gave core ", index, " a participant within ", timeout_ms, " ms");
@@ -278,8 +280,7 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
     int awaiting = kAwaiting;
     if (!core.state.compare_exchange_strong(awaiting, kRunning, std::memory_order_acq_rel))
       continue;  // the step gave up on it a moment ago
-    Step& step = *step_;
-    if (step.unclaimed.fetch_sub(1, std::memory_order_seq_cst) == 1) step.done.wake();
+    step_->done.wake();  // the caller may wait for every participant to be claimed
     if (!enter_participant(core)) continue;  // its stage failed it: it has left
     // Pinned as the core's worker would be: replicas move in lockstep, and the
     // communicator's waits count on the placement.
@@ -289,7 +290,6 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
     }
     me.executor = this;
     me.core = &core;
-    me.keepalive = keepalive;
     ++t_user_code_depth;
     std::vector<tpu_tensor*>& inputs = core.stage ? core.call_inputs : core.inputs;
     JoinedParticipant out;
@@ -388,7 +388,6 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   step.pending.store(static_cast<uint32_t>(m), std::memory_order_relaxed);
   if (!placement_.empty())
     for (int i = 0; i < m; ++i) cpu_of_rank_[i] = placement_[cores[step.participants[i]]];
-  step.unclaimed.store(spec.caller_threads ? static_cast<uint32_t>(m) : 0, std::memory_order_relaxed);
   comm->reset(placement_.empty() ? nullptr : cpu_of_rank_.data());
   step_timeout_ms_ = step_timeout_ms;
   comm->set_step_timeout(step_timeout_ms_);
@@ -421,7 +420,13 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   if (spec.caller_threads) {
     // A participant that no thread takes within the deadline never arrives.
     Deadline joins(step_timeout_ms_);
-    auto all_claimed = [&] { return step.unclaimed.load(std::memory_order_seq_cst) == 0; };
+    // Read from the cores' slots: a shared counter would be one more contended
+    // write per participant and step.
+    auto all_claimed = [&] {
+      for (int p : step.participants)
+        if (cores_[cores[p]].state.load(std::memory_order_seq_cst) == kAwaiting) return false;
+      return true;
+    };
     const WaitResult w = wait_until(step.done, policy_, joins, all_claimed, [&] {
       return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) ||
              comm->aborted();
