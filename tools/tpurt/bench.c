@@ -132,10 +132,10 @@ static void print_header(const bench_config *cfg, double memcpy_gbps, double flo
   if (cfg->csv) {
     /* busbw_ceiling_GBps: private results (--private, and tasks); _shared_: the default. */
     printf("# collective=%s,replicas=%d,cpus=%d,memcpy_GBps=%.3f,busbw_ceiling_GBps=%.3f,"
-           "meeting_floor_us=%.3f,private_results=%d,cores_per_replica=%d,group_mode=%s,"
-           "group_size=%d,busbw_ceiling_shared_GBps=%.3f\n",
-           coll->name, cfg->replicas, online_cpus(), memcpy_gbps, ceiling, floor_us,
-           cfg->private_results, cfg->cores_per_replica, cfg->group_mode_name, n, shared_ceiling);
+           "busbw_ceiling_shared_GBps=%.3f,meeting_floor_us=%.3f,private_results=%d,"
+           "cores_per_replica=%d,group_mode=%s,group_size=%d\n",
+           coll->name, cfg->replicas, online_cpus(), memcpy_gbps, ceiling, shared_ceiling,
+           floor_us, cfg->private_results, cfg->cores_per_replica, cfg->group_mode_name, n);
     if (cfg->tasks) printf("# tasks=%d,transport=%s\n", cfg->tasks, cfg->transport);
     printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
     return;
