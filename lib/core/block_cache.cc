@@ -107,6 +107,27 @@ int small_class(size_t bytes, size_t* class_bytes) {
   return c < kSmallClasses ? c : -1;
 }
 
+// A fresh mapping of `size` bytes (a size class), or nullptr.
+void* map_block(size_t size) {
+  constexpr size_t kHugePage = size_t(2) << 20;
+  if (size < kHugePage) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  // Huge pages (fewer faults, fewer TLB misses) back only 2 MiB-aligned 2 MiB spans: a
+  // 4 MiB block mapped anywhere gets one, not two (MPI all-reduce at 4 MiB: 1.45x slower
+  // unaligned, docs/MPI.md). Map a huge page more, keep the aligned part.
+  char* raw = static_cast<char*>(
+      mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (raw == MAP_FAILED) return nullptr;
+  char* p = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(kHugePage - 1));
+  if (p > raw) munmap(raw, static_cast<size_t>(p - raw));
+  const size_t tail = static_cast<size_t>(raw + size + kHugePage - (p + size));
+  if (tail > 0) munmap(p + size, tail);
+  madvise(p, size, MADV_HUGEPAGE);
+  return p;
+}
+
 }  // namespace
 
 void* alloc_small(size_t bytes, size_t* block_bytes) {
@@ -161,22 +182,9 @@ void* alloc_block(size_t bytes, size_t* block_bytes) {
       return p;
     }
   }
-  constexpr size_t kHugePage = size_t(2) << 20;
-  if (size < kHugePage) {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : p;
-  }
-  // Huge pages (fewer faults, fewer TLB misses) back only 2 MiB-aligned 2 MiB spans: a
-  // 4 MiB block mapped anywhere gets one, not two (MPI all-reduce at 4 MiB: 1.45x slower
-  // unaligned, docs/MPI.md). Map a huge page more, keep the aligned part.
-  char* raw = static_cast<char*>(
-      mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  if (raw == MAP_FAILED) return nullptr;
-  char* p = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(kHugePage - 1));
-  if (p > raw) munmap(raw, static_cast<size_t>(p - raw));
-  const size_t tail = static_cast<size_t>(raw + size + kHugePage - (p + size));
-  if (tail > 0) munmap(p + size, tail);
-  madvise(p, size, MADV_HUGEPAGE);
+  void* p = map_block(size);
+  // The address space may be full of cached blocks (RLIMIT_AS): give them back, retry.
+  if (p == nullptr && trim_block_cache(0) > 0) p = map_block(size);
   return p;
 }
 
