@@ -314,7 +314,7 @@ TABLE=$OUT/compare.md
     printf "- memcpy bandwidth B (one thread, read + written): %.2f GB/s; an all-reduce writing\n", b
     printf "  every replica\047s output (tpurt --private, MPI) cannot beat busbw = B(P-1)/P^2:\n"
     printf "  %.2f GB/s at P=2, %.2f at P=8; tpurt shares one result per group by default,\n", b / 4, b * 7 / 64
-    printf "  written once, which can beat it\n" }'
+    printf "  written once: its ceiling is 2B(P-1)/(P(P+1)), %.2f GB/s at P=2, %.2f at P=8\n", b / 3, b * 14 / 72 }'
   echo "  (data that fit in the caches can beat it: the L3 cache holds $(lscpu | sed -n 's/^L3 cache: *\([0-9.]* [KMG]iB\).*/\1/p'))"
   wrong=$(awk -F, '!/^#/ && $8 ~ /^[0-9]+$/ { w += $8 } END { print w + 0 }' "$OUT"/tpurt_n*.csv)
   bad=$(cat "$OUT"/mpi_sm_n*.csv 2>/dev/null | awk -F, '$1 != "bytes" && $7 != "ok" { b++ } END { print b + 0 }')

@@ -171,6 +171,16 @@ grep -q '3 B rounded up to 4 B' "$err" || fail "-b 3 rounded without a word: $(c
 out=$("$TPURT" bench -c all_gather -r 2 -b 8 -e 8 -n 1)
 grep -q 'all_gather' <<<"$out" && grep -q 'B(P-1)/(P(P+1))' <<<"$out" ||
   fail "all_gather header: $out"
+# An all-reduce's header gives both ceilings, marks the one of its mode, and the CSV
+# header has both (bench/compare.sh reads them).
+out=$("$TPURT" bench -r 2 -b 8 -e 8 -n 1)
+grep -q 'B(P-1)/P^2 = .* (--private)$' <<<"$out" &&
+  grep -q '2B(P-1)/(P(P+1)) = .* (default)  <- this run$' <<<"$out" || fail "all_reduce header: $out"
+out=$("$TPURT" bench -r 2 -b 8 -e 8 -n 1 --private)
+grep -q '(--private)  <- this run$' <<<"$out" || fail "all_reduce --private header: $out"
+rows=$("$TPURT" bench -r 2 -b 8 -e 8 -n 1 --csv)
+grep -Eq '^# .*,busbw_ceiling_GBps=[0-9.]+,busbw_ceiling_shared_GBps=[0-9.]+,' <<<"$rows" ||
+  fail "CSV header lacks a ceiling: $rows"
 
 # demo reports the distance; it fails only when convergence is asked for.
 out=$("$TPURT" demo -r 3 --steps 20) || fail "demo --steps 20 failed without --check: $out"

@@ -1,7 +1,9 @@
 // Memory for large tensors. Fresh large allocations are mmapped and every first
 // touch of a page faults (measured: a 16 MiB all-reduce spent 80% of its time in
 // page faults), so freed large blocks are kept, by size class, for reuse, up to
-// TPURT_TENSOR_CACHE_MB; tpu_tensor_cache_trim gives them back.
+// TPURT_TENSOR_CACHE_MB resident; beyond it, up to a quarter of the memory, as pages
+// the kernel may take back under memory pressure (MADV_FREE), reused without faults
+// until it does. tpu_tensor_cache_trim gives both back.
 #pragma once
 
 #include <cstddef>
@@ -19,8 +21,8 @@ size_t block_class(size_t bytes);
 void* alloc_block(size_t bytes, size_t* block_bytes);
 void free_block(void* p, size_t block_bytes);
 
-// Unmaps cached large blocks, largest first, until at most keep_bytes remain cached;
-// returns the bytes unmapped.
+// Unmaps cached large blocks (resident and lazy), largest first, until at most
+// keep_bytes remain cached; returns the bytes unmapped.
 size_t trim_block_cache(size_t keep_bytes);
 
 // Small blocks (< kLargeBlock), 64-byte aligned, recycled through a per-thread free

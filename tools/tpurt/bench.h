@@ -33,6 +33,11 @@ typedef struct bench_collective {
    * written) moved at B. */
   double (*ceiling)(int n);
   const char *ceiling_formula;  /* the same, for the header */
+  /* The same when the group's members share one result (the default): it is written
+   * once, not once per replica. NULL for the collectives whose results are never
+   * shared (each replica's differs): their ceiling is the same in both modes. */
+  double (*ceiling_shared)(int n);
+  const char *ceiling_shared_formula;
   tpu_status (*call)(tpu_replica_context *ctx, const tpu_tensor *x, const bench_config *cfg,
                      tpu_tensor **out);
   /* Run `seg` (of length seg_len) of replica k's output holds the input of replica

@@ -20,6 +20,11 @@ static double ceiling_gather_scatter(int n) { return (double)(n - 1) / ((double)
 static double ceiling_all_to_all(int n) { return (double)(n - 1) / (2.0 * n * n); }
 static double ceiling_permute(int n) { return 1.0 / (2.0 * n); }
 static double ceiling_broadcast(int n) { return 1.0 / (n + 1.0); }
+/* With one result shared per group it is written once: all-reduce reads P*S and
+ * writes S; all-gather reads P*S and writes P*S; broadcast reads S and writes S. */
+static double ceiling_all_reduce_shared(int n) { return 2.0 * (n - 1) / ((double)n * (n + 1)); }
+static double ceiling_gather_shared(int n) { return (double)(n - 1) / (2.0 * n); }
+static double ceiling_broadcast_shared(int n) { (void)n; return 0.5; }
 
 static tpu_status call_all_reduce(tpu_replica_context *ctx, const tpu_tensor *x,
                                   const bench_config *cfg, tpu_tensor **out) {
@@ -86,13 +91,18 @@ static void from_root(int n, int k, int seg, size_t len, int *src, size_t *start
 static const bench_collective collectives[] = {
     {.name = "all_reduce", .reduces = 1, .bus_factor = bus_all_reduce,
      .bus_formula = "algbw * 2(n-1)/n", .ceiling = ceiling_all_reduce,
-     .ceiling_formula = "B(P-1)/P^2", .call = call_all_reduce, .source = from_reduction},
+     .ceiling_formula = "B(P-1)/P^2", .ceiling_shared = ceiling_all_reduce_shared,
+     .ceiling_shared_formula = "2B(P-1)/(P(P+1))", .call = call_all_reduce,
+     .source = from_reduction},
     {.name = "cross_replica_sum", .reduces = 1, .bus_factor = bus_all_reduce,
      .bus_formula = "algbw * 2(n-1)/n", .ceiling = ceiling_all_reduce,
-     .ceiling_formula = "B(P-1)/P^2", .call = call_cross_replica_sum, .source = from_reduction},
+     .ceiling_formula = "B(P-1)/P^2", .ceiling_shared = ceiling_all_reduce_shared,
+     .ceiling_shared_formula = "2B(P-1)/(P(P+1))", .call = call_cross_replica_sum,
+     .source = from_reduction},
     {.name = "all_gather", .gathers = 1, .per_replica_segments = 1, .bus_factor = bus_gather,
      .bus_formula = "(n * size)/time * (n-1)/n, the output being the larger buffer",
      .ceiling = ceiling_gather_scatter, .ceiling_formula = "B(P-1)/(P(P+1))",
+     .ceiling_shared = ceiling_gather_shared, .ceiling_shared_formula = "B(P-1)/(2P)",
      .call = call_all_gather, .source = from_each_replica},
     {.name = "reduce_scatter", .reduces = 1, .split = 1, .scatters = 1,
      .bus_factor = bus_spread, .bus_formula = "algbw * (n-1)/n",
@@ -106,7 +116,9 @@ static const bench_collective collectives[] = {
      .ceiling = ceiling_permute, .ceiling_formula = "B/(2P)", .call = call_permute,
      .source = from_ring_predecessor},
     {.name = "broadcast", .bus_factor = bus_one, .bus_formula = "algbw",
-     .ceiling = ceiling_broadcast, .ceiling_formula = "B/(P+1)", .call = call_broadcast,
+     .ceiling = ceiling_broadcast, .ceiling_formula = "B/(P+1)",
+     .ceiling_shared = ceiling_broadcast_shared, .ceiling_shared_formula = "B/2",
+     .call = call_broadcast,
      .source = from_root},
 };
 
