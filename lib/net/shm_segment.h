@@ -22,7 +22,7 @@ namespace net {
 namespace shm {
 
 constexpr uint64_t kMagic = 0x31676573746d6873;  // "shmtseg1" read little-endian
-constexpr uint32_t kVersion = 3;  // 2: the staging window; 3: the post slots
+constexpr uint32_t kVersion = 4;  // 2: the staging window; 3: the post slots; 4: 2 MiB window
 constexpr uint64_t kMinRingBytes = 4096;
 constexpr uint64_t kMaxRingBytes = 64u << 20;
 constexpr int kMaxTasks = 4096;
@@ -31,7 +31,7 @@ constexpr size_t kLine = 128;  // a cache line pair: the adjacent-line prefetche
 // all-reduce stages chunks of half of it; measured (tpurt bench --tasks 8 --transport
 // shm, float32, 16 MiB, busbw) chunks of 512 KiB beat 256 KiB and 1 MiB: 2.9-3.0 GB/s
 // against 2.5-2.7 and 2.0-2.5; with 3 and 4 tasks 256 and 512 KiB were alike, 1 MiB slower.
-constexpr uint64_t kWindowBytes = 1u << 20;
+constexpr uint64_t kWindowBytes = 2u << 20;
 
 // At offset 0. Words written after creation are on lines of their own.
 struct SegmentHeader {
