@@ -1,9 +1,9 @@
 // The all-reduce staged through the tasks' shared-memory windows (net::SharedWindows,
 // every task of the row mapped), for large rows of one member per task or exact
 // partials: each task copies its input (or partial) into its window, reduces its
-// slice reading every window in member order (so the bits stay a single process's),
-// and copies the slices out of the owners' windows; zero-byte exchanges are the
-// barriers.
+// slice reading every window in member order (so the bits stay a single process's;
+// its own input in place), and copies the slices out of the owners' windows;
+// zero-byte exchanges are the barriers.
 //
 // A window holds two chunk buffers and two slice buffers, used in turn, so that the
 // three passes run as a pipeline with one barrier per chunk: in step t a task copies
@@ -138,11 +138,15 @@ void run(ClusterContext& cx, ClusterCall& call, const Reduction& r, const Row& r
     if (t < chunks) {  // my input's chunk (or my members' partial) into in[t % 2]
       const int64_t at = t * chunk, len = std::min(chunk, n - at);
       char* to = own + lay.in(static_cast<int>(t % 2));
-      if (mine.size() == 1)
-        std::memcpy(to, static_cast<const char*>(local.data()[0]) + static_cast<size_t>(at) * esize,
-                    static_cast<size_t>(len) * esize);
-      else
+      if (mine.size() == 1) {  // all but my own slice, which my reduction reads in place
+        const char* from = static_cast<const char*>(local.data()[0]) + static_cast<size_t>(at) * esize;
+        int64_t lo, sl;
+        slice_of(len, np, split.mine, &lo, &sl);
+        std::memcpy(to, from, static_cast<size_t>(lo) * esize);
+        std::memcpy(to + (lo + sl) * esize, from + (lo + sl) * esize, static_cast<size_t>(len - lo - sl) * esize);
+      } else {
         reduce(dtype, op, local.data(), static_cast<int>(mine.size()), at, len, to);
+      }
     }
     if (t >= 1 && t <= chunks) {  // my slice of chunk t-1, from every window, into res
       const int64_t c = t - 1, len = std::min(chunk, n - c * chunk);
@@ -150,6 +154,8 @@ void run(ClusterContext& cx, ClusterCall& call, const Reduction& r, const Row& r
       int64_t lo, sl;
       slice_of(len, np, split.mine, &lo, &sl);
       for (int s = 0; s < np; ++s) srcs.data()[order[s]] = window[s] + lay.in(b);
+      if (mine.size() == 1)
+        srcs.data()[order[split.mine]] = static_cast<const char*>(local.data()[0]) + static_cast<size_t>(c * chunk) * esize;
       reduce(dtype, op, srcs.data(), np, lo, sl, own + lay.res(b));
     }
     if (t >= 2) {  // every slice of chunk t-2 from its owner's window into the result
