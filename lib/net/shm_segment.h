@@ -22,7 +22,8 @@ namespace net {
 namespace shm {
 
 constexpr uint64_t kMagic = 0x31676573746d6873;  // "shmtseg1" read little-endian
-constexpr uint32_t kVersion = 4;  // 2: the staging window; 3: the post slots; 4: 2 MiB window
+constexpr uint32_t kVersion = 4;  // 2: the staging window; 3: the post slots; 4: 2 MiB
+                                   // windows, writer_waits
 constexpr uint64_t kMinRingBytes = 4096;
 constexpr uint64_t kMaxRingBytes = 64u << 20;
 constexpr int kMaxTasks = 4096;
@@ -55,6 +56,14 @@ struct RingControl {
   alignas(kLine) uint64_t head;  // bytes ever written (by the writer)
   alignas(kLine) uint64_t tail;  // bytes ever read (by the owner)
   alignas(kLine) uint32_t closed;  // 1: either side ended the link
+  // 1 while the writer may sleep for room: the owner rings the writer's doorbell after
+  // reading only then, not whenever the writer sleeps (for other rings' frames).
+  alignas(kLine) uint32_t writer_waits;
+  // 1 while the owner sleeps for this ring's bytes: the writer rings the owner's
+  // doorbell after writing only then, or once a quarter of the ring is full. A task
+  // waiting for the frames of several peers (a barrier) flags one ring at a time, so
+  // it is not woken once for every peer's frame.
+  alignas(kLine) uint32_t reader_waits;
 };
 
 // The largest post: a task's share of a small gather (all its replicas' inputs).
