@@ -29,9 +29,10 @@ constexpr uint64_t kMaxRingBytes = 64u << 20;
 constexpr int kMaxTasks = 4096;
 constexpr size_t kLine = 128;  // a cache line pair: the adjacent-line prefetcher shares 128 bytes
 // The staging window: its pages are touched only by the collectives that use it. An
-// all-reduce stages chunks of half of it; measured (tpurt bench --tasks 8 --transport
-// shm, float32, 16 MiB, busbw) chunks of 512 KiB beat 256 KiB and 1 MiB: 2.9-3.0 GB/s
-// against 2.5-2.7 and 2.0-2.5; with 3 and 4 tasks 256 and 512 KiB were alike, 1 MiB slower.
+// all-reduce stages chunks of up to 512 KiB through two chunk buffers and two slice
+// buffers in it (collectives/reduce_staged.cc). Measured with one chunk buffer
+// (tpurt bench --tasks 8 --transport shm, float32, 16 MiB, busbw): chunks of 512 KiB
+// beat 256 KiB and 1 MiB: 2.9-3.0 GB/s against 2.5-2.7 and 2.0-2.5.
 constexpr uint64_t kWindowBytes = 2u << 20;
 
 // At offset 0. Words written after creation are on lines of their own.
