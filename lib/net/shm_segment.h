@@ -23,7 +23,7 @@ namespace shm {
 
 constexpr uint64_t kMagic = 0x31676573746d6873;  // "shmtseg1" read little-endian
 constexpr uint32_t kVersion = 4;  // 2: the staging window; 3: the post slots; 4: 2 MiB
-                                   // windows, writer_waits
+                                  // windows, the rings' wait flags
 constexpr uint64_t kMinRingBytes = 4096;
 constexpr uint64_t kMaxRingBytes = 64u << 20;
 constexpr int kMaxTasks = 4096;
