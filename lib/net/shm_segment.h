@@ -22,16 +22,18 @@ namespace net {
 namespace shm {
 
 constexpr uint64_t kMagic = 0x31676573746d6873;  // "shmtseg1" read little-endian
-constexpr uint32_t kVersion = 3;  // 2: the staging window; 3: the post slots
+constexpr uint32_t kVersion = 4;  // 2: the staging window; 3: the post slots; 4: 2 MiB
+                                  // windows, the rings' wait flags
 constexpr uint64_t kMinRingBytes = 4096;
 constexpr uint64_t kMaxRingBytes = 64u << 20;
 constexpr int kMaxTasks = 4096;
 constexpr size_t kLine = 128;  // a cache line pair: the adjacent-line prefetcher shares 128 bytes
 // The staging window: its pages are touched only by the collectives that use it. An
-// all-reduce stages chunks of half of it; measured (tpurt bench --tasks 8 --transport
-// shm, float32, 16 MiB, busbw) chunks of 512 KiB beat 256 KiB and 1 MiB: 2.9-3.0 GB/s
-// against 2.5-2.7 and 2.0-2.5; with 3 and 4 tasks 256 and 512 KiB were alike, 1 MiB slower.
-constexpr uint64_t kWindowBytes = 1u << 20;
+// all-reduce stages chunks of up to 512 KiB through two chunk buffers and two slice
+// buffers in it (collectives/reduce_staged.cc). Measured with one chunk buffer
+// (tpurt bench --tasks 8 --transport shm, float32, 16 MiB, busbw): chunks of 512 KiB
+// beat 256 KiB and 1 MiB: 2.9-3.0 GB/s against 2.5-2.7 and 2.0-2.5.
+constexpr uint64_t kWindowBytes = 2u << 20;
 
 // At offset 0. Words written after creation are on lines of their own.
 struct SegmentHeader {
@@ -55,6 +57,14 @@ struct RingControl {
   alignas(kLine) uint64_t head;  // bytes ever written (by the writer)
   alignas(kLine) uint64_t tail;  // bytes ever read (by the owner)
   alignas(kLine) uint32_t closed;  // 1: either side ended the link
+  // 1 while the writer may sleep for room: the owner rings the writer's doorbell after
+  // reading only then, not whenever the writer sleeps (for other rings' frames).
+  alignas(kLine) uint32_t writer_waits;
+  // 1 while the owner sleeps for this ring's bytes: the writer rings the owner's
+  // doorbell after writing only then, or once a quarter of the ring is full. A task
+  // waiting for the frames of several peers (a barrier) flags one ring at a time, so
+  // it is not woken once for every peer's frame.
+  alignas(kLine) uint32_t reader_waits;
 };
 
 // The largest post: a task's share of a small gather (all its replicas' inputs).

@@ -128,7 +128,9 @@ class ShmLink : public Link {
       taken += done;
       room -= done;
       shm::store(&out_.control->head, out_head_);
-      shm::ring_doorbell(peer_);
+      if (__atomic_load_n(&out_.control->reader_waits, __ATOMIC_SEQ_CST) != 0 ||
+          out_head_ - out_tail_seen_ >= out_.capacity / 4)
+        shm::ring_doorbell(peer_);
     }
     return static_cast<int64_t>(taken);
   }
@@ -163,7 +165,10 @@ class ShmLink : public Link {
       if (in_tail_ == end || in_tail_ - in_published_ >= grain(in_)) {
         in_published_ = in_tail_;
         shm::store(&in_.control->tail, in_tail_);
-        shm::ring_doorbell(peer_);
+        // The writer is woken only if it sleeps for room (see wait_for_room): woken
+        // whenever it sleeps, a task waiting for the other peers' frames of a barrier
+        // woke once for every peer that read its own.
+        if (__atomic_load_n(&in_.control->writer_waits, __ATOMIC_SEQ_CST) != 0) shm::ring_doorbell(peer_);
       }
     }
     return static_cast<int64_t>(k);
@@ -179,6 +184,12 @@ class ShmLink : public Link {
   bool readable() const {
     return shm::load(&in_.control->head) != in_tail_ || closed_by_peer() || dead_;
   }
+  // Says whether this side may sleep for room in the ring to the peer: set before it
+  // announces sleeping and looks at writable() (sequentially consistent, as the
+  // reader's store of its tail and its load of this word).
+  void wait_for_room(bool waits) { shm::store(&out_.control->writer_waits, waits ? 1u : 0u); }
+  // Likewise for the bytes of the ring from the peer (see RingControl::reader_waits).
+  void wait_for_bytes(bool waits) { shm::store(&in_.control->reader_waits, waits ? 1u : 0u); }
   // Whether send() has something to say (room, an error).
   bool writable() const {
     return out_head_ - shm::load(&out_.control->tail) != out_.capacity || closed_by_peer() || dead_;
@@ -455,12 +466,15 @@ void ShmTransport::await_peers(std::vector<int>* pending, Owed owed, Ready&& rea
       idle(spun);
       continue;
     }
-    // Peers ring the doorbell when they post and when they have read.
+    // Peers ring the doorbell when they post and when they have read, and when they
+    // send a frame (they are elsewhere: probe() says where).
+    for (int peer : *pending) static_cast<ShmLink*>(link(peer))->wait_for_bytes(true);
     doze([&] {
       for (int peer : *pending)
         if (ready(peer) || static_cast<ShmLink*>(link(peer))->readable()) return true;
       return false;
     }, std::min<Clock::duration>(deadline - now, owed == Owed::kRead ? kReadNap : kLiveness));
+    for (int peer : *pending) static_cast<ShmLink*>(link(peer))->wait_for_bytes(false);
     const auto after = Clock::now();
     if (after - last_liveness_check_ >= kLiveness) {
       last_liveness_check_ = after;
@@ -601,7 +615,19 @@ void ShmTransport::wait_ready(const std::vector<int>& readers, const std::vector
   if (wake_pending_.load(std::memory_order_seq_cst)) {
     sched_yield();  // end_step() does not clear wakes: it must not spin on one
   } else if (sockets_.empty()) {
+    // One ring awaited at a time: the first without bytes (the others' writers ring
+    // only under pressure); woken by it, this task looks at them all again.
+    ShmLink* awaited = nullptr;
+    for (ShmLink* l : shm_readers_)
+      if (!l->readable()) {
+        awaited = l;
+        break;
+      }
+    if (awaited != nullptr) awaited->wait_for_bytes(true);
+    for (ShmLink* l : shm_writers_) l->wait_for_room(true);
     doze(rings_ready, left);
+    for (ShmLink* l : shm_writers_) l->wait_for_room(false);
+    if (awaited != nullptr) awaited->wait_for_bytes(false);
   } else if (!rings_ready()) {
     // Rings cannot wake a poll(): it sleeps kMixedPoll at most while rings are awaited.
     if (!shm_readers_.empty() || !shm_writers_.empty()) left = std::min<Clock::duration>(left, kMixedPoll);

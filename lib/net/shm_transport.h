@@ -5,7 +5,9 @@
 // is made while both sides are busy. A waiting task spins briefly, then sleeps on
 // the doorbell word of its own segment (a futex, at most kLivenessMs at a time, so
 // that its deadline and its peers' liveness are rechecked); a task that makes
-// progress on a ring rings the peer's doorbell, which wakes the peer only if it sleeps.
+// progress on a ring rings the peer's doorbell if the peer sleeps for that progress
+// (room, or this ring's bytes: flags in the ring's control words; a task awaiting
+// several rings flags one at a time) or the ring is a quarter full.
 //
 // Liveness: a peer whose process has exited (pidfd, or /proc/<pid>/stat with its
 // start time) loses its link with TPU_UNAVAILABLE naming it; a peer that shut down
