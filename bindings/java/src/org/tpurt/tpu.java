@@ -281,17 +281,13 @@ public final class tpu {
     // Partitioned outputs are joined by the library, so the step is told how many there are.
     int numOutputs = outputPartitionDims == null ? 0 : outputPartitionDims.length;
     if (outputPartitionDims != null) options.setOutputPartitions(outputPartitionDims);
-    JavaComputation director = new JavaComputation(computation, numReplicas);
-    try {
-      TensorVector joined = system.replicate(director, numReplicas, numInputs, flat, numOutputs, options);
-      List<Tensor[]> out = new ArrayList<>(numReplicas);
-      for (int r = 0; r < numReplicas; r++)
-        out.add(numOutputs == 0 ? director.outputs(r)
-            : joined.subList(r * numOutputs, (r + 1) * numOutputs).toArray(new Tensor[0]));
-      return out;
-    } finally {
-      director.delete();
-    }
+    JavaStep step = new JavaStep(computation, numReplicas);
+    TensorVector joined = system.replicate(step, numReplicas, numInputs, flat, numOutputs, options);
+    List<Tensor[]> out = new ArrayList<>(numReplicas);
+    for (int r = 0; r < numReplicas; r++)
+      out.add(numOutputs == 0 ? step.outputs(r)
+          : joined.subList(r * numOutputs, (r + 1) * numOutputs).toArray(new Tensor[0]));
+    return out;
   }
 
   public static Object replicate_dyn(Object computation, Object inputs, Object infeedQueue, Object deviceAssignment,
@@ -327,11 +323,9 @@ public final class tpu {
   public static Tensor[] rewrite(TpuComputation computation, Iterable<Tensor> inputs, InfeedQueue infeedQueue,
                                  DeviceAssignment deviceAssignment) {
     requireComputation(computation);
-    JavaComputation director = new JavaComputation(computation, 1);
-    system().rewrite(director, tensors(inputs, "inputs"), 0, stepOptions(infeedQueue, deviceAssignment));
-    Tensor[] out = director.outputs(0);
-    director.delete();
-    return out;
+    JavaStep step = new JavaStep(computation, 1);
+    system().rewrite(step, tensors(inputs, "inputs"), 0, stepOptions(infeedQueue, deviceAssignment));
+    return step.outputs(0);
   }
 
   public static Tensor[] rewrite(TpuComputation computation, Iterable<Tensor> inputs, InfeedQueue infeedQueue,
@@ -360,10 +354,10 @@ public final class tpu {
                                InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
     requireComputation(computation);
     if (numShards <= 0) throw new InvalidArgumentError("numShards " + numShards + " must be positive");
-    JavaComputation director = new JavaComputation(computation, numShards);
-    system().shard(director, tensors(inputs, "inputs"), numShards, inputShardAxes == null ? new int[0] : inputShardAxes,
+    JavaStep step = new JavaStep(computation, numShards);
+    system().shard(step, tensors(inputs, "inputs"), numShards, inputShardAxes == null ? new int[0] : inputShardAxes,
         new int[0], new int[0], 0, stepOptions(infeedQueue, deviceAssignment));
-    return concatenateShards(director, numShards);
+    return concatenateShards(step, numShards);
   }
 
   /**
@@ -387,16 +381,11 @@ public final class tpu {
       fromAll = new int[numOutputs];
       for (int o = 0; o < numOutputs; o++) fromAll[o] = outputsFromAllShards[o] ? 1 : 0;
     }
-    JavaComputation director = new JavaComputation(computation, numShards);
-    try {
-      // The library joins the shards' outputs, so the step is told how many there are.
-      TensorVector out = system().shard(director, tensors(inputs, "inputs"), numShards,
-          inputShardAxes == null ? new int[0] : inputShardAxes, fromAll,
-          outputShardAxes == null ? new int[0] : outputShardAxes, numOutputs, stepOptions(infeedQueue, deviceAssignment));
-      return out.toArray(new Tensor[0]);
-    } finally {
-      director.delete();
-    }
+    // The library joins the shards' outputs, so the step is told how many there are.
+    TensorVector out = system().shard(new JavaStep(computation, numShards), tensors(inputs, "inputs"), numShards,
+        inputShardAxes == null ? new int[0] : inputShardAxes, fromAll,
+        outputShardAxes == null ? new int[0] : outputShardAxes, numOutputs, stepOptions(infeedQueue, deviceAssignment));
+    return out.toArray(new Tensor[0]);
   }
 
   public static Tensor[] shard(Function<Tensor[], Tensor[]> computation, Iterable<Tensor> inputs, int numShards,
@@ -437,9 +426,9 @@ public final class tpu {
                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
     requireComputation(computation);
     if (numShards <= 0) throw new InvalidArgumentError("numShards " + numShards + " must be positive");
-    JavaComputation director = new JavaComputation(computation, numShards);
-    system().batchParallel(director, tensors(inputs, "inputs"), numShards, 0, stepOptions(infeedQueue, deviceAssignment));
-    return concatenateShards(director, numShards);
+    JavaStep step = new JavaStep(computation, numShards);
+    system().batchParallel(step, tensors(inputs, "inputs"), numShards, 0, stepOptions(infeedQueue, deviceAssignment));
+    return concatenateShards(step, numShards);
   }
 
   public static Tensor[] batch_parallel(TpuComputation computation, Iterable<Tensor> inputs, int numShards,
@@ -761,35 +750,31 @@ public final class tpu {
   }
 
   /** Each shard's outputs, concatenated along axis 0 (TensorFlow's default for shard). */
-  private static Tensor[] concatenateShards(JavaComputation director, int numShards) {
-    try {
-      int numOutputs = director.outputs(0).length;
-      Tensor[] out = new Tensor[numOutputs];
-      for (int j = 0; j < numOutputs; j++) {
-        long rows = 0;
-        long bytes = 0;
-        Tensor first = director.outputs(0)[j];
-        for (int s = 0; s < numShards; s++) {
-          Tensor t = director.outputs(s)[j];
-          if (t.rank() < 1) throw new InvalidArgumentError("shard " + s + "'s output " + j + " is a scalar; outputs need rank >= 1");
-          rows += t.dim(0);
-          bytes += t.byteSize();
-        }
-        byte[] joined = new byte[Math.toIntExact(bytes)];
-        int at = 0;
-        for (int s = 0; s < numShards; s++) {
-          byte[] b = director.outputs(s)[j].toBytes();
-          System.arraycopy(b, 0, joined, at, b.length);
-          at += b.length;
-        }
-        long[] dims = first.dims();
-        dims[0] = rows;
-        out[j] = Tensor.fromBytes(first.dtype(), dims, joined);
+  private static Tensor[] concatenateShards(JavaStep step, int numShards) {
+    int numOutputs = step.outputs(0).length;
+    Tensor[] out = new Tensor[numOutputs];
+    for (int j = 0; j < numOutputs; j++) {
+      long rows = 0;
+      long bytes = 0;
+      Tensor first = step.outputs(0)[j];
+      for (int s = 0; s < numShards; s++) {
+        Tensor t = step.outputs(s)[j];
+        if (t.rank() < 1) throw new InvalidArgumentError("shard " + s + "'s output " + j + " is a scalar; outputs need rank >= 1");
+        rows += t.dim(0);
+        bytes += t.byteSize();
       }
-      return out;
-    } finally {
-      director.delete();
+      byte[] joined = new byte[Math.toIntExact(bytes)];
+      int at = 0;
+      for (int s = 0; s < numShards; s++) {
+        byte[] b = step.outputs(s)[j].toBytes();
+        System.arraycopy(b, 0, joined, at, b.length);
+        at += b.length;
+      }
+      long[] dims = first.dims();
+      dims[0] = rows;
+      out[j] = Tensor.fromBytes(first.dtype(), dims, joined);
     }
+    return out;
   }
 
   private static List<List<Tensor>> rows(Iterable<? extends Iterable<Tensor>> inputs) {
