@@ -265,13 +265,11 @@ public final class tpu {
     int numReplicas = !rows.isEmpty() ? rows.size()
         : deviceAssignment != null ? deviceAssignment.numReplicas() : system.numCores();
     int numInputs = rows.isEmpty() ? 0 : rows.get(0).size();
-    TensorVector flat = new TensorVector();
-    for (int r = 0; r < rows.size(); r++) {
+    for (int r = 0; r < rows.size(); r++)
       if (rows.get(r).size() != numInputs)
         throw new InvalidArgumentError("replica " + r + " has " + rows.get(r).size() + " inputs, replica 0 has " + numInputs);
-      flat.addAll(rows.get(r));
-    }
-    StepOptions options = stepOptions(infeedQueue, deviceAssignment);
+    boolean plain = maximumShapes == null && inputPartitionDims == null && outputPartitionDims == null;
+    StepOptions options = plain ? stepOptions(infeedQueue, deviceAssignment) : newStepOptions(infeedQueue, deviceAssignment);
     if (maximumShapes != null) {
       ShapeVector shapes = new ShapeVector();
       shapes.addAll(maximumShapes);
@@ -282,7 +280,14 @@ public final class tpu {
     int numOutputs = outputPartitionDims == null ? 0 : outputPartitionDims.length;
     if (outputPartitionDims != null) options.setOutputPartitions(outputPartitionDims);
     JavaStep step = new JavaStep(computation, numReplicas);
-    TensorVector joined = system.replicate(step, numReplicas, numInputs, flat, numOutputs, options);
+    TensorVector flat = STEP_INPUTS.get();
+    TensorVector joined;
+    try {
+      for (List<Tensor> row : rows) flat.addAll(row);
+      joined = system.replicate(step, numReplicas, numInputs, flat, numOutputs, options);
+    } finally {
+      flat.clear();  // the step holds what it still needs
+    }
     List<Tensor[]> out = new ArrayList<>(numReplicas);
     for (int r = 0; r < numReplicas; r++)
       out.add(numOutputs == 0 ? step.outputs(r)
@@ -712,7 +717,19 @@ public final class tpu {
     if (computation == null) throw new IllegalArgumentException("computation is null");
   }
 
+  // Per calling thread, reused step after step: a new proxy of these costs about a
+  // microsecond of finalizer work (register, collect, finalize), much of a step's
+  // budget. The options are never changed; the inputs are emptied after each step.
+  private static final ThreadLocal<StepOptions> DEFAULT_STEP_OPTIONS = ThreadLocal.withInitial(StepOptions::new);
+  private static final ThreadLocal<TensorVector> STEP_INPUTS = ThreadLocal.withInitial(TensorVector::new);
+
+  /** Options the caller does not change afterwards. */
   private static StepOptions stepOptions(InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
+    if (infeedQueue == null && deviceAssignment == null) return DEFAULT_STEP_OPTIONS.get();
+    return newStepOptions(infeedQueue, deviceAssignment);
+  }
+
+  private static StepOptions newStepOptions(InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
     StepOptions options = new StepOptions();
     if (infeedQueue != null) options.setInfeedQueue(infeedQueue);
     if (deviceAssignment != null) options.setDeviceAssignment(deviceAssignment);
@@ -783,10 +800,21 @@ public final class tpu {
     int r = 0;
     for (Iterable<Tensor> row : inputs) {
       if (row == null) throw new IllegalArgumentException("inputs[" + r + "] is null");
-      rows.add(tensors(row, "inputs[" + r + "]"));
+      rows.add(tensorList(row, "inputs[" + r + "]"));
       r++;
     }
     return rows;
+  }
+
+  private static List<Tensor> tensorList(Iterable<Tensor> inputs, String what) {
+    List<Tensor> v = new ArrayList<>();
+    int i = 0;
+    for (Tensor t : inputs) {
+      if (t == null) throw new IllegalArgumentException(what + "[" + i + "] is null");
+      v.add(t);
+      i++;
+    }
+    return v;
   }
 
   private static TensorVector tensors(Iterable<Tensor> inputs, String what) {
