@@ -95,6 +95,42 @@ public class ReplicaThreadsTest {
     okStep();
   }
 
+  /** Cpus_allowed_list of the calling thread. */
+  private static String allowedCpus() {
+    try {
+      for (String line : java.nio.file.Files.readAllLines(java.nio.file.Paths.get("/proc/thread-self/status")))
+        if (line.startsWith("Cpus_allowed_list:")) return line.substring("Cpus_allowed_list:".length()).trim();
+    } catch (java.io.IOException e) {
+      throw new AssertionError(e);
+    }
+    throw new AssertionError("no Cpus_allowed_list in /proc/thread-self/status");
+  }
+
+  private static String[] cpusPerCore() {
+    String[] cpus = new String[R];
+    tpu.replicate((ctx, in) -> {
+      cpus[ctx.core()] = allowedCpus();
+      return null;
+    });
+    return cpus;
+  }
+
+  @Test
+  public void theThreadsRunWhereTheLibrarysWorkersRun() {
+    // With more cores than CPUs the library pins core C's worker to one CPU (TPU_PIN_AUTO):
+    // the Java thread serving core C runs on that same CPU.
+    String[] onJavaThreads = cpusPerCore();
+    String[] onWorkers;
+    try {
+      system.setCallbackMode(true);
+      onWorkers = cpusPerCore();
+    } finally {
+      system.setCallbackMode(false);
+    }
+    assertArrayEquals(onWorkers, onJavaThreads);
+    assertArrayEquals(onJavaThreads, cpusPerCore());
+  }
+
   @Test
   public void aComputationThatOutlivesTheDeadlineFailsItsStepAndTheNextRunsAfterIt() throws Exception {
     StepOptions options = new StepOptions();
