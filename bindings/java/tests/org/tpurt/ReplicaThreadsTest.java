@@ -81,6 +81,30 @@ public class ReplicaThreadsTest {
       }
   }
 
+  private static List<Thread> replicaThreads() {
+    List<Thread> out = new ArrayList<>();
+    for (Thread t : Thread.getAllStackTraces().keySet())
+      if (t.getName().startsWith(ReplicaThreads.THREAD_NAME)) out.add(t);
+    return out;
+  }
+
+  @Test
+  public void closingTheSystemEndsItsThreads() throws Exception {
+    okStep();
+    List<Thread> threads = replicaThreads();  // R, and any a mode switch just ended
+    assertTrue(threads.toString(), threads.size() >= R);
+    for (Thread t : threads) assertTrue(t.getName(), t.isDaemon());
+    system.close();
+    try {
+      joinAll(threads);  // close() shut the system down: each left its core at once
+      assertTrue(replicaThreads().toString(), replicaThreads().isEmpty());
+    } finally {
+      start();
+    }
+    okStep();
+    assertEquals(R, replicaThreads().size());
+  }
+
   @Test
   public void callbackModeRunsOnTheLibrarysWorkersAndBack() {
     try {
