@@ -162,6 +162,18 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
 /* The pool deletes each JoinedStep it joined, and a context is never owned: no finalizers
  * (each costs a registration on a JVM-wide lock) on the per-step objects. */
 %typemap(javafinalize) tpurt::JoinedStep, tpurt::ReplicaContext ""
+/* delete() (also the finalizer's) ends the Java threads first: they call stepJoin on the
+ * native object. */
+%typemap(javadestruct, methodname="delete", methodmodifiers="public synchronized", parameters="") tpurt::TpuSystem {
+    stopReplicaThreads();
+    if (swigCPtr != 0) {
+      if (swigCMemOwn) {
+        swigCMemOwn = false;
+        $jnicall;
+      }
+      swigCPtr = 0;
+    }
+  }
 %typemap(javacode) tpurt::TpuSystem %{
   // Keyed by the native object, not held in a field: a system collected without close()
   // must not let its finalizer race the late replicas' directors, so those then stay.
@@ -191,6 +203,16 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
 
   public boolean callbackMode() {
     return callbackMode;
+  }
+
+  /** Shuts the system down, so that its Java threads leave their cores, before the handle goes. */
+  private void stopReplicaThreads() {
+    ReplicaThreads threads;
+    synchronized (replicaThreadsLock) {
+      threads = replicaThreads;
+      replicaThreads = null;
+    }
+    if (threads != null) threads.stop(true);
   }
 
   private ReplicaThreads replicaThreads() {
@@ -366,12 +388,7 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
   @Override
   public void close() {
     long key = swigCPtr;
-    ReplicaThreads threads;
-    synchronized (replicaThreadsLock) {
-      threads = replicaThreads;
-      replicaThreads = null;
-    }
-    if (threads != null) threads.stop(true);  // before the handle goes: they call stepJoin on it
+    stopReplicaThreads();
     closeNative();  // waits for late computations
     FAILED_STEP_COMPUTATIONS.remove(key);
   }

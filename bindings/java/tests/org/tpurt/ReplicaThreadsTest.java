@@ -102,7 +102,15 @@ public class ReplicaThreadsTest {
       start();
     }
     okStep();
-    assertEquals(R, replicaThreads().size());
+    threads = replicaThreads();
+    assertEquals(R, threads.size());
+    system.delete();  // SWIG's delete() as well: the threads go before the native object
+    try {
+      joinAll(threads);
+    } finally {
+      start();
+    }
+    okStep();
   }
 
   @Test
