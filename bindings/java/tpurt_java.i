@@ -145,8 +145,10 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
   }
 %}
 
-/* Steps keep their computation referenced by the system when they fail: late replicas
- * may still call it after the step returned, until the system is closed. */
+/* Steps run their replicas on the system's Java threads (ReplicaThreads, tpu_step_join)
+ * unless the system is in callback mode; there, they keep their computation referenced
+ * by the system when they fail: late replicas may still call it after the step
+ * returned, until the system is closed. */
 %rename(replicateNative) tpurt::TpuSystem::replicate;
 %rename(rewriteNative) tpurt::TpuSystem::rewrite;
 %rename(shardNative) tpurt::TpuSystem::shard;
@@ -157,11 +159,81 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
 %javamethodmodifiers tpurt::TpuSystem::shard "private";
 %javamethodmodifiers tpurt::TpuSystem::batchParallel "private";
 %javamethodmodifiers tpurt::TpuSystem::close "private";
+/* The pool deletes each JoinedStep it joined, and a context is never owned: no finalizers
+ * (each costs a registration on a JVM-wide lock) on the per-step objects. */
+%typemap(javafinalize) tpurt::JoinedStep, tpurt::ReplicaContext ""
+/* delete() (also the finalizer's) ends the Java threads first: they call stepJoin on the
+ * native object. */
+%typemap(javadestruct, methodname="delete", methodmodifiers="public synchronized", parameters="") tpurt::TpuSystem {
+    stopReplicaThreads();
+    if (swigCPtr != 0) {
+      if (swigCMemOwn) {
+        swigCMemOwn = false;
+        $jnicall;
+      }
+      swigCPtr = 0;
+    }
+  }
 %typemap(javacode) tpurt::TpuSystem %{
   // Keyed by the native object, not held in a field: a system collected without close()
   // must not let its finalizer race the late replicas' directors, so those then stay.
   private static final java.util.Map<Long, java.util.List<Object>> FAILED_STEP_COMPUTATIONS =
       new java.util.concurrent.ConcurrentHashMap<>();
+
+  private final Object replicaThreadsLock = new Object();
+  private volatile ReplicaThreads replicaThreads;  // started by the first step that needs them
+  private volatile boolean callbackMode = ReplicaThreads.CALLBACK_MODE_DEFAULT;
+
+  /**
+   * false (the default): steps run their replicas on this system's own Java threads
+   * (daemons named "tpurt-java-core-C", one per core, looping stepJoin / leave); true:
+   * as callbacks from the library's worker threads, as before 1.4. Switch between steps:
+   * turning callback mode on waits until the Java threads have left their cores (at most
+   * 100 ms), after which raw stepJoin calls may join them.
+   */
+  public void setCallbackMode(boolean callbacks) {
+    synchronized (replicaThreadsLock) {
+      callbackMode = callbacks;
+      if (callbacks && replicaThreads != null) {
+        replicaThreads.stop(false);
+        replicaThreads = null;
+      }
+    }
+  }
+
+  public boolean callbackMode() {
+    return callbackMode;
+  }
+
+  /** Shuts the system down, so that its Java threads leave their cores, before the handle goes. */
+  private void stopReplicaThreads() {
+    ReplicaThreads threads;
+    synchronized (replicaThreadsLock) {
+      threads = replicaThreads;
+      replicaThreads = null;
+    }
+    if (threads != null) threads.stop(true);
+  }
+
+  private ReplicaThreads replicaThreads() {
+    ReplicaThreads threads = replicaThreads;
+    if (threads != null) return threads;
+    synchronized (replicaThreadsLock) {
+      if (replicaThreads == null) replicaThreads = new ReplicaThreads(this, numCores());
+      return replicaThreads;
+    }
+  }
+
+  /** A step whose participants the Java threads run: body is findable by its key while the call lasts. */
+  private TensorVector onReplicaThreads(ReplicaThreads.Body body, java.util.function.LongFunction<TensorVector> step) {
+    ReplicaThreads threads = replicaThreads();
+    long key = threads.register(body);
+    try {
+      return step.apply(key);
+    } finally {
+      threads.unregister(key);
+    }
+  }
 
   private <T> T retainOnFailure(Computation computation, java.util.function.Supplier<T> step) {
     try {
@@ -173,25 +245,70 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
     }
   }
 
+  /** A raw step of a Computation: on the Java threads (its run() called there), or as callbacks. */
+  private TensorVector step(Computation computation, java.util.function.Supplier<TensorVector> withCallbacks,
+                            java.util.function.LongFunction<TensorVector> onJoinedThreads) {
+    if (computation == null || callbackMode) return retainOnFailure(computation, withCallbacks);
+    return onReplicaThreads(computation::run, onJoinedThreads);
+  }
+
+  /** tpu's steps: no director unless in callback mode, where one wraps the JavaStep. */
+  private TensorVector step(JavaStep body, java.util.function.Function<Computation, TensorVector> withCallbacks,
+                            java.util.function.LongFunction<TensorVector> onJoinedThreads) {
+    if (!callbackMode) return onReplicaThreads(body, onJoinedThreads);
+    JavaComputation director = new JavaComputation(body);
+    TensorVector out = retainOnFailure(director, () -> withCallbacks.apply(director));
+    director.delete();  // the step succeeded: no replica calls it any more
+    return out;
+  }
+
   public TensorVector replicate(Computation computation, int numReplicas, int numInputs, TensorVector inputs,
                                 int numOutputs, StepOptions options) {
-    return retainOnFailure(computation,
-        () -> replicateNative(computation, numReplicas, numInputs, inputs, numOutputs, options));
+    return step(computation, () -> replicateNative(computation, numReplicas, numInputs, inputs, numOutputs, options),
+        key -> replicateOnJoinedThreads(key, numReplicas, numInputs, inputs, numOutputs, options));
+  }
+
+  TensorVector replicate(JavaStep body, int numReplicas, int numInputs, TensorVector inputs, int numOutputs,
+                         StepOptions options) {
+    return step(body, c -> replicateNative(c, numReplicas, numInputs, inputs, numOutputs, options),
+        key -> replicateOnJoinedThreads(key, numReplicas, numInputs, inputs, numOutputs, options));
   }
 
   public TensorVector rewrite(Computation computation, TensorVector inputs, int numOutputs, StepOptions options) {
-    return retainOnFailure(computation, () -> rewriteNative(computation, inputs, numOutputs, options));
+    return step(computation, () -> rewriteNative(computation, inputs, numOutputs, options),
+        key -> rewriteOnJoinedThreads(key, inputs, numOutputs, options));
+  }
+
+  TensorVector rewrite(JavaStep body, TensorVector inputs, int numOutputs, StepOptions options) {
+    return step(body, c -> rewriteNative(c, inputs, numOutputs, options),
+        key -> rewriteOnJoinedThreads(key, inputs, numOutputs, options));
   }
 
   public TensorVector shard(Computation computation, TensorVector inputs, int numShards, int[] inputShardAxes,
                             int[] outputsFromAllShards, int[] outputShardAxes, int numOutputs, StepOptions options) {
-    return retainOnFailure(computation, () -> shardNative(computation, inputs, numShards, inputShardAxes,
-        outputsFromAllShards, outputShardAxes, numOutputs, options));
+    return step(computation, () -> shardNative(computation, inputs, numShards, inputShardAxes, outputsFromAllShards,
+                                               outputShardAxes, numOutputs, options),
+        key -> shardOnJoinedThreads(key, inputs, numShards, inputShardAxes, outputsFromAllShards, outputShardAxes,
+                                    numOutputs, options));
+  }
+
+  TensorVector shard(JavaStep body, TensorVector inputs, int numShards, int[] inputShardAxes,
+                     int[] outputsFromAllShards, int[] outputShardAxes, int numOutputs, StepOptions options) {
+    return step(body, c -> shardNative(c, inputs, numShards, inputShardAxes, outputsFromAllShards, outputShardAxes,
+                                       numOutputs, options),
+        key -> shardOnJoinedThreads(key, inputs, numShards, inputShardAxes, outputsFromAllShards, outputShardAxes,
+                                    numOutputs, options));
   }
 
   public TensorVector batchParallel(Computation computation, TensorVector inputs, int numShards, int numOutputs,
                                     StepOptions options) {
-    return retainOnFailure(computation, () -> batchParallelNative(computation, inputs, numShards, numOutputs, options));
+    return step(computation, () -> batchParallelNative(computation, inputs, numShards, numOutputs, options),
+        key -> batchParallelOnJoinedThreads(key, inputs, numShards, numOutputs, options));
+  }
+
+  TensorVector batchParallel(JavaStep body, TensorVector inputs, int numShards, int numOutputs, StepOptions options) {
+    return step(body, c -> batchParallelNative(c, inputs, numShards, numOutputs, options),
+        key -> batchParallelOnJoinedThreads(key, inputs, numShards, numOutputs, options));
   }
 
   /** kvSet of a string value (UTF-8 bytes). */
@@ -267,10 +384,11 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
     return embeddingTable(table).retrieve(variable, firstRow, numRows);
   }
 
-  /** Shuts the system down (joins its workers) and releases what failed steps kept alive. */
+  /** Shuts the system down (ends its Java and worker threads) and releases what failed steps kept alive. */
   @Override
   public void close() {
     long key = swigCPtr;
+    stopReplicaThreads();
     closeNative();  // waits for late computations
     FAILED_STEP_COMPUTATIONS.remove(key);
   }

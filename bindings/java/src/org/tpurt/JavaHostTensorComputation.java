@@ -55,7 +55,7 @@ final class JavaHostTensorComputation extends HostTensorComputation {
 
   @Override
   public Status run(int replicaId, TensorVector inputs) {
-    ClassLoader hostLoader = JavaComputation.useLoader(callerLoader);
+    ClassLoader hostLoader = JavaStep.useLoader(callerLoader);
     try {
       Object[] bound = args.clone();
       for (int k = 0; k < tensorAt.size(); k++) bound[tensorAt.get(k)] = new Tensor(inputs.get(k));
@@ -73,9 +73,9 @@ final class JavaHostTensorComputation extends HostTensorComputation {
       }
       return Status.Ok;
     } catch (Throwable t) {
-      return HostTensorComputation.failHost(JavaComputation.statusOf(t), JavaComputation.messageOf(t));
+      return HostTensorComputation.failHost(JavaStep.statusOf(t), JavaStep.messageOf(t));
     } finally {
-      JavaComputation.useLoader(hostLoader);
+      JavaStep.useLoader(hostLoader);
     }
   }
 }

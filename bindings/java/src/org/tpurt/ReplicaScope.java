@@ -12,9 +12,10 @@ final class ReplicaScope {
     return previous;
   }
 
+  // set, not remove: a thread running a replica every step keeps its entry (remove
+  // would clear and reallocate it each time).
   static void exit(ReplicaContext previous) {
-    if (previous == null) CURRENT.remove();
-    else CURRENT.set(previous);
+    CURRENT.set(previous);
   }
 
   static ReplicaContext current(String operation) {

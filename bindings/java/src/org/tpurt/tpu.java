@@ -265,13 +265,11 @@ public final class tpu {
     int numReplicas = !rows.isEmpty() ? rows.size()
         : deviceAssignment != null ? deviceAssignment.numReplicas() : system.numCores();
     int numInputs = rows.isEmpty() ? 0 : rows.get(0).size();
-    TensorVector flat = new TensorVector();
-    for (int r = 0; r < rows.size(); r++) {
+    for (int r = 0; r < rows.size(); r++)
       if (rows.get(r).size() != numInputs)
         throw new InvalidArgumentError("replica " + r + " has " + rows.get(r).size() + " inputs, replica 0 has " + numInputs);
-      flat.addAll(rows.get(r));
-    }
-    StepOptions options = stepOptions(infeedQueue, deviceAssignment);
+    boolean plain = maximumShapes == null && inputPartitionDims == null && outputPartitionDims == null;
+    StepOptions options = plain ? stepOptions(infeedQueue, deviceAssignment) : newStepOptions(infeedQueue, deviceAssignment);
     if (maximumShapes != null) {
       ShapeVector shapes = new ShapeVector();
       shapes.addAll(maximumShapes);
@@ -281,17 +279,20 @@ public final class tpu {
     // Partitioned outputs are joined by the library, so the step is told how many there are.
     int numOutputs = outputPartitionDims == null ? 0 : outputPartitionDims.length;
     if (outputPartitionDims != null) options.setOutputPartitions(outputPartitionDims);
-    JavaComputation director = new JavaComputation(computation, numReplicas);
+    JavaStep step = new JavaStep(computation, numReplicas);
+    TensorVector flat = STEP_INPUTS.get();
+    TensorVector joined;
     try {
-      TensorVector joined = system.replicate(director, numReplicas, numInputs, flat, numOutputs, options);
-      List<Tensor[]> out = new ArrayList<>(numReplicas);
-      for (int r = 0; r < numReplicas; r++)
-        out.add(numOutputs == 0 ? director.outputs(r)
-            : joined.subList(r * numOutputs, (r + 1) * numOutputs).toArray(new Tensor[0]));
-      return out;
+      for (List<Tensor> row : rows) flat.addAll(row);
+      joined = system.replicate(step, numReplicas, numInputs, flat, numOutputs, options);
     } finally {
-      director.delete();
+      flat.clear();  // the step holds what it still needs
     }
+    List<Tensor[]> out = new ArrayList<>(numReplicas);
+    for (int r = 0; r < numReplicas; r++)
+      out.add(numOutputs == 0 ? step.outputs(r)
+          : joined.subList(r * numOutputs, (r + 1) * numOutputs).toArray(new Tensor[0]));
+    return out;
   }
 
   public static Object replicate_dyn(Object computation, Object inputs, Object infeedQueue, Object deviceAssignment,
@@ -327,11 +328,9 @@ public final class tpu {
   public static Tensor[] rewrite(TpuComputation computation, Iterable<Tensor> inputs, InfeedQueue infeedQueue,
                                  DeviceAssignment deviceAssignment) {
     requireComputation(computation);
-    JavaComputation director = new JavaComputation(computation, 1);
-    system().rewrite(director, tensors(inputs, "inputs"), 0, stepOptions(infeedQueue, deviceAssignment));
-    Tensor[] out = director.outputs(0);
-    director.delete();
-    return out;
+    JavaStep step = new JavaStep(computation, 1);
+    system().rewrite(step, tensors(inputs, "inputs"), 0, stepOptions(infeedQueue, deviceAssignment));
+    return step.outputs(0);
   }
 
   public static Tensor[] rewrite(TpuComputation computation, Iterable<Tensor> inputs, InfeedQueue infeedQueue,
@@ -360,10 +359,10 @@ public final class tpu {
                                InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
     requireComputation(computation);
     if (numShards <= 0) throw new InvalidArgumentError("numShards " + numShards + " must be positive");
-    JavaComputation director = new JavaComputation(computation, numShards);
-    system().shard(director, tensors(inputs, "inputs"), numShards, inputShardAxes == null ? new int[0] : inputShardAxes,
+    JavaStep step = new JavaStep(computation, numShards);
+    system().shard(step, tensors(inputs, "inputs"), numShards, inputShardAxes == null ? new int[0] : inputShardAxes,
         new int[0], new int[0], 0, stepOptions(infeedQueue, deviceAssignment));
-    return concatenateShards(director, numShards);
+    return concatenateShards(step, numShards);
   }
 
   /**
@@ -387,16 +386,11 @@ public final class tpu {
       fromAll = new int[numOutputs];
       for (int o = 0; o < numOutputs; o++) fromAll[o] = outputsFromAllShards[o] ? 1 : 0;
     }
-    JavaComputation director = new JavaComputation(computation, numShards);
-    try {
-      // The library joins the shards' outputs, so the step is told how many there are.
-      TensorVector out = system().shard(director, tensors(inputs, "inputs"), numShards,
-          inputShardAxes == null ? new int[0] : inputShardAxes, fromAll,
-          outputShardAxes == null ? new int[0] : outputShardAxes, numOutputs, stepOptions(infeedQueue, deviceAssignment));
-      return out.toArray(new Tensor[0]);
-    } finally {
-      director.delete();
-    }
+    // The library joins the shards' outputs, so the step is told how many there are.
+    TensorVector out = system().shard(new JavaStep(computation, numShards), tensors(inputs, "inputs"), numShards,
+        inputShardAxes == null ? new int[0] : inputShardAxes, fromAll,
+        outputShardAxes == null ? new int[0] : outputShardAxes, numOutputs, stepOptions(infeedQueue, deviceAssignment));
+    return out.toArray(new Tensor[0]);
   }
 
   public static Tensor[] shard(Function<Tensor[], Tensor[]> computation, Iterable<Tensor> inputs, int numShards,
@@ -437,9 +431,9 @@ public final class tpu {
                                         InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
     requireComputation(computation);
     if (numShards <= 0) throw new InvalidArgumentError("numShards " + numShards + " must be positive");
-    JavaComputation director = new JavaComputation(computation, numShards);
-    system().batchParallel(director, tensors(inputs, "inputs"), numShards, 0, stepOptions(infeedQueue, deviceAssignment));
-    return concatenateShards(director, numShards);
+    JavaStep step = new JavaStep(computation, numShards);
+    system().batchParallel(step, tensors(inputs, "inputs"), numShards, 0, stepOptions(infeedQueue, deviceAssignment));
+    return concatenateShards(step, numShards);
   }
 
   public static Tensor[] batch_parallel(TpuComputation computation, Iterable<Tensor> inputs, int numShards,
@@ -723,7 +717,19 @@ public final class tpu {
     if (computation == null) throw new IllegalArgumentException("computation is null");
   }
 
+  // Per calling thread, reused step after step: a new proxy of these costs about a
+  // microsecond of finalizer work (register, collect, finalize), much of a step's
+  // budget. The options are never changed; the inputs are emptied after each step.
+  private static final ThreadLocal<StepOptions> DEFAULT_STEP_OPTIONS = ThreadLocal.withInitial(StepOptions::new);
+  private static final ThreadLocal<TensorVector> STEP_INPUTS = ThreadLocal.withInitial(TensorVector::new);
+
+  /** Options the caller does not change afterwards. */
   private static StepOptions stepOptions(InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
+    if (infeedQueue == null && deviceAssignment == null) return DEFAULT_STEP_OPTIONS.get();
+    return newStepOptions(infeedQueue, deviceAssignment);
+  }
+
+  private static StepOptions newStepOptions(InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
     StepOptions options = new StepOptions();
     if (infeedQueue != null) options.setInfeedQueue(infeedQueue);
     if (deviceAssignment != null) options.setDeviceAssignment(deviceAssignment);
@@ -761,35 +767,31 @@ public final class tpu {
   }
 
   /** Each shard's outputs, concatenated along axis 0 (TensorFlow's default for shard). */
-  private static Tensor[] concatenateShards(JavaComputation director, int numShards) {
-    try {
-      int numOutputs = director.outputs(0).length;
-      Tensor[] out = new Tensor[numOutputs];
-      for (int j = 0; j < numOutputs; j++) {
-        long rows = 0;
-        long bytes = 0;
-        Tensor first = director.outputs(0)[j];
-        for (int s = 0; s < numShards; s++) {
-          Tensor t = director.outputs(s)[j];
-          if (t.rank() < 1) throw new InvalidArgumentError("shard " + s + "'s output " + j + " is a scalar; outputs need rank >= 1");
-          rows += t.dim(0);
-          bytes += t.byteSize();
-        }
-        byte[] joined = new byte[Math.toIntExact(bytes)];
-        int at = 0;
-        for (int s = 0; s < numShards; s++) {
-          byte[] b = director.outputs(s)[j].toBytes();
-          System.arraycopy(b, 0, joined, at, b.length);
-          at += b.length;
-        }
-        long[] dims = first.dims();
-        dims[0] = rows;
-        out[j] = Tensor.fromBytes(first.dtype(), dims, joined);
+  private static Tensor[] concatenateShards(JavaStep step, int numShards) {
+    int numOutputs = step.outputs(0).length;
+    Tensor[] out = new Tensor[numOutputs];
+    for (int j = 0; j < numOutputs; j++) {
+      long rows = 0;
+      long bytes = 0;
+      Tensor first = step.outputs(0)[j];
+      for (int s = 0; s < numShards; s++) {
+        Tensor t = step.outputs(s)[j];
+        if (t.rank() < 1) throw new InvalidArgumentError("shard " + s + "'s output " + j + " is a scalar; outputs need rank >= 1");
+        rows += t.dim(0);
+        bytes += t.byteSize();
       }
-      return out;
-    } finally {
-      director.delete();
+      byte[] joined = new byte[Math.toIntExact(bytes)];
+      int at = 0;
+      for (int s = 0; s < numShards; s++) {
+        byte[] b = step.outputs(s)[j].toBytes();
+        System.arraycopy(b, 0, joined, at, b.length);
+        at += b.length;
+      }
+      long[] dims = first.dims();
+      dims[0] = rows;
+      out[j] = Tensor.fromBytes(first.dtype(), dims, joined);
     }
+    return out;
   }
 
   private static List<List<Tensor>> rows(Iterable<? extends Iterable<Tensor>> inputs) {
@@ -798,10 +800,21 @@ public final class tpu {
     int r = 0;
     for (Iterable<Tensor> row : inputs) {
       if (row == null) throw new IllegalArgumentException("inputs[" + r + "] is null");
-      rows.add(tensors(row, "inputs[" + r + "]"));
+      rows.add(tensorList(row, "inputs[" + r + "]"));
       r++;
     }
     return rows;
+  }
+
+  private static List<Tensor> tensorList(Iterable<Tensor> inputs, String what) {
+    List<Tensor> v = new ArrayList<>();
+    int i = 0;
+    for (Tensor t : inputs) {
+      if (t == null) throw new IllegalArgumentException(what + "[" + i + "] is null");
+      v.add(t);
+      i++;
+    }
+    return v;
   }
 
   private static TensorVector tensors(Iterable<Tensor> inputs, String what) {
