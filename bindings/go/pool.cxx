@@ -43,5 +43,3 @@ extern "C" void tpurtgo_leave_join(uintptr_t system, uintptr_t step, int status,
 }
 
 extern "C" void tpurtgo_leave(uintptr_t step, int status) { leave(step, status); }
-
-extern "C" void tpurtgo_drop(uintptr_t step) { delete reinterpret_cast<tpurt::JoinedStep*>(step); }

@@ -117,17 +117,23 @@ func (p *pool) serve(core int) {
 }
 
 // run runs the joined participant's computation into *status; false when the
-// computation called runtime.Goexit, which ends this goroutine and, locked, its
-// thread (the library fails the participant: "exited before tpu_step_leave").
+// computation called runtime.Goexit, which ends this goroutine: it fails and leaves
+// the participant first, and unlocks its thread (a thread ending inside a
+// participant would fail it too, but the main thread never ends), and a new
+// goroutine serves the core.
 func (p *pool) run(core int, j *C.tpurtgo_joined, status *C.int) (returned bool) {
+	rc := SwigcptrRawReplicaContext(uintptr(j.ctx))
 	defer func() {
 		if !returned {
-			C.tpurtgo_drop(j.step)
+			failed, _ := try(func() TpurtStatus {
+				return rc.Fail(TpurtStatus(CodeCancelled), "the computation called runtime.Goexit: its goroutine ended inside the step")
+			})
+			C.tpurtgo_leave(j.step, C.int(failed))
+			runtime.UnlockOSThread()
 			p.start(core)
 			p.exited()
 		}
 	}()
-	rc := SwigcptrRawReplicaContext(uintptr(j.ctx))
 	fn := p.lookup(int64(j.key))
 	if fn == nil {
 		fn = func(*Context, []*Tensor) ([]*Tensor, error) {
@@ -183,7 +189,9 @@ func (p *pool) threads() []int {
 
 // GOMAXPROCS while pools exist: every replica goroutine returning from tpu_step_join
 // needs a P at once, and the step's caller one more; with fewer, a returning locked
-// thread waits for a P handed over by another (or retaken by sysmon after 20 µs+).
+// thread waits until sysmon retakes a P from a thread blocked in C (20 µs or more).
+// One P more stays idle, so sysmon does not retake Ps from the threads waiting in C
+// (it does when no P is idle, and starts a spinning M for each).
 var procs struct {
 	sync.Mutex
 	pools, saved, set int
@@ -196,7 +204,7 @@ func raiseProcs(cores int) {
 		procs.saved, procs.set = runtime.GOMAXPROCS(0), 0
 	}
 	procs.pools++
-	if want := cores + 1; want > runtime.GOMAXPROCS(0) {
+	if want := cores + 2; want > runtime.GOMAXPROCS(0) {
 		runtime.GOMAXPROCS(want)
 		procs.set = want
 	}

@@ -19,8 +19,6 @@ void tpurtgo_leave_join(uintptr_t system, uintptr_t step, int status, int core, 
                         tpurtgo_joined* out);
 /* Leaves `step` with `status` and frees it. */
 void tpurtgo_leave(uintptr_t step, int status);
-/* Frees `step` without leaving: its thread is exiting (the library fails it). */
-void tpurtgo_drop(uintptr_t step);
 #ifdef __cplusplus
 }
 #endif
