@@ -1,5 +1,8 @@
 // The pool's one crossing per step (pool.go): leave the participant a pool goroutine
 // ran, then join its core for the next, in a single cgo call.
+#include <pthread.h>
+#include <sched.h>
+
 #include <cstring>
 
 #include "pool.h"
@@ -43,3 +46,32 @@ extern "C" void tpurtgo_leave_join(uintptr_t system, uintptr_t step, int status,
 }
 
 extern "C" void tpurtgo_leave(uintptr_t step, int status) { leave(step, status); }
+
+// Pinned as the library pins its workers (lib/core/cpus.cc): round-robin over the
+// usable CPUs when the cores outnumber them. Replicas move in lockstep, and left to
+// the OS, 8 yielding threads on 2 CPUs drift into 5/3 or 6/2 splits.
+static thread_local cpu_set_t t_unpinned;
+static thread_local bool t_pinned = false;
+
+extern "C" void tpurtgo_pin(int core, int cores) {
+  cpu_set_t usable;
+  if (sched_getaffinity(0, sizeof usable, &usable) != 0) return;
+  const int n = CPU_COUNT(&usable);
+  if (n == 0 || cores <= n) return;
+  int k = core % n, cpu = -1;
+  for (int c = 0; c < CPU_SETSIZE && cpu < 0; ++c)
+    if (CPU_ISSET(c, &usable) && k-- == 0) cpu = c;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0) {  // best effort
+    t_unpinned = usable;
+    t_pinned = true;
+  }
+}
+
+extern "C" void tpurtgo_unpin(void) {
+  if (!t_pinned) return;
+  pthread_setaffinity_np(pthread_self(), sizeof t_unpinned, &t_unpinned);
+  t_pinned = false;
+}

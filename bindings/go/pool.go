@@ -80,6 +80,7 @@ func (p *pool) lookup(key int64) Computation {
 // and joins the next.
 func (p *pool) serve(core int) {
 	runtime.LockOSThread()
+	C.tpurtgo_pin(C.int(core), C.int(p.cores))
 	p.mu.Lock()
 	p.tids[core] = syscall.Gettid()
 	p.mu.Unlock()
@@ -112,6 +113,7 @@ func (p *pool) serve(core int) {
 			return // runtime.Goexit: a new goroutine took the core over
 		}
 	}
+	C.tpurtgo_unpin()
 	runtime.UnlockOSThread()
 	p.exited()
 }
@@ -129,6 +131,7 @@ func (p *pool) run(core int, j *C.tpurtgo_joined, status *C.int) (returned bool)
 				return rc.Fail(TpurtStatus(CodeCancelled), "the computation called runtime.Goexit: its goroutine ended inside the step")
 			})
 			C.tpurtgo_leave(j.step, C.int(failed))
+			C.tpurtgo_unpin()
 			runtime.UnlockOSThread()
 			p.start(core)
 			p.exited()

@@ -19,6 +19,11 @@ void tpurtgo_leave_join(uintptr_t system, uintptr_t step, int status, int core, 
                         tpurtgo_joined* out);
 /* Leaves `step` with `status` and frees it. */
 void tpurtgo_leave(uintptr_t step, int status);
+/* Pins the calling thread for `core` of `cores` when the cores outnumber the usable
+ * CPUs (as the library's workers); unpin restores the thread's CPUs before it goes
+ * back to the Go scheduler. */
+void tpurtgo_pin(int core, int cores);
+void tpurtgo_unpin(void);
 #ifdef __cplusplus
 }
 #endif
