@@ -1,6 +1,8 @@
 // The bindings' overhead benchmark (bench contract): 8 replicas on 8 cores; (a) an
 // empty step, (b) one cross_replica_sum of a 1 MiB float32 input returned as output.
-// Warm-up 20 steps, then each step timed alone; prints the medians in microseconds.
+// Warm-up 20 steps, then each step timed alone; prints the medians in microseconds,
+// for the default mode (replicas on the system's goroutines, "go") and for the
+// callback mode (replicas as callbacks from the library's threads, "go-callback").
 package main
 
 import (
@@ -41,8 +43,8 @@ func median(step func() error, n int) (float64, error) {
 	return (times[n/2-1] + times[n/2]) / 2, nil
 }
 
-func run() error {
-	system, err := tpurt.NewSystem(tpurt.SystemOptions{NumCores: replicas})
+func run(name string, callbacks bool) error {
+	system, err := tpurt.NewSystem(tpurt.SystemOptions{NumCores: replicas, CallbackReplicas: callbacks})
 	if err != nil {
 		return err
 	}
@@ -79,14 +81,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("go empty_step_us %.1f\n", emptyUs)
-	fmt.Printf("go crs_1mib_us %.1f\n", crsUs)
+	fmt.Printf("%s empty_step_us %.1f\n", name, emptyUs)
+	fmt.Printf("%s crs_1mib_us %.1f\n", name, crsUs)
 	return nil
 }
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench failed:", err)
-		os.Exit(1)
+	for _, mode := range []struct {
+		name      string
+		callbacks bool
+	}{{"go", false}, {"go-callback", true}} {
+		if err := run(mode.name, mode.callbacks); err != nil {
+			fmt.Fprintln(os.Stderr, "bench failed:", mode.name+":", err)
+			os.Exit(1)
+		}
 	}
 }

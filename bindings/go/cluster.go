@@ -234,7 +234,7 @@ func InitializeTPUSystem(resolver *ClusterResolver, opts SystemOptions, cluster 
 	if err != nil {
 		return nil, err
 	}
-	return newSystem(raw), nil
+	return newSystem(raw, opts), nil
 }
 
 // AcceleratorOptions are DTensor's initialize_accelerator_system arguments; the zero
@@ -264,7 +264,7 @@ func accelerator(start func(string, bool, int, bool) RawTpuSystem, deviceType st
 	if err != nil {
 		return nil, "", err
 	}
-	s := newSystem(raw)
+	s := newSystem(raw, SystemOptions{})
 	chosen, err := s.DeviceType()
 	if err != nil {
 		s.Close()

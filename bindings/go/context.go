@@ -557,8 +557,15 @@ type computation struct {
 	fn Computation
 }
 
-// Run is called on a worker thread; no panic may leave it (C frames are above).
-func (d *computation) Run(rc RawReplicaContext) (status TpurtStatus) {
+// Run is called on a worker thread (the callback mode); no panic may leave it (C
+// frames are above).
+func (d *computation) Run(rc RawReplicaContext) TpurtStatus {
+	return runComputation(d.fn, rc, rc.NumInputs(), rc.NumOutputs())
+}
+
+// runComputation runs fn as one participant on rc (numInputs inputs, numOutputs
+// outputs) and returns its status; an error or a panic fails it through rc.
+func runComputation(fn Computation, rc RawReplicaContext, numInputs, numOutputs int) (status TpurtStatus) {
 	ctx := &Context{raw: rc}
 	defer func() { ctx.raw = nil }() // rc dies with this call: a kept ctx must not reach it
 	fail := func(err error) TpurtStatus {
@@ -571,7 +578,7 @@ func (d *computation) Run(rc RawReplicaContext) (status TpurtStatus) {
 			status = fail(fromPanic(r))
 		}
 	}()
-	inputs := make([]*Tensor, rc.NumInputs())
+	inputs := make([]*Tensor, numInputs)
 	for i := range inputs {
 		inputs[i] = wrapTensor(rc.Input(i))
 	}
@@ -583,15 +590,15 @@ func (d *computation) Run(rc RawReplicaContext) (status TpurtStatus) {
 			t.Close()
 		}
 	}()
-	outputs, err := d.fn(ctx, inputs)
+	outputs, err := fn(ctx, inputs)
 	if err != nil || ctx.failed != 0 {
 		if err == nil {
 			return ctx.failed
 		}
 		return fail(err)
 	}
-	if len(outputs) != rc.NumOutputs() {
-		return fail(newError(CodeInvalidArgument, "the computation returned %d outputs, the step expects %d", len(outputs), rc.NumOutputs()))
+	if len(outputs) != numOutputs {
+		return fail(newError(CodeInvalidArgument, "the computation returned %d outputs, the step expects %d", len(outputs), numOutputs))
 	}
 	for i, t := range outputs {
 		raw, err := t.handle()

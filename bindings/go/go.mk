@@ -4,7 +4,7 @@ GO ?= go
 GO_MODULE := tpurt.dev/go/tpurt
 GO_OUT := $(BUILD)/bindings/go
 GO_MOD := $(GO_OUT)/tpurt
-GO_SRC := $(filter-out %_test.go,$(wildcard bindings/go/*.go)) bindings/go/go.mod
+GO_SRC := $(filter-out %_test.go,$(wildcard bindings/go/*.go)) bindings/go/go.mod bindings/go/pool.cxx bindings/go/pool.h
 GO_TESTS := $(wildcard bindings/go/*_test.go)
 GO_ENV := GOPROXY=off GOFLAGS=-mod=mod GO111MODULE=on GOTOOLCHAIN=local \
   GOCACHE=$(abspath $(GO_OUT))/cache GOPATH=$(abspath $(GO_OUT))/gopath
@@ -55,7 +55,8 @@ GO_INSTALL_DIR := $(DESTDIR)$(PREFIX)/share/gocode/src/$(GO_MODULE)
 install-go: bindings-go
 	install -d $(GO_INSTALL_DIR)
 	install -m 644 $(filter-out %_test.go $(GO_MOD)/cgo_flags.go,$(wildcard $(GO_MOD)/*.go)) \
-	  $(GO_MOD)/go.mod $(GO_MOD)/tpurt_wrap.cxx $(GO_MOD)/tpurt_wrap.h $(GO_MOD)/tpurt_binding.hpp $(GO_INSTALL_DIR)/
+	  $(GO_MOD)/go.mod $(GO_MOD)/tpurt_wrap.cxx $(GO_MOD)/tpurt_wrap.h $(GO_MOD)/tpurt_binding.hpp \
+  $(GO_MOD)/pool.cxx $(GO_MOD)/pool.h $(GO_INSTALL_DIR)/
 	printf '%s\n' 'package tpurt' '' \
 	  '// #cgo CXXFLAGS: -std=c++17 -w -I$${SRCDIR} -I$(INCLUDEDIR)' \
 	  '// #cgo LDFLAGS: -L$(LIBDIR) -ltpurt -Wl,-rpath,$(LIBDIR)' \

@@ -202,9 +202,10 @@ func (o StepOptions) raw(numInputs int) (RawStepOptions, error) {
 	return r, nil
 }
 
-// runWithInputs converts the inputs and options for one step, runs it and frees them.
+// runWithInputs converts the inputs and options for one step, runs it and frees them;
+// step gets the director, or nil and the pool's key (System.runStep).
 func (s *System) runWithInputs(fn Computation, inputs []*Tensor, numInputs int, o StepOptions,
-	step func(RawTpuSystem, RawComputation, TensorVector, RawStepOptions) TensorVector) ([]*Tensor, error) {
+	step func(RawTpuSystem, RawComputation, int64, TensorVector, RawStepOptions) TensorVector) ([]*Tensor, error) {
 	v, err := tensorVector(inputs, "inputs")
 	if err != nil {
 		return nil, err
@@ -223,7 +224,7 @@ func (s *System) runWithInputs(fn Computation, inputs []*Tensor, numInputs int, 
 		return nil, err
 	}
 	defer DeleteRawStepOptions(ro)
-	return s.runStep(fn, func(sys RawTpuSystem, c RawComputation) TensorVector { return step(sys, c, v, ro) })
+	return s.runStep(fn, func(sys RawTpuSystem, c RawComputation, key int64) TensorVector { return step(sys, c, key, v, ro) })
 }
 
 // Replicate runs fn once per replica: inputs[r] are replica r's inputs (all the same
@@ -245,7 +246,10 @@ func Replicate(s *System, fn Computation, inputs [][]*Tensor, opts ...StepOption
 		}
 		flat = append(flat, in...)
 	}
-	out, err := s.runWithInputs(fn, flat, numInputs, o, func(sys RawTpuSystem, c RawComputation, v TensorVector, ro RawStepOptions) TensorVector {
+	out, err := s.runWithInputs(fn, flat, numInputs, o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
+		if c == nil {
+			return sys.ReplicateOnJoinedThreads(key, numReplicas, numInputs, v, o.NumOutputs, ro)
+		}
 		return sys.Replicate(c, numReplicas, numInputs, v, o.NumOutputs, ro)
 	})
 	if err != nil {
@@ -298,7 +302,10 @@ func Rewrite(s *System, fn Computation, inputs []*Tensor, opts ...StepOption) ([
 	if err != nil {
 		return nil, err
 	}
-	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, v TensorVector, ro RawStepOptions) TensorVector {
+	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
+		if c == nil {
+			return sys.RewriteOnJoinedThreads(key, v, o.NumOutputs, ro)
+		}
 		return sys.Rewrite(c, v, o.NumOutputs, ro)
 	})
 }
@@ -346,7 +353,10 @@ func Shard(s *System, fn Computation, inputs []*Tensor, numShards int, spec Shar
 	defer DeleteInt32Vector(fromAllV)
 	outAxes := int32Vector(spec.OutputShardAxes)
 	defer DeleteInt32Vector(outAxes)
-	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, v TensorVector, ro RawStepOptions) TensorVector {
+	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
+		if c == nil {
+			return sys.ShardOnJoinedThreads(key, v, numShards, inAxes, fromAllV, outAxes, o.NumOutputs, ro)
+		}
 		return sys.Shard(c, v, numShards, inAxes, fromAllV, outAxes, o.NumOutputs, ro)
 	})
 }
@@ -366,7 +376,10 @@ func BatchParallel(s *System, fn Computation, inputs []*Tensor, numShards int, o
 	if err != nil {
 		return nil, err
 	}
-	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, v TensorVector, ro RawStepOptions) TensorVector {
+	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
+		if c == nil {
+			return sys.BatchParallelOnJoinedThreads(key, v, numShards, o.NumOutputs, ro)
+		}
 		return sys.BatchParallel(c, v, numShards, o.NumOutputs, ro)
 	})
 }

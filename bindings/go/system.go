@@ -16,6 +16,10 @@ type SystemOptions struct {
 	CloseOnFailure           bool
 	EmbeddingConfig          []byte
 	PrivateCollectiveResults bool
+	// CallbackReplicas runs computations as callbacks from the library's worker
+	// threads (the mode before 1.4) instead of on the system's goroutines locked to
+	// their threads (tpu_step_join). The default (false) is faster.
+	CallbackReplicas bool
 }
 
 func (o SystemOptions) raw() RawSystemOptions {
@@ -46,10 +50,14 @@ type System struct {
 	// Directors of failed steps: a late replica may still call them, so they live
 	// until Close.
 	pinned []RawComputation
+	// The replicas' goroutines (pool.go), started at the first step; nil in the
+	// callback mode.
+	callbacks bool
+	pool      *pool
 }
 
-func newSystem(raw RawTpuSystem) *System {
-	s := &System{raw: raw}
+func newSystem(raw RawTpuSystem, opts SystemOptions) *System {
+	s := &System{raw: raw, callbacks: opts.CallbackReplicas}
 	runtime.SetFinalizer(s, (*System).Close)
 	return s
 }
@@ -62,7 +70,7 @@ func NewSystem(opts SystemOptions) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newSystem(raw), nil
+	return newSystem(raw, opts), nil
 }
 
 // InitializeSystem starts a system the tf.tpu way (tpu_initialize_system); its
@@ -74,7 +82,7 @@ func InitializeSystem(opts SystemOptions) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newSystem(raw), nil
+	return newSystem(raw, opts), nil
 }
 
 // ShutdownSystem is tf.tpu.shutdown_system(job): it stops the workers of s, whose
@@ -117,7 +125,20 @@ func (s *System) Close() error {
 		return nil
 	}
 	runtime.SetFinalizer(s, nil)
-	err := try0(func() { DeleteRawTpuSystem(s.raw) })
+	var err error
+	if s.pool != nil {
+		// Shutdown wakes the goroutines waiting in tpu_step_join; the system is freed
+		// once none can touch it.
+		raw := s.raw
+		try0(raw.Shutdown) // it may have been shut down already: the release reports
+		var released error
+		if s.pool.close(func() { released = try0(func() { DeleteRawTpuSystem(raw) }) }) {
+			err = released
+		}
+		s.pool = nil
+	} else {
+		err = try0(func() { DeleteRawTpuSystem(s.raw) })
+	}
 	s.raw = nil
 	for _, d := range s.pinned {
 		DeleteDirectorRawComputation(d)
@@ -282,9 +303,10 @@ func CoreDyn(num interface{}) (string, error) {
 // Version is the library's version string.
 func Version() string { return RawVersion() }
 
-// runStep runs one step through a fresh director. After a failure a late replica
-// may still be inside it, so the system keeps it until Close.
-func (s *System) runStep(fn Computation, step func(RawTpuSystem, RawComputation) TensorVector) ([]*Tensor, error) {
+// runStep runs one step: on the system's goroutines (the pool, started here at the
+// first step), or in the callback mode through a fresh director. step gets the
+// director, or nil and the key the pool finds fn by.
+func (s *System) runStep(fn Computation, step func(RawTpuSystem, RawComputation, int64) TensorVector) ([]*Tensor, error) {
 	raw, err := s.handle()
 	if err != nil {
 		return nil, err
@@ -292,8 +314,23 @@ func (s *System) runStep(fn Computation, step func(RawTpuSystem, RawComputation)
 	if fn == nil {
 		return nil, newError(CodeInvalidArgument, "the computation is nil")
 	}
+	if !s.callbacks {
+		p, err := s.replicaPool(raw)
+		if err != nil {
+			return nil, err
+		}
+		key, unregister := p.register(fn)
+		defer unregister() // a late participant holds fn itself
+		out, err := try(func() TensorVector { return step(raw, nil, key) })
+		if err != nil {
+			return nil, err
+		}
+		return fromTensorVector(out), nil
+	}
+	// After a failure a late replica may still be inside the director, so the
+	// system keeps it until Close.
 	director := NewDirectorRawComputation(&computation{fn: fn})
-	out, err := try(func() TensorVector { return step(raw, director) })
+	out, err := try(func() TensorVector { return step(raw, director, 0) })
 	if err != nil {
 		s.mu.Lock()
 		s.pinned = append(s.pinned, director)
@@ -302,4 +339,22 @@ func (s *System) runStep(fn Computation, step func(RawTpuSystem, RawComputation)
 	}
 	DeleteDirectorRawComputation(director)
 	return fromTensorVector(out), nil
+}
+
+// replicaPool is the system's pool, started at the first step.
+func (s *System) replicaPool(raw RawTpuSystem) (*pool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pool != nil {
+		return s.pool, nil
+	}
+	if s.raw == nil {
+		return nil, newError(CodeFailedPrecondition, "the system is closed")
+	}
+	cores, err := try(raw.NumCores)
+	if err != nil {
+		return nil, err
+	}
+	s.pool = newPool(raw.Swigcptr(), cores)
+	return s.pool, nil
 }

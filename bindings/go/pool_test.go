@@ -1,0 +1,311 @@
+package tpurt
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Steps on the caller's threads (1.4): the raw tpu_step_join / tpu_step_leave with the
+// pool off, and the pool that runs every step by default.
+
+const rawTimeout = 300 * time.Millisecond
+
+// newCallbackSystem has no pool: the test's own goroutines join its cores.
+func newCallbackSystem(t *testing.T, cores int) *System {
+	t.Helper()
+	s, err := NewSystem(SystemOptions{NumCores: cores, CallbackReplicas: true, CollectiveTimeout: rawTimeout})
+	if err != nil {
+		t.Fatalf("NewSystem: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// startRawStep starts an empty caller-threads step of n replicas keyed `key`; its
+// error arrives on the channel.
+func startRawStep(t *testing.T, s *System, key int64, n int) <-chan error {
+	t.Helper()
+	o, err := StepOptions{CollectiveTimeout: rawTimeout}.raw(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer DeleteRawStepOptions(o)
+		in := NewTensorVector()
+		defer DeleteTensorVector(in)
+		_, err := try(func() TensorVector { return s.raw.ReplicateOnJoinedThreads(key, n, 0, in, 0, o) })
+		done <- err
+	}()
+	return done
+}
+
+// joinAndLeave joins core on a locked goroutine, sums replica+1 over the step's
+// replicas with the joined context, and leaves; the sum or error arrives on the channel.
+func joinAndLeave(s *System, core int, key int64) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		j, err := try(func() RawJoinedStep { return s.raw.StepJoin(core, 5000) })
+		if err != nil {
+			done <- err
+			return
+		}
+		defer DeleteRawJoinedStep(j)
+		if j.UserData() != key {
+			done <- newError(CodeInternal, "user data %d, want %d", j.UserData(), key)
+		}
+		ctx := &Context{raw: j.Context()}
+		sum, err := CrossReplicaSumValue(ctx, float32(ctx.ReplicaID()+1))
+		if err == nil && sum != 3 {
+			err = newError(CodeInternal, "core %d: sum %v, want 3", core, sum)
+		}
+		if err := try0(func() { j.Leave(RawStatus_Ok) }); err != nil {
+			done <- err
+			return
+		}
+		// Leaving twice is an error, not a second participant.
+		if err := try0(func() { j.Leave(RawStatus_Ok) }); !errors.Is(err, ErrFailedPrecondition) {
+			done <- newError(CodeInternal, "a second Leave gave %v, want ErrFailedPrecondition", err)
+			return
+		}
+		done <- err
+	}()
+	return done
+}
+
+func TestRawStepJoinAndLeave(t *testing.T) {
+	s := newCallbackSystem(t, 2)
+	if _, err := try(func() RawJoinedStep { return s.raw.StepJoin(0, 0) }); !errors.Is(err, ErrDeadlineExceeded) {
+		t.Fatalf("joining with no step waiting: %v, want ErrDeadlineExceeded", err)
+	}
+	if _, err := try(func() RawJoinedStep { return s.raw.StepJoin(2, 0) }); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "core is 2") {
+		t.Fatalf("joining core 2 of 2: %v, want ErrInvalidArgument naming it", err)
+	}
+	for round := 0; round < 3; round++ {
+		step := startRawStep(t, s, 42, 2)
+		a, b := joinAndLeave(s, 0, 42), joinAndLeave(s, 1, 42)
+		for _, c := range []<-chan error{a, b, step} {
+			if err := <-c; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+	if s.pool != nil {
+		t.Fatal("a system with CallbackReplicas started a pool")
+	}
+}
+
+func TestGoroutinePanickingBeforeJoiningFailsTheStep(t *testing.T) {
+	s := newCallbackSystem(t, 2)
+	start := time.Now()
+	step := startRawStep(t, s, 7, 2)
+	left := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		j, err := try(func() RawJoinedStep { return s.raw.StepJoin(0, 5000) })
+		if err == nil {
+			defer DeleteRawJoinedStep(j)
+			err = try0(func() { j.Leave(RawStatus_Ok) })
+		}
+		left <- err
+	}()
+	recovered := make(chan interface{}, 1)
+	go func() {
+		defer func() { recovered <- recover() }()
+		panic("the goroutine for core 1 fails before it joins")
+	}()
+	if r := <-recovered; r == nil {
+		t.Fatal("no panic")
+	}
+	err := <-step
+	if !errors.Is(err, ErrDeadlineExceeded) || !strings.Contains(err.Error(), "replica 1 (core 1) never started") {
+		t.Fatalf("got %v, want ErrDeadlineExceeded naming replica 1 (core 1)", err)
+	}
+	if elapsed := time.Since(start); elapsed > 10*rawTimeout {
+		t.Errorf("the step failed after %v, the deadline is %v", elapsed, rawTimeout)
+	}
+	if err := <-left; err != nil {
+		t.Fatalf("core 0: %v", err)
+	}
+}
+
+// onThreadThatCanExit runs fn on a goroutine locked to a thread that is not the
+// process's main thread (which Go never ends: a locked goroutine exiting there wedges it).
+func onThreadThatCanExit(fn func()) {
+	go func() {
+		runtime.LockOSThread()
+		if syscall.Gettid() != syscall.Getpid() {
+			fn()
+			return
+		}
+		// Hold the main thread while another thread runs fn.
+		defer runtime.UnlockOSThread()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread()
+			fn()
+		}()
+		<-done
+	}()
+}
+
+func TestThreadExitingInsideItsParticipantFailsIt(t *testing.T) {
+	s := newCallbackSystem(t, 2)
+	step := startRawStep(t, s, 9, 2)
+	joined := make(chan error, 1)
+	onThreadThatCanExit(func() {
+		_, err := try(func() RawJoinedStep { return s.raw.StepJoin(1, 5000) })
+		joined <- err
+		runtime.Goexit() // locked: its thread exits too
+	})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if j, err := try(func() RawJoinedStep { return s.raw.StepJoin(0, 5000) }); err == nil {
+			j.Leave(RawStatus_Ok)
+			DeleteRawJoinedStep(j)
+		}
+	}()
+	if err := <-joined; err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	err := <-step
+	if !errors.Is(err, ErrCancelled) || !strings.Contains(err.Error(), "replica 1 exited before tpu_step_leave") {
+		t.Fatalf("got %v, want ErrCancelled: the thread running replica 1 exited before tpu_step_leave", err)
+	}
+}
+
+// The pool ---------------------------------------------------------------------------
+
+// threadsOf records the OS thread each replica ran on.
+type threadsOf struct {
+	sync.Mutex
+	tids map[int]int // replica (or shard) -> tid
+}
+
+func (r *threadsOf) record(ctx *Context) {
+	r.Lock()
+	defer r.Unlock()
+	r.tids[ctx.ReplicaID()] = syscall.Gettid()
+}
+
+func TestStepsRunOnThePoolByDefault(t *testing.T) {
+	s := newTestSystem(t)
+	ran := &threadsOf{tids: map[int]int{}}
+	out, err := Replicate(s, func(ctx *Context, in []*Tensor) ([]*Tensor, error) {
+		ran.record(ctx)
+		return sumInput(ctx, in)
+	}, perReplica(t), WithNumOutputs(1))
+	if err != nil || must(Values[float32](out[0][0]))[0] != 28 {
+		t.Fatalf("step: %v", err)
+	}
+	if s.pool == nil {
+		t.Fatal("the step started no pool")
+	}
+	pool := s.pool.threads()
+	for r := 0; r < replicas; r++ {
+		if ran.tids[r] == 0 || ran.tids[r] != pool[r] {
+			t.Errorf("replica %d ran on thread %d; the pool's goroutine for core %d is on %d", r, ran.tids[r], r, pool[r])
+		}
+	}
+	// Another form, on the same threads.
+	shards := &threadsOf{tids: map[int]int{}}
+	x := must(NewTensor([]int64{8}, []float32{1, 2, 3, 4, 5, 6, 7, 8}))
+	if _, err := BatchParallel(s, func(ctx *Context, in []*Tensor) ([]*Tensor, error) {
+		shards.record(ctx)
+		return in, nil
+	}, []*Tensor{x}, replicas, WithNumOutputs(1)); err != nil {
+		t.Fatal(err)
+	}
+	for shard, tid := range shards.tids {
+		if tid != pool[shard] {
+			t.Errorf("shard %d ran on thread %d, not its pool thread %d", shard, tid, pool[shard])
+		}
+	}
+	// The callback mode runs none on them (one system at a time per process).
+	s.Close()
+	cb := newTestSystem(t, func(o *SystemOptions) { o.CallbackReplicas = true })
+	other := &threadsOf{tids: map[int]int{}}
+	if _, err := ReplicateN(cb, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		other.record(ctx)
+		return nil, nil
+	}, replicas); err != nil {
+		t.Fatal(err)
+	}
+	if cb.pool != nil {
+		t.Error("CallbackReplicas started a pool")
+	}
+	for r, tid := range other.tids {
+		if tid == pool[r] {
+			t.Errorf("callback replica %d ran on the closed system's pool thread %d", r, tid)
+		}
+	}
+}
+
+func TestCloseEndsThePool(t *testing.T) {
+	s, err := NewSystem(SystemOptions{NumCores: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReplicateN(s, func(*Context, []*Tensor) ([]*Tensor, error) { return nil, nil }, 4); err != nil {
+		t.Fatal(err)
+	}
+	p := s.pool
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := atomic.LoadInt32(&p.running); n != 0 {
+		t.Fatalf("%d pool goroutines still run after Close", n)
+	}
+	if _, err := ReplicateN(s, func(*Context, []*Tensor) ([]*Tensor, error) { return nil, nil }, 4); !errors.Is(err, ErrFailedPrecondition) {
+		t.Fatalf("a step after Close: %v", err)
+	}
+}
+
+func TestComputationCallingGoexitFailsItsReplicaAndThePoolGoesOn(t *testing.T) {
+	s := newTestSystem(t, func(o *SystemOptions) { o.CollectiveTimeout = 2 * time.Second })
+	_, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		if ctx.ReplicaID() == 3 {
+			runtime.Goexit() // its locked thread exits with it
+		}
+		return nil, nil
+	}, replicas)
+	if !errors.Is(err, ErrCancelled) || !strings.Contains(err.Error(), "runtime.Goexit") || !strings.Contains(err.Error(), "replica 3") {
+		t.Fatalf("got %v, want ErrCancelled naming replica 3 and runtime.Goexit", err)
+	}
+	for i := 0; i < 3; i++ {
+		out, err := Replicate(s, sumInput, perReplica(t), WithNumOutputs(1))
+		if err != nil || must(Values[float32](out[3][0]))[0] != 28 {
+			t.Fatalf("step %d after: %v", i, err)
+		}
+	}
+}
+
+func TestAbandonedReplicaFailsTheStepAndTheNextRunsAfterItLeaves(t *testing.T) {
+	s := newTestSystem(t, func(o *SystemOptions) { o.CollectiveTimeout = rawTimeout })
+	release := make(chan struct{})
+	_, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		if ctx.ReplicaID() == 0 {
+			<-release // does not leave in time
+		}
+		return nil, nil
+	}, replicas)
+	if !errors.Is(err, ErrDeadlineExceeded) {
+		t.Fatalf("got %v, want ErrDeadlineExceeded", err)
+	}
+	close(release)
+	out, err := Replicate(s, sumInput, perReplica(t), WithNumOutputs(1))
+	if err != nil || must(Values[float32](out[0][0]))[0] != 28 {
+		t.Fatalf("the next step: %v", err)
+	}
+}
