@@ -260,7 +260,9 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
   bool free = false;
   if (!core.joined.compare_exchange_strong(free, true, std::memory_order_acq_rel))
     invalid_argument("core ", index, " has been joined by another thread; one thread joins a core at a time");
-  Deadline deadline(timeout_ms);
+  // A limit past the clock's range (now + it overflows into the past) is no limit.
+  constexpr int64_t kNoLimitBeyondMs = int64_t{1} << 40;  // 34 years
+  Deadline deadline(timeout_ms > kNoLimitBeyondMs ? -1 : timeout_ms);
   for (;;) {
     const WaitResult w = wait_until(
         core.join_wake, policy_, deadline,
