@@ -1023,6 +1023,30 @@ static void test_caller_threads__leave_with_a_failure(void **state) {
   CHECK_NO_WORKER_FAILURES();
 }
 
+/* A step that fails while a core is still unjoined ends at once, not a deadline later
+ * (across tasks the others would take that long as this task gone). */
+static void test_caller_threads__failure_before_a_core_is_joined(void **state) {
+  const int64_t deadline_ms = time_limit_ms(20000);
+  start(2, deadline_ms);
+  leaver l;
+  leaver_start(&l, 0, 2); /* fails with TPU_DATA_LOSS "the disk ate it" */
+  tpu_step_options o = caller_options(0);
+  double t0 = now();
+  tpu_status st = sum_step(g_sys, 0, 2, NULL, NULL, &o);
+  double took = now() - t0;
+  pthread_join(l.tid, NULL);
+  assert_int_equal(st, TPU_DATA_LOSS);
+  assert_string_equal(tpu_last_error(),
+                      "replica 0: the disk ate it (replica 1 (core 1) never started: no thread joined "
+                      "its core (tpu_step_join) before the step failed)");
+  assert_true(took < (double)deadline_ms / 2000.0);
+  pool p;
+  pool_start(&p, g_sys, 2, 0);
+  assert_int_equal(sum_step(g_sys, 1, 2, NULL, NULL, &o), TPU_OK);
+  pool_stop(&p);
+  CHECK_NO_WORKER_FAILURES();
+}
+
 /* ---- 5. a thread that exits between join and leave ---------------------------------------- */
 
 static void test_caller_threads__thread_exits_before_leave(void **state) {
@@ -1201,6 +1225,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_caller_threads__two_cores_per_replica_with_partitions, release_system),
       cmocka_unit_test_teardown(test_caller_threads__core_never_joined, release_system),
       cmocka_unit_test_teardown(test_caller_threads__no_thread_joined, release_system),
+      cmocka_unit_test_teardown(test_caller_threads__failure_before_a_core_is_joined, release_system),
       cmocka_unit_test_teardown(test_caller_threads__join_twice_without_leaving, release_system),
       cmocka_unit_test_teardown(test_caller_threads__join_timeouts_0_and_huge, release_system),
       cmocka_unit_test_teardown(test_caller_threads__second_thread_on_a_joined_core, release_system),
