@@ -177,7 +177,7 @@ $(BUILD)/tests/%: tests/%.cc $(STLIB)
 examples: $(EXAMPLE_BINS)
 $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
-	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt -lm $(RPATH)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt -lm -pthread $(RPATH)
 
 # The MPI plugin, libtpurt_mpi.so beside libtpurt.so (loaded by TPURT_TRANSPORT=mpi):
 # built with mpicxx, or with mpicc's flags (--showme, Open MPI) when only it is here.

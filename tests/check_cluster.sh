@@ -3,7 +3,8 @@
 # also by hand with DTensor's environment, where no launcher ends the others) join one
 # TPU system; every collective across them (and, with replicas of several cores, in
 # every group mode, bit for bit one process's), the key-value store and barriers, and the
-# faults: a task killed, stopped, skipping a collective, failing; wrong tokens;
+# faults: a task killed, stopped, skipping a collective, failing; steps on the tasks'
+# own threads (caller_threads), a core never joined; wrong tokens;
 # garbage on the ports. The suite runs over each data plane (TRANSPORTS, default
 # "tcp shm": TPURT_TRANSPORT for every task). Every run is bounded by `timeout`.
 set -uo pipefail
@@ -108,6 +109,20 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
      [ "$(grep -c 'task [01]: model_parallel_skip skip: FAILED_PRECONDITION: .*replica 1 core 1 finished' <<<"$out")" = 2 ]; then
     ok "[$TPURT_TRANSPORT] a core on task 1 skipping a collective, or in another group mode: both tasks name it (replica 1 core 1)"
   else bad "[$TPURT_TRANSPORT] a core on task 1 skipping a collective (exit $rc)" "$out"; fi
+
+  # Steps on the tasks' own threads (caller_threads, tpu_step_join / tpu_step_leave):
+  # checked sums; then task V's last core is never joined: every task names its replica
+  # (TPU_DEADLINE_EXCEEDED; V's deadline 1 s, the other's 5 s, so that V's word comes
+  # first); then steps run again with every core joined.
+  for victim in 0 1; do
+    out=$(timeout 120 "$tpurt" launch -n 2 --cores-per-task 2 -- "$worker" caller_threads $victim 2>&1)
+    rc=$?
+    replica=$((2 * victim + 1))
+    if [ $rc -eq 0 ] && every_task_says 2 "caller_threads ok" "$out" &&
+       [ "$(grep -c "task [01]: caller_threads unjoined core 1 of task $victim: DEADLINE_EXCEEDED after [0-9.]* s: .*replica $replica (core 1) never started" <<<"$out")" = 2 ]; then
+      ok "[$TPURT_TRANSPORT] steps on the tasks' own threads across 2 tasks; task $victim's core never joined: both tasks name replica $replica, then steps run again"
+    else bad "[$TPURT_TRANSPORT] steps on the tasks' own threads, task $victim's core never joined (exit $rc)" "$out"; fi
+  done
 
   for shape in "2 2" "3 2" "4 2" "2 4"; do
     set -- $shape

@@ -266,6 +266,10 @@ grep -q '^# step 0 from a zero table against Adagrad written out: ok' <<<"$out" 
 out=$(TPURT_NUM_CORES=4 "$BUILD/examples/hello_replicate")
 grep -q '^replica 3: \[10, 20, 30, 40\]$' <<<"$out" || fail "example printed: $out"
 # A 2 x 2 mesh: both cores of replica 1 get 11 + 12 + 13 + 14 (it exits nonzero otherwise).
+# A pool of the program's own threads runs the replicas (join, leave), then ends at shutdown.
+out=$(TPURT_NUM_CORES=4 timeout 60 "$BUILD/examples/caller_threads") || fail "caller_threads failed: $out"
+grep -q '^step 2, replica 3: \[10, 80\]$' <<<"$out" && grep -q '^4 threads ran 3 steps each$' <<<"$out" ||
+  fail "caller_threads printed: $out"
 out=$("$BUILD/examples/mesh_step") || fail "mesh_step failed: $out"
 grep -q '^replica 1: cores 0 and 1 got 50 and 50 (want 50)$' <<<"$out" || fail "mesh_step printed: $out"
 out=$("$BUILD/examples/embedding_step") || fail "embedding_step failed: $out"

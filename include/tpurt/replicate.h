@@ -214,7 +214,8 @@ TPU_API tpu_status tpu_batch_parallel(tpu_system *system, tpu_computation_fn com
  * - a participant whose core no thread joins within the step's collective deadline
  *   never starts: the step fails with TPU_DEADLINE_EXCEEDED, "replica R (core C)
  *   never started: no thread joined its core (tpu_step_join) within T ms", and the
- *   others' collectives are aborted;
+ *   others' collectives are aborted; a step that fails before then ends at once, its
+ *   error followed by "(replica R (core C) never started: ... before the step failed)";
  * - a joined thread that has not left when the deadline after a failure or another
  *   replica's return has passed is late: its collectives fail with TPU_ABORTED, and
  *   its core serves no step until it calls tpu_step_leave;

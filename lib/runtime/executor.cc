@@ -263,7 +263,9 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
   bool free = false;
   if (!core.joined.compare_exchange_strong(free, true, std::memory_order_acq_rel))
     invalid_argument("core ", index, " has been joined by another thread; one thread joins a core at a time");
-  Deadline deadline(timeout_ms);
+  // A limit past the clock's range (now + it overflows into the past) is no limit.
+  constexpr int64_t kNoLimitBeyondMs = int64_t{1} << 40;  // 34 years
+  Deadline deadline(timeout_ms > kNoLimitBeyondMs ? -1 : timeout_ms);
   if (me.keepalive != keepalive) me.keepalive = keepalive;  // the system outlives the wait
   for (;;) {
     const WaitResult w = wait_until(
@@ -431,7 +433,11 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
       return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) ||
              comm->aborted();
     });
-    if (w == WaitResult::kTimedOut) abandon_unclaimed(cores);
+    if (w == WaitResult::kTimedOut) abandon_unclaimed(cores, false);
+    // Failed before all were claimed: those never start. Waiting another deadline for
+    // them would end the step here a deadline after the other tasks, who take that as
+    // this task gone.
+    else if (comm->aborted()) abandon_unclaimed(cores, true);
   }
   Deadline never = Deadline::never();
   WaitResult w = wait_until(step.done, policy_, never, done, [&] {
@@ -460,7 +466,7 @@ void Executor::dispatch(Core& core, bool to_joined_thread) {
 // The participants of a caller-threads step that no thread took: they never start,
 // their cores are free again, and the step fails naming them. The others' collectives
 // are aborted: they would wait for these.
-void Executor::abandon_unclaimed(const int* cores) {
+void Executor::abandon_unclaimed(const int* cores, bool step_failed) {
   Step& step = *step_;
   if (!step.spec.caller_threads) return;
   std::string never;
@@ -476,8 +482,9 @@ void Executor::abandon_unclaimed(const int* cores) {
   }
   if (num_never == 0) return;
   step.never_started = str_cat(never, " never started: no thread joined ",
-                               num_never > 1 ? "their cores" : "its core", " (tpu_step_join) within ",
-                               step_timeout_ms_, " ms");
+                               num_never > 1 ? "their cores" : "its core", " (tpu_step_join) ",
+                               step_failed ? std::string("before the step failed")
+                                           : str_cat("within ", step_timeout_ms_, " ms"));
   step.comm->abort(-1, TPU_DEADLINE_EXCEEDED, step.never_started);
 }
 
@@ -521,7 +528,7 @@ StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** ou
 StepResult Executor::give_up(int num_replicas, const int* cores,
                              const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs) {
   Step& step = *step_;
-  abandon_unclaimed(cores);
+  abandon_unclaimed(cores, false);
   std::string late;
   int num_late = 0;
   for (int p : step.participants) {

@@ -141,7 +141,7 @@ class Executor {
   bool enter_participant(Core& core);
   void leave_participant(Core& core, tpu_status status);
   void dispatch(Core& core, bool to_joined_thread);
-  void abandon_unclaimed(const int* cores);
+  void abandon_unclaimed(const int* cores, bool step_failed);
   void finish_late(Core& core);
   void record_failure(Core& core, tpu_status status);
   StepResult first_error(const int* cores);

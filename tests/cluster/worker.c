@@ -47,9 +47,14 @@
  *                                  one process), failing steps that change no row
  *   cluster_worker init            only joins and leaves (tokens, garbage on the ports)
  *   cluster_worker soak STEPS      STEPS steps of checked all-reduces, 20 ms apart
+ *   cluster_worker caller_threads V  steps on the tasks' own threads (caller_threads,
+ *                                  tpu_step_join / tpu_step_leave): checked sums, then
+ *                                  a step where task V's last core is never joined
+ *                                  (every task names its replica), then steps again
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1586,10 +1591,126 @@ static int scenario_embedding(tpu_system *system) {
   return 0;
 }
 
+/* ---- caller_threads: each task's own threads run its replicas --------------------
+ * One thread per local core loops tpu_step_join (50 ms) -> cross_replica_sum of its
+ * input -> tpu_step_leave, until told to stop. */
+typedef struct ct_thread {
+  tpu_system *system;
+  int core;
+  pthread_t tid;
+  volatile int stop, running;
+  int served;
+} ct_thread;
+
+static void *ct_main(void *arg) {
+  ct_thread *t = arg;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (t1.tv_sec - t0.tv_sec > 120) break; /* bounded: the script's timeout is longer */
+    tpu_joined_step j = TPU_JOINED_STEP_INIT;
+    tpu_status s = tpu_step_join(t->system, t->core, 50, &j);
+    if (s == TPU_DEADLINE_EXCEEDED) continue;
+    if (s != TPU_OK) {
+      EXPECT(0, "core %d: tpu_step_join: %s: %s", t->core, tpu_status_name(s), tpu_last_error());
+      break;
+    }
+    tpu_tensor *out = NULL;
+    s = j.num_inputs == 1 && j.num_outputs == 1 && j.computation == NULL
+            ? tpu_cross_replica_sum(j.ctx, j.inputs[0], NULL, &out, NULL)
+            : tpu_replica_context_fail(j.ctx, TPU_INTERNAL, "unexpected joined step");
+    s = tpu_step_leave(j.ctx, s, &out, 1);
+    EXPECT(s == TPU_OK, "core %d: tpu_step_leave: %s", t->core, tpu_last_error());
+    t->served++;
+  }
+  return NULL;
+}
+
+static void ct_start(ct_thread *t, tpu_system *system, int core) {
+  memset(t, 0, sizeof *t);
+  t->system = system;
+  t->core = core;
+  t->running = pthread_create(&t->tid, NULL, ct_main, t) == 0;
+  EXPECT(t->running, "pthread_create");
+}
+
+static void ct_stop(ct_thread *t) {
+  if (!t->running) return;
+  __atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
+  pthread_join(t->tid, NULL);
+  t->running = 0;
+}
+
+/* One step over every replica: the sum of every replica's input on each local one. */
+static tpu_status ct_step(tpu_system *system, int64_t timeout_ms) {
+  int64_t len = 257;
+  tpu_tensor *in[4096], *out[4096];
+  for (int r = 0; r < g_n; r++) {
+    in[r] = make(TPU_FLOAT, r, &len, 1);
+    out[r] = NULL;
+  }
+  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+  o.caller_threads = 1;
+  o.collective_timeout_ms = timeout_ms;
+  tpu_status s = tpu_replicate(system, NULL, NULL, g_n, 1, in, 1, out, &o);
+  for (int r = 0; s == TPU_OK && r < g_n; r++) {
+    int local = r / g_local == g_task;
+    EXPECT(local == (out[r] != NULL), "replica %d's output on task %d", r, g_task);
+    for (int64_t i = 0; local && out[r] && i < len; i += 17) {
+      double want = 0;
+      for (int q = 0; q < g_n; q++) want += value(q, i);
+      EXPECT(element(out[r], i) == want, "replica %d element %lld: %g, want %g", r, (long long)i,
+             element(out[r], i), want);
+    }
+  }
+  for (int r = 0; r < g_n; r++) {
+    tpu_tensor_release(in[r]);
+    tpu_tensor_release(out[r]);
+  }
+  return s;
+}
+
+static int scenario_caller_threads(tpu_system *system, int victim) {
+  ct_thread threads[64];
+  if (g_local > 64) return 1;
+  for (int c = 0; c < g_local; c++) ct_start(&threads[c], system, c);
+  for (int i = 0; i < 20; i++) {
+    tpu_status s = ct_step(system, 0);
+    EXPECT(s == TPU_OK, "step %d: %s: %s", i, tpu_status_name(s), tpu_last_error());
+  }
+  /* Task V's last core loses its thread: every task names the replica that never came. */
+  const int core = g_local - 1, replica = victim * g_local + core;
+  if (g_task == victim) ct_stop(&threads[core]);
+  EXPECT(tpu_wait_at_barrier(system, "caller_threads/unjoined", 30000, NULL, 0) == TPU_OK,
+         "barrier: %s", tpu_last_error());
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  tpu_status s = ct_step(system, g_task == victim ? 1000 : 5000);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double seconds = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  const char *msg = tpu_last_error();
+  /* Task V gives up on its core after 1 s; the others' collectives wait 5 s, so that
+   * V's abort, naming the replica, reaches them first. */
+  char who[64];
+  snprintf(who, sizeof who, "replica %d (core %d) never started", replica, core);
+  printf("task %d: caller_threads unjoined core %d of task %d: %s after %.1f s: %s\n", g_task, core,
+         victim, tpu_status_name(s), seconds, msg);
+  EXPECT(s == TPU_DEADLINE_EXCEEDED && strstr(msg, who), "want TPU_DEADLINE_EXCEEDED naming %s", who);
+  EXPECT(seconds < 20, "the step took %.1f s with a 1 s (and 5 s) deadline", seconds);
+  if (g_task == victim) ct_start(&threads[core], system, core);
+  for (int i = 0; i < 5; i++) {
+    s = ct_step(system, 0);
+    EXPECT(s == TPU_OK, "step %d after the unjoined core: %s: %s", i, tpu_status_name(s), tpu_last_error());
+  }
+  for (int c = 0; c < g_local; c++) ct_stop(&threads[c]);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: cluster_worker collectives|kv|feed|model_parallel|model_parallel_skip|"
-                    "embedding div|mod|kill V|"
+                    "embedding div|mod|caller_threads V|kill V|"
                     "quit V|stop V|skip V|fail V|mismatch V|init|soak N\n");
     return 2;
   }
@@ -1639,6 +1760,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(scenario, "model_parallel")) rc = scenario_model_parallel(system);
   else if (!strcmp(scenario, "model_parallel_skip")) rc = scenario_model_parallel_skip(system);
   else if (!strcmp(scenario, "embedding")) rc = scenario_embedding(system);
+  else if (!strcmp(scenario, "caller_threads")) rc = scenario_caller_threads(system, argc > 2 ? atoi(argv[2]) : 0);
   else if (!strcmp(scenario, "soak")) {
     int steps = argc > 2 ? atoi(argv[2]) : 100;
     for (int i = 0; i < steps && !g_failures; i++) {
