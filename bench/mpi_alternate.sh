@@ -7,6 +7,8 @@
 #   e.g. bench/mpi_alternate.sh 7 "2 4 8" "8 1048576" build-before build
 # Each BUILD_DIR has bin/tpurt and lib/libtpurt_mpi.so; the anchor is built into
 # $BUILD_DIR of the first build (anchor/mpi_allreduce) unless ANCHOR names one.
+# TRANSPORT=shm (or tcp) alternates tpurt's tasks over that transport instead, against
+# the same bare MPI_Allreduce (Open MPI picks shared memory on one host).
 set -uo pipefail
 (($# >= 4)) || { sed -n '2,9p' "$0"; exit 2; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,7 +27,7 @@ for n in $ns; do
       line="$n,$s,$r,mpi=$m"
       for b in "$@"; do
         p=$(TPURT_MPI_PLUGIN=$(cd "$b" && pwd)/lib/libtpurt_mpi.so "$b/bin/tpurt" bench --csv --tasks "$n" \
-          --transport mpi --timeout 600 -b "$s" -e "$s" 2>/dev/null |
+          --transport "${TRANSPORT:-mpi}" --timeout 600 -b "$s" -e "$s" 2>/dev/null |
           sed -n 's/^\[0\] //; /^[0-9]/p' | awk -F, '{ v = $5 } END { print v == "" ? "-" : v }')
         line+=",$p"
       done
