@@ -820,12 +820,7 @@ public final class tpu {
   private static TensorVector tensors(Iterable<Tensor> inputs, String what) {
     TensorVector v = new TensorVector();
     if (inputs == null) return v;
-    int i = 0;
-    for (Tensor t : inputs) {
-      if (t == null) throw new IllegalArgumentException(what + "[" + i + "] is null");
-      v.add(t);
-      i++;
-    }
+    for (Tensor t : tensorList(inputs, what)) v.add(t);
     return v;
   }
 
