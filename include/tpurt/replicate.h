@@ -244,9 +244,12 @@ typedef struct tpu_joined_step {
  * step to give the core a participant, and fills *out with it. One thread joins a
  * core at a time. Errors: TPU_DEADLINE_EXCEEDED (no step came), TPU_CANCELLED (the
  * system was shut down meanwhile), TPU_FAILED_PRECONDITION (shut down already, or
- * called from inside a computation), TPU_INVALID_ARGUMENT (a core out of range, a
- * core another thread has joined, or a thread that has joined and not left: a
- * thread joins twice only after leaving). While the system pins its workers
+ * called from inside a computation), TPU_ALREADY_EXISTS (another thread has joined
+ * the core: the one status a pool may retry on), TPU_INVALID_ARGUMENT (a core out of
+ * range, or a thread that has joined and not left: a thread joins twice only after
+ * leaving). The thread holds the system from this call until tpu_step_leave (or
+ * until the join fails): a thread between joins holds nothing, so a released
+ * system is freed even while its pool's threads live. While the system pins its workers
  * (tpu_system_options.pin_threads) a thread that gets a participant of core c is pinned
  * to c's CPU, as c's worker would be, and keeps that affinity. To end a pool of joined
  * threads, shut the

@@ -27,7 +27,9 @@ const Engine& engine_for_index(const tpu_system* handle, const char* what, int i
   return *e;
 }
 
-embedding::Caller caller(const tpu_replica_context* ctx) { return {ctx->participant, &ctx->late, &ctx->late_reason}; }
+embedding::Caller caller(const tpu_replica_context* ctx) {
+  return {ctx->participant, ctx->embedding_step, &ctx->late, &ctx->late_reason};
+}
 
 Engine& step_engine(const tpu_replica_context* ctx) {
   require_not_null(ctx, "ctx");

@@ -43,7 +43,7 @@ TPU_EXPORT tpu_status tpu_infeed_queue_create(tpu_system* system, int num_replic
 }
 
 TPU_EXPORT tpu_status tpu_infeed_queue_release(tpu_infeed_queue* queue) {
-  delete queue;
+  FeedQueue::unref(queue);  // a step still using it (a late participant) keeps it
   return TPU_OK;
 }
 
@@ -69,7 +69,7 @@ TPU_EXPORT tpu_status tpu_outfeed_queue_create(tpu_system* system, int num_repli
 }
 
 TPU_EXPORT tpu_status tpu_outfeed_queue_release(tpu_outfeed_queue* queue) {
-  delete queue;
+  FeedQueue::unref(queue);
   return TPU_OK;
 }
 

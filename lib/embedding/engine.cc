@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "collectives/communicator.h"
 #include "core/status.h"
@@ -79,49 +80,82 @@ void Engine::retrieve(int t, int variable, int64_t first_row, int64_t num_rows, 
       std::memcpy(out + r * spec.dimension, s.row(variable, first_row + r), spec.dimension * sizeof(float));
 }
 
-void Engine::begin_step(const std::vector<int>& participant_task, const std::vector<int>& local,
-                        int cores_per_replica) {
-  std::lock_guard<std::mutex> lock(step_mu_);
-  participant_task_ = participant_task;
-  cores_per_replica_ = cores_per_replica;
-  const size_t P = participant_task.size();
-  if (participants_.size() < P) participants_.resize(P);
-  const std::vector<int> everyone = [&] {
-    std::vector<int> v(P);
-    for (size_t p = 0; p < P; ++p) v[p] = static_cast<int>(p);
-    return v;
-  }();
-  for (int p : num_tasks_ > 1 ? local : everyone) {
-    // A computation left running by a late step keeps its old state (it holds a
-    // reference); the new step gets state of its own.
-    if (!participants_[p] || last_step_late_) participants_[p] = std::make_shared<ParticipantStep>();
-    participants_[p]->reset(config_->features.size(), config_->tables.size(), P);
-  }
-  local_ = num_tasks_ > 1 ? local : everyone;
-  servers_.assign(num_tasks_, {});
-  for (size_t p = 0; p < P; ++p) servers_[participant_task[p]].push_back(static_cast<int>(p));
-  step_open_ = true;
+namespace {
+constexpr uint32_t kClosed = 1u << 31;
+}  // namespace
+
+StepState::StepState() = default;
+StepState::~StepState() = default;
+
+std::string StepState::name_of(int participant) const { return participant_name(participant, cores_per_replica); }
+
+bool StepState::enter_tables() {
+  if ((gate_.fetch_add(1, std::memory_order_acq_rel) & kClosed) == 0) return true;
+  gate_.fetch_sub(1, std::memory_order_acq_rel);
+  return false;
 }
 
-std::string Engine::name_of(int participant) const { return participant_name(participant, cores_per_replica_); }
+void StepState::leave_tables() { gate_.fetch_sub(1, std::memory_order_acq_rel); }
 
-std::shared_ptr<ParticipantStep> Engine::step_of(const Caller& caller) {
-  std::lock_guard<std::mutex> lock(step_mu_);
+void StepState::close_tables() {
+  gate_.fetch_or(kClosed, std::memory_order_acq_rel);
+  // Those inside copy and compute rows, with no waits: this ends.
+  while ((gate_.load(std::memory_order_acquire) & ~kClosed) != 0) std::this_thread::yield();
+}
+
+bool StepState::closed() const { return (gate_.load(std::memory_order_acquire) & kClosed) != 0; }
+
+TableAccess::TableAccess(StepState& step, int participant) : step_(step) {
+  if (!step.enter_tables())
+    fail(TPU_ABORTED, step.name_of(participant), "'s step has ended: it no longer reads or writes the embedding tables");
+}
+
+void StepState::reopen() { gate_.store(0, std::memory_order_release); }
+
+std::shared_ptr<StepState> Engine::begin_step(const std::vector<int>& participant_task,
+                                              const std::vector<int>& local, int cores_per_replica) {
+  // A state a late computation still holds is its own: the new step gets another.
+  if (!last_step_ || last_step_late_) last_step_ = std::make_shared<StepState>();
+  last_step_late_ = false;
+  StepState& step = *last_step_;
+  step.reopen();
+  step.participant_task = participant_task;
+  step.cores_per_replica = cores_per_replica;
+  const size_t P = participant_task.size();
+  if (step.participants.size() < P) step.participants.resize(P);
+  step.local.clear();
+  if (num_tasks_ > 1) step.local = local;
+  else
+    for (size_t p = 0; p < P; ++p) step.local.push_back(static_cast<int>(p));
+  for (int p : step.local) {
+    if (!step.participants[p]) step.participants[p] = std::make_unique<ParticipantStep>();
+    step.participants[p]->reset(config_->features.size(), config_->tables.size(), P);
+  }
+  step.servers.assign(num_tasks_, {});
+  for (size_t p = 0; p < P; ++p) step.servers[participant_task[p]].push_back(static_cast<int>(p));
+  return last_step_;
+}
+
+ParticipantStep& Engine::step_of(const Caller& caller) {
   // A computation its step gave up on gets no state (the runtime marks it before the
-  // step ends; the next step's state is not its own).
+  // step ends), nor one whose step has ended.
   if (caller.given_up->load(std::memory_order_acquire)) fail(TPU_ABORTED, *caller.reason);
   const int p = caller.participant;
-  if (!step_open_ || p < 0 || static_cast<size_t>(p) >= participant_task_.size() || !participants_[p])
-    fail(TPU_FAILED_PRECONDITION, "the embedding engine has no step for ", name_of(p));
-  return participants_[p];
+  if (caller.step == nullptr)
+    fail(TPU_FAILED_PRECONDITION, "the embedding engine has no step for ", participant_name(p, 1));
+  StepState& step = *caller.step;
+  if (step.closed())
+    fail(TPU_ABORTED, step.name_of(p), "'s step has ended; its embedding calls are refused");
+  if (p < 0 || static_cast<size_t>(p) >= step.participant_task.size() || !step.participants[p])
+    fail(TPU_FAILED_PRECONDITION, "the embedding engine has no step for ", step.name_of(p));
+  return *step.participants[p];
 }
 
 void Engine::enqueue(const Caller& caller, const tpu_embedding_feature_batch* features,
                      int num_features) {
-  const std::shared_ptr<ParticipantStep> held = step_of(caller);
-  ParticipantStep& st = *held;
+  ParticipantStep& st = step_of(caller);
   if (st.enqueued)
-    invalid_argument("a second tpu_embedding_enqueue in one step (", name_of(caller.participant),
+    invalid_argument("a second tpu_embedding_enqueue in one step (", caller.step->name_of(caller.participant),
                      "): a participant enqueues its features once per step");
   const int nf = static_cast<int>(config_->features.size());
   // Check everything before keeping anything: a refused enqueue leaves no trace.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "collectives/communicator.h"
 #include "core/status.h"
@@ -34,8 +35,8 @@ void Engine::combine(const FeatureInput& in, const FeatureSpec& f, const float* 
 
 void Engine::recv_activations(const Caller& caller, Communicator& comm, tpu_tensor** out,
                               int num_activations) {
-  const std::shared_ptr<ParticipantStep> held = step_of(caller);
-  ParticipantStep& st = *held;
+  ParticipantStep& st = step_of(caller);
+  StepState& step = *caller.step;
   const int nf = static_cast<int>(config_->features.size());
   if (num_activations != nf)
     invalid_argument("num_activations is ", num_activations, " but the embedding configuration has ", nf,
@@ -44,16 +45,19 @@ void Engine::recv_activations(const Caller& caller, Communicator& comm, tpu_tens
   if (config_->mode == TPU_EMBEDDING_MODE_BACKWARD_PASS_ONLY)
     fail(TPU_FAILED_PRECONDITION, "the embedding configuration's mode is BACKWARD_PASS_ONLY: it gives no activations");
   if (!st.enqueued)
-    invalid_argument(name_of(caller.participant), " asks for embedding activations before its tpu_embedding_enqueue");
+    invalid_argument(step.name_of(caller.participant), " asks for embedding activations before its tpu_embedding_enqueue");
   if (st.received_activations)
-    invalid_argument(name_of(caller.participant), " asks for embedding activations twice in one step");
+    invalid_argument(step.name_of(caller.participant), " asks for embedding activations twice in one step");
   if (st.sent_gradients)
-    invalid_argument(name_of(caller.participant), " asks for embedding activations after sending its gradients ",
+    invalid_argument(step.name_of(caller.participant), " asks for embedding activations after sending its gradients ",
                      "(the step's updates may have begun)");
-  if (num_tasks_ > 1) fetch_rows(caller.participant, comm, st);
+  if (num_tasks_ > 1) fetch_rows(step, caller.participant, comm, st);
 
   std::vector<tpu_tensor*> made(nf, nullptr);
   try {
+    // In one process the rows are read from the tables themselves.
+    std::optional<TableAccess> access;
+    if (num_tasks_ == 1) access.emplace(step, caller.participant);
     std::vector<const float*> rows;
     for (int f = 0; f < nf; ++f) {
       const FeatureInput& in = st.features[f];
@@ -82,9 +86,9 @@ void Engine::recv_activations(const Caller& caller, Communicator& comm, tpu_tens
 // Any computation on a row's task can serve it (the task's memory holds all its shards):
 // one chosen by a hash of the row, so hot rows of one shard spread over the task's
 // computations and the exchange's messages, padded to the longest, stay even.
-int Engine::server_of(int64_t row, const TableSpec& spec) const {
+int Engine::server_of(const StepState& step, int64_t row, const TableSpec& spec) const {
   const int64_t task = spec.shards.shard_of(row) / cores_per_task_;
-  const std::vector<int>& servers = servers_[task];
+  const std::vector<int>& servers = step.servers[task];
   if (servers.empty())
     fail(TPU_FAILED_PRECONDITION, "task ", task, " holds shards of embedding table '", spec.name,
          "' but runs no computation of this step; an embedding step needs a computation on every task");
@@ -93,14 +97,14 @@ int Engine::server_of(int64_t row, const TableSpec& spec) const {
 }
 
 // The server of each of this participant's unique ids, and how many go to each server.
-void Engine::route(ParticipantStep& st, std::vector<size_t>* per_server_ids) const {
-  per_server_ids->assign(participant_task_.size(), 0);
+void Engine::route(const StepState& step, ParticipantStep& st, std::vector<size_t>* per_server_ids) const {
+  per_server_ids->assign(step.participant_task.size(), 0);
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     const TableSpec& spec = config_->tables[t];
     std::vector<int32_t>& to = st.server[t];
     to.resize(st.unique[t].size());
     for (size_t u = 0; u < st.unique[t].size(); ++u) {
-      to[u] = server_of(st.unique[t][u], spec);
+      to[u] = server_of(step, st.unique[t][u], spec);
       ++(*per_server_ids)[to[u]];
     }
   }
@@ -108,10 +112,10 @@ void Engine::route(ParticipantStep& st, std::vector<size_t>* per_server_ids) con
 
 // Across tasks: each unique id goes to a computation on the task holding its row (the
 // server), which answers with the rows in the order asked.
-void Engine::fetch_rows(int me, Communicator& comm, ParticipantStep& st) {
-  const int P = static_cast<int>(participant_task_.size());
+void Engine::fetch_rows(StepState& step, int me, Communicator& comm, ParticipantStep& st) {
+  const int P = static_cast<int>(step.participant_task.size());
   std::vector<size_t> count;
-  route(st, &count);
+  route(step, st, &count);
   std::vector<std::vector<uint8_t>> ask(P);
   for (int q = 0; q < P; ++q) ask[q].reserve(count[q] * kKeyBytes);
   for (size_t t = 0; t < config_->tables.size(); ++t)
@@ -122,16 +126,19 @@ void Engine::fetch_rows(int me, Communicator& comm, ParticipantStep& st) {
     }
   std::vector<std::vector<uint8_t>> asked = exchange_bytes(comm, me, P, ask);
   std::vector<std::vector<uint8_t>> answer(P);
-  for (int q = 0; q < P; ++q) {
-    answer[q].reserve(asked[q].size() / kKeyBytes * max_dimension_ * sizeof(float));
-    Reader r(asked[q], name_of(q));
-    while (!r.done()) {
-      const int32_t t = r.read<int32_t>();
-      const int64_t id = r.read<int64_t>();
-      if (t < 0 || static_cast<size_t>(t) >= config_->tables.size() || id < 0 ||
-          id >= config_->tables[t].vocabulary_size || !storage_[t]->holds(id))
-        fail(TPU_INTERNAL, name_of(q), " asked for row ", id, " of table ", t, ", which this task does not hold");
-      append_floats(answer[q], storage_[t]->row(0, id), config_->tables[t].dimension);
+  {  // only the reading of the rows: the exchanges around it wait for the others
+    TableAccess access(step, me);
+    for (int q = 0; q < P; ++q) {
+      answer[q].reserve(asked[q].size() / kKeyBytes * max_dimension_ * sizeof(float));
+      Reader r(asked[q], step.name_of(q));
+      while (!r.done()) {
+        const int32_t t = r.read<int32_t>();
+        const int64_t id = r.read<int64_t>();
+        if (t < 0 || static_cast<size_t>(t) >= config_->tables.size() || id < 0 ||
+            id >= config_->tables[t].vocabulary_size || !storage_[t]->holds(id))
+          fail(TPU_INTERNAL, step.name_of(q), " asked for row ", id, " of table ", t, ", which this task does not hold");
+        append_floats(answer[q], storage_[t]->row(0, id), config_->tables[t].dimension);
+      }
     }
   }
   std::vector<std::vector<uint8_t>> answered = exchange_bytes(comm, me, P, answer);
@@ -143,7 +150,7 @@ void Engine::fetch_rows(int me, Communicator& comm, ParticipantStep& st) {
     for (size_t u = 0; u < st.unique[t].size(); ++u) {
       const int s = st.server[t][u];
       if (at[s] > answered[s].size() || answered[s].size() - at[s] < bytes)
-        fail(TPU_INTERNAL, "a malformed embedding answer from ", name_of(s), ": ", answered[s].size(), " bytes");
+        fail(TPU_INTERNAL, "a malformed embedding answer from ", step.name_of(s), ": ", answered[s].size(), " bytes");
       std::memcpy(st.rows[t].data() + u * dim, answered[s].data() + at[s], bytes);
       at[s] += bytes;
     }

@@ -48,8 +48,6 @@ struct ParticipantStep {
   std::vector<std::vector<int64_t>> undo_rows;
   std::vector<std::vector<float>> undo_values;
   std::vector<size_t> undo_count;  // by table: the rows whose old values are kept (updated or about to be)
-  // 0: not updating; 1: updating the tables; 2: done (end_step waits out a 1).
-  std::atomic<int> updating{0};
   std::vector<float> sums, scratch;
   IdIndex index;
 
@@ -65,7 +63,6 @@ struct ParticipantStep {
     undo_rows.resize(num_tables);
     undo_values.resize(num_tables);
     undo_count.assign(num_tables, 0);
-    updating.store(0, std::memory_order_relaxed);
     for (auto& u : unique) u.clear();
     for (auto& r : undo_rows) r.clear();
     for (auto& v : undo_values) v.clear();

@@ -30,16 +30,16 @@ const char* mode_name(tpu_embedding_mode m) {
 
 void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor* const* gradients,
                             int num_gradients, const float* learning_rates, int num_learning_rates) {
-  const std::shared_ptr<ParticipantStep> held = step_of(caller);
-  ParticipantStep& st = *held;
+  ParticipantStep& st = step_of(caller);
+  StepState& step = *caller.step;
   const int nf = static_cast<int>(config_->features.size());
   if (config_->mode == TPU_EMBEDDING_MODE_INFERENCE)
     fail(TPU_FAILED_PRECONDITION, "the embedding configuration's mode is ", mode_name(config_->mode),
          ": it takes no gradients");
   if (!st.enqueued)
-    invalid_argument(name_of(caller.participant), " sends embedding gradients before its tpu_embedding_enqueue");
+    invalid_argument(step.name_of(caller.participant), " sends embedding gradients before its tpu_embedding_enqueue");
   if (st.sent_gradients)
-    invalid_argument(name_of(caller.participant), " sends embedding gradients twice in one step");
+    invalid_argument(step.name_of(caller.participant), " sends embedding gradients twice in one step");
   if (num_gradients != nf)
     invalid_argument("num_gradients is ", num_gradients, " but the embedding configuration has ", nf, " features");
   if (num_learning_rates != config_->num_dynamic_tags)
@@ -71,7 +71,7 @@ void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor
     for (const TableSpec& t : config_->tables) {
       if (!t.optimizer->updates_every_row()) continue;
       for (int task = 0; task < num_tasks_; ++task) {
-        if (!servers_[task].empty()) continue;
+        if (!step.servers[task].empty()) continue;
         for (int64_t shard = int64_t{task} * cores_per_task_; shard < int64_t{task + 1} * cores_per_task_; ++shard)
           if (t.shards.rows_in(shard) > 0)
             fail(TPU_FAILED_PRECONDITION, "task ", task, " holds shards of embedding table '", t.name,
@@ -105,27 +105,28 @@ void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor
   // In one process: which of the unique rows each worker updates, so that each reads
   // only its own.
   if (num_tasks_ == 1) {
-    const int P = static_cast<int>(participant_task_.size());
+    const int P = static_cast<int>(step.participant_task.size());
     for (size_t t = 0; t < config_->tables.size(); ++t) {
       std::vector<std::vector<int32_t>>& by = st.by_worker[t];
       by.resize(P);
       for (auto& v : by) v.clear();
-      for (size_t u = 0; u < st.unique[t].size(); ++u) by[worker_of(st.unique[t][u])].push_back(static_cast<int32_t>(u));
+      for (size_t u = 0; u < st.unique[t].size(); ++u) by[worker_of(step, st.unique[t][u])].push_back(static_cast<int32_t>(u));
     }
   }
 
   // Every participant gives the same learning rates; this also makes the call a
   // collective, so a participant that skips it is named.
-  agree_on_learning_rates(caller.participant, comm, learning_rates, num_learning_rates, st);
-  if (num_tasks_ > 1) send_to_servers(caller.participant, comm, st);
+  agree_on_learning_rates(step, caller.participant, comm, learning_rates, num_learning_rates, st);
+  if (num_tasks_ > 1) send_to_servers(step, caller.participant, comm, st);
   // Every participant's gradients are in (the collectives above returned everywhere):
   // this one updates its share of the rows, in parallel with the others, keeping the
   // old values for end_step to put back if the step fails anywhere.
   st.sent_gradients = true;
-  update_rows(caller.participant, st);
+  update_rows(step, caller.participant, st);
 }
 
-void Engine::agree_on_learning_rates(int me, Communicator& comm, const float* rates, int n, ParticipantStep& st) {
+void Engine::agree_on_learning_rates(const StepState& step, int me, Communicator& comm, const float* rates, int n,
+                                     ParticipantStep& st) {
   const int64_t dims[1] = {1 + n};
   tpu_tensor* mine = new_tensor(TPU_FLOAT, dims, 1);
   float* m = static_cast<float*>(mutable_data(mine));
@@ -139,12 +140,12 @@ void Engine::agree_on_learning_rates(int me, Communicator& comm, const float* ra
   }
   release(mine);
   const float* a = static_cast<const float*>(all->data);
-  const int P = static_cast<int>(participant_task_.size());
+  const int P = static_cast<int>(step.participant_task.size());
   for (int q = 1; q < P; ++q)
     if (std::memcmp(a + q * (1 + n), a, sizeof(float) * (1 + n)) != 0) {
       int tag = 0;
       while (tag < n && a[q * (1 + n) + 1 + tag] == a[1 + tag]) ++tag;
-      const std::string first = name_of(0), other = name_of(q);
+      const std::string first = step.name_of(0), other = step.name_of(q);
       const float x = a[1 + tag], y = a[q * (1 + n) + 1 + tag];
       release(all);
       invalid_argument("the participants disagree on dynamic learning rate ", tag, ": ", first, " gives ", x, ", ",
@@ -156,10 +157,10 @@ void Engine::agree_on_learning_rates(int me, Communicator& comm, const float* ra
 
 // Across tasks: each unique row's summed gradient goes to its server, which keeps it
 // for end_step by sender.
-void Engine::send_to_servers(int me, Communicator& comm, ParticipantStep& st) {
-  const int P = static_cast<int>(participant_task_.size());
+void Engine::send_to_servers(const StepState& step, int me, Communicator& comm, ParticipantStep& st) {
+  const int P = static_cast<int>(step.participant_task.size());
   std::vector<size_t> count;
-  route(st, &count);  // again: a participant may send without having asked for activations
+  route(step, st, &count);  // again: a participant may send without having asked for activations
   std::vector<std::vector<uint8_t>> out(P);
   for (int q = 0; q < P; ++q) out[q].reserve(count[q] * (kKeyBytes + max_dimension_ * sizeof(float)));
   for (size_t t = 0; t < config_->tables.size(); ++t) {
@@ -174,7 +175,7 @@ void Engine::send_to_servers(int me, Communicator& comm, ParticipantStep& st) {
   }
   std::vector<std::vector<uint8_t>> in = exchange_bytes(comm, me, P, out);
   for (int q = 0; q < P; ++q) {
-    Reader r(in[q], name_of(q));
+    Reader r(in[q], step.name_of(q));
     Received& rec = st.received[q];
     rec.table.reserve(in[q].size() / kKeyBytes);  // bounds: every entry is longer
     rec.row.reserve(in[q].size() / kKeyBytes);
@@ -184,7 +185,7 @@ void Engine::send_to_servers(int me, Communicator& comm, ParticipantStep& st) {
       const int64_t id = r.read<int64_t>();
       if (t < 0 || static_cast<size_t>(t) >= config_->tables.size() || id < 0 ||
           id >= config_->tables[t].vocabulary_size || !storage_[t]->holds(id))
-        fail(TPU_INTERNAL, name_of(q), " sent a gradient of row ", id, " of table ", t,
+        fail(TPU_INTERNAL, step.name_of(q), " sent a gradient of row ", id, " of table ", t,
              ", which this task does not hold");
       const int dim = config_->tables[t].dimension;
       const uint8_t* g = r.take(dim * sizeof(float));
@@ -199,23 +200,21 @@ void Engine::send_to_servers(int me, Communicator& comm, ParticipantStep& st) {
 
 // The worker of a row in one process: a participant chosen by a hash of the row, so
 // each computes the updates of about 1/P of the touched rows.
-int Engine::worker_of(int64_t row) const {
+int Engine::worker_of(const StepState& step, int64_t row) const {
   const uint64_t h = static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull;
-  return static_cast<int>((h >> 32) % participant_task_.size());
+  return static_cast<int>((h >> 32) % step.participant_task.size());
 }
 
 // Sums each of this participant's rows' gradients in participant order (the same order
 // in one process and across tasks, so the sums are bit-identical) and applies the
 // optimizer to them in place, keeping the old values. Nothing reads the tables any more
 // in this step: every computation has sent its gradients, so it has had its activations.
-void Engine::update_rows(int me, ParticipantStep& st) {
-  const int P = static_cast<int>(participant_task_.size());
-  st.updating.store(1, std::memory_order_release);
-  // Done, even when an allocation fails halfway: the rows kept so far are put back.
-  struct Done {
-    std::atomic<int>& flag;
-    ~Done() { flag.store(2, std::memory_order_release); }
-  } done{st.updating};
+void Engine::update_rows(StepState& step, int me, ParticipantStep& st) {
+  const int P = static_cast<int>(step.participant_task.size());
+  // Inside the gate from the first row kept to the last row written: end_step waits
+  // for this to end, or this never begins. Even when an allocation fails halfway,
+  // the rows kept so far are put back.
+  TableAccess access(step, me);
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     const TableSpec& spec = config_->tables[t];
     const int dim = spec.dimension;
@@ -235,7 +234,7 @@ void Engine::update_rows(int me, ParticipantStep& st) {
     };
     for (int q = 0; q < P; ++q) {
       if (num_tasks_ == 1) {
-        const ParticipantStep& from = *participants_[q];
+        const ParticipantStep& from = *step.participants[q];
         for (int32_t u : from.by_worker[t][me]) add(from.unique[t][u], from.grads[t].data() + static_cast<size_t>(u) * dim);
       } else {
         const Received& rec = st.received[q];
@@ -268,20 +267,19 @@ void Engine::update_rows(int me, ParticipantStep& st) {
 
 // A failed step puts back the old values of every row its computations updated here; a
 // successful one applies a non-lazy optimizer to the rows nobody touched.
-void Engine::end_step(bool succeeded, bool late) {
-  std::lock_guard<std::mutex> lock(step_mu_);
+void Engine::end_step(StepState& step, bool succeeded, bool late) {
   last_step_late_ = late;
-  if (!step_open_) return;
-  step_open_ = false;
+  if (step.closed()) return;  // ended already
+  step.close_tables();
   if (!succeeded) {
-    for (int p : local_)
-      if (participants_[p]) restore(*participants_[p]);
+    for (int p : step.local)
+      if (step.participants[p]) restore(*step.participants[p]);
     return;
   }
   const std::vector<float>* rates = nullptr;
-  for (int p : local_)
-    if (participants_[p] && participants_[p]->sent_gradients) {
-      rates = &participants_[p]->learning_rates;
+  for (int p : step.local)
+    if (step.participants[p] && step.participants[p]->sent_gradients) {
+      rates = &step.participants[p]->learning_rates;
       break;
     }
   if (rates == nullptr) return;
@@ -293,8 +291,8 @@ void Engine::end_step(bool succeeded, bool late) {
     const int nv = s.num_variables();
     commit_index_.reset(1024);
     bool fresh = false;
-    for (int p : local_)
-      for (int64_t row : participants_[p]->undo_rows[t]) commit_index_.insert(row, &fresh);
+    for (int p : step.local)
+      for (int64_t row : step.participants[p]->undo_rows[t]) commit_index_.insert(row, &fresh);
     const Optimizer& opt = *spec.optimizer;
     const float lr = opt.dynamic_tag() >= 0 ? (*rates)[opt.dynamic_tag()] : opt.constant_learning_rate();
     zeros_.assign(dim, 0.0f);
@@ -310,12 +308,8 @@ void Engine::end_step(bool succeeded, bool late) {
   }
 }
 
+// Called with the gate closed: nobody writes these rows any more.
 void Engine::restore(ParticipantStep& st) {
-  // A computation still updating (a late one) is pure arithmetic with no waits: let it
-  // finish before its rows are put back, for a bounded time.
-  for (int spins = 0; st.updating.load(std::memory_order_acquire) == 1 && spins < 100000; ++spins)
-    std::this_thread::yield();
-  if (st.updating.load(std::memory_order_acquire) == 0) return;
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     TableStorage& s = *storage_[t];
     const int dim = config_->tables[t].dimension, nv = s.num_variables();
@@ -324,8 +318,8 @@ void Engine::restore(ParticipantStep& st) {
       const float* keep = st.undo_values[t].data() + i * nv * dim;
       for (int k = 0; k < nv; ++k) std::memcpy(s.row(k, rows[i]), keep + k * dim, dim * sizeof(float));
     }
+    st.undo_count[t] = 0;
   }
-  st.updating.store(0, std::memory_order_release);
 }
 
 

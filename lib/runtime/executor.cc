@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <utility>
 
@@ -19,13 +20,37 @@ namespace {
 
 thread_local int t_user_code_depth = 0;
 
-// A core's slot state. The caller moves kRunning -> kLate when it gives up waiting
-// for a replica; the worker moves kRunning -> kDone when the replica returns, so
-// exactly one of them owns the cleanup. A late replica's worker moves kLate ->
-// kIdle when it returns, which gives the core back. A caller-threads step leaves
-// the slot kAwaiting: the joined thread moves it to kRunning, or the caller, giving
-// up, to kIdle (never started).
-enum CoreState : int { kIdle, kRunning, kDone, kLate, kAwaiting };
+// A core's slot state: the table in executor.h.
+enum CoreState : int { kFree, kRunning, kDone, kLate, kAwaiting };
+
+constexpr const char* kStateNames[] = {"free", "running", "done", "late", "awaiting"};
+
+constexpr bool allowed(int from, int to) {
+  return (from == kFree && (to == kRunning || to == kAwaiting)) ||
+         (from == kAwaiting && (to == kRunning || to == kFree)) ||
+         (from == kRunning && (to == kDone || to == kLate)) ||
+         (from == kDone && to == kFree) || (from == kLate && to == kFree);
+}
+
+// The one way a core's state changes: from -> to if it is `from`, else false. An
+// edge outside the table is a bug in the executor: it stops the process rather than
+// run two participants on one core.
+bool move_core(std::atomic<int>& state, int from, int to) {
+  if (!allowed(from, to)) {
+    fprintf(stderr, "tpurt: internal error: core state %s -> %s is not a transition\n", kStateNames[from],
+            kStateNames[to]);
+    abort();
+  }
+  // seq_cst: a wake() after the change must not miss a waiter that read the old state.
+  return state.compare_exchange_strong(from, to, std::memory_order_seq_cst);
+}
+
+void must_move_core(std::atomic<int>& state, int from, int to) {
+  if (move_core(state, from, to)) return;
+  fprintf(stderr, "tpurt: internal error: a core is %s, not %s, when it should go %s\n",
+          kStateNames[state.load()], kStateNames[from], kStateNames[to]);
+  abort();
+}
 
 void pin_to(int cpu) {
   cpu_set_t set;
@@ -40,37 +65,46 @@ UserCodeScope::UserCodeScope() { ++t_user_code_depth; }
 UserCodeScope::~UserCodeScope() { --t_user_code_depth; }
 bool in_user_code() { return t_user_code_depth > 0; }
 
+// One step invocation (executor.h): everything its participants read or write.
+struct StepRun {
+  // One participant that runs in this process. Written by the participant's thread
+  // while it runs, by the caller before dispatch and after collecting.
+  struct alignas(64) Slot {
+    int participant = 0;
+    int core = 0;
+    std::vector<tpu_tensor*> inputs;       // borrowed for the step; retained once late
+    std::vector<tpu_tensor*> call_inputs;  // what the computation gets when a stage adds some
+    std::vector<tpu_tensor*> outputs;      // staged until the step succeeds
+    tpu_status status = TPU_OK;            // the participant's failure, if any
+    std::string error;
+  };
+
+  StepSpec spec;
+  std::shared_ptr<Communicator> comm;
+  int cores_per_replica = 1;
+  int64_t timeout_ms = 0;  // the step's collective deadline
+  std::vector<Slot> slots;
+  alignas(64) std::atomic<uint32_t> pending{0};
+  std::string never_started;           // caller threads: who did, as the step's error says
+  std::atomic<int> first_failure{-1};  // slot of the participant that failed first on its own
+  std::atomic<int> first_abort{-1};    // slot of the first that failed after the step had
+};
+
 struct alignas(64) Executor::Core {
   std::atomic<uint32_t> go{0};  // bumped once per dispatch (and at stop)
   WakeWord wake;
-  std::atomic<int> state{kIdle};
+  std::atomic<int> state{kFree};
   tpu_replica_context ctx;
-  // The replica's part of the step, copied at dispatch: a late replica must not
-  // read the Step, which the next step overwrites.
-  tpu_computation_fn fn = nullptr;
-  void* user_data = nullptr;
-  std::vector<tpu_tensor*> inputs;   // borrowed for the step; retained once late
-  std::vector<tpu_tensor*> call_inputs;  // what the computation gets when a stage adds some
-  std::shared_ptr<const StepStage> stage;
+  // The run of the participant this core serves, and its slot there: set by the
+  // caller before dispatch, let go by the caller when it collects, or by the
+  // participant's own thread when it returns late.
+  std::shared_ptr<StepRun> run;
+  int slot = 0;
   WakeWord join_wake;                // woken when a caller-threads step hands the core work
   std::atomic<bool> joined{false};   // a thread has joined the core (waiting or running)
-  std::vector<tpu_tensor*> outputs;  // staged until the step succeeds
-  std::shared_ptr<Communicator> late_comm;  // the step's, held for a late replica
-  tpu_status status = TPU_OK;        // the replica's failure, if any
-  std::string error;
   std::thread thread;
-};
 
-struct Executor::Step {
-  StepSpec spec;
-  Communicator* comm = nullptr;
-  std::vector<int> participants;  // the step's participants that run in this process
-  int cores_per_replica = 1;
-  alignas(64) std::atomic<uint32_t> pending{0};
-  std::string never_started;           // caller threads: who did, as the step's error says
-  std::atomic<int> first_failure{-1};  // replica that failed first on its own
-  std::atomic<int> first_abort{-1};    // replica that first failed after the step had
-  WakeWord done;
+  StepRun::Slot& my_slot() { return run->slots[slot]; }
 };
 
 Executor::Executor(System* system, const std::vector<std::string>& device_names,
@@ -81,8 +115,7 @@ Executor::Executor(System* system, const std::vector<std::string>& device_names,
       timeout_ms_(timeout_ms),
       // The caller waits too: one more thread than cores competes for the CPUs.
       policy_(SpinPolicy::for_threads(num_cores_ + 1, num_usable_cpus())),
-      cores_(new Core[device_names.size()]),
-      step_(new Step) {
+      cores_(new Core[device_names.size()]) {
   for (int c = 0; c < num_cores_; ++c) {
     tpu_replica_context& ctx = cores_[c].ctx;
     ctx.system = system;
@@ -128,22 +161,23 @@ void Executor::worker_loop(int index) {
                [] { return false; });
     seen = core.go.load(std::memory_order_acquire);
     if (stop_.load(std::memory_order_acquire)) return;
-    run_replica(core);
+    run_participant(core);
   }
 }
 
 // The one path of a participant, on a worker or on a thread that joined its core:
 // enter_participant, the computation, leave_participant.
-void Executor::run_replica(Core& core) {
+void Executor::run_participant(Core& core) {
   if (!enter_participant(core)) return;
-  std::vector<tpu_tensor*>& inputs = core.stage ? core.call_inputs : core.inputs;
+  StepRun& run = *core.run;
+  StepRun::Slot& slot = core.my_slot();
+  std::vector<tpu_tensor*>& inputs = run.spec.stage ? slot.call_inputs : slot.inputs;
   tpu_status status;
   {
     UserCodeScope scope;
     try {
-      status = core.fn(&core.ctx, inputs.data(), static_cast<int>(inputs.size()),
-                       core.outputs.data(), static_cast<int>(core.outputs.size()),
-                       core.user_data);
+      status = run.spec.fn(&core.ctx, inputs.data(), static_cast<int>(inputs.size()), slot.outputs.data(),
+                           static_cast<int>(slot.outputs.size()), run.spec.user_data);
     } catch (...) {  // a C++ computation must not unwind into the worker
       status = set_last_error(TPU_INTERNAL, "the computation threw a C++ exception");
     }
@@ -154,9 +188,11 @@ void Executor::run_replica(Core& core) {
 // False when the stage failed the participant (then it has left already).
 bool Executor::enter_participant(Core& core) {
   clear_last_error();
-  if (!core.stage) return true;
-  core.call_inputs.assign(core.inputs.begin(), core.inputs.end());
-  const tpu_status status = core.stage->before(&core.ctx, &core.call_inputs);
+  const StepStage* stage = core.run->spec.stage.get();
+  if (stage == nullptr) return true;
+  StepRun::Slot& slot = core.my_slot();
+  slot.call_inputs.assign(slot.inputs.begin(), slot.inputs.end());
+  const tpu_status status = stage->before(&core.ctx, &slot.call_inputs);
   if (status == TPU_OK) return true;
   leave_participant(core, status);
   return false;
@@ -164,39 +200,41 @@ bool Executor::enter_participant(Core& core) {
 
 void Executor::leave_participant(Core& core, tpu_status status) {
   tpu_replica_context& ctx = core.ctx;
-  if (core.stage) {
-    status = core.stage->after(&ctx, status, &core.call_inputs, core.inputs.size(),
-                               core.outputs.data(), static_cast<int>(core.outputs.size()));
-    core.stage.reset();
-  }
-  int running = kRunning;
-  if (!core.state.compare_exchange_strong(running, kDone, std::memory_order_acq_rel)) {
+  StepRun& run = *core.run;
+  StepRun::Slot& slot = core.my_slot();
+  if (const StepStage* stage = run.spec.stage.get())
+    status = stage->after(&ctx, status, &slot.call_inputs, slot.inputs.size(), slot.outputs.data(),
+                          static_cast<int>(slot.outputs.size()));
+  if (!move_core(core.state, kRunning, kDone)) {
     finish_late(core);
     return;
   }
-  Step& step = *step_;
-  if (status == TPU_OK) ctx.comm->depart(ctx.participant);
-  else record_failure(core, status);
+  if (status == TPU_OK) run.comm->depart(ctx.participant);
+  else record_failure(run, core, status);
   ctx.comm = nullptr;  // a context kept past its step no longer reaches collectives
-  if (step.pending.fetch_sub(1, std::memory_order_seq_cst) == 1) step.done.wake();
+  ctx.embedding_step = nullptr;
+  // The last touch of the run: the caller may reuse it once pending reaches 0.
+  if (run.pending.fetch_sub(1, std::memory_order_seq_cst) == 1) step_done_.wake();
 }
 
-// The caller failed this replica's step without it and handed it references to its
-// inputs and the step's communicator: release them and what it output, and give the
-// core back. Nothing of the caller's is touched.
+// The caller failed this participant's step without it and retained its inputs:
+// release them and what it output, let go of the run, and give the core back.
+// Nothing of the caller's is touched.
 void Executor::finish_late(Core& core) {
   core.ctx.comm = nullptr;
-  for (tpu_tensor* t : core.inputs) release(t);
-  for (tpu_tensor*& t : core.outputs) release(std::exchange(t, nullptr));
-  core.late_comm.reset();
-  core.state.store(kIdle, std::memory_order_release);
+  core.ctx.embedding_step = nullptr;
+  StepRun::Slot& slot = core.my_slot();
+  for (tpu_tensor* t : slot.inputs) release(t);
+  for (tpu_tensor*& t : slot.outputs) release(std::exchange(t, nullptr));
+  core.run.reset();  // the last holder frees the step: its communicator, stage, tables' state
+  move_core(core.state, kLate, kFree);
   late_returned_.wake();
 }
 
 std::string Executor::wait_for_late(int n, const int* cores, int64_t timeout_ms) {
   if (cores == nullptr) n = num_cores_;
   auto late = [&](int i) {
-    return cores_[cores ? cores[i] : i].state.load(std::memory_order_acquire) == kLate;
+    return cores_[cores ? cores[i] : i].state.load(std::memory_order_seq_cst) == kLate;
   };
   auto none_late = [&] {
     for (int i = 0; i < n; ++i)
@@ -225,8 +263,8 @@ std::string Executor::wait_for_late(int n, const int* cores, int64_t timeout_ms)
 struct Executor::JoinedThread {
   Executor* executor = nullptr;
   Core* core = nullptr;
-  // Kept from join to join (a pool thread's refcount is not touched every step); let
-  // go when a join fails and when the thread exits.
+  // The system, held from join to leave only: a thread between joins (a pool's idle
+  // thread, or one that never joins again) keeps nothing alive.
   std::shared_ptr<System> keepalive;
   int pinned_cpu = -1;  // where join last pinned this thread
 
@@ -244,6 +282,7 @@ struct Executor::JoinedThread {
     --t_user_code_depth;
     c.joined.store(false, std::memory_order_release);
     executor->leave_participant(c, status);
+    keepalive.reset();  // last: the system may go with it
   }
 };
 
@@ -262,11 +301,12 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
   Core& core = cores_[index];
   bool free = false;
   if (!core.joined.compare_exchange_strong(free, true, std::memory_order_acq_rel))
-    invalid_argument("core ", index, " has been joined by another thread; one thread joins a core at a time");
+    fail(TPU_ALREADY_EXISTS, "core ", index,
+         " has been joined by another thread; one thread joins a core at a time");
   // A limit past the clock's range (now + it overflows into the past) is no limit.
   constexpr int64_t kNoLimitBeyondMs = int64_t{1} << 40;  // 34 years
   Deadline deadline(timeout_ms > kNoLimitBeyondMs ? -1 : timeout_ms);
-  if (me.keepalive != keepalive) me.keepalive = keepalive;  // the system outlives the wait
+  me.keepalive = keepalive;  // the system outlives the wait and the participant
   for (;;) {
     const WaitResult w = wait_until(
         core.join_wake, policy_, deadline,
@@ -279,10 +319,8 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
         fail(TPU_CANCELLED, "the TPU system was shut down while this thread waited on core ", index);
       fail(TPU_DEADLINE_EXCEEDED, "no step gave core ", index, " a participant within ", timeout_ms, " ms");
     }
-    int awaiting = kAwaiting;
-    if (!core.state.compare_exchange_strong(awaiting, kRunning, std::memory_order_acq_rel))
-      continue;  // the step gave up on it a moment ago
-    step_->done.wake();  // the caller may wait for every participant to be claimed
+    if (!move_core(core.state, kAwaiting, kRunning)) continue;  // the step gave up on it a moment ago
+    step_done_.wake();  // the caller may wait for every participant to be claimed
     if (!enter_participant(core)) continue;  // its stage failed it: it has left
     // Pinned as the core's worker would be: replicas move in lockstep, and the
     // communicator's waits count on the placement.
@@ -293,14 +331,16 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
     me.executor = this;
     me.core = &core;
     ++t_user_code_depth;
-    std::vector<tpu_tensor*>& inputs = core.stage ? core.call_inputs : core.inputs;
+    const StepRun& run = *core.run;
+    StepRun::Slot& slot = core.my_slot();
+    std::vector<tpu_tensor*>& inputs = run.spec.stage ? slot.call_inputs : slot.inputs;
     JoinedParticipant out;
     out.ctx = &core.ctx;
     out.inputs = inputs.data();
     out.num_inputs = static_cast<int>(inputs.size());
-    out.num_outputs = static_cast<int>(core.outputs.size());
-    out.fn = core.fn;
-    out.user_data = core.user_data;
+    out.num_outputs = static_cast<int>(slot.outputs.size());
+    out.fn = run.spec.fn;
+    out.user_data = run.spec.user_data;
     return out;
   }
 }
@@ -314,8 +354,8 @@ void Executor::leave(tpu_replica_context* ctx, tpu_status status, tpu_tensor* co
     invalid_argument("ctx is not the context this thread joined (",
                      participant_name(me.core->ctx.participant, me.core->ctx.num_cores_per_replica),
                      " on core ", me.core->ctx.core, ")");
-  Core& core = *me.core;
-  const int expected = static_cast<int>(core.outputs.size());
+  StepRun::Slot& slot = me.core->my_slot();
+  const int expected = static_cast<int>(slot.outputs.size());
   std::string wrong;
   if (num_outputs != expected)
     wrong = str_cat("tpu_step_leave got num_outputs ", num_outputs, ", but the step has ", expected);
@@ -323,7 +363,7 @@ void Executor::leave(tpu_replica_context* ctx, tpu_status status, tpu_tensor* co
     wrong = str_cat("tpu_step_leave got outputs NULL for ", num_outputs, " outputs");
   if (outputs != nullptr)  // taken over even when the count is wrong: nothing leaks
     for (int o = 0; o < num_outputs; ++o) {
-      if (o < expected) core.outputs[o] = outputs[o];
+      if (o < expected) slot.outputs[o] = outputs[o];
       else release(outputs[o]);
     }
   if (!wrong.empty()) {
@@ -335,68 +375,84 @@ void Executor::leave(tpu_replica_context* ctx, tpu_status status, tpu_tensor* co
   if (!wrong.empty()) invalid_argument(wrong);
 }
 
-void Executor::record_failure(Core& core, tpu_status status) {
-  Step& step = *step_;
+void Executor::record_failure(StepRun& run, Core& core, tpu_status status) {
   tpu_replica_context& ctx = core.ctx;
+  StepRun::Slot& slot = core.my_slot();
   if (!is_status(status)) {
-    core.status = TPU_UNKNOWN;
-    core.error = str_cat("the computation returned ", static_cast<int>(status),
-                         ", which is not a tpu_status");
+    slot.status = TPU_UNKNOWN;
+    slot.error = str_cat("the computation returned ", static_cast<int>(status), ", which is not a tpu_status");
   } else {
-    core.status = status;
-    if (ctx.fail_code != TPU_OK && !ctx.fail_message.empty()) core.error = ctx.fail_message;
-    else if (*last_error() != '\0') core.error = last_error();
-    else core.error = str_cat("the computation returned ", status_name(status));
+    slot.status = status;
+    if (ctx.fail_code != TPU_OK && !ctx.fail_message.empty()) slot.error = ctx.fail_message;
+    else if (*last_error() != '\0') slot.error = last_error();
+    else slot.error = str_cat("the computation returned ", status_name(status));
   }
-  // A replica that fails after the step failed (aborted, or given another replica's
+  // A participant that fails after the step failed (aborted, or given another's
   // error) must not hide that failure; claiming first_failure before aborting the
   // communicator orders the two.
   int origin = -1;
   tpu_status code;
   std::string message;
-  const bool collateral =
-      step.comm->failure(&origin, &code, &message) && origin != ctx.participant;
+  const bool collateral = run.comm->failure(&origin, &code, &message) && origin != ctx.participant;
   int none = -1;
-  (collateral ? step.first_abort : step.first_failure)
-      .compare_exchange_strong(none, ctx.participant, std::memory_order_acq_rel);
-  step.comm->abort(ctx.participant, core.status, core.error);
+  (collateral ? run.first_abort : run.first_failure)
+      .compare_exchange_strong(none, core.slot, std::memory_order_acq_rel);
+  run.comm->abort(ctx.participant, slot.status, slot.error);
+}
+
+std::shared_ptr<StepRun> Executor::fresh_run() {
+  if (!run_) run_ = std::make_shared<StepRun>();
+  return run_;
 }
 
 StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_replica,
                          const std::shared_ptr<Communicator>& shared_comm,
                          tpu_tensor** outputs, const std::vector<int>* participants) {
-  Step& step = *step_;
   const int k = cores_per_replica;
   const int n = spec.num_replicas * k;  // participants
-  step.cores_per_replica = k;
-  step.participants.clear();
-  if (participants) step.participants = *participants;
-  else
-    for (int p = 0; p < n; ++p) step.participants.push_back(p);
-  const int m = static_cast<int>(step.participants.size());
+  int m = n;
+  if (participants) m = static_cast<int>(participants->size());
+  auto participant_at = [&](int i) { return participants ? (*participants)[i] : i; };
   const int64_t step_timeout_ms = spec.timeout_ms > 0 ? spec.timeout_ms : timeout_ms_;
   std::vector<int> local_cores(m);
-  for (int i = 0; i < m; ++i) local_cores[i] = cores[step.participants[i]];
+  for (int i = 0; i < m; ++i) local_cores[i] = cores[participant_at(i)];
   const std::string busy = wait_for_late(m, local_cores.data(), step_timeout_ms);
   if (!busy.empty())
     fail(TPU_UNAVAILABLE, "the step needs ", busy, ", which did not return within ", step_timeout_ms,
          " ms more; a core serves steps again when its computation returns");
+
+  const std::shared_ptr<StepRun> held = fresh_run();
+  StepRun& run = *held;
+  run.spec = spec;
+  run.comm = shared_comm;
+  run.cores_per_replica = k;
+  run.timeout_ms = step_timeout_ms;
+  run.first_failure.store(-1, std::memory_order_relaxed);
+  run.first_abort.store(-1, std::memory_order_relaxed);
+  run.never_started.clear();
+  run.pending.store(static_cast<uint32_t>(m), std::memory_order_relaxed);
+  run.slots.resize(m);
   Communicator* comm = shared_comm.get();
-  step.spec = spec;
-  step.comm = comm;
-  step.first_failure.store(-1, std::memory_order_relaxed);
-  step.first_abort.store(-1, std::memory_order_relaxed);
-  step.never_started.clear();
-  step.pending.store(static_cast<uint32_t>(m), std::memory_order_relaxed);
   if (!placement_.empty())
-    for (int i = 0; i < m; ++i) cpu_of_rank_[i] = placement_[cores[step.participants[i]]];
+    for (int i = 0; i < m; ++i) cpu_of_rank_[i] = placement_[local_cores[i]];
   comm->reset(placement_.empty() ? nullptr : cpu_of_rank_.data());
-  step_timeout_ms_ = step_timeout_ms;
-  comm->set_step_timeout(step_timeout_ms_);
-  for (int p : step.participants) {
-    Core& core = cores_[cores[p]];
+  comm->set_step_timeout(step_timeout_ms);
+  for (int i = 0; i < m; ++i) {
+    const int p = participant_at(i);
+    StepRun::Slot& slot = run.slots[i];
+    slot.participant = p;
+    slot.core = local_cores[i];
+    slot.status = TPU_OK;
+    slot.error.clear();
+    tpu_tensor* const* in = spec.inputs + static_cast<int64_t>(p) * spec.num_inputs;
+    slot.inputs.assign(in, in + spec.num_inputs);
+    slot.outputs.assign(spec.num_outputs, nullptr);
+    Core& core = cores_[slot.core];
+    core.run = held;
+    core.slot = i;
     tpu_replica_context& ctx = core.ctx;
     ctx.comm = comm;
+    ctx.embedding_step = spec.embedding.get();
     ctx.participant = p;
     ctx.replica_id = p / k;
     ctx.logical_core = p % k;
@@ -406,59 +462,58 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
     ctx.fail_code = TPU_OK;
     ctx.fail_message.clear();
     ctx.late.store(false, std::memory_order_relaxed);
-    core.fn = spec.fn;
-    core.user_data = spec.user_data;
-    tpu_tensor* const* in = spec.inputs + static_cast<int64_t>(p) * spec.num_inputs;
-    core.inputs.assign(in, in + spec.num_inputs);
-    core.outputs.assign(spec.num_outputs, nullptr);
-    core.stage = spec.stage;
     dispatch(core, spec.caller_threads);
   }
 
-  auto done = [&] { return step.pending.load(std::memory_order_seq_cst) == 0; };
-  // No deadline while every replica is still running: computations may be long.
-  // Once the step has failed or a replica has finished, the rest get the collective
+  auto done = [&] { return run.pending.load(std::memory_order_seq_cst) == 0; };
+  // No deadline while every participant is still running: computations may be long.
+  // Once the step has failed or one has finished, the rest get the collective
   // deadline to return.
   if (spec.caller_threads) {
     // A participant that no thread takes within the deadline never arrives.
-    Deadline joins(step_timeout_ms_);
+    Deadline joins(step_timeout_ms);
     // Read from the cores' slots: a shared counter would be one more contended
     // write per participant and step.
     auto all_claimed = [&] {
-      for (int p : step.participants)
-        if (cores_[cores[p]].state.load(std::memory_order_seq_cst) == kAwaiting) return false;
+      for (const StepRun::Slot& slot : run.slots)
+        if (cores_[slot.core].state.load(std::memory_order_seq_cst) == kAwaiting) return false;
       return true;
     };
-    const WaitResult w = wait_until(step.done, policy_, joins, all_claimed, [&] {
-      return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) ||
-             comm->aborted();
+    const WaitResult w = wait_until(step_done_, policy_, joins, all_claimed, [&] {
+      return run.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) || comm->aborted();
     });
-    if (w == WaitResult::kTimedOut) abandon_unclaimed(cores, false);
+    if (w == WaitResult::kTimedOut) abandon_unclaimed(run, false);
     // Failed before all were claimed: those never start. Waiting another deadline for
     // them would end the step here a deadline after the other tasks, who take that as
     // this task gone.
-    else if (comm->aborted()) abandon_unclaimed(cores, true);
+    else if (comm->aborted()) abandon_unclaimed(run, true);
   }
   Deadline never = Deadline::never();
-  WaitResult w = wait_until(step.done, policy_, never, done, [&] {
-    return step.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) ||
-           comm->aborted();
+  WaitResult w = wait_until(step_done_, policy_, never, done, [&] {
+    return run.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) || comm->aborted();
   });
   if (w != WaitResult::kReady) {
-    Deadline deadline(step_timeout_ms_);
-    w = wait_until(step.done, policy_, deadline, done, [] { return false; });
+    Deadline deadline(step_timeout_ms);
+    w = wait_until(step_done_, policy_, deadline, done, [] { return false; });
   }
-  if (w != WaitResult::kReady) return give_up(n, cores, shared_comm, outputs);
-  return collect(n, cores, outputs);
+  if (w != WaitResult::kReady) {
+    StepResult result = give_up(run, outputs);
+    // The late participants' cores hold the run until they return; the next step
+    // gets a new one.
+    if (result.late) run_.reset();
+    return result;
+  }
+  return collect(run, outputs);
 }
 
 void Executor::dispatch(Core& core, bool to_joined_thread) {
+  // The caller waited for late participants: every core of the step is free.
   if (to_joined_thread) {
-    core.state.store(kAwaiting, std::memory_order_seq_cst);  // publishes the slot
+    must_move_core(core.state, kFree, kAwaiting);  // publishes the slot
     core.join_wake.wake();
     return;
   }
-  core.state.store(kRunning, std::memory_order_relaxed);
+  must_move_core(core.state, kFree, kRunning);
   core.go.fetch_add(1, std::memory_order_seq_cst);  // publishes the slot
   core.wake.wake();
 }
@@ -466,105 +521,101 @@ void Executor::dispatch(Core& core, bool to_joined_thread) {
 // The participants of a caller-threads step that no thread took: they never start,
 // their cores are free again, and the step fails naming them. The others' collectives
 // are aborted: they would wait for these.
-void Executor::abandon_unclaimed(const int* cores, bool step_failed) {
-  Step& step = *step_;
-  if (!step.spec.caller_threads) return;
+void Executor::abandon_unclaimed(StepRun& run, bool step_failed) {
+  if (!run.spec.caller_threads) return;
   std::string never;
   int num_never = 0;
-  for (int p : step.participants) {
-    Core& core = cores_[cores[p]];
-    int awaiting = kAwaiting;
-    if (!core.state.compare_exchange_strong(awaiting, kIdle, std::memory_order_acq_rel)) continue;
-    core.stage.reset();
-    never += str_cat(num_never++ ? ", " : "", participant_name(p, step.cores_per_replica),
-                     " (core ", cores[p], ")");
-    if (step.pending.fetch_sub(1, std::memory_order_seq_cst) == 1) step.done.wake();
+  for (StepRun::Slot& slot : run.slots) {
+    Core& core = cores_[slot.core];
+    if (!move_core(core.state, kAwaiting, kFree)) continue;
+    core.run.reset();
+    never += str_cat(num_never++ ? ", " : "", participant_name(slot.participant, run.cores_per_replica),
+                     " (core ", slot.core, ")");
+    run.pending.fetch_sub(1, std::memory_order_seq_cst);
   }
   if (num_never == 0) return;
-  step.never_started = str_cat(never, " never started: no thread joined ",
-                               num_never > 1 ? "their cores" : "its core", " (tpu_step_join) ",
-                               step_failed ? std::string("before the step failed")
-                                           : str_cat("within ", step_timeout_ms_, " ms"));
-  step.comm->abort(-1, TPU_DEADLINE_EXCEEDED, step.never_started);
+  run.never_started = str_cat(never, " never started: no thread joined ",
+                              num_never > 1 ? "their cores" : "its core", " (tpu_step_join) ",
+                              step_failed ? std::string("before the step failed")
+                                          : str_cat("within ", run.timeout_ms, " ms"));
+  run.comm->abort(-1, TPU_DEADLINE_EXCEEDED, run.never_started);
 }
 
-StepResult Executor::first_error(const int* cores) {
-  Step& step = *step_;
-  int failed = step.first_failure.load(std::memory_order_acquire);
-  if (failed < 0 && !step.never_started.empty())
-    return {TPU_DEADLINE_EXCEEDED, step.never_started, false};
+StepResult Executor::first_error(StepRun& run) {
+  int failed = run.first_failure.load(std::memory_order_acquire);
+  if (failed < 0 && !run.never_started.empty()) return {TPU_DEADLINE_EXCEEDED, run.never_started, false};
   if (failed < 0) {
-    failed = step.first_abort.load(std::memory_order_acquire);
+    failed = run.first_abort.load(std::memory_order_acquire);
     if (failed < 0) return {};
-    // Only failures after the step had: report the replica whose error that was, as
-    // the communicator words it ("replica R: ..."), not R's error behind another name.
+    // Only failures after the step had: report the participant whose error that was,
+    // as the communicator words it ("replica R: ..."), not R's error behind another name.
     int origin = -1;
     StepResult result;
-    if (step.comm->failure(&origin, &result.code, &result.message) && origin >= 0) return result;
+    if (run.comm->failure(&origin, &result.code, &result.message) && origin >= 0) return result;
   }
-  const Core& core = cores_[cores[failed]];
-  StepResult result{core.status, str_cat(participant_name(failed, step.cores_per_replica), ": ", core.error),
-                    false};
-  if (!step.never_started.empty()) result.message += str_cat(" (", step.never_started, ")");
+  const StepRun::Slot& slot = run.slots[failed];
+  StepResult result{slot.status,
+                    str_cat(participant_name(slot.participant, run.cores_per_replica), ": ", slot.error), false};
+  if (!run.never_started.empty()) result.message += str_cat(" (", run.never_started, ")");
   return result;
 }
 
-StepResult Executor::collect(int num_replicas, const int* cores, tpu_tensor** outputs) {
-  Step& step = *step_;
-  const int num_outputs = step.spec.num_outputs;
-  StepResult result = first_error(cores);
-  (void)num_replicas;
-  for (int p : step.participants) {
-    Core& core = cores_[cores[p]];
+// Every participant is over (done, or never started): their outputs go to the caller
+// on success, and their cores are free.
+StepResult Executor::collect(StepRun& run, tpu_tensor** outputs) {
+  const int num_outputs = run.spec.num_outputs;
+  StepResult result = first_error(run);
+  for (StepRun::Slot& slot : run.slots) {
     for (int o = 0; o < num_outputs; ++o) {
-      tpu_tensor* t = std::exchange(core.outputs[o], nullptr);
-      if (result.code == TPU_OK) outputs[static_cast<int64_t>(p) * num_outputs + o] = t;
+      tpu_tensor* t = std::exchange(slot.outputs[o], nullptr);
+      if (result.code == TPU_OK) outputs[static_cast<int64_t>(slot.participant) * num_outputs + o] = t;
       else release(t);
     }
+    Core& core = cores_[slot.core];
+    if (move_core(core.state, kDone, kFree)) core.run.reset();
   }
+  // What the step lent the run goes back now, not when the next step reuses it.
+  run.spec.stage.reset();
+  run.spec.embedding.reset();
+  run.spec.user_data = nullptr;
   return result;
 }
 
-StepResult Executor::give_up(int num_replicas, const int* cores,
-                             const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs) {
-  Step& step = *step_;
-  abandon_unclaimed(cores, false);
+StepResult Executor::give_up(StepRun& run, tpu_tensor** outputs) {
+  abandon_unclaimed(run, false);
   std::string late;
   int num_late = 0;
-  for (int p : step.participants) {
-    Core& core = cores_[cores[p]];
-    const std::string who = participant_name(p, step.cores_per_replica);
-    if (core.state.load(std::memory_order_acquire) == kIdle) continue;  // never started
-    // Handed over before the replica can see kLate: it may read its inputs after the
-    // caller's references are gone, and call collectives on its communicator.
-    for (tpu_tensor* t : core.inputs) retain(t);
-    core.late_comm = comm;
+  for (StepRun::Slot& slot : run.slots) {
+    Core& core = cores_[slot.core];
+    const std::string who = participant_name(slot.participant, run.cores_per_replica);
+    if (core.state.load(std::memory_order_acquire) == kFree) continue;  // never started
+    // Handed over before the participant can see kLate: it may read its inputs after
+    // the caller's references are gone, and call collectives on the run's communicator.
+    for (tpu_tensor* t : slot.inputs) retain(t);
     // Before it can be late: once it is, its collectives are TPU_ABORTED (replicate.h),
     // not the error that failed the step. Harmless if it returns first.
-    core.ctx.late_reason = str_cat(who, " did not return within ", step_timeout_ms_,
+    core.ctx.late_reason = str_cat(who, " did not return within ", run.timeout_ms,
                                    " ms and its step failed without it: its collectives are aborted");
     core.ctx.late.store(true, std::memory_order_release);
-    int running = kRunning;
-    if (core.state.compare_exchange_strong(running, kLate, std::memory_order_acq_rel)) {
-      late += str_cat(num_late++ ? ", " : "", step.cores_per_replica > 1 ? who : std::to_string(p));
+    if (move_core(core.state, kRunning, kLate)) {
+      late += str_cat(num_late++ ? ", " : "", run.cores_per_replica > 1 ? who : std::to_string(slot.participant));
     } else {
-      for (tpu_tensor* t : core.inputs) release(t);
-      core.late_comm.reset();
+      for (tpu_tensor* t : slot.inputs) release(t);
     }
   }
-  // The replicas that did return are past their computations: their last
+  // The participants that did return are past their computations: their last
   // decrements are imminent.
-  while (step.pending.load(std::memory_order_seq_cst) != static_cast<uint32_t>(num_late))
-    sched_yield();
-  if (num_late == 0) return collect(num_replicas, cores, outputs);
-  for (int p : step.participants) {
-    Core& core = cores_[cores[p]];
-    if (core.state.load(std::memory_order_acquire) != kDone) continue;
-    for (tpu_tensor*& t : core.outputs) release(std::exchange(t, nullptr));
+  while (run.pending.load(std::memory_order_seq_cst) != static_cast<uint32_t>(num_late)) sched_yield();
+  if (num_late == 0) return collect(run, outputs);
+  for (StepRun::Slot& slot : run.slots) {
+    Core& core = cores_[slot.core];
+    if (!move_core(core.state, kDone, kFree)) continue;
+    for (tpu_tensor*& t : slot.outputs) release(std::exchange(t, nullptr));
+    core.run.reset();
   }
-  const std::string overran = str_cat(step.cores_per_replica > 1 ? "" : num_late > 1 ? "replicas " : "replica ", late,
-                                      " did not return within ", step_timeout_ms_, " ms");
-  StepResult result = first_error(cores);
+  const std::string overran = str_cat(run.cores_per_replica > 1 ? "" : num_late > 1 ? "replicas " : "replica ", late,
+                                      " did not return within ", run.timeout_ms, " ms");
+  StepResult result = first_error(run);
   result.late = true;
   if (result.code != TPU_OK) {
     result.message += str_cat(" (", overran, " of the failure)");
@@ -572,8 +623,8 @@ StepResult Executor::give_up(int num_replicas, const int* cores,
     result.code = TPU_DEADLINE_EXCEEDED;
     result.message = str_cat(overran, " after another replica finished");
   }
-  // From now on the late replicas' collectives fail at once.
-  comm->abort(-1, result.code, result.message);
+  // From now on the late participants' collectives fail at once.
+  run.comm->abort(-1, result.code, result.message);
   return result;
 }
 

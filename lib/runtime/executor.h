@@ -2,7 +2,30 @@
 // dispatched by filling each participating core's slot and bumping its sequence
 // word; idle workers spin briefly, then yield, then sleep on a futex (core/wait.h),
 // and the caller waits for the step's pending count the same way. Nothing on this
-// path allocates once the slots have grown to the step's input and output counts.
+// path allocates once a step's run has grown to its input and output counts.
+//
+// One owner per step. Each step invocation is one StepRun (reference-counted): the
+// spec (with its stage and the embedding engine's per-step state), the communicator,
+// and each participant's slot (its inputs, outputs and outcome). A core serving a
+// participant holds the run until the participant is over, so a late participant
+// keeps only its own step alive; the next step runs on a new StepRun and never
+// reads or writes the old one. The executor reuses a run only when no participant of
+// it was late.
+//
+// A core's slot moves through these states, each change by one call of move_core()
+// (executor.cc), which checks it against this table:
+//
+//   kFree     -> kRunning   the caller dispatches a participant to the core's worker
+//   kFree     -> kAwaiting  the caller hands it to a thread that joins the core
+//   kAwaiting -> kRunning   a joined thread claims it (tpu_step_join)
+//   kAwaiting -> kFree      the caller gives up on it unclaimed: it never starts
+//   kRunning  -> kDone      the participant returns while the step waits for it
+//   kRunning  -> kLate      the caller gives up waiting: the step ends without it
+//   kDone     -> kFree      the caller collects the participant's outputs
+//   kLate     -> kFree      the late participant returns: its thread cleans up and
+//                           the core (and its hold on the run) is let go
+//
+// kRunning -> kDone and kRunning -> kLate race; whoever wins owns the cleanup.
 #pragma once
 
 #include <atomic>
@@ -18,6 +41,9 @@ namespace tpurt {
 
 class Communicator;
 class System;
+namespace embedding {
+class StepState;
+}
 
 // Work the runtime does on a participant's thread around its computation (the
 // infeed's dequeue, the gather of a partitioned output's tiles): the same on a
@@ -51,6 +77,9 @@ struct StepSpec {
   int64_t timeout_ms = 0;               // the step's collective deadline; 0: the system's
   bool caller_threads = false;  // participants run on threads that joined their cores
   std::shared_ptr<const StepStage> stage;  // NULL: none; held by late participants too
+  // The embedding engine's state for this step (NULL without tables): the step's run
+  // holds it, so a late participant never sees the next step's.
+  std::shared_ptr<embedding::StepState> embedding;
 };
 
 // A participant handed to a thread that joined its core (tpu_joined_step).
@@ -69,6 +98,8 @@ struct StepResult {
   bool late = false;    // some replicas had not returned: the step's communicator is
                         // theirs until they do, and must not serve another step
 };
+
+struct StepRun;
 
 // Marks the calling thread as running user code of a step (a computation or an
 // outside-compilation function) for the scope's lifetime: such code must not start
@@ -105,9 +136,11 @@ class Executor {
   // The calling thread joins `core` (tpurt/replicate.h, tpu_step_join): waits up to
   // timeout_ms (< 0: no limit) for a caller-threads step to give the core a
   // participant, and returns it; the thread runs it and calls leave(). Holds
-  // `keepalive` while joined. Throws TPU_DEADLINE_EXCEEDED when none came,
-  // TPU_CANCELLED when the executor stops, TPU_INVALID_ARGUMENT when the thread or
-  // the core is joined already.
+  // `keepalive` from the call until leave() (or the failed join): a thread between
+  // joins holds nothing. Throws TPU_DEADLINE_EXCEEDED when none came,
+  // TPU_CANCELLED when the executor stops, TPU_ALREADY_EXISTS when another thread
+  // has joined the core, TPU_INVALID_ARGUMENT when this thread is joined already or
+  // the core is out of range.
   JoinedParticipant join(int core, int64_t timeout_ms, const std::shared_ptr<System>& keepalive);
   // Ends the calling thread's participant as a computation that returned `status`
   // with outputs[0..num_outputs) (new references it takes over). Throws
@@ -133,21 +166,22 @@ class Executor {
 
  private:
   struct Core;
-  struct Step;
+  struct JoinedThread;
 
   void worker_loop(int index);
-  struct JoinedThread;
-  void run_replica(Core& core);
+  void run_participant(Core& core);
   bool enter_participant(Core& core);
   void leave_participant(Core& core, tpu_status status);
   void dispatch(Core& core, bool to_joined_thread);
-  void abandon_unclaimed(const int* cores, bool step_failed);
+  void abandon_unclaimed(StepRun& run, bool step_failed);
   void finish_late(Core& core);
-  void record_failure(Core& core, tpu_status status);
-  StepResult first_error(const int* cores);
-  StepResult collect(int num_replicas, const int* cores, tpu_tensor** outputs);
-  StepResult give_up(int num_replicas, const int* cores,
-                     const std::shared_ptr<Communicator>& comm, tpu_tensor** outputs);
+  void record_failure(StepRun& run, Core& core, tpu_status status);
+  StepResult first_error(StepRun& run);
+  StepResult collect(StepRun& run, tpu_tensor** outputs);
+  StepResult give_up(StepRun& run, tpu_tensor** outputs);
+  // The run for the next step: the last one again, unless a participant of it was
+  // late (then the executor let go of it).
+  std::shared_ptr<StepRun> fresh_run();
 
   static thread_local JoinedThread t_joined_;
 
@@ -155,10 +189,12 @@ class Executor {
   const std::vector<int> placement_;  // CPU per core, or empty: the OS places them
   std::vector<int> cpu_of_rank_;      // per step: placement_ of each replica's core
   const int64_t timeout_ms_;
-  int64_t step_timeout_ms_ = 0;  // the running step's deadline
   const SpinPolicy policy_;
   std::unique_ptr<Core[]> cores_;
-  std::unique_ptr<Step> step_;
+  std::shared_ptr<StepRun> run_;  // the last step's run (guarded by the step lock)
+  // Woken when a participant of any run returns and when a joined thread claims one:
+  // the executor's, not a run's, so nothing touches a run after its last decrement.
+  WakeWord step_done_;
   WakeWord late_returned_;  // woken when a late computation returns
   std::atomic<bool> stop_{false};
 };

@@ -4,6 +4,7 @@
 // replica's wait also ends when its step is aborted.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -25,9 +26,16 @@ class FeedQueue {
   // TPU_INVALID_ARGUMENT for bad counts, dtypes or shapes.
   FeedQueue(std::shared_ptr<System> system, const char* kind, int num_replicas,
             int num_elements, const tpu_dtype* dtypes, const tpu_shape* shapes, int capacity);
-  ~FeedQueue();  // releases the queued tensors
+  virtual ~FeedQueue();  // releases the queued tensors
   FeedQueue(const FeedQueue&) = delete;
   FeedQueue& operator=(const FeedQueue&) = delete;
+
+  // Shared by the C handle (whose release is unref) and the steps that dequeue from
+  // it: a late participant's step keeps the queue it reads.
+  void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  static void unref(FeedQueue* queue) {
+    if (queue && queue->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete queue;
+  }
 
   System& system() const { return *system_; }
   int num_replicas() const { return num_replicas_; }
@@ -62,6 +70,7 @@ class FeedQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::deque<Tensor*>> fifos_;  // num_elements_ tensors per tuple
+  std::atomic<int> refs_{1};
 };
 
 }  // namespace tpurt

@@ -12,11 +12,17 @@
 namespace tpurt {
 class Communicator;
 class System;
+namespace embedding {
+class StepState;
+}
 }  // namespace tpurt
 
 struct tpu_replica_context {
   tpurt::System* system = nullptr;
   tpurt::Communicator* comm = nullptr;  // the step's communicator
+  // The embedding engine's state of the step (NULL without tables); the step's run
+  // holds it while this computation runs.
+  tpurt::embedding::StepState* embedding_step = nullptr;
   int replica_id = 0;
   int num_replicas = 0;
   int core = 0;                         // the system core it runs on

@@ -235,12 +235,15 @@ tpu_status fail_participant(tpu_replica_context* ctx, const Error& e) {
 // after its own inputs.
 class InfeedStage : public StepStage {
  public:
-  explicit InfeedStage(FeedQueue* queue) : queue_(queue) {}
+  explicit InfeedStage(FeedQueue* queue) : queue_(queue) { queue_->ref(); }
+  ~InfeedStage() override { FeedQueue::unref(queue_); }
   tpu_status before(tpu_replica_context* ctx, std::vector<tpu_tensor*>* inputs) const override {
     const size_t given = inputs->size();
     const int n = queue_->num_elements();
     inputs->resize(given + n, nullptr);
     try {
+      // Given up on before it began: the tuple it would take is the next step's.
+      if (ctx->late.load(std::memory_order_acquire)) fail(TPU_ABORTED, ctx->late_reason);
       queue_->pop(ctx->replica_id, inputs->data() + given, n, ctx->comm);
     } catch (const Error& e) {
       return fail_participant(ctx, e);
@@ -255,7 +258,7 @@ class InfeedStage : public StepStage {
   }
 
  private:
-  FeedQueue* queue_;
+  FeedQueue* const queue_;  // referenced: the caller may release it while a late participant runs
 };
 
 // A partitioned output of a replica whose cores run on several tasks is assembled

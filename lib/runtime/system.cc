@@ -397,10 +397,16 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
   const int* cores = resolve_cores(spec.num_replicas, device_assignment, &cores_per_replica);
   if (num_tasks() > 1) return run_cluster_step(spec, cores, cores_per_replica, outputs);
   const int participants = spec.num_replicas * cores_per_replica;
-  if (embedding_) embedding_->begin_step(participant_task_, local_participants_, cores_per_replica);
-  StepResult result = executor_.run(spec, cores, cores_per_replica,
-                                    communicator(participants, cores_per_replica), outputs);
-  if (embedding_) embedding_->end_step(result.code == TPU_OK, result.late);
+  StepSpec step = spec;
+  if (embedding_) step.embedding = embedding_->begin_step(participant_task_, local_participants_, cores_per_replica);
+  StepResult result;
+  try {
+    result = executor_.run(step, cores, cores_per_replica, communicator(participants, cores_per_replica), outputs);
+  } catch (...) {  // nothing ran (a core still late): the tables are as they were
+    if (step.embedding) embedding_->end_step(*step.embedding, false, false);
+    throw;
+  }
+  if (step.embedding) embedding_->end_step(*step.embedding, result.code == TPU_OK, result.late);
   if (result.code == TPU_OK) return;
   if (result.late) comms_[participants].reset();  // the late participants hold it
   if (config_.close_on_failure) close(result.message);
@@ -421,9 +427,10 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
         num_usable_cpus(), config_.private_collective_results, cores_per_replica);
   std::shared_ptr<Communicator> comm = cluster_comm_;
   StepResult result;
-  if (embedding_) embedding_->begin_step(participant_task_, local_participants_, cores_per_replica);
+  StepSpec step = spec;
+  if (embedding_) step.embedding = embedding_->begin_step(participant_task_, local_participants_, cores_per_replica);
   try {
-    result = executor_.run(spec, cores, cores_per_replica, comm, outputs, &local_participants_);
+    result = executor_.run(step, cores, cores_per_replica, comm, outputs, &local_participants_);
   } catch (const Error& e) {  // the step did not start here: the others must still hear
     result.code = e.code();
     result.message = e.message();
@@ -446,7 +453,7 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
     result.message = remote.message;
   }
   // Every task now knows the step's one outcome: each applies its rows' gradients or none.
-  if (embedding_) embedding_->end_step(result.code == TPU_OK, result.late);
+  if (step.embedding) embedding_->end_step(*step.embedding, result.code == TPU_OK, result.late);
   if (result.code == TPU_OK) return;
   if (config_.close_on_failure) close(result.message);
   throw Error(result.code, result.message);
