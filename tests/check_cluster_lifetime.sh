@@ -41,9 +41,10 @@ for transport in $TRANSPORTS; do
     if [ ! -e "$plugin" ]; then
       echo "check_cluster_lifetime: skipped the MPI rounds: $plugin is not built (make mpi)"; continue
     fi
+    case $plugin in /*) ;; *) plugin=$root/$plugin ;; esac
     base=$(port_base 2) || exit 1
     out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-          TPURT_TRANSPORT=mpi TPURT_MPI_PLUGIN=$root/$plugin TPURT_NUM_CORES=1 \
+          TPURT_TRANSPORT=mpi TPURT_MPI_PLUGIN=$plugin TPURT_NUM_CORES=1 \
           TPURT_TASK_ADDRESSES=127.0.0.1:$base,127.0.0.1:$((base + 1)) TPURT_COORDINATOR_ADDRESS=127.0.0.1:$base \
           timeout -k 5 150 mpirun --oversubscribe --mca btl self,vader,tcp --mca btl_tcp_if_include lo \
           --mca oob_tcp_if_include lo -n 2 "$worker" rounds "$ROUNDS" 2>&1)

@@ -9,6 +9,12 @@
 // a HandshakeGate: bounded per source and in all, a short deadline), then come back to the
 // loop: data connections go to on_data, called on the loop thread; coordination
 // connections go to the service (task 0; elsewhere they are closed).
+//
+// One process may run one system after another with the same cluster: once task 0's
+// shutdown barrier has passed, its service refuses coordination handshakes with
+// TPU_UNAVAILABLE (net::dial retries those) until it is gone, so that a task that
+// released first and initialises again joins the next service, never the old one
+// (which would take it for a restart of a task it lost).
 #include "cluster/coordination_impl.h"
 
 namespace tpurt {
@@ -80,6 +86,8 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
     if (config.service_address != config.addresses[0])
       m->listeners.push_back(net::Listener::open(m->loop->loop(), config.service_address, accept));
     m->service = std::make_unique<CoordinationService>(m->loop->loop(), config);
+    std::shared_ptr<std::atomic<bool>> retired = m->retired;
+    m->service->on_retired([retired] { retired->store(true); });
     m->service->start();
   }
   std::unique_ptr<Coordination> self(new Coordination(std::move(impl)));
@@ -234,6 +242,10 @@ void Coordination::shutdown() {
   } catch (const Error& err) {
     error = std::make_unique<Error>(err);
   }
+  // Task 0: past its barrier (passed or not) the service only waits for the other
+  // agents to leave; a task registering now is a next system's (the service has set
+  // this already when the barrier passed with task 0 at it).
+  if (m->service) m->retired->store(true);
   // Past the barrier a peer's or the service's departure is expected.
   m->set_quiet();
   if (m->service) {

@@ -98,6 +98,10 @@ struct Coordination::Impl {
   std::shared_ptr<net::EventLoop> loop;
   std::shared_ptr<HandshakeGate> gate = std::make_shared<HandshakeGate>();
   std::vector<net::Listener*> listeners;       // loop thread
+  // Task 0: the shutdown barrier has passed, so the service refuses coordination
+  // handshakes (TPU_UNAVAILABLE: the dialler retries), which can only be a next
+  // system's tasks, until it is gone. Read by the handshake threads.
+  std::shared_ptr<std::atomic<bool>> retired = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<CoordinationService> service;
   bool torn_down = false;                      // loop thread: nothing new is adopted
 
@@ -139,12 +143,21 @@ struct Coordination::Impl {
     std::shared_ptr<HandshakeGate> gate_ref = gate;
     std::shared_ptr<net::EventLoop> loop_ref = loop;
     std::string id = cluster_id, token = config.token;
+    std::shared_ptr<std::atomic<bool>> retired_ref = retired;
+    std::string here = config.addresses[config.task_id];
     try {
-      std::thread([this, gate_ref, loop_ref, fd, id, token] {
+      std::thread([this, gate_ref, loop_ref, retired_ref, here, fd, id, token] {
         net::Hello hello;
         bool ok = false;
+        net::RefuseFn refuse = [&](const net::Hello& h) -> std::string {
+          if (h.kind != net::ConnectionKind::kCoordination || !retired_ref->load()) return "";
+          return str_cat("the coordination service at ", here,
+                         " is shutting down with the system it served; task ", h.task_id,
+                         " tries again until the next one listens");
+        };
         try {
-          hello = net::accept_handshake(fd, id, token, net::now_ms() + HandshakeGate::kDeadlineMs);
+          hello = net::accept_handshake(fd, id, token, net::now_ms() + HandshakeGate::kDeadlineMs,
+                                        refuse);
           ok = true;
         } catch (const std::exception& e) {
           wire::log(str_cat("closing the connection from ", peer_address(fd), ": ", e.what()));
