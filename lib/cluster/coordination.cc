@@ -5,10 +5,12 @@
 // thread, hand it to the loop with post(), and wait for the response (matched by
 // the frame's seq) with a deadline.
 //
-// Accepted connections run their handshake on a short-lived thread each (admitted by
-// a HandshakeGate: bounded per source and in all, a short deadline), then come back to the
-// loop: data connections go to on_data, called on the loop thread; coordination
-// connections go to the service (task 0; elsewhere they are closed).
+// Accepted connections wait on the loop, threadless, for their first bytes
+// (SilentConnections: the oldest silent one dropped first past a cap), then run their
+// handshake on a short-lived thread each (admitted by a HandshakeGate: bounded per
+// source and in all, a short deadline), then come back to the loop: data connections
+// go to on_data, called on the loop thread; coordination connections go to the service
+// (task 0; elsewhere they are closed).
 //
 // One process may run one system after another with the same cluster: once task 0's
 // shutdown barrier has passed, its service refuses coordination handshakes with
@@ -72,6 +74,8 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
   m->loop = std::make_shared<net::EventLoop>();
 
   // Listeners and the service are set up before the loop thread runs them.
+  m->silent = SilentConnections::open(m->loop->loop(), SilentConnections::capacity_for(open_file_limit()),
+                                      HandshakeGate::kDeadlineMs, [m](int fd) { m->start_handshake(fd); });
   auto accept = [m](int fd) { m->on_accept(fd); };
   // A taken address is most often a second process with this task id: registering
   // anyway lets the service say so, naming both hosts.
