@@ -18,6 +18,21 @@ struct SilentConnections::Entry {
   std::list<Entry*>::iterator pos;
 };
 
+namespace {
+
+enum FirstBytes { kBytes, kSilent, kGone };
+
+// Whether fd has sent something (without reading it).
+FirstBytes first_bytes(int fd) {
+  char c;
+  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0) return kBytes;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return kSilent;
+  return kGone;
+}
+
+}  // namespace
+
 size_t SilentConnections::capacity_for(uint64_t fd_limit) {
   // Half of what is left after the process's own files (cores' transports, peers,
   // handshakes in flight), between 16 and 1024.
@@ -44,12 +59,16 @@ void SilentConnections::add(int fd) {
     ::close(fd);
     return;
   }
-  char c;
-  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n > 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || n == 0) {
-    // Bytes already (or the end, or an error): the handshake reads what there is.
-    ready_(fd);
-    return;
+  switch (first_bytes(fd)) {
+    case kBytes:  // a real task's hello comes with its connect
+      ready_(fd);
+      return;
+    case kGone:  // ended or failed before a byte: nothing to hand on
+      ::close(fd);
+      ++dropped_;
+      return;
+    case kSilent:
+      break;
   }
   while (held_.size() >= capacity_) drop(held_.front());
   Entry* e = new Entry();
@@ -68,6 +87,15 @@ void SilentConnections::add(int fd) {
     Entry* e = static_cast<Entry*>(p->data);
     SilentConnections* self = e->owner;
     int fd = e->fd;
+    switch (first_bytes(fd)) {
+      case kSilent:  // a spurious wake-up
+        return;
+      case kGone:
+        self->drop(e);
+        return;
+      case kBytes:
+        break;
+    }
     self->release(e);
     // Blocking again, as accepted (uv_poll_init_socket made it non-blocking).
     int flags = fcntl(fd, F_GETFL, 0);

@@ -18,8 +18,8 @@ namespace tpurt {
 
 class SilentConnections {
  public:
-  // Called on the loop thread with a connection that has something to read (or has
-  // ended: the handshake finds out); the callee owns fd.
+  // Called on the loop thread with a connection that has sent something (a
+  // connection that ends or fails first is closed here); the callee owns fd.
   using Ready = std::function<void(int fd)>;
 
   // The most silent connections a process of `fd_limit` open files holds.
