@@ -5,10 +5,18 @@
 // thread, hand it to the loop with post(), and wait for the response (matched by
 // the frame's seq) with a deadline.
 //
-// Accepted connections run their handshake on a short-lived thread each (admitted by
-// a HandshakeGate: bounded per source and in all, a short deadline), then come back to the
-// loop: data connections go to on_data, called on the loop thread; coordination
-// connections go to the service (task 0; elsewhere they are closed).
+// Accepted connections wait on the loop, threadless, for their first bytes
+// (SilentConnections: the oldest silent one dropped first past a cap), then run their
+// handshake on a short-lived thread each (admitted by a HandshakeGate: bounded per
+// source and in all, a short deadline), then come back to the loop: data connections
+// go to on_data, called on the loop thread; coordination connections go to the service
+// (task 0; elsewhere they are closed).
+//
+// One process may run one system after another with the same cluster: once task 0's
+// shutdown barrier has passed, its service refuses coordination handshakes with
+// TPU_UNAVAILABLE (net::dial retries those) until it is gone, so that a task that
+// released first and initialises again joins the next service, never the old one
+// (which would take it for a restart of a task it lost).
 #include "cluster/coordination_impl.h"
 
 namespace tpurt {
@@ -66,6 +74,8 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
   m->loop = std::make_shared<net::EventLoop>();
 
   // Listeners and the service are set up before the loop thread runs them.
+  m->silent = SilentConnections::open(m->loop->loop(), SilentConnections::capacity_for(open_file_limit()),
+                                      HandshakeGate::kDeadlineMs, [m](int fd) { m->start_handshake(fd); });
   auto accept = [m](int fd) { m->on_accept(fd); };
   // A taken address is most often a second process with this task id: registering
   // anyway lets the service say so, naming both hosts.
@@ -80,6 +90,8 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
     if (config.service_address != config.addresses[0])
       m->listeners.push_back(net::Listener::open(m->loop->loop(), config.service_address, accept));
     m->service = std::make_unique<CoordinationService>(m->loop->loop(), config);
+    std::shared_ptr<std::atomic<bool>> retired = m->retired;
+    m->service->on_retired([retired] { retired->store(true); });
     m->service->start();
   }
   std::unique_ptr<Coordination> self(new Coordination(std::move(impl)));
@@ -234,6 +246,10 @@ void Coordination::shutdown() {
   } catch (const Error& err) {
     error = std::make_unique<Error>(err);
   }
+  // Task 0: past its barrier (passed or not) the service only waits for the other
+  // agents to leave; a task registering now is a next system's (the service has set
+  // this already when the barrier passed with task 0 at it).
+  if (m->service) m->retired->store(true);
   // Past the barrier a peer's or the service's departure is expected.
   m->set_quiet();
   if (m->service) {

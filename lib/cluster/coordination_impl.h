@@ -5,6 +5,7 @@
 
 #include <netdb.h>
 #include <openssl/rand.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "cluster/coordination_conn.h"
 #include "cluster/coordination_service.h"
 #include "cluster/handshake_gate.h"
+#include "cluster/silent_connections.h"
 #include "core/status.h"
 #include "net/control_wire.h"
 #include "net/event_loop.h"
@@ -77,6 +79,13 @@ inline std::string peer_address(int fd, bool with_port = true) {
   return a.ss_family == AF_INET6 ? str_cat("[", host, "]:", port) : str_cat(host, ":", port);
 }
 
+// The open-file limit of the process (RLIMIT_NOFILE's soft limit).
+inline uint64_t open_file_limit() {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 1024;
+  return static_cast<uint64_t>(r.rlim_cur);
+}
+
 inline std::string host_name() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
@@ -98,6 +107,11 @@ struct Coordination::Impl {
   std::shared_ptr<net::EventLoop> loop;
   std::shared_ptr<HandshakeGate> gate = std::make_shared<HandshakeGate>();
   std::vector<net::Listener*> listeners;       // loop thread
+  SilentConnections* silent = nullptr;         // loop thread: accepted, nothing sent yet
+  // Task 0: the shutdown barrier has passed, so the service refuses coordination
+  // handshakes (TPU_UNAVAILABLE: the dialler retries), which can only be a next
+  // system's tasks, until it is gone. Read by the handshake threads.
+  std::shared_ptr<std::atomic<bool>> retired = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<CoordinationService> service;
   bool torn_down = false;                      // loop thread: nothing new is adopted
 
@@ -129,7 +143,24 @@ struct Coordination::Impl {
 
   // ---- Loop thread ----
 
+  // Every accepted connection: held without a thread until its first bytes come
+  // (SilentConnections), so that connections that send nothing never keep a task's
+  // hello waiting.
   void on_accept(int fd) {
+    if (torn_down || silent == nullptr) {
+      ::close(fd);
+      return;
+    }
+    silent->add(fd);
+  }
+
+  // A connection that sent something: its handshake on a thread of its own, if the
+  // gate admits it.
+  void start_handshake(int fd) {
+    if (torn_down) {
+      ::close(fd);
+      return;
+    }
     std::string why;
     if (!gate->admit(fd, peer_address(fd, false), &why)) {
       wire::log(str_cat("closing the connection from ", peer_address(fd), ": ", why));
@@ -139,12 +170,21 @@ struct Coordination::Impl {
     std::shared_ptr<HandshakeGate> gate_ref = gate;
     std::shared_ptr<net::EventLoop> loop_ref = loop;
     std::string id = cluster_id, token = config.token;
+    std::shared_ptr<std::atomic<bool>> retired_ref = retired;
+    std::string here = config.addresses[config.task_id];
     try {
-      std::thread([this, gate_ref, loop_ref, fd, id, token] {
+      std::thread([this, gate_ref, loop_ref, retired_ref, here, fd, id, token] {
         net::Hello hello;
         bool ok = false;
+        net::RefuseFn refuse = [&](const net::Hello& h) -> std::string {
+          if (h.kind != net::ConnectionKind::kCoordination || !retired_ref->load()) return "";
+          return str_cat("the coordination service at ", here,
+                         " is shutting down with the system it served; task ", h.task_id,
+                         " tries again until the next one listens");
+        };
         try {
-          hello = net::accept_handshake(fd, id, token, net::now_ms() + HandshakeGate::kDeadlineMs);
+          hello = net::accept_handshake(fd, id, token, net::now_ms() + HandshakeGate::kDeadlineMs,
+                                        refuse);
           ok = true;
         } catch (const std::exception& e) {
           wire::log(str_cat("closing the connection from ", peer_address(fd), ": ", e.what()));
@@ -336,6 +376,8 @@ struct Coordination::Impl {
     quiet = true;
     for (net::Listener* l : listeners) l->close();
     listeners.clear();
+    if (silent) silent->close();
+    silent = nullptr;
     if (service) service->close();
     if (conn) conn->close("shutting down");
     if (heartbeat_started) {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -40,6 +41,10 @@ class CoordinationService {
   void close();
   // Agents of tasks other than 0 still connected (task 0's shutdown waits for 0).
   int other_agents() const { return other_agents_.load(); }
+  // Called on the loop thread when the shutdown barrier ends with task 0 at it: the
+  // system is going away, and a task that registers from then on is starting the next
+  // one (the same processes initialising again), not restarting into this one.
+  void on_retired(std::function<void()> fn) { on_retired_ = std::move(fn); }
 
  private:
   enum class State { kUnregistered, kConnected, kLost, kDisconnected };
@@ -118,6 +123,7 @@ class CoordinationService {
   std::map<std::string, std::vector<int64_t>> calls_;  // barrier id -> each task's calls
   int64_t last_heartbeat_check_ = 0;
   std::atomic<int> other_agents_{0};
+  std::function<void()> on_retired_;
 };
 
 }  // namespace tpurt

@@ -123,6 +123,7 @@ void CoordinationService::on_barrier(uint64_t conn, uint64_t seq, int task,
   Barrier& b = it->second;
   if (b.done) {
     // Finished before this caller arrived (a failure: a passed one needs everyone).
+    if (m.shutdown && task == 0 && on_retired_) on_retired_();
     respond(conn, seq, b.code, b.message);
     return;
   }
@@ -163,6 +164,10 @@ void CoordinationService::finish_barrier(const std::string& key, tpu_status code
   b.done = true;
   b.code = code;
   b.message = message;
+  // Before any task hears the answer: one that initialises again at once must find
+  // this service refusing it (net::accept_handshake's refuse), not taking it for a
+  // restart of a task it lost.
+  if (b.shutdown && b.arrived.count(0) && on_retired_) on_retired_();
   for (auto& a : b.arrived) respond(a.second.first, a.second.second, code, message);
   bool everyone = true;
   for (int t : b.participants) everyone = everyone && b.arrived.count(t);

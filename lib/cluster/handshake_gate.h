@@ -1,6 +1,7 @@
-// Admission of connections that have not authenticated yet: each runs its handshake
-// on a thread of its own, and a flood of them must neither exhaust the process nor keep
-// real tasks out. So: a short handshake deadline, at most kMaxPerSource handshakes in
+// Admission of connections that have not authenticated yet (and have sent their first
+// bytes: those that send nothing wait threadless in SilentConnections, and never get
+// here): each runs its handshake on a thread of its own, and a flood of them must
+// neither exhaust the process nor keep real tasks out. So: a short handshake deadline, at most kMaxPerSource handshakes in
 // flight per source address, and when kMaxInFlight are in flight a newcomer takes the
 // place of the oldest handshake of the busiest source (if that source has more in
 // flight than the newcomer's), else it is refused. A real task, whose handshake takes

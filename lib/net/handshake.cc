@@ -182,8 +182,12 @@ void client_handshake(int fd, const std::string& address, const Hello& me,
   send_message(fd, e, deadline_ms, address);
 
   EnvelopePtr answer = read_message(fd, deadline_ms, address);
-  if (answer->msg_case == TPURT__WIRE__ENVELOPE__MSG_WELCOME && !answer->welcome->ok)
+  if (answer->msg_case == TPURT__WIRE__ENVELOPE__MSG_WELCOME && !answer->welcome->ok) {
+    // Not now (a service going away with its system): dial tries again.
+    if (answer->welcome->code == TPU_UNAVAILABLE)
+      throw PeerClosed(str_cat("handshake with ", address, ": ", answer->welcome->message));
     fail(status_from_wire(answer->welcome->code), answer->welcome->message);
+  }
   if (answer->msg_case != TPURT__WIRE__ENVELOPE__MSG_CHALLENGE)
     fail(TPU_UNAVAILABLE, "handshake with ", address, ": expected a challenge, got ",
          wire::message_name(*answer));
@@ -351,7 +355,7 @@ int dial(const std::string& address, const Hello& me, const std::string& token,
 }
 
 Hello accept_handshake(int fd, const std::string& cluster_id, const std::string& token,
-                       int64_t deadline_ms) {
+                       int64_t deadline_ms, const RefuseFn& refuse) {
   const std::string peer = "a connecting task";
   EnvelopePtr first = read_message(fd, deadline_ms, peer);
   if (first->msg_case != TPURT__WIRE__ENVELOPE__MSG_HELLO)
@@ -376,6 +380,10 @@ Hello accept_handshake(int fd, const std::string& cluster_id, const std::string&
   if (hello.kind != ConnectionKind::kCoordination && hello.kind != ConnectionKind::kData)
     reject(fd, TPU_INVALID_ARGUMENT, str_cat("task ", h.task_id, ": unknown connection kind ", h.kind),
            deadline_ms, peer);
+  if (refuse) {
+    std::string why = refuse(hello);
+    if (!why.empty()) reject(fd, TPU_UNAVAILABLE, why, deadline_ms, peer);
+  }
 
   std::string server_nonce = random_bytes(wire::kNonceBytes);
   Tpurt__Wire__Challenge c = TPURT__WIRE__CHALLENGE__INIT;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace tpurt {
@@ -34,15 +35,23 @@ int dial(const std::string& address, const Hello& me, const std::string& token,
 
 // dial's side of the handshake on a connected socket (tests/fuzz/fuzz_wire.cc calls
 // it directly to give it the server's bytes). Throws as dial does, and PeerClosed
-// (a tpurt::Error) when the socket ends before the server's answer.
+// (a tpurt::Error, which dial retries) when the socket ends before the server's
+// answer or the server refuses with TPU_UNAVAILABLE (it cannot take the connection
+// now: a coordination service going away with the system it served).
 void client_handshake(int fd, const std::string& address, const Hello& me,
                       const std::string& token, int64_t deadline_ms);
 
-// The server side, on a freshly accepted blocking socket: reads the HELLO, checks
-// the cluster id and the token's proof, answers. Returns the peer's Hello. Throws
-// (the caller closes the socket) with the same codes as dial.
+// What a listener says of a peer's Hello before it takes the connection: "" takes it;
+// anything else refuses it for now (TPU_UNAVAILABLE with that message), and the dialler
+// retries until its deadline. Called on the handshake's thread.
+using RefuseFn = std::function<std::string(const Hello&)>;
+
+// The server side, on a freshly accepted socket (blocking or not): reads the HELLO,
+// checks the cluster id (and asks refuse, if given), then the token's proof, answers.
+// Returns the peer's Hello. Throws (the caller closes the socket) with the same codes
+// as dial.
 Hello accept_handshake(int fd, const std::string& cluster_id, const std::string& token,
-                       int64_t deadline_ms);
+                       int64_t deadline_ms, const RefuseFn& refuse = nullptr);
 
 // Milliseconds on CLOCK_MONOTONIC.
 int64_t now_ms();
