@@ -1,6 +1,6 @@
 /* Sentences of docs/ABI.md, tpurt/system.h and tpurt/replicate.h that no other test
  * asserted (tests/contracts/<document>.tsv names each case beside its sentence; make test runs
- * tests/check_contracts.sh): the default deadline and job name, what shutdown and
+ * tests/check_contracts.sh): the default deadline, job name and mesh, what shutdown and
  * release wait for, pointers the library keeps, options layouts, steps one at a time in
  * call order, a NULL output, tpu_replica_context_fail with TPU_OK, a joined thread's
  * pinning. Every wait is bounded. */
@@ -91,6 +91,22 @@ static void test_contracts__default_job_name_is_localhost(void **state) {
   assert_int_equal(len, strlen("localhost"));
   CHECK_OK(tpu_replicate(g_sys, device_name_of, buf, 1, 0, NULL, 0, NULL, NULL));
   assert_non_null(strstr(buf, "/job:localhost/"));
+}
+
+/* mesh_shape "all 0: [num_cores, 1, 1, 1]". */
+static void test_contracts__default_mesh_shape(void **state) {
+  start(3, 0);
+  tpu_topology *t = NULL;
+  CHECK_OK(tpu_system_topology(g_sys, &t));
+  int32_t mesh[4] = {0, 0, 0, 0};
+  size_t n = 0;
+  CHECK_OK(tpu_topology_mesh_shape(t, mesh, 4, &n));
+  tpu_topology_release(t);
+  assert_int_equal(n, 4);
+  assert_int_equal(mesh[0], 3);
+  assert_int_equal(mesh[1], 1);
+  assert_int_equal(mesh[2], 1);
+  assert_int_equal(mesh[3], 1);
 }
 
 typedef struct {
@@ -421,6 +437,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_contracts__default_collective_deadline_is_5_minutes, release_system),
       cmocka_unit_test_teardown(test_contracts__default_job_name_is_localhost, release_system),
+      cmocka_unit_test_teardown(test_contracts__default_mesh_shape, release_system),
       cmocka_unit_test_teardown(test_contracts__shutdown_waits_for_work_in_flight, release_system),
       cmocka_unit_test_teardown(test_contracts__release_shuts_down_and_frees, release_system),
       cmocka_unit_test_teardown(test_contracts__init_keeps_no_caller_pointer, release_system),
