@@ -22,38 +22,42 @@
 # sentence repeated verbatim in a document ("options->maximum_shapes must be NULL."
 # under tpu_rewrite and tpu_shard) is one sentence: its line names the tests of each.
 #
-# Normative (the rule): a sentence is normative when it names a status (TPU_OK,
-# TPU_INVALID_ARGUMENT, ...), a default or a NULL, or holds one of the words
+# Normative (the rule): a sentence is normative when it names a TPU_ constant (a status,
+# a default, an enum value), a default ("default", "0:", "nonzero:", "all 0:") or a
+# NULL, or holds one of the words
 #   must never always only return(s) fail(s) accept(s) belong(s) valid block(s)
 #   wait(s) deadline errors exactly every unless nothing idempotent immutable
-#   exported give(s) "at once" "may be" "may not" "is not allowed"
+#   exported give(s) release(s) free(s) named caller's crosses carries owns runs
+#   "at once" "may be" "may not" "is not allowed"
 # (whole words, any case). Others (explanations, history) need no table line, but may
 # have one; a TODO line fails whatever the sentence.
 #
 # Fails, naming each offender, when a normative sentence has no line (or only TODO), a
 # fragment matches no sentence or several, two lines name one sentence, or a named test
 # does not exist. Headers not yet covered (no table) are listed, not checked.
-#   make test T=check_contracts, or bash tests/check_contracts.sh [-v] (-v: also every
+#   make test T=check_contracts, or bash tests/check_contracts.sh [-v|-a] (-v: also every
 #   sentence and its tests, and the cases of test_system, test_replicate,
-#   test_caller_threads and test_contracts that no line names)
+#   test_caller_threads and test_contracts that no line names; -a: also the sentences
+#   the rule finds not normative)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 exec python3 - "$@" <<'PY'
 import glob, os, re, sys
 
-verbose = '-v' in sys.argv[1:]
+verbose = '-v' in sys.argv[1:] or '-a' in sys.argv[1:]
+show_all = '-a' in sys.argv[1:]
 COVERED = ['docs/ABI.md', 'include/tpurt/replicate.h', 'include/tpurt/system.h']
 # The cmocka binaries whose cases are these documents' tests (for -v's unnamed list).
 MODULES = ['test_system', 'test_replicate', 'test_caller_threads', 'test_contracts']
 
-STATUSES = ('OK CANCELLED UNKNOWN INVALID_ARGUMENT DEADLINE_EXCEEDED NOT_FOUND ALREADY_EXISTS '
-            'PERMISSION_DENIED RESOURCE_EXHAUSTED FAILED_PRECONDITION ABORTED OUT_OF_RANGE '
-            'UNIMPLEMENTED INTERNAL UNAVAILABLE DATA_LOSS UNAUTHENTICATED').split()
+CONSTANT = re.compile(r'\bTPU_[A-Z0-9_]+\b')  # case matters: tpu_step_options is no constant
 NORMATIVE = re.compile(
-    r'\bTPU_(?:%s)\b|\bNULL\b|\bdefaults?\b|\b(?:must|never|always|only|returns?|fails?|accepts?|'
-    r'belongs?|valid|blocks?|waits?|deadline|errors|exactly|at once|may be|may not|'
-    r'is not allowed|idempotent|nothing|unless|every|immutable|exported|gives?)\b' % '|'.join(STATUSES), re.I)
+    r'\bNULL\b|\bdefaults?\b|(?:^|[\s(])(?:0|nonzero|all 0)(?: \(default\))?:|'
+    r'\b(?:must|never|always|only|returns?|fails?|accepts?|belongs?|valid|blocks?|waits?|deadline|'
+    r'errors|exactly|at once|may be|may not|is not allowed|idempotent|nothing|unless|every|'
+    r'immutable|exported|gives?|releases?|free|frees|named|caller\'s|crosses|carries|owns|runs)\b',
+    re.I)
 SPLIT = re.compile(r'(?<=[^.][.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)\s+(?=\S)')
 
 def norm(s):
@@ -190,7 +194,7 @@ for doc in COVERED:
             named_tests.add(t)
     nn = nmapped = 0
     for i, s in enumerate(sents):
-        normative = bool(NORMATIVE.search(s))
+        normative = bool(CONSTANT.search(s) or NORMATIVE.search(s))
         if normative or line_of[i] is not None:
             nn += 1
         if tests_of[i] is None and (normative or line_of[i] is not None):
@@ -199,6 +203,8 @@ for doc in COVERED:
             problems.append('%s: normative sentence without a test (%s): "%s"' % (doc, why, s))
         elif tests_of[i] is not None:
             nmapped += 1
+        if show_all and not normative and line_of[i] is None:
+            print('%s (not normative): %s' % (doc, s))
         if verbose and (normative or line_of[i] is not None):
             print('%s: %s\n    -> %s' % (doc, s, ', '.join(tests_of[i]) if tests_of[i] else
                                         ('-' if tests_of[i] == [] else 'NONE')))
