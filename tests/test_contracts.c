@@ -1,9 +1,9 @@
 /* Sentences of docs/ABI.md, tpurt/system.h and tpurt/replicate.h that no other test
- * asserted (tests/contracts/<document>.tsv names each case beside its sentence; make test runs
- * tests/check_contracts.sh): the default deadline, job name and mesh, what shutdown and
- * release wait for, pointers the library keeps, options layouts, steps one at a time in
- * call order, a NULL output, tpu_replica_context_fail with TPU_OK, a joined thread's
- * pinning. Every wait is bounded. */
+ * asserted (tests/contracts/<document>.tsv names each case beside its sentence, and
+ * tests/check_contracts.sh checks the tables): the default deadline, job name and mesh,
+ * what shutdown and release wait for, pointers the library keeps, options layouts,
+ * steps one at a time in call order, a NULL output, tpu_rewrite's core,
+ * tpu_replica_context_fail with TPU_OK, a joined thread's pinning. Waits are bounded. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -354,6 +354,24 @@ static void test_contracts__null_output_stays_null(void **state) {
   }
 }
 
+/* tpu_rewrite: "one replica on core 0" when no device assignment says otherwise. */
+static tpu_status record_core(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                              tpu_tensor **out, int no, void *user) {
+  int *seen = user;
+  tpu_replica_context_num_replicas(ctx, &seen[1]);
+  return tpu_replica_context_core(ctx, &seen[0]);
+}
+
+static void test_contracts__rewrite_runs_on_core_0(void **state) {
+  start(4, 0);
+  for (int i = 0; i < 3; ++i) {
+    int seen[2] = {-1, -1};
+    CHECK_OK(tpu_rewrite(g_sys, record_core, seen, 0, NULL, 0, NULL, NULL));
+    assert_int_equal(seen[0], 0);
+    assert_int_equal(seen[1], 1);
+  }
+}
+
 /* tpu_replica_context_fail: "code must not be TPU_OK" (TPU_INVALID_ARGUMENT, and the
  * computation goes on). */
 typedef struct {
@@ -444,6 +462,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_contracts__options_fields_keep_their_offsets, release_system),
       cmocka_unit_test_teardown(test_contracts__steps_run_one_at_a_time_in_call_order, release_system),
       cmocka_unit_test_teardown(test_contracts__null_output_stays_null, release_system),
+      cmocka_unit_test_teardown(test_contracts__rewrite_runs_on_core_0, release_system),
       cmocka_unit_test_teardown(test_contracts__context_fail_needs_an_error, release_system),
       cmocka_unit_test_teardown(test_contracts__joined_thread_is_pinned_like_the_worker, release_system),
   };
