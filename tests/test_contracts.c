@@ -319,7 +319,7 @@ static void test_contracts__steps_run_one_at_a_time_in_call_order(void **state) 
     /* The next call comes well after this one has been made. */
     if (i == 0) assert_true(wait_for(&l.hold_started, 10));
     else assert_true(wait_for(&calls[i].calling, 10));
-    sleep_ms(100);
+    sleep_ms((int)time_limit_ms(150));
   }
   atomic_store(&l.release_hold, 1);
   for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);
