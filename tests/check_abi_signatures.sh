@@ -10,6 +10,8 @@
 # - every options struct (tpu_X_options) starts with `size_t struct_size` and has its
 #   TPU_X_OPTIONS_INIT macro and tpu_X_options_init(o, struct_size) function;
 # - no options field is declared with an enum type (they are `int`);
+# - topology and device-assignment handles are immutable: only tpu_X_release takes
+#   one that is not const;
 # - within a major version the ABI only grows: every line of tests/contracts/abi-1.txt
 #   (each function's declaration, parameter names dropped, and each enum value of an
 #   earlier release) is still in the headers. `bash tests/check_abi_signatures.sh
@@ -46,6 +48,14 @@ for name, (ret, params) in sorted(decls.items()):
             if '*' not in before or not re.fullmatch(r'size_t\s*\*\s*count', after):
                 problems.append('%s: capacity not in (T *out, size_t capacity, size_t *count): %s'
                                 % (name, ', '.join(params)))
+
+# Topology and device-assignment handles are immutable: only their releasers take one
+# that is not const (a T ** is an out-parameter).
+for name, (ret, params) in sorted(decls.items()):
+    for p in params:
+        if (re.match(r'(tpu_topology|tpu_device_assignment)\s*\*\s*\w*$', p)
+                and not name.endswith('_release')):
+            problems.append('%s takes a mutable %s' % (name, p))
 
 coll = open('include/tpurt/collectives.h', encoding='utf-8').read()
 coll = re.sub(r'/\*.*?\*/', ' ', coll, flags=re.S)
