@@ -16,7 +16,7 @@
 # '.', '!' or '?' followed by a space ("...", "e.g.", "i.e.", "etc." end none);
 # headings and code blocks are not sentences. Headers: the text of every /* ... */
 # comment, the '*' margins dropped and lines joined; an empty line, a '- ' list item
-# or a '----' heading line starts a new paragraph; lines of example code (holding '//',
+# or a '----' heading line starts a new paragraph; lines of example code (a '//' comment,
 # ending in '{' or '}', or an assignment ending in ';') are dropped; paragraphs are
 # split as in Markdown, and the end of a paragraph or comment ends a sentence. A
 # sentence repeated verbatim in a document ("options->maximum_shapes must be NULL."
@@ -49,7 +49,8 @@ import glob, os, re, sys
 verbose = '-v' in sys.argv[1:] or '-a' in sys.argv[1:]
 show_all = '-a' in sys.argv[1:]
 COVERED = ['docs/ABI.md', 'include/tpurt/replicate.h', 'include/tpurt/system.h']
-# The cmocka binaries whose cases are these documents' tests (for -v's unnamed list).
+# The cmocka binaries whose cases are these documents' tests (their unnamed cases are
+# counted; test_contracts' fail).
 MODULES = ['test_system', 'test_replicate', 'test_caller_threads', 'test_contracts']
 
 CONSTANT = re.compile(r'\bTPU_[A-Z0-9_]+\b')  # case matters: tpu_step_options is no constant
@@ -100,7 +101,8 @@ def header_sentences(path):
                 block.clear()
         for line in m.group(1).split('\n'):
             line = re.sub(r'^\s*\*(?: |$)', '', line).strip()
-            if (not line or line.startswith('---') or '//' in line or re.search(r'[{}]$', line)
+            if (not line or line.startswith('---') or re.search(r'(?:^|\s)//', line)
+                    or re.search(r'[{}]$', line)
                     or re.search(r' = .*;$', line)):
                 flush(); continue
             if line.startswith('- '):
