@@ -217,7 +217,10 @@ for doc in COVERED:
 others = sorted(set(glob.glob('include/tpurt/*.h')) - set(COVERED))
 for s in summary:
     print(s)
-print('not yet covered (no table): ' + ' '.join(others))
+print('not yet covered (no table): ' + ', '.join(
+    '%s (%d normative sentences)' % (o, sum(1 for x in sentences(o)
+                                            if CONSTANT.search(x) or NORMATIVE.search(x)))
+    for o in others))
 unnamed = sorted(c for c in c_cases if c.split('__')[0] in MODULES and c not in named_tests)
 print('cases of %s that no line names: %d%s' % (', '.join(MODULES), len(unnamed),
                                                 ' (-v lists them)' if unnamed and not verbose else ''))
