@@ -43,8 +43,7 @@ typedef struct tpu_system_options {
   int64_t collective_timeout_ms; /* 0: TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS; else > 0 */
   int close_on_failure;         /* 0 (default): a failed step leaves the system open, as
                                    TF2 does; nonzero: any failed step closes it, like
-                                   compilation_failure_closes_chips. A step whose replica
-                                   never returns closes it either way. */
+                                   compilation_failure_closes_chips. */
   const void *embedding_config; /* serialized TPUEmbeddingConfiguration, or NULL */
   size_t embedding_config_len;
   /* 0 (default): the members of a group (those on one task, when the system spans
