@@ -4,8 +4,10 @@
 # task must return the whole outputs (uneven shards, other axes, stacked scalars, shard
 # 0's output from another task, shards of 2 cores spanning tasks); a shard's NULL or
 # mismatched output must fail the step with the same status and message on both tasks
-# and change no embedding row. tests/cluster/worker.c's "shard" scenario does the
-# checks; this script compares the tasks' errors. Every run is bounded by `timeout`.
+# and change no embedding row; shards all on task 0 must be refused on both tasks
+# alike (task 1 could not receive the outputs). tests/cluster/worker.c's "shard"
+# scenario does the checks; this script compares the tasks' errors. Every run is
+# bounded by `timeout`.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -36,10 +38,10 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
   if [ $rc -eq 0 ] && grep -qF "[0] task 0: shard ok" <<<"$out" && grep -qF "[1] task 1: shard ok" <<<"$out"; then
     ok "[$TPURT_TRANSPORT] tpu_shard and tpu_batch_parallel over 2 tasks: every task gets the whole outputs"
   else bad "[$TPURT_TRANSPORT] tpu_shard and tpu_batch_parallel over 2 tasks (exit $rc)" "$out"; fi
-  for what in null mismatch "embedding null"; do
+  for what in null mismatch "embedding null" nowhere; do
     if same_on_both "$what" "$out"; then
-      ok "[$TPURT_TRANSPORT] tpu_shard, $what output: the same error on both tasks"
-    else bad "[$TPURT_TRANSPORT] tpu_shard, $what output: the tasks' errors differ or are missing" \
+      ok "[$TPURT_TRANSPORT] tpu_shard ($what): the same error on both tasks"
+    else bad "[$TPURT_TRANSPORT] tpu_shard ($what): the tasks' errors differ or are missing" \
       "$(grep -F "shard $what: " <<<"$out")"; fi
   done
 done

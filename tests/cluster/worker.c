@@ -57,7 +57,8 @@
  *                                  0's output from another task, replicas of 2 cores
  *                                  spanning tasks); a shard's NULL or mismatched output
  *                                  fails the step alike on every task (printed, to
- *                                  compare) and changes no embedding row
+ *                                  compare) and changes no embedding row; shards
+ *                                  all on task 0 are refused on every task
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -1915,6 +1916,24 @@ static int scenario_shard(tpu_system *system) {
     o.device_assignment = da;
     sh_check_all(system, "shards of 2 cores", n / 2, &o);
     tpu_device_assignment_release(da);
+  }
+  /* Every shard on task 0: the last task could not receive the outputs. Every task
+   * refuses the call alike, before the step. */
+  if (g_tasks > 1) {
+    for (int q = 0; q < g_local; q++) global[q] = q;
+    da = assignment_on(system, "shards on task 0", global, g_local, 1);
+    if (!da) return 1;
+    o.device_assignment = da;
+    in = sh_input(2 * g_local);
+    out = NULL;
+    s = tpu_batch_parallel(system, sh_fn, NULL, 1, &in, g_local, 1, &out, &o);
+    printf("task %d: shard nowhere: %s: %s\n", g_task, tpu_status_name(s), tpu_last_error());
+    EXPECT(s == TPU_INVALID_ARGUMENT && strstr(tpu_last_error(), "runs none of the"),
+           "shards on task 0 only: want INVALID_ARGUMENT naming the task without a shard");
+    EXPECT(out == NULL, "shards on task 0 only: output set on failure");
+    tpu_tensor_release(in);
+    tpu_device_assignment_release(da);
+    sh_check_all(system, "shard after a refused call", n, NULL);
   }
   /* A shard of the last task leaves output 0 NULL, then one of task 0 returns output 1
    * as int32: the step fails on every task with the same error (printed, compared by
