@@ -58,7 +58,8 @@
  *                                  spanning tasks); a shard's NULL or mismatched output
  *                                  fails the step alike on every task (printed, to
  *                                  compare) and changes no embedding row; shards
- *                                  all on task 0 are refused on every task
+ *                                  all on task 0 are refused on every task;
+ *                                  tpu_rewrite: outputs on task 0 only, as replicate
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -1917,6 +1918,17 @@ static int scenario_shard(tpu_system *system) {
     sh_check_all(system, "shards of 2 cores", n / 2, &o);
     tpu_device_assignment_release(da);
   }
+  /* tpu_rewrite keeps tpu_replicate's rule: its one replica's outputs on the task that
+   * runs it (task 0), NULL on the others, and the step succeeds everywhere. */
+  in = sh_input(2);
+  out = NULL;
+  s = tpu_rewrite(system, sh_fn, NULL, 1, &in, 1, &out, NULL);
+  EXPECT(s == TPU_OK, "rewrite: %s: %s", tpu_status_name(s), tpu_last_error());
+  const int64_t d2[2] = {2, 3};
+  if (s == TPU_OK && g_task == 0) sh_expect("rewrite", out, TPU_FLOAT, d2, 2, sh_want0, 1);
+  if (s == TPU_OK && g_task != 0) EXPECT(out == NULL, "rewrite: an output on task %d, which runs no replica", g_task);
+  tpu_tensor_release(out);
+  tpu_tensor_release(in);
   /* Every shard on task 0: the last task could not receive the outputs. Every task
    * refuses the call alike, before the step. */
   if (g_tasks > 1) {
