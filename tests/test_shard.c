@@ -267,6 +267,43 @@ static void test_shard__output_checks_fail_the_step(void **state) {
   tpu_tensor_release(out);
 }
 
+/* Shards of 2 cores: a shard's output is its logical core 0's. Core 1 of every shard
+ * leaves its output NULL (fine); core 0 of shard g_bad_shard too (the step fails). */
+static tpu_status core0_only(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                             tpu_tensor **out, int no, void *user) {
+  int s = shard_id(ctx), c = -1;
+  tpu_replica_context_logical_core(ctx, &c);
+  const int64_t d[1] = {1};
+  float v = (float)s;
+  if (c != 0 || s == g_bad_shard) return TPU_OK;
+  return tpu_tensor_create(TPU_FLOAT, d, 1, &v, 4, &out[0]);
+}
+
+static void test_shard__output_checks_with_cores_per_replica(void **state) {
+  /* Participant r * 2 + c on core r * 2 + c. */
+  tpu_topology *topo = NULL;
+  tpu_device_assignment *da = NULL;
+  CHECK_OK(tpu_system_topology(g_sys, &topo));
+  int32_t coords[4 * TPU_MESH_RANK];
+  for (int p = 0; p < 4; ++p)
+    CHECK_OK(tpu_topology_device_coordinates(topo, 0, p, &coords[p * TPU_MESH_RANK], TPU_MESH_RANK, &(size_t){0}));
+  CHECK_OK(tpu_device_assignment_create(topo, coords, 2, 2, &da));
+  tpu_tensor *out = NULL;
+  g_bad_shard = -1;
+  CHECK_OK(tpu_shard(g_sys, core0_only, NULL, 0, NULL, 2, NULL, NULL, NULL, 1, &out, STEP_OPTIONS(da, NULL, 0)));
+  const int64_t two[1] = {2};
+  const float ids[2] = {0, 1};
+  expect_tensor(out, two, 1, ids);
+  tpu_tensor_release(out);
+  g_bad_shard = 1;
+  CHECK_ERROR(tpu_shard(g_sys, core0_only, NULL, 0, NULL, 2, NULL, NULL, NULL, 1, &out, STEP_OPTIONS(da, NULL, 0)),
+              TPU_INVALID_ARGUMENT, "replica 1 core 0: shard 1 left output 0 NULL");
+  assert_null(out);
+  g_bad_shard = -1;
+  tpu_device_assignment_release(da);
+  tpu_topology_release(topo);
+}
+
 /* Each shard looks up row `shard` of an SGD table, sends gradients of ones and returns
  * its activation; shard g_bad_shard returns NULL instead. */
 static tpu_status emb_shard(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
@@ -351,6 +388,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_shard__input_errors),
       cmocka_unit_test(test_shard__output_errors),
       cmocka_unit_test(test_shard__output_checks_fail_the_step),
+      cmocka_unit_test(test_shard__output_checks_with_cores_per_replica),
       cmocka_unit_test(test_shard__failed_output_check_changes_no_embedding_row),
   };
   return RUN_TESTS(argc, argv, tests, setup, teardown);
