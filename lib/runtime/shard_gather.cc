@@ -229,7 +229,8 @@ tpu_status ShardGatherStage::gather(tpu_replica_context* ctx, tpu_tensor** outpu
       if (sm.present && (sm.rank < 0 || sm.rank > TPU_MAX_RANK || !is_valid_dtype(sm.dtype)))
         fail(TPU_INTERNAL, "shard ", s, " output ", o, ": a malformed description (dtype ", mo[1], ", rank ",
              mo[2], ") came back from the all-gather");
-      std::copy(mo + 3, mo + 3 + std::max(sm.rank, 0), sm.dims);
+      if (sm.present) std::copy(mo + 3, mo + 3 + sm.rank, sm.dims);
+      else sm.rank = 0;
     }
   // Every participant finds the same verdict; the shard at fault alone fails, so that
   // every task reports its error (the others learn it when the step ends).
