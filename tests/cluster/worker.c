@@ -52,7 +52,8 @@
  *                                  a step where task V's last core is never joined
  *                                  (every task names its replica), then steps again
  *   cluster_worker shard           tpu_shard and tpu_batch_parallel over every core
- *                                  (2 tasks of 2): every task gets the whole outputs
+ *                                  (2 tasks of 2): every task gets the whole outputs,
+ *                                  large ones too
  *                                  (uneven shards, other axes, stacked scalars, shard
  *                                  0's output from another task, replicas of 2 cores
  *                                  spanning tasks); a shard's NULL or mismatched output
@@ -1888,8 +1889,67 @@ static void sh_rows(tpu_system *system, float *rows) {
 
 static double sh_want_loaded(int64_t i, const int64_t *dims, int n) { return (double)(i + 1); }
 
+/* Large outputs (past the collectives' inline sizes): shard s returns its piece x of
+ * [rows, 8] as x * 2 + s, plus the first s + 1 rows of it (uneven). */
+static tpu_status sh_big_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out, int nout,
+                            void *user) {
+  int s = 0;
+  OK(tpu_replica_context_replica_id(ctx, &s));
+  int64_t dims[2], n = 0;
+  size_t rank = 0;
+  const void *p = NULL;
+  OK(tpu_tensor_dims(in[0], dims, 2, &rank));
+  OK(tpu_tensor_num_elements(in[0], &n));
+  OK(tpu_tensor_data(in[0], &p));
+  float *v = malloc((size_t)n * sizeof *v);
+  for (int64_t i = 0; i < n; i++) v[i] = ((const float *)p)[i] * 2 + (float)s;
+  tpu_status st = tpu_tensor_create(TPU_FLOAT, dims, 2, v, (size_t)n * 4, &out[0]);
+  dims[0] = s + 1;
+  if (st == TPU_OK) st = tpu_tensor_create(TPU_FLOAT, dims, 2, v, (size_t)(dims[0] * dims[1]) * 4, &out[1]);
+  free(v);
+  return st;
+}
+
+static void sh_check_big(tpu_system *system, int n) {
+  const int64_t rows = 2048 * n, dims[2] = {rows, 8};
+  float *x = malloc((size_t)(rows * 8) * sizeof *x);
+  for (int64_t i = 0; i < rows * 8; i++) x[i] = (float)(i % 1000);
+  tpu_tensor *in = NULL, *out[2] = {NULL, NULL};
+  if (tpu_tensor_create(TPU_FLOAT, dims, 2, x, (size_t)(rows * 8) * 4, &in) != TPU_OK) abort();
+  tpu_status s = tpu_batch_parallel(system, sh_big_fn, NULL, 1, &in, n, 2, out, NULL);
+  EXPECT(s == TPU_OK, "large outputs: %s: %s", tpu_status_name(s), tpu_last_error());
+  if (s == TPU_OK) {
+    const float *a = NULL, *b = NULL;
+    int64_t na = 0, nb = 0;
+    tpu_tensor_data(out[0], (const void **)&a);
+    tpu_tensor_data(out[1], (const void **)&b);
+    tpu_tensor_num_elements(out[0], &na);
+    tpu_tensor_num_elements(out[1], &nb);
+    EXPECT(na == rows * 8 && nb == (int64_t)n * (n + 1) / 2 * 8, "large outputs: %lld and %lld elements", (long long)na,
+           (long long)nb);
+    int bad = 0;
+    for (int64_t i = 0; na == rows * 8 && i < na && !bad; i++)
+      if (a[i] != x[i] * 2 + (float)(i / 8 / 2048)) {
+        EXPECT(0, "large output 0: element %lld", (long long)i);
+        bad = 1;
+      }
+    int64_t at = 0;
+    for (int sh = 0; nb == (int64_t)n * (n + 1) / 2 * 8 && sh < n && !bad; sh++)
+      for (int64_t i = 0; i < (sh + 1) * 8 && !bad; i++, at++)
+        if (b[at] != x[sh * 2048 * 8 + i] * 2 + (float)sh) {
+          EXPECT(0, "large output 1: element %lld", (long long)at);
+          bad = 1;
+        }
+  }
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+  tpu_tensor_release(in);
+  free(x);
+}
+
 static int scenario_shard(tpu_system *system) {
   const int n = g_n;
+  sh_check_big(system, n);
   /* batch_parallel: output 0 of sh_fn only. */
   tpu_tensor *in = sh_input(2 * n), *out = NULL;
   tpu_status s = tpu_batch_parallel(system, sh_fn, NULL, 1, &in, n, 1, &out, NULL);
