@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include <tpurt.h>
@@ -217,12 +218,178 @@ static void test_shard__output_errors(void **state) {
                TPU_INVALID_ARGUMENT, "shard 0 left output 2 NULL");
 }
 
+/* Shard g_bad_shard leaves output 0 NULL (g_bad == 1) or makes it int32 (g_bad == 2);
+ * the others give float32 [1] {shard}. */
+static int g_bad_shard = -1, g_bad;
+static tpu_status one_bad(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                          tpu_tensor **out, int no, void *user) {
+  int s = shard_id(ctx);
+  const int64_t d[1] = {1};
+  float v = (float)s;
+  int32_t i = s;
+  if (s == g_bad_shard && g_bad == 1) return TPU_OK;
+  if (s == g_bad_shard && g_bad == 2) return tpu_tensor_create(TPU_INT32, d, 1, &i, 4, &out[0]);
+  return tpu_tensor_create(TPU_FLOAT, d, 1, &v, 4, &out[0]);
+}
+
+/* The checks on the outputs fail the step itself, on behalf of the shard at fault
+ * ("replica S: ..."), whichever participant finds it; the next step works. */
+static void test_shard__output_checks_fail_the_step(void **state) {
+  tpu_tensor *out = (tpu_tensor *)&g_bad;
+  for (int bad = 0; bad < 4; ++bad) {
+    g_bad_shard = bad, g_bad = 1;
+    char says[128];
+    snprintf(says, sizeof says, "replica %d: shard %d left output 0 NULL; outputs gathered from all shards must be tensors", bad, bad);
+    CHECK_ERROR(tpu_shard(g_sys, one_bad, NULL, 0, NULL, 4, NULL, NULL, NULL, 1, &out, NULL),
+                TPU_INVALID_ARGUMENT, says);
+    assert_null(out);
+  }
+  g_bad_shard = 2, g_bad = 2;
+  CHECK_ERROR(tpu_shard(g_sys, one_bad, NULL, 0, NULL, 4, NULL, NULL, NULL, 1, &out, NULL),
+              TPU_INVALID_ARGUMENT,
+              "replica 2: shards have mismatched output shapes: shard 0 output 0 is float32[1] but shard 2's is int32[1]");
+  assert_null(out);
+  /* Not gathered: shard 2's int32 and shard 1's NULL do not matter. */
+  const int from_all[1] = {0};
+  CHECK_OK(tpu_shard(g_sys, one_bad, NULL, 0, NULL, 4, NULL, from_all, NULL, 1, &out, NULL));
+  const int64_t one[1] = {1};
+  const float zero[1] = {0};
+  expect_tensor(out, one, 1, zero);
+  tpu_tensor_release(out);
+  g_bad_shard = -1;
+  const int axes[1] = {1};
+  CHECK_ERROR(tpu_shard(g_sys, one_bad, NULL, 0, NULL, 4, NULL, NULL, axes, 1, &out, NULL),
+              TPU_INVALID_ARGUMENT, "replica 0: output 0: output_shard_axes[0] = 1 is out of range");
+  CHECK_OK(tpu_shard(g_sys, one_bad, NULL, 0, NULL, 4, NULL, NULL, NULL, 1, &out, NULL));
+  const int64_t four[1] = {4};
+  const float ids[4] = {0, 1, 2, 3};
+  expect_tensor(out, four, 1, ids);
+  tpu_tensor_release(out);
+}
+
+/* Shards of 2 cores: a shard's output is its logical core 0's. Core 1 of every shard
+ * leaves its output NULL (fine); core 0 of shard g_bad_shard too (the step fails). */
+static tpu_status core0_only(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                             tpu_tensor **out, int no, void *user) {
+  int s = shard_id(ctx), c = -1;
+  tpu_replica_context_logical_core(ctx, &c);
+  const int64_t d[1] = {1};
+  float v = (float)s;
+  if (c != 0 || s == g_bad_shard) return TPU_OK;
+  return tpu_tensor_create(TPU_FLOAT, d, 1, &v, 4, &out[0]);
+}
+
+static void test_shard__output_checks_with_cores_per_replica(void **state) {
+  /* Participant r * 2 + c on core r * 2 + c. */
+  tpu_topology *topo = NULL;
+  tpu_device_assignment *da = NULL;
+  CHECK_OK(tpu_system_topology(g_sys, &topo));
+  int32_t coords[4 * TPU_MESH_RANK];
+  for (int p = 0; p < 4; ++p)
+    CHECK_OK(tpu_topology_device_coordinates(topo, 0, p, &coords[p * TPU_MESH_RANK], TPU_MESH_RANK, &(size_t){0}));
+  CHECK_OK(tpu_device_assignment_create(topo, coords, 2, 2, &da));
+  tpu_tensor *out = NULL;
+  g_bad_shard = -1;
+  CHECK_OK(tpu_shard(g_sys, core0_only, NULL, 0, NULL, 2, NULL, NULL, NULL, 1, &out, STEP_OPTIONS(da, NULL, 0)));
+  const int64_t two[1] = {2};
+  const float ids[2] = {0, 1};
+  expect_tensor(out, two, 1, ids);
+  tpu_tensor_release(out);
+  g_bad_shard = 1;
+  CHECK_ERROR(tpu_shard(g_sys, core0_only, NULL, 0, NULL, 2, NULL, NULL, NULL, 1, &out, STEP_OPTIONS(da, NULL, 0)),
+              TPU_INVALID_ARGUMENT, "replica 1 core 0: shard 1 left output 0 NULL");
+  assert_null(out);
+  g_bad_shard = -1;
+  tpu_device_assignment_release(da);
+  tpu_topology_release(topo);
+}
+
+/* Each shard looks up row `shard` of an SGD table, sends gradients of ones and returns
+ * its activation; shard g_bad_shard returns NULL instead. */
+static tpu_status emb_shard(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                            tpu_tensor **out, int no, void *user) {
+  int s = shard_id(ctx);
+  int64_t id = s, sample = 0;
+  tpu_embedding_feature_batch fb;
+  memset(&fb, 0, sizeof fb);
+  fb.feature = 0;
+  fb.ids = &id;
+  fb.num_ids = 1;
+  fb.sample_indices = &sample;
+  tpu_tensor *act = NULL, *grad = NULL;
+  tpu_status st = tpu_embedding_enqueue(ctx, &fb, 1);
+  if (st == TPU_OK) st = tpu_embedding_recv_activations(ctx, &act, 1);
+  if (st != TPU_OK) return st;
+  int64_t dims[4];
+  size_t rank = 0, bytes = 0;
+  tpu_tensor_dims(act, dims, 4, &rank);
+  tpu_tensor_byte_size(act, &bytes);
+  float ones[16];
+  for (int i = 0; i < 16; ++i) ones[i] = 1;
+  st = tpu_tensor_create(TPU_FLOAT, dims, (int)rank, ones, bytes, &grad);
+  if (st == TPU_OK) st = tpu_embedding_send_gradients(ctx, &grad, 1, NULL, 0);
+  tpu_tensor_release(grad);
+  if (st == TPU_OK && s != g_bad_shard) out[0] = act;
+  else tpu_tensor_release(act);
+  return st;
+}
+
+/* A shard's NULL output fails the step before the embedding engine keeps its updates:
+ * no row changes; without it the same step updates them. */
+static void test_shard__failed_output_check_changes_no_embedding_row(void **state) {
+  static const char json[] =
+      "{\"mode\": \"TRAINING\", \"table_descriptor\": [{\"name\": \"t\", \"vocabulary_size\": 4,"
+      " \"dimension\": 2, \"optimization_parameters\": {\"learning_rate\": {\"constant\": 0.5},"
+      " \"stochastic_gradient_descent\": {}}}],"
+      " \"feature_descriptor\": [{\"name\": \"f\", \"table_id\": 0, \"input_shape\": [1]}]}";
+  static char cfg[4096];
+  size_t len = 0;
+  CHECK_OK(tpu_embedding_config_from_json(json, cfg, sizeof cfg, &len));
+  tpu_system_release(g_sys);
+  g_sys = NULL;
+  tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
+  o.num_cores = 4;
+  o.close_on_failure = 0;
+  o.embedding_config = cfg;
+  o.embedding_config_len = len;
+  CHECK_OK(tpu_system_init(&o, &g_sys));
+  const float rows[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  float got[8];
+  size_t count = 0;
+  CHECK_OK(tpu_embedding_load(g_sys, 0, 0, 0, 4, rows, 8));
+  tpu_tensor *out = NULL;
+  g_bad_shard = 1;
+  CHECK_ERROR(tpu_shard(g_sys, emb_shard, NULL, 0, NULL, 4, NULL, NULL, NULL, 1, &out, NULL),
+              TPU_INVALID_ARGUMENT, "shard 1 left output 0 NULL");
+  assert_null(out);
+  CHECK_OK(tpu_embedding_retrieve(g_sys, 0, 0, 0, 4, got, 8, &count));
+  for (int i = 0; i < 8; ++i)
+    if (got[i] != rows[i]) fail_msg("row %d [%d] is %g, was %g: the failed step changed it", i / 2, i % 2, got[i], rows[i]);
+  CHECK_ERROR(tpu_shard(g_sys, emb_shard, NULL, 0, NULL, 4, NULL, NULL, NULL, 1, &out, NULL),
+              TPU_INVALID_ARGUMENT, "replica 1: shard 1 left output 0 NULL");
+  g_bad_shard = -1;
+  CHECK_OK(tpu_shard(g_sys, emb_shard, NULL, 0, NULL, 4, NULL, NULL, NULL, 1, &out, NULL));
+  const int64_t dims[2] = {4, 2};
+  expect_tensor(out, dims, 2, rows); /* the activations: the rows before the update */
+  tpu_tensor_release(out);
+  CHECK_OK(tpu_embedding_retrieve(g_sys, 0, 0, 0, 4, got, 8, &count));
+  for (int i = 0; i < 8; ++i)
+    if (got[i] != rows[i] - 0.5f) fail_msg("row %d [%d] is %g, want %g", i / 2, i % 2, got[i], rows[i] - 0.5f);
+  /* The other cases' system. */
+  tpu_system_release(g_sys);
+  g_sys = NULL;
+  setup(NULL);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shard__split_concat_and_stack),
       cmocka_unit_test(test_shard__batch_parallel),
       cmocka_unit_test(test_shard__input_errors),
       cmocka_unit_test(test_shard__output_errors),
+      cmocka_unit_test(test_shard__output_checks_fail_the_step),
+      cmocka_unit_test(test_shard__output_checks_with_cores_per_replica),
+      cmocka_unit_test(test_shard__failed_output_check_changes_no_embedding_row),
   };
   return RUN_TESTS(argc, argv, tests, setup, teardown);
 }

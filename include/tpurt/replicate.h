@@ -176,7 +176,13 @@ TPU_API tpu_status tpu_rewrite(tpu_system *system, tpu_computation_fn computatio
  * outputs along output_shard_axes[o] (NULL: all 0), stacking scalar outputs into a
  * [num_shards] vector; else returns shard 0's output. outputs[0..num_outputs).
  * input_shard_axes has num_inputs entries, the other two num_outputs.
- * options->maximum_shapes must be NULL. */
+ * options->maximum_shapes must be NULL. The outputs are checked inside the step: a
+ * NULL output that is concatenated, or shards whose outputs cannot be concatenated,
+ * fail the step (TPU_INVALID_ARGUMENT, "replica S: ..." naming the shard at fault),
+ * so that, as for any failed step, no embedding row changes. In a multi-task system
+ * every task returns the whole outputs, whichever tasks ran the shards (so every task
+ * must run at least one shard when num_outputs > 0, TPU_INVALID_ARGUMENT naming the
+ * task otherwise, before the step). */
 TPU_API tpu_status tpu_shard(tpu_system *system, tpu_computation_fn computation,
                              void *user_data, int num_inputs, tpu_tensor *const *inputs,
                              int num_shards, const int *input_shard_axes,

@@ -12,6 +12,7 @@
 #include "runtime/feed.h"
 #include "runtime/partition.h"
 #include "runtime/replica_context.h"
+#include "runtime/shard_gather.h"
 #include "topology/device_assignment.h"
 #include "topology/group_modes.h"
 
@@ -419,7 +420,10 @@ struct Participants {
 
 // Runs spec (with the infeed wrapper if the options ask for it), spreading each
 // replica's inputs over its cores and gathering its outputs back (tpu_partition_spec).
-void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor** outputs) {
+// `last`, if any, runs after the rest of each participant's stage, on the whole
+// outputs: partitioned outputs are then assembled inside the step, on logical core 0.
+void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor** outputs,
+         std::shared_ptr<const StepStage> last = nullptr) {
   spec.timeout_ms = options.collective_timeout_ms;
   const int cores = cores_per_replica(options);
   if (options.infeed_queue != nullptr && cores > 1)
@@ -436,14 +440,20 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
   spec.caller_threads = options.caller_threads;
   if (options.infeed_queue != nullptr) spec.stage = std::make_shared<InfeedStage>(options.infeed_queue);
   // One core per replica and every output core 0's: today's path, nothing staged.
-  if (cores == 1 && options.output_partitions == nullptr)
+  if (cores == 1 && options.output_partitions == nullptr) {
+    spec.stage = chain_stages(spec.stage, last);
     return system.run_step(spec, options.device_assignment, outputs);
+  }
   const Participants parts(system, options.device_assignment, spec.num_replicas);
   const tpu_partition_spec* assemble_here = options.output_partitions;
-  if (assemble_here != nullptr && parts.replica_spans_tasks(options.device_assignment)) {
-    spec.stage = std::make_shared<TileGatherStage>(options.output_partitions, spec.num_outputs);
+  // (With one core a tile is the whole output: nothing to assemble in the step.)
+  if (assemble_here != nullptr &&
+      ((last && cores > 1) || parts.replica_spans_tasks(options.device_assignment))) {
+    spec.stage = chain_stages(spec.stage, std::make_shared<TileGatherStage>(options.output_partitions,
+                                                                            spec.num_outputs));
     assemble_here = nullptr;
   }
+  spec.stage = chain_stages(spec.stage, last);
   // With one core a spec is whole or one tile, the tensor itself: inputs pass as they are.
   TensorRefs inputs(cores > 1 ? static_cast<size_t>(spec.num_replicas) * cores * spec.num_inputs
                               : 0);
@@ -455,6 +465,21 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
   TensorRefs staged(static_cast<size_t>(spec.num_replicas) * cores * spec.num_outputs);
   system.run_step(spec, options.device_assignment, staged.data());
   parts.gather_outputs(spec.num_outputs, staged, assemble_here, outputs);
+}
+
+// Across tasks every task returns tpu_shard's whole outputs, which only its own
+// participants can receive: a task that runs none of the shards could not. Every task
+// finds this alike (the device assignment is global), before the step.
+void check_every_task_runs_a_shard(const System& system, const DeviceAssignment* da, int num_shards) {
+  std::vector<char> runs(system.num_tasks());
+  const int cores = da ? da->num_cores_per_replica() : 1;
+  for (int r = 0; r < num_shards; ++r)
+    for (int c = 0; c < cores; ++c) runs[task_of(system, da, r, c)] = 1;
+  for (int t = 0; t < system.num_tasks(); ++t)
+    if (!runs[t])
+      invalid_argument("task ", t, " of ", system.num_tasks(), " runs none of the ", num_shards,
+                       " shards (options->device_assignment), but every task returns tpu_shard's "
+                       "outputs, which reach a task only through its shards");
 }
 
 }  // namespace
@@ -515,44 +540,25 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
 
   StepSpec spec(computation, user_data, num_shards, num_inputs, num_outputs, pieces.data());
   TensorRefs staged(static_cast<size_t>(num_shards) * num_outputs);
-  run(system, spec, options, staged.data());
-
-  TensorRefs results(num_outputs);
-  std::vector<Tensor*> parts(num_shards);
+  if (num_outputs == 0) return run(system, spec, options, staged.data());
+  // The outputs are checked inside the step, so that a bad one fails the step (on
+  // every task, before the embedding engine keeps its updates); across tasks they are
+  // gathered there too, and every task returns them whole (runtime/shard_gather.h).
+  ShardOutputSpec out_spec;
+  out_spec.num_shards = num_shards;
+  out_spec.num_outputs = num_outputs;
+  out_spec.from_all.assign(num_outputs, 1);
+  out_spec.axes.assign(num_outputs, 0);
   for (int o = 0; o < num_outputs; ++o) {
-    if (outputs_from_all_shards && !outputs_from_all_shards[o]) {
-      results[o] = staged.take(o);  // shard 0's
-      continue;
-    }
-    for (int s = 0; s < num_shards; ++s) {
-      parts[s] = staged[static_cast<size_t>(s) * num_outputs + o];
-      if (parts[s] == nullptr)
-        invalid_argument("shard ", s, " left output ", o,
-                         " NULL; outputs gathered from all shards must be tensors");
-      if (parts[s]->dtype != parts[0]->dtype || parts[s]->rank != parts[0]->rank)
-        invalid_argument("shards have mismatched output shapes: shard 0 output ", o, " is ",
-                         describe(parts[0]), " but shard ", s, "'s is ", describe(parts[s]));
-    }
-    const int rank = parts[0]->rank;
-    const int given = output_shard_axes ? output_shard_axes[o] : 0;
-    // Scalars are stacked, whatever the axis.
-    const int axis = rank == 0 ? 0
-        : normalize_axis(given, rank, str_cat("output ", o, ": output_shard_axes[", o, "] =").c_str());
-    // Checked here so that concat_tensors' sum of the sizes cannot overflow.
-    int64_t concat_size = rank > 0 ? parts[0]->dims[axis] : 0;
-    for (int s = 1; s < num_shards; ++s) {
-      for (int d = 0; d < rank; ++d)
-        if (d != axis && parts[s]->dims[d] != parts[0]->dims[d])
-          invalid_argument("shards have mismatched output shapes: shard 0 output ", o, " is ",
-                           describe(parts[0]), " but shard ", s, "'s is ", describe(parts[s]),
-                           " (they may differ only along output_shard_axes[", o, "] = ", axis, ")");
-      if (rank > 0)
-        concat_size = checked_add(concat_size, parts[s]->dims[axis], "dimension ", axis,
-                                  " of output ", o, " concatenated from ", num_shards, " shards");
-    }
-    results[o] = concat_tensors(parts.data(), num_shards, axis);
+    if (outputs_from_all_shards) out_spec.from_all[o] = outputs_from_all_shards[o] != 0;
+    if (output_shard_axes) out_spec.axes[o] = output_shard_axes[o];
   }
-  for (int o = 0; o < num_outputs; ++o) outputs[o] = results.take(o);
+  const bool across_tasks = system.num_tasks() > 1;
+  if (across_tasks) check_every_task_runs_a_shard(system, options.device_assignment, num_shards);
+  auto gather = std::make_shared<ShardGatherStage>(std::move(out_spec), cores_per_replica(options),
+                                                   across_tasks);
+  run(system, spec, options, staged.data(), gather);
+  gather->finish(staged.data(), outputs);
 }
 
 }  // namespace tpurt

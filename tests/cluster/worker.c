@@ -51,6 +51,16 @@
  *                                  tpu_step_join / tpu_step_leave): checked sums, then
  *                                  a step where task V's last core is never joined
  *                                  (every task names its replica), then steps again
+ *   cluster_worker shard           tpu_shard and tpu_batch_parallel over every core
+ *                                  (2 tasks of 2): every task gets the whole outputs,
+ *                                  large ones too
+ *                                  (uneven shards, other axes, stacked scalars, shard
+ *                                  0's output from another task, replicas of 2 cores
+ *                                  spanning tasks); a shard's NULL or mismatched output
+ *                                  fails the step alike on every task (printed, to
+ *                                  compare) and changes no embedding row; shards
+ *                                  all on task 0 are refused on every task;
+ *                                  tpu_rewrite: outputs on task 0 only, as replicate
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -1707,10 +1717,355 @@ static int scenario_caller_threads(tpu_system *system, int victim) {
   return 0;
 }
 
+/* ---- shard: tpu_shard and tpu_batch_parallel across tasks ---------------------------
+ * Every task returns the whole outputs, whichever task ran each shard. Shard s (of n)
+ * of sh_fn returns, from input x (a [rows, 3] piece):
+ *   0: x * 10 + s                                  (batch_parallel's output)
+ *   1: [s + 1, 2], element (i, j) = 100 s + 10 i + j  (uneven along axis 0)
+ *   2: [2, s + 1], element (i, j) = 100 s + 10 i + j  (uneven along axis -1 = 1)
+ *   3: the int32 scalar 7 s + 1                     (stacked)
+ *   4: [3] {1000 s, 1000 s + 1, 1000 s + 2}          (not gathered: shard 0's)
+ * Participants of logical core 1 (replicas of 2 cores) return 0.5 everywhere instead:
+ * a shard's output is its logical core 0's. g_sh_bad_shard's output g_sh_bad_output is
+ * NULL (g_sh_bad 1) or int32 (2). */
+static int g_sh_bad_shard = -1, g_sh_bad_output, g_sh_bad;
+static tpu_status sh_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out, int nout,
+                        void *user) {
+  int s = 0, c = 0;
+  OK(tpu_replica_context_replica_id(ctx, &s));
+  OK(tpu_replica_context_logical_core(ctx, &c));
+  float v[64];
+  int64_t dims[2];
+  for (int o = 0; o < nout; o++) {
+    if (s == g_sh_bad_shard && o == g_sh_bad_output && c == 0) {
+      if (g_sh_bad == 1) continue;
+      const int32_t i = s;
+      OK(tpu_tensor_create(TPU_INT32, NULL, 0, &i, 4, &out[o]));
+      continue;
+    }
+    if (o == 0) {
+      int64_t n = 0;
+      size_t rank = 0;
+      const void *p = NULL;
+      OK(tpu_tensor_dims(in[0], dims, 2, &rank));
+      OK(tpu_tensor_num_elements(in[0], &n));
+      OK(tpu_tensor_data(in[0], &p));
+      for (int64_t i = 0; i < n; i++) v[i] = c ? 0.5f : ((const float *)p)[i] * 10 + (float)s;
+      OK(tpu_tensor_create(TPU_FLOAT, dims, (int)rank, v, (size_t)n * 4, &out[o]));
+    } else if (o == 1 || o == 2) {
+      dims[0] = o == 1 ? s + 1 : 2;
+      dims[1] = o == 1 ? 2 : s + 1;
+      for (int64_t i = 0; i < dims[0]; i++)
+        for (int64_t j = 0; j < dims[1]; j++) v[i * dims[1] + j] = c ? 0.5f : (float)(100 * s + 10 * i + j);
+      OK(tpu_tensor_create(TPU_FLOAT, dims, 2, v, (size_t)(dims[0] * dims[1]) * 4, &out[o]));
+    } else if (o == 3) {
+      const int32_t i = c ? -1 : 7 * s + 1;
+      OK(tpu_tensor_create(TPU_INT32, NULL, 0, &i, 4, &out[o]));
+    } else {
+      dims[0] = 3;
+      for (int i = 0; i < 3; i++) v[i] = c ? 0.5f : (float)(1000 * s + i);
+      OK(tpu_tensor_create(TPU_FLOAT, dims, 1, v, 12, &out[o]));
+    }
+  }
+  return TPU_OK;
+}
+
+/* t has dtype `dtype`, dims[0..rank) and element i == want(i). */
+static int sh_expect(const char *what, const tpu_tensor *t, tpu_dtype dtype, const int64_t *dims, int rank,
+                     double (*want)(int64_t i, const int64_t *dims, int n), int n) {
+  if (!t) {
+    EXPECT(0, "%s: NULL", what);
+    return 1;
+  }
+  tpu_dtype dt;
+  int64_t got[4], count = 0;
+  size_t r = 0;
+  const void *p = NULL;
+  tpu_tensor_dtype(t, &dt);
+  tpu_tensor_dims(t, got, 4, &r);
+  tpu_tensor_num_elements(t, &count);
+  tpu_tensor_data(t, &p);
+  int bad = dt != dtype || (int)r != rank;
+  for (int d = 0; !bad && d < rank; d++) bad = got[d] != dims[d];
+  EXPECT(!bad, "%s: dtype %d rank %d, want dtype %d rank %d (dims %lld, %lld)", what, (int)dt, (int)r, (int)dtype, rank,
+         (long long)(r > 0 ? got[0] : -1), (long long)(r > 1 ? got[1] : -1));
+  for (int64_t i = 0; !bad && i < count; i++) {
+    const double g = dtype == TPU_INT32 ? ((const int32_t *)p)[i] : ((const float *)p)[i], w = want(i, dims, n);
+    if (g != w) {
+      EXPECT(0, "%s: element %lld is %g, want %g", what, (long long)i, g, w);
+      bad = 1;
+    }
+  }
+  return bad;
+}
+
+/* The whole outputs of sh_fn over n shards (input element i = i, [rows, 3]). */
+static double sh_want0(int64_t i, const int64_t *dims, int n) { return (double)i * 10 + (double)(i / 3 / (dims[0] / n)); }
+static double sh_want1(int64_t i, const int64_t *dims, int n) {
+  /* rows of shard s start at s (s + 1) / 2 */
+  int64_t row = i / 2, s = 0;
+  while ((s + 1) * (s + 2) / 2 <= row) s++;
+  return (double)(100 * s + 10 * (row - s * (s + 1) / 2) + i % 2);
+}
+static double sh_want2(int64_t i, const int64_t *dims, int n) {
+  int64_t row = i / dims[1], col = i % dims[1], s = 0;
+  while ((s + 1) * (s + 2) / 2 <= col) s++;
+  return (double)(100 * s + 10 * row + (col - s * (s + 1) / 2));
+}
+static double sh_want3(int64_t i, const int64_t *dims, int n) { return (double)(7 * i + 1); }
+static double sh_want4(int64_t i, const int64_t *dims, int n) { return (double)i; }
+
+static tpu_tensor *sh_input(int64_t rows) {
+  const int64_t dims[2] = {rows, 3};
+  float v[64];
+  for (int64_t i = 0; i < rows * 3; i++) v[i] = (float)i;
+  tpu_tensor *t = NULL;
+  if (tpu_tensor_create(TPU_FLOAT, dims, 2, v, (size_t)(rows * 3) * 4, &t) != TPU_OK) abort();
+  return t;
+}
+
+/* One tpu_shard of sh_fn over n shards (options o), every output checked. */
+static void sh_check_all(tpu_system *system, const char *what, int n, const tpu_step_options *o) {
+  tpu_tensor *in = sh_input(2 * n), *out[5] = {NULL};
+  const int from_all[5] = {1, 1, 1, 1, 0}, axes[5] = {0, 0, -1, 0, 0};
+  tpu_status s = tpu_shard(system, sh_fn, NULL, 1, &in, n, NULL, from_all, axes, 5, out, o);
+  EXPECT(s == TPU_OK, "%s: %s: %s", what, tpu_status_name(s), tpu_last_error());
+  if (s == TPU_OK) {
+    char label[96];
+    const int64_t d0[2] = {2 * n, 3}, d1[2] = {n * (n + 1) / 2, 2}, d2[2] = {2, n * (n + 1) / 2}, d3[1] = {n},
+                  d4[1] = {3};
+    snprintf(label, sizeof label, "%s output 0", what);
+    sh_expect(label, out[0], TPU_FLOAT, d0, 2, sh_want0, n);
+    snprintf(label, sizeof label, "%s output 1 (uneven, axis 0)", what);
+    sh_expect(label, out[1], TPU_FLOAT, d1, 2, sh_want1, n);
+    snprintf(label, sizeof label, "%s output 2 (uneven, axis -1)", what);
+    sh_expect(label, out[2], TPU_FLOAT, d2, 2, sh_want2, n);
+    snprintf(label, sizeof label, "%s output 3 (stacked scalars)", what);
+    sh_expect(label, out[3], TPU_INT32, d3, 1, sh_want3, n);
+    snprintf(label, sizeof label, "%s output 4 (shard 0's)", what);
+    sh_expect(label, out[4], TPU_FLOAT, d4, 1, sh_want4, n);
+  }
+  for (int i = 0; i < 5; i++) tpu_tensor_release(out[i]);
+  tpu_tensor_release(in);
+}
+
+/* Each shard looks up row `shard` of table 0 (SGD), sends gradients of ones, and
+ * returns its activation (NULL for g_sh_bad_shard). */
+static tpu_status sh_emb_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out, int nout,
+                            void *user) {
+  int s = 0;
+  OK(tpu_replica_context_replica_id(ctx, &s));
+  int64_t id = s, sample = 0;
+  tpu_embedding_feature_batch fb;
+  memset(&fb, 0, sizeof fb);
+  fb.feature = 0;
+  fb.ids = &id;
+  fb.num_ids = 1;
+  fb.sample_indices = &sample;
+  tpu_tensor *act = NULL, *grad = NULL;
+  OK(tpu_embedding_enqueue(ctx, &fb, 1));
+  OK(tpu_embedding_recv_activations(ctx, &act, 1));
+  int64_t dims[4];
+  size_t rank = 0, bytes = 0;
+  OK(tpu_tensor_dims(act, dims, 4, &rank));
+  OK(tpu_tensor_byte_size(act, &bytes));
+  float ones[16];
+  for (int i = 0; i < 16; i++) ones[i] = 1;
+  OK(tpu_tensor_create(TPU_FLOAT, dims, (int)rank, ones, bytes, &grad));
+  tpu_status st = tpu_embedding_send_gradients(ctx, &grad, 1, NULL, 0);
+  tpu_tensor_release(grad);
+  if (st == TPU_OK && s != g_sh_bad_shard) out[0] = act;
+  else tpu_tensor_release(act);
+  return st;
+}
+
+/* Rows 0..g_n-1 of table 0 as this task holds them (others' left at -1). */
+static void sh_rows(tpu_system *system, float *rows) {
+  size_t count = 0;
+  for (int i = 0; i < g_n * 2; i++) rows[i] = -1;
+  tpu_status s = tpu_embedding_retrieve(system, 0, 0, 0, g_n, rows, (size_t)g_n * 2, &count);
+  EXPECT(s == TPU_OK, "retrieve: %s: %s", tpu_status_name(s), tpu_last_error());
+}
+
+static double sh_want_loaded(int64_t i, const int64_t *dims, int n) { return (double)(i + 1); }
+
+/* Large outputs (past the collectives' inline sizes): shard s returns its piece x of
+ * [rows, 8] as x * 2 + s, plus the first s + 1 rows of it (uneven). */
+static tpu_status sh_big_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out, int nout,
+                            void *user) {
+  int s = 0;
+  OK(tpu_replica_context_replica_id(ctx, &s));
+  int64_t dims[2], n = 0;
+  size_t rank = 0;
+  const void *p = NULL;
+  OK(tpu_tensor_dims(in[0], dims, 2, &rank));
+  OK(tpu_tensor_num_elements(in[0], &n));
+  OK(tpu_tensor_data(in[0], &p));
+  float *v = malloc((size_t)n * sizeof *v);
+  for (int64_t i = 0; i < n; i++) v[i] = ((const float *)p)[i] * 2 + (float)s;
+  tpu_status st = tpu_tensor_create(TPU_FLOAT, dims, 2, v, (size_t)n * 4, &out[0]);
+  dims[0] = s + 1;
+  if (st == TPU_OK) st = tpu_tensor_create(TPU_FLOAT, dims, 2, v, (size_t)(dims[0] * dims[1]) * 4, &out[1]);
+  free(v);
+  return st;
+}
+
+static void sh_check_big(tpu_system *system, int n) {
+  const int64_t rows = 2048 * n, dims[2] = {rows, 8};
+  float *x = malloc((size_t)(rows * 8) * sizeof *x);
+  for (int64_t i = 0; i < rows * 8; i++) x[i] = (float)(i % 1000);
+  tpu_tensor *in = NULL, *out[2] = {NULL, NULL};
+  if (tpu_tensor_create(TPU_FLOAT, dims, 2, x, (size_t)(rows * 8) * 4, &in) != TPU_OK) abort();
+  tpu_status s = tpu_batch_parallel(system, sh_big_fn, NULL, 1, &in, n, 2, out, NULL);
+  EXPECT(s == TPU_OK, "large outputs: %s: %s", tpu_status_name(s), tpu_last_error());
+  if (s == TPU_OK) {
+    const float *a = NULL, *b = NULL;
+    int64_t na = 0, nb = 0;
+    tpu_tensor_data(out[0], (const void **)&a);
+    tpu_tensor_data(out[1], (const void **)&b);
+    tpu_tensor_num_elements(out[0], &na);
+    tpu_tensor_num_elements(out[1], &nb);
+    EXPECT(na == rows * 8 && nb == (int64_t)n * (n + 1) / 2 * 8, "large outputs: %lld and %lld elements", (long long)na,
+           (long long)nb);
+    int bad = 0;
+    for (int64_t i = 0; na == rows * 8 && i < na && !bad; i++)
+      if (a[i] != x[i] * 2 + (float)(i / 8 / 2048)) {
+        EXPECT(0, "large output 0: element %lld", (long long)i);
+        bad = 1;
+      }
+    int64_t at = 0;
+    for (int sh = 0; nb == (int64_t)n * (n + 1) / 2 * 8 && sh < n && !bad; sh++)
+      for (int64_t i = 0; i < (sh + 1) * 8 && !bad; i++, at++)
+        if (b[at] != x[sh * 2048 * 8 + i] * 2 + (float)sh) {
+          EXPECT(0, "large output 1: element %lld", (long long)at);
+          bad = 1;
+        }
+  }
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+  tpu_tensor_release(in);
+  free(x);
+}
+
+static int scenario_shard(tpu_system *system) {
+  const int n = g_n;
+  sh_check_big(system, n);
+  /* batch_parallel: output 0 of sh_fn only. */
+  tpu_tensor *in = sh_input(2 * n), *out = NULL;
+  tpu_status s = tpu_batch_parallel(system, sh_fn, NULL, 1, &in, n, 1, &out, NULL);
+  EXPECT(s == TPU_OK, "batch_parallel: %s: %s", tpu_status_name(s), tpu_last_error());
+  const int64_t d0[2] = {2 * n, 3};
+  if (s == TPU_OK) sh_expect("batch_parallel", out, TPU_FLOAT, d0, 2, sh_want0, n);
+  tpu_tensor_release(out);
+  tpu_tensor_release(in);
+  /* Every kind of output, three steps in a row. */
+  for (int k = 0; k < 3; k++) sh_check_all(system, "shard", n, NULL);
+  /* Shards in reverse: shard 0 (and its output 4) on the last task. */
+  int global[64];
+  for (int q = 0; q < n; q++) global[q] = n - 1 - q;
+  tpu_device_assignment *da = assignment_on(system, "shards reversed", global, n, 1);
+  if (!da) return 1;
+  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+  o.device_assignment = da;
+  sh_check_all(system, "shard reversed", n, &o);
+  tpu_device_assignment_release(da);
+  /* Replicas of 2 cores spanning tasks: shard s on global cores s and s + n / 2. */
+  if (n % 2 == 0 && g_tasks > 1) {
+    for (int q = 0; q < n; q++) global[q] = q % 2 ? q / 2 + n / 2 : q / 2;
+    da = assignment_on(system, "shards of 2 cores", global, n / 2, 2);
+    if (!da) return 1;
+    o.device_assignment = da;
+    sh_check_all(system, "shards of 2 cores", n / 2, &o);
+    tpu_device_assignment_release(da);
+  }
+  /* tpu_rewrite keeps tpu_replicate's rule: its one replica's outputs on the task that
+   * runs it (task 0), NULL on the others, and the step succeeds everywhere. */
+  in = sh_input(2);
+  out = NULL;
+  s = tpu_rewrite(system, sh_fn, NULL, 1, &in, 1, &out, NULL);
+  EXPECT(s == TPU_OK, "rewrite: %s: %s", tpu_status_name(s), tpu_last_error());
+  const int64_t d2[2] = {2, 3};
+  if (s == TPU_OK && g_task == 0) sh_expect("rewrite", out, TPU_FLOAT, d2, 2, sh_want0, 1);
+  if (s == TPU_OK && g_task != 0) EXPECT(out == NULL, "rewrite: an output on task %d, which runs no replica", g_task);
+  tpu_tensor_release(out);
+  tpu_tensor_release(in);
+  /* Every shard on task 0: the last task could not receive the outputs. Every task
+   * refuses the call alike, before the step. */
+  if (g_tasks > 1) {
+    for (int q = 0; q < g_local; q++) global[q] = q;
+    da = assignment_on(system, "shards on task 0", global, g_local, 1);
+    if (!da) return 1;
+    o.device_assignment = da;
+    in = sh_input(2 * g_local);
+    out = NULL;
+    s = tpu_batch_parallel(system, sh_fn, NULL, 1, &in, g_local, 1, &out, &o);
+    printf("task %d: shard nowhere: %s: %s\n", g_task, tpu_status_name(s), tpu_last_error());
+    EXPECT(s == TPU_INVALID_ARGUMENT && strstr(tpu_last_error(), "runs none of the"),
+           "shards on task 0 only: want INVALID_ARGUMENT naming the task without a shard");
+    EXPECT(out == NULL, "shards on task 0 only: output set on failure");
+    tpu_tensor_release(in);
+    tpu_device_assignment_release(da);
+    sh_check_all(system, "shard after a refused call", n, NULL);
+  }
+  /* A shard of the last task leaves output 0 NULL, then one of task 0 returns output 1
+   * as int32: the step fails on every task with the same error (printed, compared by
+   * the script), and the next step works. */
+  const struct {
+    const char *name;
+    int shard, output, bad;
+    const char *says;
+  } faults[] = {{"null", n - 1, 0, 1, "left output 0 NULL"},
+                {"mismatch", 1, 1, 2, "shards have mismatched output shapes: shard 0 output 1 is float32[1,2]"}};
+  for (int f = 0; f < 2; f++) {
+    g_sh_bad_shard = faults[f].shard, g_sh_bad_output = faults[f].output, g_sh_bad = faults[f].bad;
+    tpu_tensor *outs[5] = {NULL};
+    in = sh_input(2 * n);
+    const int from_all[5] = {1, 1, 1, 1, 0}, axes[5] = {0, 0, -1, 0, 0};
+    s = tpu_shard(system, sh_fn, NULL, 1, &in, n, NULL, from_all, axes, 5, outs, NULL);
+    printf("task %d: shard %s: %s: %s\n", g_task, faults[f].name, tpu_status_name(s), tpu_last_error());
+    char says[32];
+    snprintf(says, sizeof says, "replica %d: ", faults[f].shard);
+    EXPECT(s == TPU_INVALID_ARGUMENT && strstr(tpu_last_error(), says) && strstr(tpu_last_error(), faults[f].says),
+           "shard %s: want INVALID_ARGUMENT '%s...%s'", faults[f].name, says, faults[f].says);
+    for (int i = 0; i < 5; i++) EXPECT(outs[i] == NULL, "shard %s: output %d set on failure", faults[f].name, i);
+    tpu_tensor_release(in);
+    g_sh_bad_shard = -1;
+    sh_check_all(system, "shard after a failed step", n, NULL);
+  }
+  /* Embedding rows: a step that fails on its outputs changes none; the same step
+   * without the fault updates them. */
+  float before[128], after[128];
+  float loaded[128];
+  for (int i = 0; i < 2 * n; i++) loaded[i] = (float)(i + 1);
+  OK(tpu_embedding_load(system, 0, 0, 0, n, loaded, (size_t)n * 2));
+  sh_rows(system, before);
+  g_sh_bad_shard = n - 1;
+  s = tpu_shard(system, sh_emb_fn, NULL, 0, NULL, n, NULL, NULL, NULL, 1, &out, NULL);
+  printf("task %d: shard embedding null: %s: %s\n", g_task, tpu_status_name(s), tpu_last_error());
+  EXPECT(s == TPU_INVALID_ARGUMENT && strstr(tpu_last_error(), "left output 0 NULL"),
+         "embedding step with a NULL output: want INVALID_ARGUMENT");
+  sh_rows(system, after);
+  EXPECT(!memcmp(before, after, sizeof(float) * 2 * n), "the failed step changed embedding rows");
+  g_sh_bad_shard = -1;
+  out = NULL;
+  s = tpu_shard(system, sh_emb_fn, NULL, 0, NULL, n, NULL, NULL, NULL, 1, &out, NULL);
+  EXPECT(s == TPU_OK, "embedding step: %s: %s", tpu_status_name(s), tpu_last_error());
+  if (s == TPU_OK) {
+    const int64_t dims[2] = {n, 2};
+    sh_expect("embedding activations (the rows before the update)", out, TPU_FLOAT, dims, 2, sh_want_loaded, n);
+  }
+  tpu_tensor_release(out);
+  sh_rows(system, after);
+  for (int i = 0; i < 2 * n; i++)
+    EXPECT(after[i] == (before[i] == -1 ? -1 : before[i] - 0.5f), "row %d [%d] is %g after the step, was %g", i / 2,
+           i % 2, after[i], before[i]);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: cluster_worker collectives|kv|feed|model_parallel|model_parallel_skip|"
-                    "embedding div|mod|caller_threads V|kill V|"
+                    "embedding div|mod|caller_threads V|shard|kill V|"
                     "quit V|stop V|skip V|fail V|mismatch V|init|soak N\n");
     return 2;
   }
@@ -1729,6 +2084,21 @@ int main(int argc, char **argv) {
     }
     size_t len = 0;
     if (emb_config(g_emb_strategy, emb_bytes, sizeof emb_bytes, &len)) return 3;
+    options.embedding_config = emb_bytes;
+    options.embedding_config_len = len;
+  }
+  if (!strcmp(scenario, "shard")) {
+    size_t len = 0;
+    tpu_status st = tpu_embedding_config_from_json(
+        "{\"mode\": \"TRAINING\", \"table_descriptor\": [{\"name\": \"t\", \"vocabulary_size\": 64,"
+        " \"dimension\": 2, \"optimization_parameters\": {\"learning_rate\": {\"constant\": 0.5},"
+        " \"stochastic_gradient_descent\": {}}}],"
+        " \"feature_descriptor\": [{\"name\": \"f\", \"table_id\": 0, \"input_shape\": [1]}]}",
+        emb_bytes, sizeof emb_bytes, &len);
+    if (st != TPU_OK) {
+      printf("shard: embedding configuration: %s: %s\n", tpu_status_name(st), tpu_last_error());
+      return 3;
+    }
     options.embedding_config = emb_bytes;
     options.embedding_config_len = len;
   }
@@ -1760,6 +2130,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(scenario, "model_parallel")) rc = scenario_model_parallel(system);
   else if (!strcmp(scenario, "model_parallel_skip")) rc = scenario_model_parallel_skip(system);
   else if (!strcmp(scenario, "embedding")) rc = scenario_embedding(system);
+  else if (!strcmp(scenario, "shard")) rc = scenario_shard(system);
   else if (!strcmp(scenario, "caller_threads")) rc = scenario_caller_threads(system, argc > 2 ? atoi(argv[2]) : 0);
   else if (!strcmp(scenario, "soak")) {
     int steps = argc > 2 ? atoi(argv[2]) : 100;
