@@ -691,9 +691,24 @@ static int scenario_fault(tpu_system *system, const char *kind, int victim) {
   snprintf(who, sizeof who, "task %d", victim);
   printf("task %d: %s of task %d: %s after %.1f s: %s\n", g_task, kind, victim, tpu_status_name(s),
          seconds, msg);
-  if (!strcmp(kind, "kill"))
+  if (!strcmp(kind, "kill")) {
     EXPECT(s == TPU_UNAVAILABLE && strstr(msg, who), "want TPU_UNAVAILABLE naming %s", who);
-  else if (!strcmp(kind, "quit"))
+    /* Only the calls that wait for other tasks return it: this task's own answer as before. */
+    int cores = 0;
+    tpu_topology *topology = NULL;
+    tpu_tensor *t = NULL;
+    int64_t two = 2;
+    OK(tpu_system_num_cores(system, &cores));
+    EXPECT(cores == g_local, "tpu_system_num_cores after the loss: %d, want %d", cores, g_local);
+    OK(tpu_system_topology(system, &topology));
+    OK(tpu_tensor_create(TPU_FLOAT, &two, 1, NULL, 0, &t));
+    tpu_topology_release(topology);
+    tpu_tensor_release(t);
+    /* ... and every later step. */
+    s = tpu_replicate(system, fault_fn, &(fault){"none", -1}, g_n, 0, NULL, 0, NULL, NULL);
+    EXPECT(s == TPU_UNAVAILABLE && strstr(tpu_last_error(), who), "the step after the loss: %s: %s",
+           tpu_status_name(s), tpu_last_error());
+  } else if (!strcmp(kind, "quit"))
     EXPECT(s == TPU_FAILED_PRECONDITION && strstr(msg, who) && strstr(msg, "shut down"),
            "want TPU_FAILED_PRECONDITION naming %s, which shut down", who);
   else if (!strcmp(kind, "stop"))
