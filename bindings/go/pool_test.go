@@ -320,9 +320,6 @@ func TestPoolGoroutineEndingOnAJoinErrorIsReportedByTheNextStep(t *testing.T) {
 			!strings.Contains(err.Error(), "core is 2") {
 			t.Fatalf("round %d: %v, want ErrInvalidArgument naming core 2", round, err)
 		}
-		if err := p.takeEnded(); err != nil {
-			t.Fatalf("round %d: reported twice: %v", round, err)
-		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
