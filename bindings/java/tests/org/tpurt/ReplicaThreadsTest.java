@@ -321,6 +321,37 @@ public class ReplicaThreadsTest {
     okStep();
   }
 
+  /**
+   * A pool thread whose stepJoin fails with anything but a busy core, a deadline or a
+   * shutdown ends, and the next step throws its error: threads for R + 1 cores on a system
+   * of R, whose core R is out of range (InvalidArgumentError), are the one way to get there.
+   */
+  @Test
+  public void aReplicaThreadEndingOnAJoinErrorIsReportedByTheNextStep() throws Exception {
+    system.setCallbackMode(true);
+    ReplicaThreads threads = new ReplicaThreads(system, R + 1);
+    try {
+      for (int round = 0; round < 2; round++) {  // a new thread takes the core, and ends the same way
+        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WAIT_MS);
+        for (;;) {
+          try {
+            threads.throwIfAThreadEnded();
+          } catch (InvalidArgumentError e) {
+            assertTrue(e.getMessage(), e.getMessage().contains("thread of core " + R + " ended"));
+            assertTrue(e.getMessage(), e.getMessage().contains("core is " + R));
+            break;
+          }
+          assertTrue("core " + R + "'s thread did not end", System.nanoTime() < until);
+          Thread.sleep(1);
+        }
+      }
+    } finally {
+      threads.stop(false);
+      system.setCallbackMode(false);
+    }
+    okStep();
+  }
+
   @Test
   public void aThreadThatThrowsBeforeJoiningIsAReplicaThatNeverStarted() throws Exception {
     system.setCallbackMode(true);
