@@ -136,10 +136,12 @@ internal sealed class ReplicaPool {
 
   internal bool Running { get { return Volatile.Read(ref running) > 0; } }
 
-  internal ReplicaPool(TpuSystem system) {
+  internal ReplicaPool(TpuSystem system) : this(system, system.NumCores()) {}
+
+  // One thread per core 0 to cores - 1 (the tests give it a core the system lacks).
+  internal ReplicaPool(TpuSystem system, int cores) {
     this.system = system;
     native = TpuSystem.getCPtr(system);
-    int cores = system.NumCores();
     threads = new Thread[cores];
     ended = new OpError[cores];
     for (int c = 0; c < cores; ++c) Start(c);

@@ -177,6 +177,41 @@ public class CallerThreadTests {
     CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
   }
 
+  // A pool thread whose join fails with anything but a busy core, a deadline or a
+  // shutdown ends, and the next step throws its error: a pool (internal, reached by
+  // reflection) of Cores + 1 threads on a system of Cores, whose core Cores is out of
+  // range (InvalidArgumentError), is the one way to get there.
+  [Test]
+  public void APoolThreadEndingOnAJoinErrorIsReportedByTheNextStep() {
+    system.UseCallbacks = true;
+    Type poolType = typeof(TpuSystem).Assembly.GetType("Tpurt.ReplicaPool", true);
+    const System.Reflection.BindingFlags Internal = System.Reflection.BindingFlags.NonPublic | System.Reflection.BindingFlags.Instance;
+    object pool = poolType.GetConstructor(Internal, null, new[] { typeof(TpuSystem), typeof(int) }, null)
+                      .Invoke(new object[] { system, Cores + 1 });
+    System.Reflection.MethodInfo check = poolType.GetMethod("ThrowIfAThreadEnded", Internal);
+    try {
+      for (int round = 0; round < 2; ++round) { // a new thread takes the core, and ends the same way
+        DateTime until = DateTime.UtcNow.AddMilliseconds(4 * TimeoutMs);
+        for (;;) {
+          try {
+            check.Invoke(pool, null);
+          } catch (System.Reflection.TargetInvocationException e) {
+            Assert.IsInstanceOf<InvalidArgumentError>(e.InnerException, e.InnerException.ToString());
+            StringAssert.Contains("thread of core " + Cores + " ended", e.InnerException.Message);
+            StringAssert.Contains("core is " + Cores, e.InnerException.Message);
+            break;
+          }
+          Assert.Less(DateTime.UtcNow, until, "core " + Cores + "'s thread did not end");
+          Thread.Sleep(1);
+        }
+      }
+    } finally {
+      poolType.GetMethod("Stop", Internal).Invoke(pool, new object[] { false });
+    }
+    system.UseCallbacks = false;
+    CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+  }
+
   [Test]
   public void AThreadThatThrowsBeforeJoiningIsNamedAtTheDeadline() {
     system.UseCallbacks = true;
