@@ -1617,7 +1617,9 @@ class TpuSystem {
   }
   // Waits up to timeoutMs (< 0: no limit) for a caller-threads step to give `core` a
   // participant (tpu_step_join). Throws DeadlineExceeded when none came, Cancelled
-  // when the system shuts down meanwhile.
+  // when the system shuts down meanwhile, AlreadyExists when another thread has joined
+  // the core (the one error a pool may retry on), InvalidArgument for a core out of
+  // range or a thread that has joined and not left (a programming error: no retry).
   JoinedStep* stepJoin(int core, int64_t timeoutMs) {
     tpu_joined_step j = TPU_JOINED_STEP_INIT;
     detail::check(tpu_step_join(handle(), core, timeoutMs, &j));

@@ -40,6 +40,7 @@ public partial class TpuSystem {
   internal T RunStep<T>(ReplicaComputation computation, Func<NativeComputation, T> callbacks, Func<long, T> joined) {
     ReplicaPool p = useCallbacks ? null : StartPool();
     if (p == null) return tpu.StepOnDirector(this, computation, callbacks);
+    p.ThrowIfAThreadEnded();
     long key = ReplicaPool.Register(computation, this);
     StepStarted();
     try {
@@ -127,16 +128,22 @@ internal sealed class ReplicaPool {
   readonly TpuSystem system;
   readonly HandleRef native; // the support layer's tpurt::TpuSystem*
   readonly Thread[] threads;
+  // ended[c]: why core c's thread ended on an unexpected join status (a programming
+  // error, not a busy core): the next step throws it (ThrowIfAThreadEnded).
+  readonly OpError[] ended;
   volatile bool stopping;
   int running;
 
   internal bool Running { get { return Volatile.Read(ref running) > 0; } }
 
-  internal ReplicaPool(TpuSystem system) {
+  internal ReplicaPool(TpuSystem system) : this(system, system.NumCores()) {}
+
+  // One thread per core 0 to cores - 1 (the tests give it a core the system lacks).
+  internal ReplicaPool(TpuSystem system, int cores) {
     this.system = system;
     native = TpuSystem.getCPtr(system);
-    int cores = system.NumCores();
     threads = new Thread[cores];
+    ended = new OpError[cores];
     for (int c = 0; c < cores; ++c) Start(c);
   }
 
@@ -144,6 +151,21 @@ internal sealed class ReplicaPool {
     var t = new Thread(() => Serve(core)) { IsBackground = true, Name = ThreadName + core };
     threads[core] = t;
     t.Start();
+  }
+
+  // A thread that ended on an unexpected tpu_step_join status (ended[c], set by Serve)
+  // is reported by the next step, before it starts: it throws that status's OpError
+  // naming the core, and a new thread serves the core (the step after runs, or
+  // reports the error again). Nothing spins or fails silently.
+  internal void ThrowIfAThreadEnded() {
+    OpError first = null;
+    for (int c = 0; c < ended.Length; ++c) {
+      OpError e = Interlocked.Exchange(ref ended[c], null);
+      if (e == null) continue;
+      if (!stopping) Start(c);
+      if (first == null) first = e;
+    }
+    if (first != null) throw first;
   }
 
   // Ends the threads: a shutdown wakes them at once, else each ends at its join's
@@ -167,11 +189,20 @@ internal sealed class ReplicaPool {
         Status st = (Status)Native.TpurtCsJoin(native, core, JoinTimeoutMs, joined, out long key, out int numInputs,
                                                out int numOutputs);
         if (st == Status.Cancelled || st == Status.FailedPrecondition) break; // shut down
-        if (st != Status.Ok) {
-          // DeadlineExceeded: no step came. InvalidArgument: another thread holds the
-          // core (TpuSystem.StepJoin); try again later.
-          if (st != Status.DeadlineExceeded) Thread.Sleep(JoinTimeoutMs);
+        if (st == Status.DeadlineExceeded) continue;                          // no step came
+        if (st == Status.AlreadyExists) {
+          // Another thread holds the core (a raw TpuSystem.StepJoin, or this core's
+          // previous thread, killed, not yet gone): try again shortly.
+          Thread.Sleep(JoinTimeoutMs);
           continue;
+        }
+        if (st != Status.Ok) {
+          // InvalidArgument or anything else is a programming error: retrying would
+          // hide it. This thread ends, and the next step reports why.
+          string message = Marshal.PtrToStringAnsi(Native.TpurtCsLastError());
+          Volatile.Write(ref ended[core], OpError.FromCode(st, "the replica thread of core " + core +
+                                                               " ended: tpu_step_join failed: " + message));
+          break;
         }
         inStep = true;
         Status status;

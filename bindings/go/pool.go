@@ -33,6 +33,9 @@ type pool struct {
 	steps map[int64]Computation // by the key a step's caller passes as user data
 	// tids are the OS threads serving each core (what tests check computations on).
 	tids []int
+	// ended[c]: why core c's goroutine ended on an unexpected tpu_step_join error (a
+	// programming error, not a busy core); the next step returns it (takeEnded).
+	ended []error
 
 	closing  int32          // atomic: Close has begun; goroutines exit
 	live     sync.WaitGroup // goroutines running
@@ -43,7 +46,7 @@ type pool struct {
 var nextStepKey int64 // atomic: keys are unique in the process
 
 func newPool(system uintptr, cores int) *pool {
-	p := &pool{system: system, cores: cores, steps: map[int64]Computation{}, tids: make([]int, cores)}
+	p := &pool{system: system, cores: cores, steps: map[int64]Computation{}, tids: make([]int, cores), ended: make([]error, cores)}
 	raiseProcs(cores)
 	for c := 0; c < cores; c++ {
 		p.start(c)
@@ -100,11 +103,18 @@ func (p *pool) serve(core int) {
 				continue // idle: look at closing again
 			case CodeCancelled, CodeFailedPrecondition:
 				atomic.StoreInt32(&p.closing, 1) // shut down: later steps fail before joining
-			default:
-				// Its previous thread (killed inside a participant) may not have
-				// released the core yet.
+			case CodeAlreadyExists:
+				// Another thread holds the core: a raw StepJoin, or this core's
+				// previous thread (killed inside a participant) not gone yet.
 				time.Sleep(time.Millisecond)
 				continue
+			default:
+				// ErrInvalidArgument or anything else is a programming error: retrying
+				// would hide it. This goroutine ends, and the next step returns why.
+				p.mu.Lock()
+				p.ended[core] = newError(Code(j.code), "the replica goroutine of core %d ended: tpu_step_join failed: %s",
+					core, C.GoString(&j.message[0]))
+				p.mu.Unlock()
 			}
 			break
 		}
@@ -145,6 +155,29 @@ func (p *pool) run(core int, j *C.tpurtgo_joined, status *C.int) (returned bool)
 	}
 	*status = C.int(runComputation(fn, rc, int(j.num_inputs), int(j.num_outputs)))
 	return true
+}
+
+// takeEnded is called by each step before it starts: the error of a goroutine that
+// ended on an unexpected tpu_step_join error (the first, if several), and a new
+// goroutine serves each such core (the step after runs, or returns the error again).
+// Nothing spins or fails silently.
+func (p *pool) takeEnded() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first error
+	for c, err := range p.ended {
+		if err == nil {
+			continue
+		}
+		p.ended[c] = nil
+		if atomic.LoadInt32(&p.closing) == 0 {
+			p.start(c)
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func (p *pool) exited() {

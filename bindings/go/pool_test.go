@@ -54,6 +54,10 @@ func joinAndLeave(s *System, core int, key int64) <-chan error {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		j, err := try(func() RawJoinedStep { return s.raw.StepJoin(core, 5000) })
+		for errors.Is(err, ErrAlreadyExists) { // a probe holds the core for a moment
+			time.Sleep(time.Millisecond)
+			j, err = try(func() RawJoinedStep { return s.raw.StepJoin(core, 5000) })
+		}
 		if err != nil {
 			done <- err
 			return
@@ -100,6 +104,42 @@ func TestRawStepJoinAndLeave(t *testing.T) {
 	}
 	if s.pool != nil {
 		t.Fatal("a system with CallbackReplicas started a pool")
+	}
+}
+
+// A core another thread has joined is ErrAlreadyExists (the one error the pool retries
+// on), not ErrInvalidArgument, which stays a programming error (a core out of range).
+// The goroutine that joined first gets the step.
+func TestBusyCoreIsAlreadyExistsAndCoreOutOfRangeInvalidArgument(t *testing.T) {
+	s := newCallbackSystem(t, 2)
+	a, b := joinAndLeave(s, 0, 43), joinAndLeave(s, 1, 43)
+	// Until core 0's goroutine waits in its join, a probe finds no step.
+	var busy error
+	for until := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		j, err := try(func() RawJoinedStep { return s.raw.StepJoin(0, 0) })
+		if err == nil {
+			DeleteRawJoinedStep(j)
+			t.Fatal("the probe joined core 0 with no step started")
+		}
+		if !errors.Is(err, ErrDeadlineExceeded) {
+			busy = err
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatal("core 0's goroutine never joined")
+		}
+	}
+	if !errors.Is(busy, ErrAlreadyExists) || !strings.Contains(busy.Error(), "core 0 has been joined by another thread") {
+		t.Errorf("joining core 0 while another thread has: %v, want ErrAlreadyExists naming it", busy)
+	}
+	if _, err := try(func() RawJoinedStep { return s.raw.StepJoin(2, 0) }); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "core is 2") {
+		t.Errorf("joining core 2 of 2: %v, want ErrInvalidArgument naming it", err)
+	}
+	step := startRawStep(t, s, 43, 2)
+	for _, c := range []<-chan error{a, b, step} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -249,6 +289,42 @@ func TestStepsRunOnThePoolByDefault(t *testing.T) {
 		if tid == pool[r] {
 			t.Errorf("callback replica %d ran on the closed system's pool thread %d", r, tid)
 		}
+	}
+}
+
+// A pool goroutine whose join fails with anything but a busy core, a deadline or a
+// shutdown ends, and the next step returns its error: a pool of 3 cores on a system
+// of 2, whose core 2 is out of range (ErrInvalidArgument), is the one way to get there.
+func TestPoolGoroutineEndingOnAJoinErrorIsReportedByTheNextStep(t *testing.T) {
+	s := newCallbackSystem(t, 2)
+	p := newPool(s.raw.Swigcptr(), 3)
+	defer p.close(func() {})
+	ended := func() {
+		t.Helper()
+		for until := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			p.mu.Lock()
+			done := p.ended[2] != nil
+			p.mu.Unlock()
+			if done {
+				return
+			}
+			if time.Now().After(until) {
+				t.Fatal("core 2's goroutine did not end")
+			}
+		}
+	}
+	for round := 0; round < 2; round++ { // a new goroutine takes the core, and ends the same way
+		ended()
+		err := p.takeEnded()
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "goroutine of core 2 ended") ||
+			!strings.Contains(err.Error(), "core is 2") {
+			t.Fatalf("round %d: %v, want ErrInvalidArgument naming core 2", round, err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended[0] != nil || p.ended[1] != nil {
+		t.Fatalf("cores 0 and 1: %v, %v", p.ended[0], p.ended[1])
 	}
 }
 

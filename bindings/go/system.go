@@ -319,6 +319,9 @@ func (s *System) runStep(fn Computation, step func(RawTpuSystem, RawComputation,
 		if err != nil {
 			return nil, err
 		}
+		if err := p.takeEnded(); err != nil {
+			return nil, err
+		}
 		key, unregister := p.register(fn)
 		defer unregister() // a late participant holds fn itself
 		out, err := try(func() TensorVector { return step(raw, nil, key) })

@@ -227,6 +227,7 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
   /** A step whose participants the Java threads run: body is findable by its key while the call lasts. */
   private TensorVector onReplicaThreads(ReplicaThreads.Body body, java.util.function.LongFunction<TensorVector> step) {
     ReplicaThreads threads = replicaThreads();
+    threads.throwIfAThreadEnded();
     long key = threads.register(body);
     try {
       return step.apply(key);

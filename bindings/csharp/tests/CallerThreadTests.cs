@@ -130,6 +130,88 @@ public class CallerThreadTests {
     StringAssert.Contains("99", Assert.Throws<InvalidArgumentError>(() => system.StepJoin(99, 0)).Message);
   }
 
+  // A core another thread has joined is AlreadyExists (the one status a pool retries
+  // on), not InvalidArgument, which stays a programming error (a core out of range).
+  // The thread that joined first gets the step.
+  [Test]
+  public void ABusyCoreIsAlreadyExistsAndACoreOutOfRangeInvalidArgument() {
+    system.UseCallbacks = true;
+    TensorVector outputs = null;
+    AlreadyExistsError busy = null;
+    InvalidArgumentError outOfRange = null;
+    Exception[] errors = OnCoreThreads(c => {
+      JoinedStep joined = null;
+      while (joined == null) {
+        try {
+          joined = system.StepJoin(c, 4 * TimeoutMs);
+        } catch (AlreadyExistsError) {
+          Thread.Sleep(1); // the probe below holds the core for a moment
+        }
+      }
+      using (joined) RunSum(joined, 11);
+    }, () => {
+      // Until core 0's thread waits in its join, a probe finds no step (DeadlineExceeded).
+      DateTime until = DateTime.UtcNow.AddMilliseconds(4 * TimeoutMs);
+      while (busy == null) {
+        try {
+          system.StepJoin(0, 0).Dispose();
+          Assert.Fail("the probe joined core 0 with no step started");
+        } catch (AlreadyExistsError e) {
+          busy = e;
+        } catch (DeadlineExceededError) {
+          Assert.Less(DateTime.UtcNow, until, "core 0's thread never joined");
+          Thread.Sleep(1);
+        }
+      }
+      outOfRange = Assert.Throws<InvalidArgumentError>(() => system.StepJoin(Cores, 0));
+      outputs = RunJoinedStep(11);
+    });
+    Assert.IsTrue(errors.All(e => e == null), string.Join("; ", errors.Where(e => e != null)));
+    Assert.AreEqual(Status.AlreadyExists, busy.Code);
+    StringAssert.Contains("core 0 has been joined by another thread", busy.Message);
+    Assert.AreEqual(Status.InvalidArgument, outOfRange.Code);
+    StringAssert.Contains("core is " + Cores, outOfRange.Message);
+    using (outputs)
+      CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, outputs.Select(t => t.ToFloatArray()[0]).ToArray());
+    system.UseCallbacks = false;
+    CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+  }
+
+  // A pool thread whose join fails with anything but a busy core, a deadline or a
+  // shutdown ends, and the next step throws its error: a pool (internal, reached by
+  // reflection) of Cores + 1 threads on a system of Cores, whose core Cores is out of
+  // range (InvalidArgumentError), is the one way to get there.
+  [Test]
+  public void APoolThreadEndingOnAJoinErrorIsReportedByTheNextStep() {
+    system.UseCallbacks = true;
+    Type poolType = typeof(TpuSystem).Assembly.GetType("Tpurt.ReplicaPool", true);
+    const System.Reflection.BindingFlags Internal = System.Reflection.BindingFlags.NonPublic | System.Reflection.BindingFlags.Instance;
+    object pool = poolType.GetConstructor(Internal, null, new[] { typeof(TpuSystem), typeof(int) }, null)
+                      .Invoke(new object[] { system, Cores + 1 });
+    System.Reflection.MethodInfo check = poolType.GetMethod("ThrowIfAThreadEnded", Internal);
+    try {
+      for (int round = 0; round < 2; ++round) { // a new thread takes the core, and ends the same way
+        DateTime until = DateTime.UtcNow.AddMilliseconds(4 * TimeoutMs);
+        for (;;) {
+          try {
+            check.Invoke(pool, null);
+          } catch (System.Reflection.TargetInvocationException e) {
+            Assert.IsInstanceOf<InvalidArgumentError>(e.InnerException, e.InnerException.ToString());
+            StringAssert.Contains("thread of core " + Cores + " ended", e.InnerException.Message);
+            StringAssert.Contains("core is " + Cores, e.InnerException.Message);
+            break;
+          }
+          Assert.Less(DateTime.UtcNow, until, "core " + Cores + "'s thread did not end");
+          Thread.Sleep(1);
+        }
+      }
+    } finally {
+      poolType.GetMethod("Stop", Internal).Invoke(pool, new object[] { false });
+    }
+    system.UseCallbacks = false;
+    CollectionAssert.AreEqual(new[] { 10f, 10f, 10f, 10f }, SumStep());
+  }
+
   [Test]
   public void AThreadThatThrowsBeforeJoiningIsNamedAtTheDeadline() {
     system.UseCallbacks = true;

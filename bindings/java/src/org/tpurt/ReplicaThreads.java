@@ -41,21 +41,45 @@ final class ReplicaThreads {
   // on the step's path (a ConcurrentHashMap's put and remove cost 0.3 us per step).
   private final AtomicReferenceArray<Entry> steps = new AtomicReferenceArray<>(SLOTS);
   private final Object[] guards;  // held by thread c while it is inside stepJoin
+  // ended[c]: why core c's thread ended on an unexpected stepJoin error (a programming
+  // error, not a busy core); the next step throws it (throwIfAThreadEnded).
+  private final AtomicReferenceArray<OpError> ended;
   private volatile boolean stopping;
 
   ReplicaThreads(TpuSystem system, int numCores) {
     this.system = system;
     this.guards = new Object[numCores];
+    this.ended = new AtomicReferenceArray<>(numCores);
     for (int c = 0; c < numCores; c++) {
       guards[c] = new Object();
-      final int core = c;
-      // No inherited thread locals, and the system class loader as an attached worker has:
-      // the steps' callers' loaders are set per computation (JavaStep).
-      Thread t = new Thread(null, () -> serve(core), THREAD_NAME + c, 0, false);
-      t.setDaemon(true);
-      t.setContextClassLoader(ClassLoader.getSystemClassLoader());
-      t.start();
+      start(c);
     }
+  }
+
+  private void start(int core) {
+    // No inherited thread locals, and the system class loader as an attached worker has:
+    // the steps' callers' loaders are set per computation (JavaStep).
+    Thread t = new Thread(null, () -> serve(core), THREAD_NAME + core, 0, false);
+    t.setDaemon(true);
+    t.setContextClassLoader(ClassLoader.getSystemClassLoader());
+    t.start();
+  }
+
+  /**
+   * Called by each step before it starts: a thread that ended on an unexpected stepJoin
+   * error (InvalidArgument, say: retrying would hide it) is reported here, as that
+   * error's OpError naming the core, and a new thread serves the core (the step after
+   * runs, or reports the error again). Nothing spins or fails silently.
+   */
+  void throwIfAThreadEnded() {
+    OpError first = null;
+    for (int c = 0; c < ended.length(); c++) {
+      OpError e = ended.getAndSet(c, null);
+      if (e == null) continue;
+      if (!stopping) start(c);
+      if (first == null) first = e;
+    }
+    if (first != null) throw first;
   }
 
   /** Makes body findable by the participants of the step the caller is about to run. */
@@ -109,10 +133,18 @@ final class ReplicaThreads {
           joined = system.stepJoin(core, JOIN_TIMEOUT_MS);
         } catch (DeadlineExceededError e) {
           continue;  // no step came: ask again
-        } catch (InvalidArgumentError e) {
+        } catch (AlreadyExistsError e) {
           // Another thread holds the core (raw stepJoin): try again later.
+        } catch (CancelledError | FailedPreconditionError e) {
+          return;  // shut down, or closed: the pool ends
         } catch (Throwable e) {
-          return;  // Cancelled (shut down) or FailedPrecondition (closed): the pool ends
+          // InvalidArgument or anything else is a programming error: this thread ends,
+          // and the next step reports it.
+          String why = "the replica thread of core " + core + " ended: stepJoin failed: " + e.getMessage();
+          OpError report = OpError.of(e instanceof OpError ? ((OpError) e).code() : Status.Internal.swigValue(), why);
+          report.initCause(e);
+          ended.set(core, report);
+          return;
         }
       }
       if (joined == null) {

@@ -264,6 +264,94 @@ public class ReplicaThreadsTest {
     okStep();
   }
 
+  /**
+   * A core another thread has joined is AlreadyExistsError (the one error the pool retries
+   * on), not InvalidArgumentError, which stays a programming error (a core out of range).
+   * The thread that joined first gets the step.
+   */
+  @Test
+  public void aBusyCoreIsAlreadyExistsAndACoreOutOfRangeInvalidArgument() throws Exception {
+    system.setCallbackMode(true);
+    try {
+      AtomicReferenceArray<String> seen = new AtomicReferenceArray<>(R);
+      List<Thread> threads = serveCores(core -> {
+        JoinedStep joined = null;
+        while (joined == null) {
+          try {
+            joined = system.stepJoin(core, WAIT_MS);
+          } catch (AlreadyExistsError e) {
+            Thread.onSpinWait();  // the probe below holds the core for a moment
+          }
+        }
+        seen.set(core, joined.userData() + " on " + Thread.currentThread().getName());
+        sumAndLeave(joined);
+      });
+      // Until core 0's thread waits in its join, a probe finds no step (DeadlineExceeded).
+      AlreadyExistsError busy = null;
+      long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WAIT_MS);
+      while (busy == null) {
+        try {
+          system.stepJoin(0, 0).delete();
+          fail("the probe joined core 0 with no step started");
+        } catch (AlreadyExistsError e) {
+          busy = e;
+        } catch (DeadlineExceededError e) {
+          assertTrue("core 0's thread never joined", System.nanoTime() < until);
+          Thread.sleep(1);
+        }
+      }
+      assertEquals(Status.AlreadyExists, busy.status());
+      assertTrue(busy.getMessage(), busy.getMessage().contains("core 0 has been joined by another thread"));
+      try {
+        system.stepJoin(R, 0);
+        fail("stepJoin of core " + R + " returned");
+      } catch (InvalidArgumentError e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("core is " + R));
+      }
+      TensorVector out = sumStep(78, 10_000);
+      joinAll(threads);
+      assertEquals(R, out.size());
+      for (int r = 0; r < R; r++) {
+        assertArrayEquals(new float[] {R * (R - 1) / 2}, out.get(r).toFloat32Vector(), 0f);
+        assertEquals("78 on test-core-" + r, seen.get(r));
+      }
+    } finally {
+      system.setCallbackMode(false);
+    }
+    okStep();
+  }
+
+  /**
+   * A pool thread whose stepJoin fails with anything but a busy core, a deadline or a
+   * shutdown ends, and the next step throws its error: threads for R + 1 cores on a system
+   * of R, whose core R is out of range (InvalidArgumentError), are the one way to get there.
+   */
+  @Test
+  public void aReplicaThreadEndingOnAJoinErrorIsReportedByTheNextStep() throws Exception {
+    system.setCallbackMode(true);
+    ReplicaThreads threads = new ReplicaThreads(system, R + 1);
+    try {
+      for (int round = 0; round < 2; round++) {  // a new thread takes the core, and ends the same way
+        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WAIT_MS);
+        for (;;) {
+          try {
+            threads.throwIfAThreadEnded();
+          } catch (InvalidArgumentError e) {
+            assertTrue(e.getMessage(), e.getMessage().contains("thread of core " + R + " ended"));
+            assertTrue(e.getMessage(), e.getMessage().contains("core is " + R));
+            break;
+          }
+          assertTrue("core " + R + "'s thread did not end", System.nanoTime() < until);
+          Thread.sleep(1);
+        }
+      }
+    } finally {
+      threads.stop(false);
+      system.setCallbackMode(false);
+    }
+    okStep();
+  }
+
   @Test
   public void aThreadThatThrowsBeforeJoiningIsAReplicaThatNeverStarted() throws Exception {
     system.setCallbackMode(true);

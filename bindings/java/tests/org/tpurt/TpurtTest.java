@@ -728,10 +728,17 @@ public class TpurtTest {
     StepOptions shortDeadline = new StepOptions();
     shortDeadline.setCollectiveTimeoutMs(200);
     java.util.concurrent.atomic.AtomicBoolean lateReturned = new java.util.concurrent.atomic.AtomicBoolean();
+    // The others fail only once replica 1 runs: a step that fails first ends at once, and
+    // replica 1 then never starts (tpu_step_join's "never started ... before the step failed").
+    java.util.concurrent.CountDownLatch lateStarted = new java.util.concurrent.CountDownLatch(1);
     try {
       // Replica 1 is late: it returns after the step failed, through a director only the system still references.
       system.replicate(new JavaComputation((ctx, in) -> {
-        if (ctx.replicaId() != 1) throw new AbortedError("replica " + ctx.replicaId() + " gives up");
+        if (ctx.replicaId() != 1) {
+          lateStarted.await(10, TimeUnit.SECONDS);
+          throw new AbortedError("replica " + ctx.replicaId() + " gives up");
+        }
+        lateStarted.countDown();
         Thread.sleep(600);
         lateReturned.set(true);
         return null;
