@@ -9,6 +9,7 @@
 #include "collectives/shapes.h"
 #include "core/box_copy.h"
 #include "core/checked.h"
+#include "core/deadline.h"
 #include "core/dtype.h"
 #include "core/float16.h"
 #include "core/tensor_ops.h"
@@ -176,7 +177,7 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
       call.output[j] = rv.record(j, seq).output;
     }
     const int64_t timeout = call_timeout_ms_[0] > 0 ? call_timeout_ms_[0] : rv.step_timeout();
-    call.deadline = coarse_now() + std::chrono::milliseconds(timeout);
+    call.deadline = deadline_after(coarse_now(), timeout);
     try {
       leader(call);
     } catch (const Error& e) {
