@@ -68,10 +68,9 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_participant, i
                    timeout_ms, num_cpus, private_results, cores_per_replica),
       cx_(std::move(task_of_participant), task_id, transport,
           [rv = &rendezvous()] {
-            int origin;
             tpu_status code;
             std::string message;
-            if (rv->failure(&origin, &code, &message)) throw Error(code, message);
+            if (rv->failure_for(-1, &code, &message)) throw Error(code, message);
           },
           [this](int task) { return describe_task(task); }),
       all_(cx_.num_participants()),
