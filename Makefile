@@ -193,7 +193,7 @@ MPI_BUILD_CXX := $(if $(MPICXX),$(MPICXX),$(if $(MPICC),$(CXX) $$($(MPICC) --sho
 MPI_BUILD_LIBS := $(if $(MPICXX),,$(if $(MPICC),$$($(MPICC) --showme:link)))
 .PHONY: mpi
 mpi: $(MPI_PLUGIN)
-$(MPI_PLUGIN): $(MPI_PLUGIN_SRCS) $(wildcard lib/mpi_plugin/*.h) lib/mpi_plugin/plugin.map lib/net/mpi_plugin_api.h lib/core/float16.h
+$(MPI_PLUGIN): $(MPI_PLUGIN_SRCS) $(wildcard lib/mpi_plugin/*.h) lib/mpi_plugin/plugin.map lib/net/mpi_plugin_api.h lib/core/float16.h lib/core/deadline.h
 	@if [ -z "$(MPI_BUILD_CXX)" ]; then echo "make mpi: no MPI compiler (mpicxx or mpicc); install libopenmpi-dev (tools/install-deps.sh)" >&2; exit 1; fi
 	@mkdir -p $(@D)
 	$(MPI_BUILD_CXX) -std=c++17 $(OPT) -g $(WARN) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden \

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Floors point down: a file of lib/<layer>/ includes only its own layer's headers, those
-# of layers below it in DESIGN.md's table, the public tpurt/ headers and the generated
-# protobuf-c ones. The transport (lib/net) reaching up into the cluster, collectives or
-# runtime is the case this guards first.
+# Floors point down: a file of lib/<layer>/ or of a folder under it includes only its own
+# layer's headers, those of layers below it in DESIGN.md's table, the public tpurt/
+# headers and the generated protobuf-c ones. The transport (lib/net) reaching up into
+# the cluster, collectives or runtime is the case this guards first.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -28,7 +28,8 @@ for dir in lib/*/; do
     if [ "$theirs" -lt 0 ] || [ "$theirs" -le "$mine" ]; then
       bad+=("$file:$line includes $included ($layer may include only the layers below it)")
     fi
-  done < <(grep -Hn '^#include "[^"]*/' "$dir"* 2>/dev/null | sed 's/^\([^:]*\):\([0-9]*\):#include "\([^"]*\)".*/\1:\2:\3/')
+  # Every file under the folder, subfolders too (lib/embedding/optimizers/ is embedding's).
+  done < <(grep -rHn '^#include "[^"]*/' "$dir" 2>/dev/null | sed 's/^\([^:]*\):\([0-9]*\):#include "\([^"]*\)".*/\1:\2:\3/')
 done
 if [ ${#bad[@]} -gt 0 ]; then
   echo "check_layers: includes that point up or sideways:" >&2

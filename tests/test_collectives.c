@@ -534,12 +534,13 @@ typedef struct {
   int stuck_ms; /* how long replica 3 sleeps before its collective in STUCK_REPLICA */
   tpu_status status[MAX_REPLICAS];
   char message[MAX_REPLICAS][512];
+  char first[MAX_REPLICAS][512]; /* BAD_GROUPS_ONE_THEN_BARRIER: the first collective's */
 } err_case;
 
 enum {
   MISMATCH_DTYPE, MISMATCH_SHAPE, MISMATCH_OP, MISMATCH_GROUPS, MISMATCH_KIND,
   SKIP_COLLECTIVE, STUCK_REPLICA, FAILING_REPLICA, BAD_GROUPS, BAD_AXIS, BAD_PAIRS, BF16_SCOPE_MISMATCH,
-  BAD_GROUPS_ONE, BAD_GROUPS_ONE_SWALLOWED
+  BAD_GROUPS_ONE, BAD_GROUPS_ONE_SWALLOWED, BAD_GROUPS_ONE_THEN_BARRIER
 };
 
 static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
@@ -602,6 +603,20 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
           return TPU_OK;
         }
       }
+      break;
+    }
+    case BAD_GROUPS_ONE_THEN_BARRIER: {
+      /* Only replica 2 passes groups, which leave it out; every replica then goes on
+       * to a barrier, as a computation that checks its status only at the end does. */
+      const int32_t three[] = {0, 1, 3};
+      tpu_group_assignment leaves_2 = {three, 1, 3};
+      st = tpu_cross_replica_sum(ctx, x, r == 2 ? &leaves_2 : NULL, &out, NULL);
+      snprintf(e->first[r], sizeof e->first[r], "%s", st == TPU_OK ? "" : tpu_last_error());
+      if (r == 2) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL); /* the others reach the barrier first */
+      }
+      st = tpu_barrier(ctx, NULL);
       break;
     }
     case BAD_AXIS: st = tpu_all_gather(ctx, x, r == 0 ? 3 : 0, NULL, &out, NULL); break;
@@ -712,6 +727,27 @@ static void test_collectives__failing_replica_aborts_the_others(void **state) {
   release_system(NULL);
 }
 
+/* The failing replica's own later collectives give it its own message, not its own
+ * name before it: the step's message names it once ("replica 2: replica 2 is in no
+ * group", not "replica 2: replica 2: ..."). The others' name it as the one that failed. */
+static void test_collectives__error_messages_name_the_failing_replica_once(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, time_limit_ms(10000));
+  err_case e;
+  const char *raw = "replica 2 is in no group (group_assignment has 1 groups of 3 for 4 replicas)";
+  char step[256], others[256];
+  snprintf(step, sizeof step, "replica 2: %s", raw);
+  snprintf(others, sizeof others, "replica 2 failed (INVALID_ARGUMENT): %s", raw);
+  CHECK_STEP_ERROR(sys, BAD_GROUPS_ONE_THEN_BARRIER, TPU_INVALID_ARGUMENT, raw, &e);
+  assert_string_equal(tpu_last_error(), step);
+  for (int r = 0; r < 4; ++r) {
+    assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
+    assert_string_equal(e.first[r], r == 2 ? raw : others);
+    assert_string_equal(e.message[r], r == 2 ? raw : others);
+  }
+  release_system(NULL);
+}
+
 static void test_collectives__bad_arguments(void **state) {
   (void)state;
   tpu_system *sys = start_system(4, time_limit_ms(10000));
@@ -721,16 +757,18 @@ static void test_collectives__bad_arguments(void **state) {
   CHECK_STEP_ERROR(sys, BAD_GROUPS, TPU_INVALID_ARGUMENT, dup, &e);
   expect_replica_message(tpu_last_error(), dup);
   for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
-  /* Only replica 2 passes them: the others get "replica 2: ..." and the step names
-   * replica 2, even when they fail first and even when replica 2 returns OK. */
-  char want[256];
+  /* Only replica 2 passes them: the step names replica 2 ("replica 2: ..."), even when
+   * the others fail first and even when replica 2 returns OK; the others get "replica 2
+   * failed (INVALID_ARGUMENT): ...", which does not read as if they were replica 2. */
+  char want[256], others[256];
   snprintf(want, sizeof want, "replica 2: %s", dup);
+  snprintf(others, sizeof others, "replica 2 failed (INVALID_ARGUMENT): %s", dup);
   for (int mode = BAD_GROUPS_ONE; mode <= BAD_GROUPS_ONE_SWALLOWED; ++mode) {
     CHECK_STEP_ERROR(sys, mode, TPU_INVALID_ARGUMENT, dup, &e);
     assert_string_equal(tpu_last_error(), want);
     for (int r = 0; r < 4; ++r) {
       assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
-      assert_string_equal(e.message[r], r == 2 ? dup : want);
+      assert_string_equal(e.message[r], r == 2 ? dup : others);
     }
   }
   CHECK_STEP_ERROR(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
@@ -1016,6 +1054,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_collectives__missing_and_stuck_replicas, release_system),
       cmocka_unit_test_teardown(test_collectives__failing_replica_aborts_the_others, release_system),
       cmocka_unit_test_teardown(test_collectives__bad_arguments, release_system),
+      cmocka_unit_test_teardown(test_collectives__error_messages_name_the_failing_replica_once, release_system),
       cmocka_unit_test_teardown(test_collectives__integer_mean_does_not_wrap, release_system),
       cmocka_unit_test_teardown(test_collectives__output_size_overflow, release_system),
       cmocka_unit_test_teardown(test_collectives__bfloat16_scope_numbers, release_system),

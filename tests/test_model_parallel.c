@@ -752,7 +752,9 @@ enum {
   E_ONE_MODE_7, E_ONE_BAD_GROUPS, E_ONE_BAD_PAIRS, E_ONE_OTHER_MODE, E_ONE_OTHER_GROUPS,
   E_ONE_OTHER_DTYPE,
   /* failures */
-  E_SKIP, E_LATE, E_FAIL, E_FAIL_ALONE
+  E_SKIP, E_LATE, E_FAIL, E_FAIL_ALONE,
+  /* only replica 2 core 1 passes groups, which leave replica 2 out; then a barrier */
+  E_ONE_MISSING_THEN_BARRIER
 };
 
 typedef struct {
@@ -761,6 +763,7 @@ typedef struct {
   atomic_int runs;
   tpu_status status[MAX_P];
   char message[MAX_P][512];
+  char first[MAX_P][512]; /* E_ONE_MISSING_THEN_BARRIER: the first collective's */
 } err_case;
 
 static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
@@ -896,6 +899,16 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
         if (st == TPU_OK) st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, NULL, &out, &o);
       }
       break;
+    case E_ONE_MISSING_THEN_BARRIER: {
+      const int is = r == 2 && c == 1;
+      o.group_mode = TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION;
+      g = (tpu_group_assignment){half, 1, 2};
+      st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, is ? &g : NULL, &out, &o);
+      snprintf(e->first[p], sizeof e->first[p], "%s", st == TPU_OK ? "" : tpu_last_error());
+      if (is) sleep_ms(50); /* the others reach the barrier first */
+      st = tpu_barrier(ctx, NULL);
+      break;
+    }
     case E_FAIL_ALONE: /* no collective at all: only replica 1's core 1 fails */
       if (odd) st = tpu_replica_context_fail(ctx, TPU_DATA_LOSS, "lost a shard");
       break;
@@ -1170,6 +1183,33 @@ static void test_model_parallel__first_error_names_replica_and_core(void **state
   }
 }
 
+/* The participant whose groups are bad names itself once: the step's message is
+ * "replica 2 core 1: replica 2 is in no group ...", not "replica 2 core 1: replica 2
+ * core 1: ..." (its barrier after the failed collective gives it its own message), and
+ * the others' errors name it as the one that failed. */
+static void test_model_parallel__bad_groups_name_the_core_once(void **state) {
+  (void)state;
+  start(kLinearMesh, time_limit_ms(20000));
+  static err_case e;
+  const int k = 2, R = NUM_CORES / k, origin = 2 * k + 1;
+  const char *raw = "replica 2 is in no group (group_assignment has 1 groups of 2 for 4 replicas) "
+                    "(group mode CROSS_REPLICA_AND_PARTITION)";
+  char step[512], others[512];
+  snprintf(step, sizeof step, "replica 2 core 1: %s", raw);
+  snprintf(others, sizeof others, "replica 2 core 1 failed (INVALID_ARGUMENT): %s", raw);
+  tpu_clear_last_error();
+  tpu_status st = run_err(&e, E_ONE_MISSING_THEN_BARRIER, R, k, 0);
+  CHECK_NO_WORKER_FAILURES();
+  assert_int_equal(st, TPU_INVALID_ARGUMENT);
+  assert_string_equal(tpu_last_error(), step);
+  for (int p = 0; p < R * k; ++p) {
+    assert_int_equal(e.status[p], TPU_INVALID_ARGUMENT);
+    assert_string_equal(e.first[p], p == origin ? raw : others);
+    assert_string_equal(e.message[p], p == origin ? raw : others);
+  }
+  run_ok_step(R, k);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_model_parallel__every_core_runs, release_system),
@@ -1182,6 +1222,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_model_parallel__modes_mixed_in_one_step, release_system),
       cmocka_unit_test_teardown(test_model_parallel__bad_groups_pairs_and_modes, release_system),
       cmocka_unit_test_teardown(test_model_parallel__one_core_with_bad_input, release_system),
+      cmocka_unit_test_teardown(test_model_parallel__bad_groups_name_the_core_once, release_system),
       cmocka_unit_test_teardown(test_model_parallel__participants_that_disagree, release_system),
       cmocka_unit_test_teardown(test_model_parallel__core_that_skips_a_collective, release_system),
       cmocka_unit_test_teardown(test_model_parallel__deadline_names_the_missing_core, release_system),

@@ -1196,6 +1196,56 @@ static void test_tensor__cache_keeps_blocks_beyond_the_limit(void **state) {
   assert_int_equal(released, 0);
 }
 
+/* tensor.h's bound, with TPURT_TENSOR_CACHE_MB=4: freed buffers stay cached up to 4 MiB
+ * resident, then up to a quarter of the memory and at most 256 buffers lazily, the
+ * oldest given back first; tpu_tensor_cache_trim gives back both kinds, so more than
+ * the 4 MiB. The variable is read by the process's first freed buffer (each case runs
+ * in a process of its own, tests/run_tests.sh). */
+static void test_tensor__cache_bound_with_a_small_limit(void **state) {
+  (void)state;
+  enum { kCount = 300 };
+  const size_t mib = (size_t)1 << 20;
+  size_t released = 0, block = 0;
+  if (getenv("TPURT_TENSOR_CACHE_MB")) skip(); /* the case sets it */
+  setenv("TPURT_TENSOR_CACHE_MB", "4", 1);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const size_t quarter = (size_t)pages * (size_t)page / 4;
+  CHECK_OK(tpu_tensor_cache_trim(0, &released));
+  /* One buffer's block (its size class, with the tensor's header). */
+  create_and_release(1, (size_t)256 << 10);
+  CHECK_OK(tpu_tensor_cache_trim(0, &block));
+  assert_true(block >= (size_t)256 << 10 && block < (size_t)512 << 10);
+  if ((size_t)256 * block > quarter) skip(); /* a machine with under 128 MiB */
+
+  tpu_tensor **t = calloc(kCount, sizeof *t);
+  assert_non_null(t);
+  int64_t dims[1] = {(int64_t)(((size_t)256 << 10) / sizeof(float))};
+  for (int i = 0; i < kCount; i++) CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, NULL, 0, &t[i]));
+  for (int i = 0; i < kCount; i++) CHECK_OK(tpu_tensor_release(t[i]));
+  free(t);
+  const size_t resident = 4 * mib / block * block;
+  CHECK_OK(tpu_tensor_cache_trim(0, &released));
+  if (released != resident + 256 * block)
+    CHECK_FAIL("released %zu bytes; expected %zu resident (4 MiB) + 256 lazy blocks of %zu", released,
+               resident, block);
+  assert_true(released > 4 * mib && released <= 4 * mib + quarter);
+  CHECK_OK(tpu_tensor_cache_trim(0, &released));
+  assert_int_equal(released, 0);
+  unsetenv("TPURT_TENSOR_CACHE_MB");
+}
+
+/* TPURT_TENSOR_CACHE_MB=0 keeps nothing, resident or lazy. */
+static void test_tensor__cache_off_keeps_nothing(void **state) {
+  (void)state;
+  size_t released = 1;
+  if (getenv("TPURT_TENSOR_CACHE_MB")) skip(); /* the case sets it */
+  setenv("TPURT_TENSOR_CACHE_MB", "0", 1);
+  create_and_release(4, (size_t)2 << 20);
+  CHECK_OK(tpu_tensor_cache_trim(0, &released));
+  assert_int_equal(released, 0);
+  unsetenv("TPURT_TENSOR_CACHE_MB");
+}
+
 /* TPURT_TENSOR_CACHE_MB is read once, by the first freed buffer: a bad value cannot
  * be reported there, so tpu_system_init rejects it, naming the variable and value. */
 static void test_tensor__cache_env_rejected_at_init(void **state) {
@@ -1281,6 +1331,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tensor__conversion_args),
       cmocka_unit_test(test_tensor__cache_trim),
       cmocka_unit_test(test_tensor__cache_keeps_blocks_beyond_the_limit),
+      cmocka_unit_test(test_tensor__cache_bound_with_a_small_limit),
+      cmocka_unit_test(test_tensor__cache_off_keeps_nothing),
       cmocka_unit_test(test_tensor__cache_default_holds_16mib_x8),
       cmocka_unit_test(test_tensor__cache_env_rejected_at_init),
   };

@@ -2,6 +2,7 @@ package tpurt
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,26 @@ func TestDeadlineExceededFromSkippingReplica(t *testing.T) {
 	}, replicas, WithCollectiveTimeout(200*time.Millisecond))
 	if !errors.Is(err, ErrDeadlineExceeded) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// The longest time.Duration (math.MaxInt64, 292 years) is no deadline, as the system's,
+// the step's and the call's timeout: a replica 200 ms late is waited for.
+func TestLongestDurationIsNoDeadline(t *testing.T) {
+	s := newTestSystem(t, func(o *SystemOptions) { o.CollectiveTimeout = math.MaxInt64 })
+	for _, step := range []time.Duration{0, math.MaxInt64} {
+		for _, call := range []time.Duration{0, math.MaxInt64} {
+			_, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+				if ctx.ReplicaID() == 0 {
+					time.Sleep(200 * time.Millisecond)
+				}
+				_, err := CrossReplicaSum(ctx, []int32{1}, Collective{Timeout: call})
+				return nil, err
+			}, replicas, WithCollectiveTimeout(step))
+			if err != nil {
+				t.Fatalf("step timeout %v, call timeout %v: %v", step, call, err)
+			}
+		}
 	}
 }
 

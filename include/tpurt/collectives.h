@@ -9,6 +9,10 @@
  * tpu_collective_options.timeout_ms, else the step's, else the system's) gives
  * TPU_DEADLINE_EXCEEDED naming the missing replicas. When any replica
  * of the step fails, the others return TPU_ABORTED at once.
+ * Who said what: a replica R whose own arguments are invalid gets its own message,
+ * from that call and from its later collectives in the step; the others get its code
+ * and "replica R failed (CODE): <message>" (as for TPU_ABORTED: never "replica R: ",
+ * which would read as if they were R); tpu_replicate reports "replica R: <message>".
  *
  * groups: NULL means one group of every replica. Otherwise it must be valid for the
  * step's replica count (tpu_group_assignment_validate); all-reduce, all-gather,

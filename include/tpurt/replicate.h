@@ -113,7 +113,8 @@ typedef struct tpu_step_options {
   size_t num_maximum_shapes;
   int padding_spec; /* a tpu_padding_spec; 0 = TPU_PADDING_AUTO */
   /* The collective deadline of this step in ms, overriding the system's
-   * collective_timeout_ms; 0: the system's. Must not be negative. */
+   * collective_timeout_ms; 0: the system's. Must not be negative. INT64_MAX (any
+   * value past the clock's range): no deadline. */
   int64_t collective_timeout_ms;
   /* TensorFlow's infeed_queue: before its computation runs, replica r dequeues its
    * next tuple from this queue (created for the step's replica count) and receives

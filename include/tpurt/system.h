@@ -40,7 +40,8 @@ typedef struct tpu_system_options {
   const char *job_name;         /* NULL: "localhost" */
   const char *device_type;      /* NULL: "TPU"; or "CPU" (case-insensitive) */
   int pin_threads;              /* a tpu_thread_pinning; 0 = TPU_PIN_AUTO */
-  int64_t collective_timeout_ms; /* 0: TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS; else > 0 */
+  int64_t collective_timeout_ms; /* 0: TPU_DEFAULT_COLLECTIVE_TIMEOUT_MS; else > 0;
+                                    INT64_MAX (any value past the clock's range): none */
   int close_on_failure;         /* 0 (default): a failed step leaves the system open, as
                                    TF2 does; nonzero: any failed step closes it, like
                                    compilation_failure_closes_chips. */
@@ -77,8 +78,10 @@ TPU_API tpu_status tpu_system_init(const tpu_system_options *options, tpu_system
 TPU_API tpu_status tpu_initialize_system(const tpu_system_options *options, tpu_system **out,
                                          void *topology, size_t capacity, size_t *count);
 
-/* Waits for work in flight, stops and joins the workers. Idempotent. Afterwards
- * every call on the system but release gives TPU_FAILED_PRECONDITION. Must not be
+/* Waits for work in flight, stops and joins the workers. Idempotent: a second call
+ * (a shut-down system) returns TPU_OK, or TPU_DEADLINE_EXCEEDED while a late
+ * computation still runs (below). Afterwards every other call on the system but
+ * release gives TPU_FAILED_PRECONDITION. Must not be
  * called from inside a computation (TPU_FAILED_PRECONDITION).
  * Late computations (replicate.h) get up to the collective deadline to return; one
  * still running then gives TPU_DEADLINE_EXCEEDED naming it: the system is shut down

@@ -121,11 +121,17 @@ TPU_API tpu_status tpu_bfloat16_to_float(const uint16_t *in, float *out, size_t 
 TPU_API tpu_status tpu_float_to_half(const float *in, uint16_t *out, size_t count);
 TPU_API tpu_status tpu_half_to_float(const uint16_t *in, float *out, size_t count);
 
-/* The buffers of freed tensors of 256 KiB and more are kept for reuse, up to
- * TPURT_TENSOR_CACHE_MB (default 256), since a fresh buffer page-faults on every first
- * touch. This gives cached buffers back to the system, largest first, until at most
- * keep_bytes remain cached (0: all of them), as malloc_trim does with its pad;
- * *released receives the bytes given back. Live tensors are not affected. */
+/* The buffers of freed tensors of 256 KiB and more (rounded up to a size class, four
+ * per power of two) are kept for reuse, since a fresh buffer page-faults on every first
+ * touch: up to TPURT_TENSOR_CACHE_MB MiB (default 256) resident, and beyond that up to
+ * a quarter of the machine's physical memory (at most 256 buffers, the oldest given back
+ * first) as pages the kernel may take back under memory pressure (MADV_FREE), reused
+ * without a fault until it does. So at most TPURT_TENSOR_CACHE_MB MiB plus a quarter
+ * of the memory is cached; TPURT_TENSOR_CACHE_MB=0 keeps nothing.
+ * This gives cached buffers of both kinds back to the system, largest first, until at
+ * most keep_bytes remain cached (0: all of them), as malloc_trim does with its pad;
+ * *released receives the bytes given back (so it may exceed TPURT_TENSOR_CACHE_MB).
+ * Live tensors are not affected. */
 TPU_API tpu_status tpu_tensor_cache_trim(size_t keep_bytes, size_t *released);
 
 #ifdef __cplusplus

@@ -61,7 +61,7 @@ std::unique_ptr<Coordination> Coordination::start(const CoordinationConfig& conf
   config.heartbeat_interval_ms = capped(config.heartbeat_interval_ms);
   config.heartbeat_timeout_ms = capped(config.heartbeat_timeout_ms);
   config.shutdown_barrier_timeout_ms = capped(config.shutdown_barrier_timeout_ms);
-  int64_t deadline = net::now_ms() + config.init_timeout_ms;
+  int64_t deadline = deadline_ms_after(net::now_ms(), config.init_timeout_ms);
 
   auto impl = std::make_unique<Impl>();
   Impl* m = impl.get();
@@ -254,7 +254,7 @@ void Coordination::shutdown() {
   m->set_quiet();
   if (m->service) {
     // Task 0 serves until every other agent has left, so that none sees it lost.
-    int64_t until = net::now_ms() + timeout;
+    int64_t until = deadline_ms_after(net::now_ms(), timeout);
     while (m->service->other_agents() > 0 && net::now_ms() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -22,6 +22,7 @@
 #include "cluster/coordination_service.h"
 #include "cluster/handshake_gate.h"
 #include "cluster/silent_connections.h"
+#include "core/deadline.h"
 #include "core/status.h"
 #include "net/control_wire.h"
 #include "net/event_loop.h"
@@ -410,7 +411,7 @@ struct Coordination::Impl {
                       config.task_id, " is shut down");
     std::unique_lock<std::mutex> lock(p->mu);
     wait_ms = capped(wait_ms);
-    bool done = p->cv.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return p->done; });
+    bool done = wait_for_ms(p->cv, lock, wait_ms, [&] { return p->done; });
     if (!done) {
       lock.unlock();
       loop->post([this, seq] { pending.erase(seq); });

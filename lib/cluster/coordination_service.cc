@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/deadline.h"
 #include "core/status.h"
 
 namespace tpurt {
@@ -347,7 +348,7 @@ void CoordinationService::on_register(uint64_t conn, uint64_t seq, const Tpurt__
   }
   int64_t timeout = r.timeout_ms > 0 ? bounded_timeout(r.timeout_ms) : 1;
   registrations_.push_back(
-      Waiter{conn, seq, net::now_ms() + timeout, "", r.init_timeout_ms > 0 ? r.init_timeout_ms : timeout});
+      Waiter{conn, seq, deadline_ms_after(net::now_ms(), timeout), "", r.init_timeout_ms > 0 ? r.init_timeout_ms : timeout});
   try_form();
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/deadline.h"
 #include "core/status.h"
 
 namespace tpurt {
@@ -54,7 +55,7 @@ void CoordinationService::on_kv_get(uint64_t conn, uint64_t seq, const Tpurt__Wi
     respond(conn, seq, TPU_DEADLINE_EXCEEDED, str_cat("key '", key, "' was not set within 0 ms"));
     return;
   }
-  kv_waiters_.push_back(Waiter{conn, seq, net::now_ms() + timeout, key, timeout});
+  kv_waiters_.push_back(Waiter{conn, seq, deadline_ms_after(net::now_ms(), timeout), key, timeout});
 }
 
 void CoordinationService::on_kv_delete(uint64_t conn, uint64_t seq,

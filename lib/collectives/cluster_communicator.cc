@@ -9,6 +9,7 @@
 #include "collectives/shapes.h"
 #include "core/box_copy.h"
 #include "core/checked.h"
+#include "core/deadline.h"
 #include "core/dtype.h"
 #include "core/float16.h"
 #include "core/tensor_ops.h"
@@ -67,10 +68,9 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_participant, i
                    timeout_ms, num_cpus, private_results, cores_per_replica),
       cx_(std::move(task_of_participant), task_id, transport,
           [rv = &rendezvous()] {
-            int origin;
             tpu_status code;
             std::string message;
-            if (rv->failure(&origin, &code, &message)) throw Error(code, message);
+            if (rv->failure_for(-1, &code, &message)) throw Error(code, message);
           },
           [this](int task) { return describe_task(task); }),
       all_(cx_.num_participants()),
@@ -176,7 +176,7 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
       call.output[j] = rv.record(j, seq).output;
     }
     const int64_t timeout = call_timeout_ms_[0] > 0 ? call_timeout_ms_[0] : rv.step_timeout();
-    call.deadline = coarse_now() + std::chrono::milliseconds(timeout);
+    call.deadline = deadline_after(coarse_now(), timeout);
     try {
       leader(call);
     } catch (const Error& e) {

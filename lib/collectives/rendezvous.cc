@@ -146,6 +146,9 @@ void Rendezvous::reset(const int* cpu_of_rank) {
   failure_code_ = TPU_OK;
   failure_origin_ = -1;
   failure_message_.clear();
+  failure_to_others_.clear();
+  origin_code_ = TPU_OK;
+  origin_message_.clear();
   failed_.store(false, std::memory_order_seq_cst);
 }
 
@@ -159,6 +162,10 @@ void Rendezvous::abort(int replica, tpu_status code, const std::string& message)
                            ? str_cat(participant_name(replica, cores_per_replica_), " failed (",
                                      status_name(code), "): ", message)
                            : str_cat("step aborted (", status_name(code), "): ", message);
+    // Everyone, the replica too (it has returned: its own error is the step's).
+    failure_to_others_ = failure_message_;
+    origin_code_ = failure_code_;
+    origin_message_ = failure_message_;
     failed_.store(true, std::memory_order_seq_cst);
   }
   wake_.wake();
@@ -172,6 +179,11 @@ void Rendezvous::poison(tpu_status code, const std::string& message, int origin)
     failure_origin_ = origin;
     failure_message_ =
         origin >= 0 ? str_cat(participant_name(origin, cores_per_replica_), ": ", message) : message;
+    failure_to_others_ = origin >= 0 ? str_cat(participant_name(origin, cores_per_replica_), " failed (",
+                                               status_name(code), "): ", message)
+                                     : message;
+    origin_code_ = code;
+    origin_message_ = message;
     failed_.store(true, std::memory_order_seq_cst);
   }
   wake_.wake();
@@ -191,9 +203,24 @@ bool Rendezvous::failure(int* origin, tpu_status* code, std::string* message) {
   return true;
 }
 
-void Rendezvous::throw_failure() {
+bool Rendezvous::failure_for(int rank, tpu_status* code, std::string* message) {
   std::lock_guard<std::mutex> lock(failure_mu_);
-  throw Error(failure_code_, failure_message_);
+  if (!failed_.load(std::memory_order_relaxed)) return false;
+  if (rank >= 0 && failure_origin_ >= 0 && id(rank) == failure_origin_) {
+    *code = origin_code_;
+    *message = origin_message_;
+  } else {
+    *code = failure_code_;
+    *message = failure_to_others_;
+  }
+  return true;
+}
+
+void Rendezvous::throw_failure(int rank) {
+  tpu_status code;
+  std::string message;
+  if (!failure_for(rank, &code, &message)) fail(TPU_INTERNAL, "no failure to report");
+  throw Error(code, message);
 }
 
 void Rendezvous::depart(int rank) {
@@ -243,7 +270,7 @@ void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
     auto spin_instead = [&] { return cpu_mates_arrived(rank, seq, phase); };
     WaitResult res = wait_until(wake_, policy_, deadline, ready, stop, spin_instead);
     if (res == WaitResult::kReady) continue;
-    if (failed_.load(std::memory_order_seq_cst)) throw_failure();
+    if (failed_.load(std::memory_order_seq_cst)) throw_failure(rank);
     if (res == WaitResult::kStopped) {
       if (ready()) continue;  // arrived, then departed
       poison_and_throw(TPU_FAILED_PRECONDITION,
@@ -259,7 +286,7 @@ void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
 }
 
 void Rendezvous::arrive_and_check(int rank, uint64_t seq) {
-  if (failed_.load(std::memory_order_acquire)) throw_failure();
+  if (failed_.load(std::memory_order_acquire)) throw_failure(rank);
   if (size_ == 1) {  // nobody to meet or wake: a task with one replica of a cluster
     Line& line = slots_[rank].line[seq & 1];
     line.digest = record(rank, seq).desc.digest();

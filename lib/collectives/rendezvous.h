@@ -88,14 +88,19 @@ class Rendezvous {
   void set_call_timeout(int rank, int64_t timeout_ms) { slots_[rank].call_timeout_ms = timeout_ms; }
   void abort(int replica, tpu_status code, const std::string& message);
   // Fails the step for everyone with `code` (a collective error all must see).
-  // origin: the replica whose own error it is (the others get "replica R: message"),
-  // or -1 for an error of the collective itself.
+  // origin: the replica whose own error it is, or -1 for an error of the collective
+  // itself. The step's failure (failure()) is then "replica R: message"; its later
+  // collectives give the origin its own message, the others "replica R failed
+  // (CODE): message", so that no participant's error reads as if it were R.
   void poison(tpu_status code, const std::string& message, int origin = -1);
   [[noreturn]] void poison_and_throw(tpu_status code, const std::string& message);
   bool aborted() const { return failed_.load(std::memory_order_acquire); }
   // The step's failure as participants get it, and the replica it came from (-1:
   // none); false while the step has not failed.
   bool failure(int* origin, tpu_status* code, std::string* message);
+  // The step's failure as rank's collectives give it (see poison); rank -1: a
+  // participant that is not its origin. False while the step has not failed.
+  bool failure_for(int rank, tpu_status* code, std::string* message);
   void depart(int rank);
 
   // Starts collective number seq for `rank`: returns the record to fill.
@@ -150,7 +155,7 @@ class Rendezvous {
 
   enum class Phase { kArrive, kFinish };
   void wait_all(int rank, uint64_t seq, Phase phase);
-  [[noreturn]] void throw_failure();
+  [[noreturn]] void throw_failure(int rank);
   [[noreturn]] void report_mismatch(uint64_t seq);
   std::string missing_list(uint64_t seq, Phase phase) const;
 
@@ -182,7 +187,10 @@ class Rendezvous {
   std::mutex failure_mu_;
   tpu_status failure_code_ = TPU_OK;
   int failure_origin_ = -1;
-  std::string failure_message_;
+  std::string failure_message_;  // the step's: "replica R: ..." for a poison with an origin
+  std::string failure_to_others_;  // what the participants but the origin get
+  tpu_status origin_code_ = TPU_OK;  // and what the origin gets
+  std::string origin_message_;
 };
 
 }  // namespace tpurt

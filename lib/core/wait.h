@@ -8,9 +8,9 @@
 #include <chrono>
 #include <cstdint>
 
-namespace tpurt {
+#include "core/deadline.h"
 
-using Clock = std::chrono::steady_clock;
+namespace tpurt {
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -52,14 +52,14 @@ enum class WaitResult { kReady, kStopped, kTimedOut };
 // steady_clock's now() behind it): cheap enough to start every collective's deadline.
 Clock::time_point coarse_now();
 
+// A negative timeout, or one past the clock's range, is none (core/deadline.h).
 class Deadline {
  public:
   static Deadline never() { return Deadline(-1); }
   explicit Deadline(int64_t timeout_ms) : timeout_ms_(timeout_ms) {}
   Clock::time_point at() {
     if (!started_) {
-      at_ = timeout_ms_ < 0 ? Clock::time_point::max()
-                            : Clock::now() + std::chrono::milliseconds(timeout_ms_);
+      at_ = deadline_after(timeout_ms_);
       started_ = true;
     }
     return at_;

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/deadline.h"
+
 namespace tpurt {
 namespace mpi {
 
@@ -173,7 +175,7 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
     if (p != h->rank)
       MPI_Isend(h->end_out.data(), static_cast<int>(h->end_out.size()), MPI_BYTE, p, end_tag(h), h->comm,
                 &h->end_send[p]);
-  const int64_t deadline = now_ns() + timeout_ms * 1000000;
+  const int64_t deadline = tpurt::deadline_ns_after(now_ns(), timeout_ms);
   tpu_status status = TPU_OK;
   std::vector<char> drained(h->size, 0);
   Note none;

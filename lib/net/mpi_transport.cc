@@ -13,6 +13,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "core/deadline.h"
 #include "core/status.h"
 #include "net/collective_offload.h"
 #include "net/mpi_plugin_api.h"
@@ -179,7 +180,7 @@ class MpiTransport : public Transport, public CollectiveOffload {
       return false;
     }
     // Only the cluster's failure stops the wait for the peers' ends.
-    Wait w(this, Clock::now() + std::chrono::milliseconds(timeout_ms), nullptr, &name);
+    Wait w(this, deadline_after(timeout_ms), nullptr, &name);
     tpurt_mpi_outcome m{mine.code, mine.origin_replica, const_cast<char*>(mine.message.c_str()),
                         mine.message.size() + 1};
     std::string text(kEndMessageBytes, '\0');

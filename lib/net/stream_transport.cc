@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/deadline.h"
 #include "core/status.h"
 #include "net/stream_peer.h"
 
@@ -60,7 +61,7 @@ bool StreamTransport::wait_attached(int64_t timeout_ms, std::string* missing) {
       if (i != task_id_ && peers_[i].link.load() == nullptr) return false;
     return true;
   };
-  if (attached_.wait_for(lock, std::chrono::milliseconds(timeout_ms), all)) return true;
+  if (wait_for_ms(attached_, lock, timeout_ms, all)) return true;
   missing->clear();
   for (int i = 0; i < num_tasks_; ++i)
     if (i != task_id_ && peers_[i].link.load() == nullptr)

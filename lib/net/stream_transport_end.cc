@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/deadline.h"
 #include "core/status.h"
 #include "net/stream_peer.h"
 
@@ -60,7 +61,7 @@ bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, Step
     p.recv_offset = 0;
     if (p.in_payload && !p.in_end) p.in_dest = nullptr;  // drain, not deliver
   }
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = deadline_after(timeout_ms);
   bool failed = false;
   std::vector<int> readers, writers;
   for (;;) {
@@ -150,7 +151,7 @@ void StreamTransport::send_farewells(const StepOutcome& why, int64_t timeout_ms)
     p.send_index = 0;
     p.send_offset = 0;
   }
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = deadline_after(timeout_ms);
   for (;;) {
     writers.clear();
     bool advanced = false;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <vector>
 
+#include "core/deadline.h"
 #include "core/env.h"
 #include "core/status.h"
 #include "net/handshake.h"
@@ -95,8 +96,7 @@ void DataConnections::accept(int peer, int fd) {
 
 int DataConnections::take(int peer, int64_t deadline_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  const bool arrived = arrived_.wait_for(lock, std::chrono::milliseconds(left_ms(deadline_ms)),
-                                         [&] { return waiting_.count(peer) > 0; });
+  const bool arrived = wait_for_ms(arrived_, lock, left_ms(deadline_ms), [&] { return waiting_.count(peer) > 0; });
   if (!arrived)
     fail(TPU_DEADLINE_EXCEEDED, "no data connection arrived from task ", peer,
          " before the init deadline (TPURT_INIT_TIMEOUT_MS)");

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "collectives/communicator.h"
+#include "core/deadline.h"
 #include "core/dtype.h"
 #include "core/wait.h"
 #include "runtime/system.h"
@@ -117,7 +118,7 @@ void FeedQueue::wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const Co
   if (ready()) return;
   // A replica's wait has its step's deadline (tpu_step_options); the host's the system's.
   const int64_t timeout_ms = step ? step->step_timeout_ms() : system_->config().collective_timeout_ms;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = deadline_after(timeout_ms);
   // Aborts and shutdowns are polled: a replica must notice within a few ms.
   const auto slice = std::chrono::milliseconds(step ? 2 : 20);
   while (!ready()) {
