@@ -243,14 +243,9 @@ void test_deadlines__feed_dequeues_with_int64_max_timeouts(void** state) {
   assert_int_equal(step.load(), TPU_OK);
 }
 
-// A one-task system's store waits in lib/runtime/system.cc (System::kv_get), which
-// still calls condition_variable::wait_for(milliseconds(timeout_ms)): INT64_MAX ms
-// wraps to a deadline in the past there. Skipped until that line goes through
-// core/deadline.h's wait_for_ms (TPURT_TEST_KV_DEADLINE=1 runs it anyway).
+// A one-task system's key-value store waits for INT64_MAX ms as for no limit.
 void test_deadlines__kv_get_with_int64_max_timeout(void** state) {
   (void)state;
-  const char* run = std::getenv("TPURT_TEST_KV_DEADLINE");
-  if (run == nullptr || std::strcmp(run, "1") != 0) skip();
   start(1, 0);
   std::thread setter([] {
     sleep_ms(kLateMs);

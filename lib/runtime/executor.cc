@@ -303,9 +303,7 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
   if (!core.joined.compare_exchange_strong(free, true, std::memory_order_acq_rel))
     fail(TPU_ALREADY_EXISTS, "core ", index,
          " has been joined by another thread; one thread joins a core at a time");
-  // A limit past the clock's range (now + it overflows into the past) is no limit.
-  constexpr int64_t kNoLimitBeyondMs = int64_t{1} << 40;  // 34 years
-  Deadline deadline(timeout_ms > kNoLimitBeyondMs ? -1 : timeout_ms);
+  Deadline deadline(timeout_ms);  // saturating: a limit past the clock's range is none
   me.keepalive = keepalive;  // the system outlives the wait and the participant
   for (;;) {
     const WaitResult w = wait_until(

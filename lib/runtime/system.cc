@@ -12,6 +12,7 @@
 #include "runtime/data_plane.h"
 #include "core/status.h"
 #include "core/cpus.h"
+#include "core/deadline.h"
 #include "core/env.h"
 #include "core/options.h"
 #include "core/wait.h"
@@ -225,7 +226,7 @@ void System::join_cluster(const ClusterSetup& setup) {
       invalid_argument("task ", t.task_id, " (", t.address, ") has ", t.num_cores,
                        " cores but task ", me, " has ", config_.num_cores,
                        "; every task of a TPU system needs the same number (TPURT_NUM_CORES)");
-  DataPlane plane = connect_data_plane(*coordination_, cc, *connections_, net::now_ms() + cc.init_timeout_ms);
+  DataPlane plane = connect_data_plane(*coordination_, cc, *connections_, deadline_ms_after(net::now_ms(), cc.init_timeout_ms));
   transport_ = std::move(plane.transport);
   transport_name_ = plane.name;
   transport_reason_ = plane.reason;
@@ -499,7 +500,7 @@ std::string System::kv_get(const std::string& key, int64_t timeout_ms) {
   if (coordination_) return coordination_->kv_get(key, timeout_ms);
   const std::string k = normalize_key(key);
   std::unique_lock<std::mutex> lock(kv_mu_);
-  if (!kv_changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return kv_.count(k) > 0; }))
+  if (!wait_for_ms(kv_changed_, lock, timeout_ms, [&] { return kv_.count(k) > 0; }))
     fail(TPU_DEADLINE_EXCEEDED, "key '", k, "' was not set within ", timeout_ms, " ms");
   return kv_[k];
 }
