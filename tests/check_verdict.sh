@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# One verdict on every task (issue 27, section 2): for each kind of failure one
+# participant causes (another group mode, other groups, a bad argument only it finds, a
+# skipped collective, a failing computation, a late core), every participant on every
+# task must report the status one process reports, naming the same culprit (replica 1
+# core 1). tests/cluster/verdict_worker.c runs 2 replicas x 2 cores; the matrix: one
+# process of 4 cores (the reference), 2 tasks of 2 cores with each cross-replica group
+# on one task ("local") or spanning both ("span"), and 4 tasks of 1 core, over each
+# data plane (TRANSPORTS, default "tcp shm"). Prints the matrix at the end: each cell
+# holds the status of participants 0..3 (a culprit that did not call the collective
+# shows what it returned, in lower case), "=" where every line matches one process's.
+# Every run is bounded by `timeout`; deadlines are short (VERDICT_TIMEOUT_MS, 2000).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+BUILD=${BUILD:-build}
+tpurt=$BUILD/bin/tpurt
+worker=$BUILD/tests/verdict_worker
+[ -x "$tpurt" ] && [ -x "$worker" ] || { echo "check_verdict: build $tpurt and $worker first" >&2; exit 1; }
+source "$root/tests/cluster/report.sh"
+export TPURT_HEARTBEAT_INTERVAL_MS=200 TPURT_HEARTBEAT_TIMEOUT_MS=3000
+export TPURT_INIT_TIMEOUT_MS=30000 TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS=5000
+export VERDICT_TIMEOUT_MS=${VERDICT_TIMEOUT_MS:-2000}
+unset TF_CONFIG SLURM_JOB_ID OMPI_COMM_WORLD_SIZE DTENSOR_JOBS TPURT_CLUSTER_TOKEN TPURT_TRANSPORT
+TRANSPORTS=${TRANSPORTS:-tcp shm}
+KINDS=${KINDS:-mode groups badarg skip fail late}
+
+# lines OUTPUT: every participant's verdict line, sorted (one per participant).
+lines() { grep -o 'verdict P[0-3] [a-z]* [A-Z_]* culprit=[a-z]*' <<<"$1" | sort; }
+# cell LINES: "S0 S1 S2 S3", each participant's status (lower case: returned, not a
+# collective's), "-" for a participant that printed nothing.
+cell() {
+  local p s out=
+  for p in 0 1 2 3; do
+    s=$(awk -v p="P$p" '$2 == p { print ($3 == "returned" ? tolower($4) : $4) }' <<<"$1" | head -n 1)
+    s=$(sed -e 's/INVALID_ARGUMENT/INV/I' -e 's/DEADLINE_EXCEEDED/DL/I' -e 's/FAILED_PRECONDITION/FP/I' \
+          -e 's/ABORTED/ABRT/I' -e 's/UNAVAILABLE/UNAV/I' <<<"$s")
+    out+="${out:+ }${s:--}"
+  done
+  echo "$out"
+}
+
+declare -A ref table
+setups=("1 process")
+for kind in $KINDS; do
+  out=$(env TPURT_NUM_CORES=4 timeout 60 "$worker" "$kind" local 2>&1)
+  ref[$kind]=$(lines "$out")
+  table["$kind|1 process"]=$(cell "${ref[$kind]}")
+  if [ "$(wc -l <<<"${ref[$kind]}")" = 4 ]; then
+    ok "$kind: one process: $(cell "${ref[$kind]}")"
+  else bad "$kind: one process: not every participant reported" "$out"; fi
+done
+
+for TPURT_TRANSPORT in $TRANSPORTS; do
+  export TPURT_TRANSPORT
+  for setup in "2 local" "2 span" "4 span"; do
+    set -- $setup
+    n=$1 layout=$2
+    [ "$n" = 4 ] && name="4 tasks $TPURT_TRANSPORT"
+    [ "$n" = 2 ] && name="2 tasks $layout $TPURT_TRANSPORT"
+    setups+=("$name")
+    for kind in $KINDS; do
+      start=$(date +%s%N)
+      out=$(timeout 60 "$tpurt" launch -n "$n" --cores-per-task $((4 / n)) -- "$worker" "$kind" "$layout" 2>&1)
+      ms=$((($(date +%s%N) - start) / 1000000))
+      got=$(lines "$out")
+      c=$(cell "$got")
+      if [ "$got" = "${ref[$kind]}" ]; then
+        table["$kind|$name"]="= $c"
+        ok "$kind: $name: every participant as one process ($c; ${ms} ms)"
+      else
+        table["$kind|$name"]="X $c"
+        bad "$kind: $name: $c, one process: $(cell "${ref[$kind]}") (${ms} ms)" "$out"
+      fi
+    done
+  done
+done
+
+# The matrix: failure kind x setup.
+echo
+echo "Status of participants P0 P1 P2 P3 (P3 = replica 1 core 1, the culprit; lower case: what it"
+echo "returned without calling the collective). INV invalid argument, DL deadline exceeded, FP failed"
+echo "precondition, ABRT aborted. '=': every participant as in one process (status, culprit named); 'X': not."
+printf '%-19s' setup
+for kind in $KINDS; do printf ' | %-22s' "$kind"; done
+echo
+for s in "${setups[@]}"; do
+  printf '%-19s' "$s"
+  for kind in $KINDS; do printf ' | %-22s' "${table[$kind|$s]}"; done
+  echo
+done
+echo "check_verdict: $passed passed, $failed failed"
+[ "$failed" = 0 ]
