@@ -31,22 +31,24 @@ struct Published {
   Tensor* take() { return std::exchange(t, nullptr); }
 };
 
-// Validates on this participant; a failure fails the whole step, so peers blocked in
-// the same collective learn of it at once.
-template <typename Fn>
-void guard(Rendezvous& rv, int lr, int participant, Fn&& checks) {
-  if (rv.aborted()) {
-    uint64_t seq;
-    rv.begin(lr, &seq);
-    rv.arrive_and_check(lr, seq);  // throws the step's failure
-  }
-  try {
-    checks();
-  } catch (const Error& e) {
-    rv.poison(e.code(), e.message(), participant);
-    throw;
-  }
-}
+// The vote (see the header): a ballot, then, only when the ballots differ, every
+// task's message and descriptors. Its frames carry a digest of their own: tasks that
+// disagree on the collective must still read each other's ballots.
+constexpr uint32_t kBallotTag = 0, kBlobTag = 1;
+constexpr uint64_t kVoteDigest = 0x766572646963742eull;
+constexpr uint32_t kBallotMagic = 0x766f7465u;
+constexpr uint32_t kMismatch = 1, kDescriptors = 2;
+constexpr uint64_t kMaxBlobBytes = 1u << 20;
+
+struct Ballot {
+  uint32_t magic = 0;
+  int32_t code = TPU_OK;
+  int32_t origin = -1;
+  uint32_t flags = 0;
+  uint64_t digest = 0;         // the descriptor its participants agreed on (kDescriptors)
+  uint64_t message_bytes = 0;  // the blob: the message, then (kDescriptors) each local
+  uint64_t blob_bytes = 0;     // participant's descriptor in order
+};
 
 void fill_desc(Descriptor* d, CollectiveKind kind, const Tensor* x) {
   *d = Descriptor{};
@@ -86,6 +88,183 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_participant, i
 }
 
 ClusterCommunicator::~ClusterCommunicator() = default;
+
+void ClusterCommunicator::reset(const int* cpu_of_rank) {
+  Communicator::reset(cpu_of_rank);
+  std::lock_guard<std::mutex> lock(verdict_mu_);
+  claimed_ = decided_ = false;
+  voted_seq_ = 0;
+  verdict_ = Verdict{};
+}
+
+int64_t ClusterCommunicator::timeout_of(int lr) const {
+  return call_timeout_ms_[lr] > 0 ? call_timeout_ms_[lr] : const_cast<ClusterCommunicator*>(this)->rendezvous().step_timeout();
+}
+
+template <typename Fn>
+void ClusterCommunicator::guard(int lr, int participant, Fn&& checks) {
+  Rendezvous& rv = rendezvous();
+  if (rv.aborted()) {
+    uint64_t seq;
+    rv.begin(lr, &seq);
+    try {
+      rv.arrive_and_check(lr, seq);  // throws the step's failure
+    } catch (const Error& e) {
+      settle(participant, seq, e);
+    }
+  }
+  try {
+    checks();
+  } catch (const Error& e) {
+    rv.poison(e.code(), e.message(), participant);
+    uint64_t seq;
+    rv.begin(lr, &seq);
+    settle(participant, seq, e);
+  }
+}
+
+ClusterCommunicator::Verdict ClusterCommunicator::vote(uint64_t seq, tpu_status code, int origin,
+                                                       const std::string& message, bool mismatch,
+                                                       int64_t timeout_ms) {
+  Rendezvous& rv = rendezvous();
+  const int me = cx_.task_id(), num_tasks = cx_.num_tasks();
+  const int n_local = static_cast<int>(cx_.local_participants().size());
+  const bool descs = code == TPU_OK || mismatch;  // every local participant arrived
+  Ballot mine;
+  mine.magic = kBallotMagic;
+  mine.code = code;
+  mine.origin = origin;
+  mine.flags = (mismatch ? kMismatch : 0) | (descs ? kDescriptors : 0);
+  mine.digest = descs ? rv.arrival_digest(0, seq) : 0;
+  mine.message_bytes = message.size();
+  mine.blob_bytes = message.size() + (descs ? n_local * sizeof(Descriptor) : 0);
+  std::vector<Ballot> ballots(num_tasks);
+  ballots[me] = mine;
+  std::vector<net::Send> sends;
+  std::vector<net::Recv> recvs;
+  for (int t = 0; t < num_tasks; ++t) {
+    if (t == me || cx_.participants_on(t) == 0) continue;
+    sends.push_back({t, kBallotTag, &mine, sizeof mine});
+    recvs.push_back({t, kBallotTag, &ballots[t], sizeof(Ballot)});
+  }
+  // The vote runs to its end whatever happens here meanwhile: every task needs this
+  // task's ballot.
+  static const std::function<void()> no_check = [] {};
+  const auto deadline = coarse_now() + std::chrono::milliseconds(timeout_ms);
+  net::Transport* transport = cx_.transport();
+  transport->exchange(seq, kVoteDigest, sends.data(), sends.size(), recvs.data(), recvs.size(), deadline,
+                      no_check, cx_.namer());
+  bool agree = true;
+  for (const net::Recv& r : recvs) {
+    const Ballot& b = ballots[r.peer];
+    if (b.magic != kBallotMagic || b.blob_bytes > kMaxBlobBytes || b.message_bytes > b.blob_bytes ||
+        ((b.flags & kDescriptors) &&
+         b.blob_bytes != b.message_bytes + cx_.participants_on(r.peer) * sizeof(Descriptor)))
+      fail(TPU_UNAVAILABLE, cx_.namer()(r.peer), " sent a malformed ballot for collective #", seq);
+    agree &= b.code == TPU_OK && b.digest == mine.digest;
+  }
+  if (agree && code == TPU_OK) return {};
+
+  // Every task knows the ballots differ: each sends its message and descriptors.
+  std::vector<std::string> blobs(num_tasks);
+  std::string& blob = blobs[me];
+  blob.assign(mine.blob_bytes, '\0');
+  std::memcpy(&blob[0], message.data(), message.size());
+  if (descs)
+    for (int j = 0; j < n_local; ++j)
+      std::memcpy(&blob[message.size() + j * sizeof(Descriptor)], &rv.record(j, seq).desc, sizeof(Descriptor));
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const int t = sends[i].peer;
+    blobs[t].assign(ballots[t].blob_bytes, '\0');
+    sends[i] = {t, kBlobTag, blob.data(), blob.size()};
+    recvs[i] = {t, kBlobTag, &blobs[t][0], blobs[t].size()};
+  }
+  transport->exchange(seq, kVoteDigest, sends.data(), sends.size(), recvs.data(), recvs.size(), deadline,
+                      no_check, cx_.namer());
+
+  // The verdict, from what every task now holds alike (tasks in order).
+  auto message_of = [&](int t) { return blobs[t].substr(0, ballots[t].message_bytes); };
+  int failure = -1, abort = -1, first_with_descs = -1;
+  bool disagree = false, all_descs = true;
+  for (int t = 0; t < num_tasks; ++t) {
+    if (cx_.participants_on(t) == 0) continue;
+    const Ballot& b = ballots[t];
+    if (b.flags & kMismatch) disagree = true;
+    else if (b.code == TPU_ABORTED && abort < 0) abort = t;
+    else if (b.code != TPU_OK && b.code != TPU_ABORTED && failure < 0) failure = t;
+    if (!(b.flags & kDescriptors)) {
+      all_descs = false;
+    } else if (first_with_descs < 0) {
+      first_with_descs = t;
+    } else if (b.digest != ballots[first_with_descs].digest) {
+      disagree = true;
+    }
+  }
+  if (failure >= 0) {
+    const Ballot& b = ballots[failure];
+    return {static_cast<tpu_status>(b.code), b.origin, message_of(failure)};
+  }
+  if (disagree && all_descs) {
+    const int n = num_participants();
+    std::vector<Descriptor> all(n);
+    std::vector<const Descriptor*> ptrs(n);
+    for (int p = 0; p < n; ++p) {
+      const int t = cx_.task_of(p);
+      std::memcpy(&all[p], &blobs[t][ballots[t].message_bytes + cx_.index_on_task(p) * sizeof(Descriptor)],
+                  sizeof(Descriptor));
+      ptrs[p] = &all[p];
+    }
+    const int k = cores_per_replica();
+    return {TPU_INVALID_ARGUMENT, -1,
+            mismatch_message(seq, ptrs, [k](int p) { return participant_name(p, k); }, k > 1)};
+  }
+  if (abort >= 0) {
+    const Ballot& b = ballots[abort];
+    return {TPU_ABORTED, b.origin, message_of(abort)};
+  }
+  return {TPU_INVALID_ARGUMENT, -1,
+          str_cat("collective #", seq, ": the tasks' participants called different collectives, or with "
+                  "different dtypes, shapes, operations or groups")};
+}
+
+void ClusterCommunicator::settle(int participant, uint64_t seq, const Error& local) {
+  Rendezvous& rv = rendezvous();
+  const int64_t timeout = timeout_of(local_rank(participant));
+  std::unique_lock<std::mutex> lock(verdict_mu_);
+  if (!claimed_ && voted_seq_ < seq) {
+    claimed_ = true;
+    lock.unlock();
+    // The failure as this task's participants got it (the culprit's own error is
+    // worded without its name: the others get "replica R: ...").
+    int origin = -1;
+    tpu_status code = local.code();
+    std::string message = local.message();
+    rv.failure(&origin, &code, &message);
+    Verdict v;
+    try {
+      v = vote(seq, code, origin, message, rv.mismatch_seq() == seq, timeout + grace_ms(timeout));
+    } catch (const Error& e) {
+      v = {e.code(), -1, e.message()};
+    }
+    rv.overrule(v.code, v.message, v.origin);
+    lock.lock();
+    verdict_ = v;
+    decided_ = true;
+    verdict_cv_.notify_all();
+  } else if (claimed_ && !decided_) {
+    // Another participant here votes: its verdict is this one's. Bounded as its vote.
+    verdict_cv_.wait_for(lock, std::chrono::milliseconds(2 * (timeout + grace_ms(timeout)) + 1000),
+                         [&] { return decided_; });
+  }
+  if (decided_) {
+    const Verdict v = verdict_;
+    lock.unlock();
+    if (v.origin == participant && v.code == local.code()) throw local;
+    throw Error(v.code, v.message);
+  }
+  throw local;  // failed after its task voted (the leader's exchange): as before
+}
+
 
 void ClusterCommunicator::not_local(int participant) const {
   fail(TPU_INTERNAL, participant_name(participant, cores_per_replica()), " is not one of task ",
@@ -158,7 +337,11 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
   rec.input = x ? x->data : nullptr;
   rec.output = *out ? (*out)->data : nullptr;
   rec.result = *out;
-  rv.arrive_and_check(lr, seq);
+  try {
+    rv.arrive_and_check(lr, seq);
+  } catch (const Error& e) {
+    settle(rank, seq, e);
+  }
   // The first member cannot release its result before every member has finished.
   if (share_with >= 0 && share_with != rank) {
     const Tensor* first = rv.record(local_rank(share_with), seq).result;
@@ -175,16 +358,50 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
       call.input[j] = rv.record(j, seq).input;
       call.output[j] = rv.record(j, seq).output;
     }
-    const int64_t timeout = call_timeout_ms_[0] > 0 ? call_timeout_ms_[0] : rv.step_timeout();
+    const int64_t timeout = timeout_of(0);
+    {
+      std::lock_guard<std::mutex> lock(verdict_mu_);
+      voted_seq_ = seq;
+    }
+    // The step's verdict once this task's collective failed past its vote: every later
+    // collective of the step throws it.
+    auto decide = [&](const Verdict& v) {
+      {
+        std::lock_guard<std::mutex> lock(verdict_mu_);
+        claimed_ = decided_ = true;
+        verdict_ = v;
+      }
+      verdict_cv_.notify_all();
+    };
+    Verdict v;
+    try {
+      v = vote(seq, TPU_OK, -1, std::string(), false, timeout + grace_ms(timeout));
+    } catch (const Error& e) {
+      v = {e.code(), -1, e.message()};
+    }
+    if (v.code != TPU_OK) {
+      rv.overrule(v.code, v.message, v.origin);
+      decide(v);
+      throw Error(v.code, v.message);
+    }
     call.deadline = coarse_now() + std::chrono::milliseconds(timeout);
     try {
       leader(call);
     } catch (const Error& e) {
       rv.poison(e.code(), e.message());
+      rv.failure(&v.origin, &v.code, &v.message);
+      decide(v);
       throw;
     }
   }
-  rv.finish(lr, seq);
+  // The others wait for the leader, whose vote and exchange are bounded (a deadline
+  // each; the vote's with grace).
+  const int64_t timeout = timeout_of(lr);
+  try {
+    rv.finish(lr, seq, lr == 0 ? 0 : 2 * timeout + grace_ms(timeout) + 1000);
+  } catch (const Error& e) {
+    settle(rank, seq, e);
+  }
 }
 
 Tensor* ClusterCommunicator::all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
@@ -202,7 +419,7 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
   Groups g{};
   int shared_with = -1;
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
     fill_desc(&desc, CollectiveKind::kAllReduce, x);
@@ -238,7 +455,7 @@ Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_
   int a = 0;
   int64_t dims[TPU_MAX_RANK];
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
     fill_desc(&desc, CollectiveKind::kReduceScatter, x);
@@ -280,7 +497,7 @@ Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
   int64_t dims[TPU_MAX_RANK];
   int shared_with = -1;
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kAllGather, x);
     g = groups_of(groups, &desc);
@@ -315,7 +532,7 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
   int c = 0, s = 0;
   int64_t box[TPU_MAX_RANK], dims[TPU_MAX_RANK];
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kAllToAll, x);
     g = groups_of(groups, &desc);
@@ -348,7 +565,7 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
   const int lr = local_rank(rank);
   Descriptor desc;
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kCollectivePermute, x);
     permute_source(pairs, num_pairs, num_participants(), rank);
@@ -389,7 +606,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
   Groups g{};
   int shared_with = -1;
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kBroadcast, x);
     g = groups_of(groups, &desc);
@@ -430,10 +647,9 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
 }
 
 void ClusterCommunicator::barrier(int rank) {
-  Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   Descriptor desc;
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     fill_desc(&desc, CollectiveKind::kBarrier, nullptr);
     Groups g = groups_of(nullptr, &desc);
     (void)g;
