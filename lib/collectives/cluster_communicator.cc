@@ -327,8 +327,20 @@ int ClusterCommunicator::shares_with(int rank, const Groups& g, size_t bytes) co
   return -1;
 }
 
+bool ClusterCommunicator::folds(const Groups* g, const Tensor* x) const {
+  // Shared windows' waits and MPI's do not read the peers' frames; windows serve
+  // reductions of 128 KiB and more (reduce_staged.cc), where a vote costs nothing.
+  if (g == nullptr || cx_.offload() != nullptr || (cx_.windows() != nullptr && x && x->byte_size >= 128 * 1024))
+    return false;
+  int tasks = 0;
+  for (int t = 0; t < cx_.num_tasks(); ++t) tasks += cx_.participants_on(t) > 0;
+  for (int gi = 0; gi < g->num_groups; ++gi)
+    if (static_cast<int>(cx_.split(g->row(gi), g->group_size).tasks.size()) != tasks) return false;
+  return true;
+}
+
 void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out,
-                              int share_with, FunctionRef<void(ClusterCall&)> leader) {
+                              int share_with, const Groups* fold, FunctionRef<void(ClusterCall&)> leader) {
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   uint64_t seq;
@@ -347,6 +359,7 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
     const Tensor* first = rv.record(local_rank(share_with), seq).result;
     *out = share(first, first->dims, first->rank, 0);
   }
+  const int64_t timeout = timeout_of(lr);
   if (lr == 0) {
     ClusterCall& call = *call_;
     call.seq = seq;
@@ -358,47 +371,70 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
       call.input[j] = rv.record(j, seq).input;
       call.output[j] = rv.record(j, seq).output;
     }
-    const int64_t timeout = timeout_of(0);
     {
       std::lock_guard<std::mutex> lock(verdict_mu_);
       voted_seq_ = seq;
     }
-    // The step's verdict once this task's collective failed past its vote: every later
-    // collective of the step throws it.
+    // Once this task's collective failed past its vote: the step's verdict, which every
+    // later collective of the step throws.
     auto decide = [&](const Verdict& v) {
+      rv.overrule(v.code, v.message, v.origin);
       {
         std::lock_guard<std::mutex> lock(verdict_mu_);
         claimed_ = decided_ = true;
         verdict_ = v;
       }
       verdict_cv_.notify_all();
-    };
-    Verdict v;
-    try {
-      v = vote(seq, TPU_OK, -1, std::string(), false, timeout + grace_ms(timeout));
-    } catch (const Error& e) {
-      v = {e.code(), -1, e.message()};
-    }
-    if (v.code != TPU_OK) {
-      rv.overrule(v.code, v.message, v.origin);
-      decide(v);
       throw Error(v.code, v.message);
+    };
+    const bool folded = folds(fold, x);
+    Verdict v;
+    if (!folded) {
+      try {
+        v = vote(seq, TPU_OK, -1, std::string(), false, timeout + grace_ms(timeout));
+      } catch (const Error& e) {
+        v = {e.code(), -1, e.message()};
+      }
+      if (v.code != TPU_OK) decide(v);
     }
-    call.deadline = coarse_now() + std::chrono::milliseconds(timeout);
+    // Folded, a peer's ballot may come instead of its data: a task that waits for a late
+    // participant votes at its deadline, so the exchange waits as long as a vote.
+    call.deadline = coarse_now() + std::chrono::milliseconds(folded ? timeout + grace_ms(timeout) : timeout);
     try {
       leader(call);
     } catch (const Error& e) {
-      rv.poison(e.code(), e.message());
-      rv.failure(&v.origin, &v.code, &v.message);
+      if (!folded) {  // past the vote: as before it
+        rv.poison(e.code(), e.message());
+        rv.failure(&v.origin, &v.code, &v.message);
+        {
+          std::lock_guard<std::mutex> lock(verdict_mu_);
+          claimed_ = decided_ = true;
+          verdict_ = v;
+        }
+        verdict_cv_.notify_all();
+        throw;
+      }
+      // Every task must hear of it before any returns: they vote now. A peer that
+      // called the vote, or sent data of another descriptor, leaves this task's
+      // participants agreed (its ballot says which descriptor); any other failure
+      // is this task's ballot.
+      const bool agreed = dynamic_cast<const net::VoteCalled*>(&e) || dynamic_cast<const net::PeerDisagrees*>(&e);
+      try {
+        v = agreed ? vote(seq, TPU_OK, -1, std::string(), false, timeout + grace_ms(timeout))
+                   : vote(seq, e.code(), -1, e.message(), false, grace_ms(timeout));
+      } catch (const Error& e2) {
+        v = {e2.code(), -1, e2.message()};
+      }
+      if (v.code == TPU_OK)
+        v = {TPU_INTERNAL, -1, str_cat("collective #", seq, ": its exchange failed (", e.message(),
+                                       "), yet every task voted that it agreed")};
       decide(v);
-      throw;
     }
   }
   // The others wait for the leader, whose vote and exchange are bounded (a deadline
-  // each; the vote's with grace).
-  const int64_t timeout = timeout_of(lr);
+  // each, with grace).
   try {
-    rv.finish(lr, seq, lr == 0 ? 0 : 2 * timeout + grace_ms(timeout) + 1000);
+    rv.finish(lr, seq, lr == 0 ? 0 : 2 * (timeout + grace_ms(timeout)) + 1000);
   } catch (const Error& e) {
     settle(rank, seq, e);
   }
@@ -429,7 +465,7 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
   });
   desc.op = op;
   desc.bf16_wire = bf16_wire;
-  run(rank, desc, x, &out.t, shared_with, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, shared_with, &g, [&](ClusterCall& call) {
     reduce_groups(cx_, call, g, Reduction{x, op, /*into_output=*/true, /*scatter_blocks=*/false},
                   [&](int member, const char* result) {
       void* dst = call.output[cx_.local_index(member)];
@@ -466,7 +502,7 @@ Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_
   desc.op = op;
   desc.params[0] = a;
   desc.bf16_wire = bf16_wire;
-  run(rank, desc, x, &out.t, -1, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, -1, &g, [&](ClusterCall& call) {
     // Each member's block is contiguous when every dimension before the axis is 1.
     bool contiguous = true;
     for (int d = 0; d < a; ++d) contiguous &= x->dims[d] == 1;
@@ -506,7 +542,7 @@ Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
     if (shared_with < 0 || shared_with == rank) out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
   });
   desc.params[0] = a;
-  run(rank, desc, x, &out.t, shared_with, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, shared_with, &g, [&](ClusterCall& call) {
     gather_groups(cx_, call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
       for (int k = 0; k < size; ++k) {
         if (!cx_.is_local(row[k])) continue;
@@ -542,7 +578,7 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
   desc.params[0] = s;
   desc.params[1] = c;
   desc.params[2] = split_count;
-  run(rank, desc, x, &out.t, -1, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, -1, &g, [&](ClusterCall& call) {
     gather_groups(cx_, call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
       for (int pos = 0; pos < size; ++pos) {
         if (!cx_.is_local(row[pos])) continue;
@@ -574,7 +610,7 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
   desc.num_groups = num_pairs;
   desc.group_size = 2;
   desc.groups_hash = hash_ids(pairs, int64_t(num_pairs) * 2);
-  run(rank, desc, x, &out.t, -1, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, -1, nullptr, [&](ClusterCall& call) {
     const size_t bytes = x->byte_size;
     std::vector<bool> targeted(cx_.local_participants().size(), false);
     std::vector<net::Send> sends;
@@ -616,7 +652,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
     if (shared_with < 0 || shared_with == rank) out.t = new_tensor_like(x);
   });
   desc.params[0] = root;
-  run(rank, desc, x, &out.t, shared_with, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, shared_with, nullptr, [&](ClusterCall& call) {
     const size_t bytes = x->byte_size;
     for (int gi = 0; gi < g.num_groups; ++gi) {
       const int32_t* row = g.row(gi);
@@ -655,7 +691,8 @@ void ClusterCommunicator::barrier(int rank) {
     (void)g;
   });
   Tensor* none = nullptr;
-  run(rank, desc, nullptr, &none, -1, [&](ClusterCall& call) {
+  const Groups everyone{all_.data(), 1, num_participants()};
+  run(rank, desc, nullptr, &none, -1, &everyone, [&](ClusterCall& call) {
     std::vector<net::Send> sends;
     std::vector<net::Recv> recvs;
     std::vector<bool> has(cx_.num_tasks(), false);

@@ -112,8 +112,15 @@ class ClusterCommunicator : public Communicator {
   // Meets the local participants (after the caller validated), lets the leader run
   // `leader` and waits for it. out: this participant's result (for one that shares,
   // a handle on the first member's is made here); call.output of such a one is NULL.
+  // fold: the groups, when every member's result depends on every member's input
+  // (then a task whose data exchange reaches every task needs no separate vote: its
+  // peers' data, or their ballots instead, are theirs); else nullptr.
   void run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out, int share_with,
-           FunctionRef<void(ClusterCall&)> leader);
+           const Groups* fold, FunctionRef<void(ClusterCall&)> leader);
+  // Whether collective `desc` over groups g can fold its vote into its data exchange:
+  // every row spans every task of the step, and every wait of the exchange notices a
+  // peer's vote (not MPI's offload, nor shared windows).
+  bool folds(const Groups* g, const Tensor* x) const;
   Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op, const tpu_group_assignment* groups,
                       bool bf16_wire);
   Tensor* scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,

@@ -188,7 +188,11 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
     Link* link = p.link.load(std::memory_order_relaxed);
     std::string error;
     int64_t got;
-    if (!p.in_payload) {
+    // A header read whole but left for the next exchange (a vote's frame, VoteCalled).
+    const bool kept = !p.in_payload && p.in_header_got == kFrameHeaderBytes;
+    if (kept) {
+      got = 0;
+    } else if (!p.in_payload) {
       got = link->recv(p.in_header + p.in_header_got, kFrameHeaderBytes - p.in_header_got, &error);
     } else {
       char* dest = p.in_dest ? p.in_dest
@@ -206,7 +210,7 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
         got = link->recv(dest, want, &error);
       }
     }
-    if (got == 0) return advanced ? Progress::kAdvanced : Progress::kBlocked;
+    if (got == 0 && !kept) return advanced ? Progress::kAdvanced : Progress::kBlocked;
     if (got == Link::kClosed) {
       lose(p, "closed by the peer");
       tpurt::fail(TPU_UNAVAILABLE, name(p.id), ": data connection closed");
@@ -241,13 +245,28 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
       p.in_farewell = farewell;
       p.end_payload.clear();
       if (!p.in_end && !ending) {
-        if (h.seq != seq_ || h.digest != digest_)
-          tpurt::fail(TPU_INVALID_ARGUMENT, name(p.id), " is in collective #", h.seq,
-                      " of the step (descriptor digest ", std::hex, h.digest, std::dec,
-                      ") while this task is in collective #", seq_, " (digest ", std::hex,
-                      digest_, std::dec,
+        if (h.seq == seq_ && h.digest == kVoteDigest && digest_ != kVoteDigest) {
+          // The peer votes on this collective instead of sending its data: the vote's
+          // exchange reads the frame.
+          p.in_payload = false;
+          p.in_left = 0;
+          p.in_header_got = kFrameHeaderBytes;
+          throw VoteCalled(TPU_ABORTED, str_cat(name(p.id), " called a vote on collective #", seq_));
+        }
+        if (h.seq == seq_ && h.digest != kVoteDigest && digest_ == kVoteDigest) {
+          if (p.in_left == 0) p.in_payload = false;
+          continue;  // the collective's own data, sent before its vote: discarded
+        }
+        if (h.seq != seq_ || h.digest != digest_) {
+          const std::string why =
+              str_cat(name(p.id), " is in collective #", h.seq, " of the step (descriptor digest ",
+                      std::hex, h.digest, std::dec, ") while this task is in collective #", seq_,
+                      " (digest ", std::hex, digest_, std::dec,
                       "): the tasks' replicas called different collectives, or with different "
                       "dtypes, shapes, operations or groups");
+          if (h.seq == seq_) throw PeerDisagrees(TPU_INVALID_ARGUMENT, why);
+          tpurt::fail(TPU_INVALID_ARGUMENT, why);
+        }
         if (p.recv_index == p.recvs.size()) {
           lose(p, "unexpected data");
           tpurt::fail(TPU_UNAVAILABLE, name(p.id), " sent more data for collective #", seq_,
