@@ -5,8 +5,9 @@
 # task must report the status one process reports, naming the same culprit (replica 1
 # core 1). tests/cluster/verdict_worker.c runs 2 replicas x 2 cores; the matrix: one
 # process of 4 cores (the reference), 2 tasks of 2 cores with each cross-replica group
-# on one task ("local") or spanning both ("span"), and 4 tasks of 1 core, over each
-# data plane (TRANSPORTS, default "tcp shm"). Prints the matrix at the end: each cell
+# on one task ("local") or spanning both ("span"), and 4 tasks of 1 core; and with one
+# group of all 4 participants ("all": the tasks' vote rides on their data exchange), 2
+# and 4 tasks; over each data plane (TRANSPORTS, default "tcp shm"). Prints the matrix at the end: each cell
 # holds the status of participants 0..3 (a culprit that did not call the collective
 # shows what it returned, in lower case), "=" where every line matches one process's.
 # Every run is bounded by `timeout`; deadlines are short (VERDICT_TIMEOUT_MS, 2000).
@@ -41,23 +42,30 @@ cell() {
 }
 
 declare -A ref table
-setups=("1 process")
+setups=("1 process" "1 process, 1 group")
 for kind in $KINDS; do
-  out=$(env TPURT_NUM_CORES=4 timeout 60 "$worker" "$kind" local 2>&1)
-  ref[$kind]=$(lines "$out")
-  table["$kind|1 process"]=$(cell "${ref[$kind]}")
-  if [ "$(wc -l <<<"${ref[$kind]}")" = 4 ]; then
-    ok "$kind: one process: $(cell "${ref[$kind]}")"
-  else bad "$kind: one process: not every participant reported" "$out"; fi
+  for layout in local all; do
+    out=$(env TPURT_NUM_CORES=4 timeout 60 "$worker" "$kind" $layout 2>&1)
+    ref[$kind$layout]=$(lines "$out")
+    s="1 process"
+    [ $layout = all ] && s="1 process, 1 group"
+    table["$kind|$s"]=$(cell "${ref[$kind$layout]}")
+    if [ "$(wc -l <<<"${ref[$kind$layout]}")" = 4 ]; then
+      ok "$kind: $s: $(cell "${ref[$kind$layout]}")"
+    else bad "$kind: $s: not every participant reported" "$out"; fi
+  done
 done
 
 for TPURT_TRANSPORT in $TRANSPORTS; do
   export TPURT_TRANSPORT
-  for setup in "2 local" "2 span" "4 span"; do
+  for setup in "2 local" "2 span" "4 span" "2 all" "4 all"; do
     set -- $setup
     n=$1 layout=$2
     [ "$n" = 4 ] && name="4 tasks $TPURT_TRANSPORT"
     [ "$n" = 2 ] && name="2 tasks $layout $TPURT_TRANSPORT"
+    [ "$layout" = all ] && name="$n tasks 1 group $TPURT_TRANSPORT"
+    reflayout=local
+    [ "$layout" = all ] && reflayout=all
     setups+=("$name")
     for kind in $KINDS; do
       start=$(date +%s%N)
@@ -65,12 +73,12 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
       ms=$((($(date +%s%N) - start) / 1000000))
       got=$(lines "$out")
       c=$(cell "$got")
-      if [ "$got" = "${ref[$kind]}" ]; then
+      if [ "$got" = "${ref[$kind$reflayout]}" ]; then
         table["$kind|$name"]="= $c"
         ok "$kind: $name: every participant as one process ($c; ${ms} ms)"
       else
         table["$kind|$name"]="X $c"
-        bad "$kind: $name: $c, one process: $(cell "${ref[$kind]}") (${ms} ms)" "$out"
+        bad "$kind: $name: $c, one process: $(cell "${ref[$kind$reflayout]}") (${ms} ms)" "$out"
       fi
     done
   done
@@ -81,11 +89,11 @@ echo
 echo "Status of participants P0 P1 P2 P3 (P3 = replica 1 core 1, the culprit; lower case: what it"
 echo "returned without calling the collective). INV invalid argument, DL deadline exceeded, FP failed"
 echo "precondition, ABRT aborted. '=': every participant as in one process (status, culprit named); 'X': not."
-printf '%-19s' setup
+printf '%-22s' setup
 for kind in $KINDS; do printf ' | %-22s' "$kind"; done
 echo
 for s in "${setups[@]}"; do
-  printf '%-19s' "$s"
+  printf '%-22s' "$s"
   for kind in $KINDS; do printf ' | %-22s' "${table[$kind|$s]}"; done
   echo
 done

@@ -155,8 +155,14 @@ ClusterCommunicator::Verdict ClusterCommunicator::vote(uint64_t seq, tpu_status 
   transport->exchange(seq, kVoteDigest, sends.data(), sends.size(), recvs.data(), recvs.size(), deadline,
                       no_check, cx_.namer());
   bool agree = true;
+  std::vector<bool> gone(num_tasks, false);  // ended the step without voting
   for (const net::Recv& r : recvs) {
     const Ballot& b = ballots[r.peer];
+    if (b.magic != kBallotMagic && transport->vote_skipped(r.peer)) {
+      gone[r.peer] = true;
+      agree = false;
+      continue;
+    }
     if (b.magic != kBallotMagic || b.blob_bytes > kMaxBlobBytes || b.message_bytes > b.blob_bytes ||
         ((b.flags & kDescriptors) &&
          b.blob_bytes != b.message_bytes + cx_.participants_on(r.peer) * sizeof(Descriptor)))
@@ -173,21 +179,35 @@ ClusterCommunicator::Verdict ClusterCommunicator::vote(uint64_t seq, tpu_status 
   if (descs)
     for (int j = 0; j < n_local; ++j)
       std::memcpy(&blob[message.size() + j * sizeof(Descriptor)], &rv.record(j, seq).desc, sizeof(Descriptor));
-  for (size_t i = 0; i < sends.size(); ++i) {
-    const int t = sends[i].peer;
+  const std::vector<net::Send> voters = sends;
+  sends.clear();
+  recvs.clear();
+  for (const net::Send& v : voters) {
+    const int t = v.peer;
+    if (gone[t]) continue;
     blobs[t].assign(ballots[t].blob_bytes, '\0');
-    sends[i] = {t, kBlobTag, blob.data(), blob.size()};
-    recvs[i] = {t, kBlobTag, &blobs[t][0], blobs[t].size()};
+    sends.push_back({t, kBlobTag, blob.data(), blob.size()});
+    recvs.push_back({t, kBlobTag, &blobs[t][0], blobs[t].size()});
   }
   transport->exchange(seq, kVoteDigest, sends.data(), sends.size(), recvs.data(), recvs.size(), deadline,
                       no_check, cx_.namer());
+  // A voter that ended the step before its message came (it decided without this task,
+  // late to vote) counts as gone: its end says what it decided.
+  for (const net::Recv& r : recvs)
+    if (transport->vote_skipped(r.peer)) gone[r.peer] = true;
 
   // The verdict, from what every task now holds alike (tasks in order).
   auto message_of = [&](int t) { return blobs[t].substr(0, ballots[t].message_bytes); };
   int failure = -1, abort = -1, first_with_descs = -1;
   bool disagree = false, all_descs = true;
+  int first_gone = -1;
   for (int t = 0; t < num_tasks; ++t) {
     if (cx_.participants_on(t) == 0) continue;
+    if (gone[t]) {
+      if (first_gone < 0) first_gone = t;
+      all_descs = false;
+      continue;
+    }
     const Ballot& b = ballots[t];
     if (b.flags & kMismatch) disagree = true;
     else if (b.code == TPU_ABORTED && abort < 0) abort = t;
@@ -221,6 +241,13 @@ ClusterCommunicator::Verdict ClusterCommunicator::vote(uint64_t seq, tpu_status 
   if (abort >= 0) {
     const Ballot& b = ballots[abort];
     return {TPU_ABORTED, b.origin, message_of(abort)};
+  }
+  if (first_gone >= 0) {  // what its end means, as every voter reads it
+    try {
+      transport->throw_if_ended(first_gone, cx_.namer());
+    } catch (const Error& e) {
+      return {e.code(), -1, e.message()};
+    }
   }
   return {TPU_INVALID_ARGUMENT, -1,
           str_cat("collective #", seq, ": the tasks' participants called different collectives, or with "
@@ -402,6 +429,8 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
     call.deadline = coarse_now() + std::chrono::milliseconds(folded ? timeout + grace_ms(timeout) : timeout);
     try {
       leader(call);
+      // Folded, the data that came may be from peers that gave up on this task since.
+      if (folded) cx_.transport()->peek_votes(seq, cx_.namer());
     } catch (const Error& e) {
       if (!folded) {  // past the vote: as before it
         rv.poison(e.code(), e.message());

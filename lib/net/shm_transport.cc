@@ -495,6 +495,7 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
   ++gathers_;
   for (size_t i = 0; i < num_from; ++i) {
     posts_of_[from[i].peer] = peer_posts(from[i].peer, name);
+    throw_if_ended(from[i].peer, name);  // its END came in an earlier exchange of the step
     if (from_mark_[from[i].peer] == gathers_)
       tpurt::fail(TPU_INTERNAL, "a posted gather names task ", from[i].peer, " twice");
     from_mark_[from[i].peer] = gathers_;

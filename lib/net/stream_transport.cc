@@ -314,6 +314,16 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
           p.left = true;
           p.left_why = p.outcome;
         }
+        if (!ending && !probing && digest_ == kVoteDigest && !p.left) {
+          // A vote goes on without it (its frames in flight to it are finished).
+          p.sends.clear();
+          p.send_index = 0;
+          p.send_offset = 0;
+          p.recvs.clear();
+          p.recv_index = 0;
+          p.recv_offset = 0;
+          return Progress::kAdvanced;
+        }
         if (!ending) throw_peer_ended(p, name);
       }
     }
@@ -334,18 +344,26 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
     peers_[i].send_index = peers_[i].recv_index = 0;
     peers_[i].send_offset = peers_[i].recv_offset = 0;
   }
-  auto peer_of = [&](int peer, const char* what) -> Peer& {
+  // In a vote, a peer that ended the step (or leaves) is passed over, not thrown: the
+  // others' ballots still come (vote_skipped() says which ones did not).
+  const bool voting = digest == kVoteDigest;
+  auto peer_of = [&](int peer, const char* what) -> Peer* {
     if (peer < 0 || peer >= num_tasks_ || peer == task_id_)
       tpurt::fail(TPU_INTERNAL, what, " names task ", peer, " of ", num_tasks_);
     Peer& p = peers_[peer];
     if (p.link.load(std::memory_order_acquire) == nullptr)
       tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no data connection");
-    if (p.left) throw_peer_ended(p, name);
+    // A peer whose END this step was read (by an earlier exchange of the step): its
+    // step is over, whatever this exchange is (a vote after a failed collective).
+    if (voting && (p.left || p.ended)) return nullptr;
+    if (p.left || p.ended) throw_peer_ended(p, name);
     if (!p.lost.empty()) throw_gone(p, name);
-    return p;
+    return &p;
   };
-  for (size_t i = 0; i < num_sends; ++i) peer_of(sends[i].peer, "a send").sends.push_back(&sends[i]);
-  for (size_t i = 0; i < num_recvs; ++i) peer_of(recvs[i].peer, "a receive").recvs.push_back(&recvs[i]);
+  for (size_t i = 0; i < num_sends; ++i)
+    if (Peer* p = peer_of(sends[i].peer, "a send")) p->sends.push_back(&sends[i]);
+  for (size_t i = 0; i < num_recvs; ++i)
+    if (Peer* p = peer_of(recvs[i].peer, "a receive")) p->recvs.push_back(&recvs[i]);
 
   std::vector<int> readers, writers;
   // The spin starts at the first round without progress: a round that makes progress
@@ -398,11 +416,44 @@ void StreamTransport::poll_interrupts(const std::function<void()>& check) {
   check();
 }
 
+bool StreamTransport::vote_skipped(int peer) const {
+  const Peer& p = peers_[peer];
+  return p.left || p.ended;
+}
+
+void StreamTransport::throw_if_ended(int peer, const std::function<std::string(int)>& name) {
+  Peer& p = peers_[peer];
+  if (p.left || p.ended) throw_peer_ended(p, name);
+}
+
+void StreamTransport::peek_votes(uint64_t seq, const std::function<std::string(int)>& name) {
+  std::lock_guard<DriveLock> driving(drive_mu_);
+  for (int i = 0; i < num_tasks_; ++i) {
+    Peer& p = peers_[i];
+    Link* link = p.link.load(std::memory_order_acquire);
+    if (i == task_id_ || link == nullptr || !p.lost.empty() || p.left || p.ended || p.in_payload) continue;
+    if (p.in_header_got < kFrameHeaderBytes) {
+      std::string error;
+      const int64_t got = link->recv(p.in_header + p.in_header_got, kFrameHeaderBytes - p.in_header_got, &error);
+      if (got <= 0) continue;  // nothing yet (a lost link shows at the next exchange)
+      p.in_header_got += static_cast<size_t>(got);
+      if (p.in_header_got < kFrameHeaderBytes) continue;
+    }
+    // A whole header, kept for the next exchange, which checks it as any other.
+    FrameHeader h;
+    if (!decode_header(p.in_header, &h).empty() || h.step != step_) continue;
+    if ((h.tag == kEndTag && h.type == static_cast<uint16_t>(FrameType::kData)) ||
+        (h.seq == seq && h.digest == kVoteDigest))
+      throw VoteCalled(TPU_ABORTED, str_cat(name(i), h.tag == kEndTag ? " ended the step" : " voted",
+                                            " after sending its data of collective #", seq));
+  }
+}
+
 void StreamTransport::probe(int peer, const std::function<std::string(int)>& name) {
   Peer& p = peers_[peer];
   if (p.link.load(std::memory_order_acquire) == nullptr)
     tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no data connection");
-  if (p.left) throw_peer_ended(p, name);
+  if (p.left || p.ended) throw_peer_ended(p, name);
   if (!p.lost.empty()) throw_gone(p, name);
   p.recvs.clear();
   p.recv_index = 0;

@@ -87,6 +87,23 @@ class Transport {
                         const std::function<void()>& check,
                         const std::function<std::string(int)>& name) = 0;
 
+  // After collective seq's data all came: throws VoteCalled if a peer has already
+  // voted on it, or ended the step, behind its data (its frames are there to read now;
+  // nothing is waited for). Anything else that came is left for the next exchange.
+  // A task late to a collective gets its peers' data, which they sent before their
+  // deadline, and only this tells it they have given up since.
+  virtual void peek_votes(uint64_t seq, const std::function<std::string(int)>& name) {
+    (void)seq, (void)name;
+  }
+
+  // Whether a vote's exchange (digest kVoteDigest) passed `peer` over: it ended the
+  // step (or left) without the vote, before or during it; throw_if_ended() then throws
+  // what its end means here, as exchange() would have.
+  virtual bool vote_skipped(int peer) const { (void)peer; return false; }
+  virtual void throw_if_ended(int peer, const std::function<std::string(int)>& name) {
+    (void)peer, (void)name;
+  }
+
   // Wakes a thread inside exchange() so that it calls check(). Any thread.
   virtual void interrupt() = 0;
 

@@ -16,7 +16,11 @@
  * LAYOUT places the participants (4 cores in all, the default assignment's global core g
  * on task g / cores-per-task): "local" puts each cross-replica group {0,2}, {1,3} on
  * one task when there are 2 tasks; "span" puts replica 0 on one task, replica 1 on
- * the other. (One process, or 4 tasks of 1 core: the same either way.)
+ * the other. (One process, or 4 tasks of 1 core: the same either way.) "all" is span's
+ * placement, with one group of every participant: the collectives are in
+ * CROSS_REPLICA_AND_PARTITION mode (the culprit's "mode": CROSS_PARTITION; "groups":
+ * {{0,1}} against the culprit's {{0},{1}}), so that every group spans every task and the
+ * tasks' vote rides on their data exchange.
  *
  * Every participant of this task prints one line
  *   verdict P<p> <what> <STATUS> culprit=<yes|no>
@@ -38,6 +42,7 @@
 static const char *g_kind;
 static int g_task;
 static int64_t g_timeout_ms = 2000;
+static int g_all;  /* LAYOUT "all": one group of everyone */
 
 static void sleep_ms(long ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -61,7 +66,7 @@ static tpu_status step_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int n
   tpu_replica_context_logical_core(ctx, &c);
   const int p = r * 2 + c, culprit = p == 3;
   tpu_collective_options o = TPU_COLLECTIVE_OPTIONS_INIT;
-  o.group_mode = TPU_GROUP_MODE_CROSS_REPLICA;
+  o.group_mode = g_all ? TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION : TPU_GROUP_MODE_CROSS_REPLICA;
   const int32_t together[2] = {0, 1}, apart[2] = {0, 1};
   tpu_group_assignment g_together = {together, 1, 2}, g_apart = {apart, 2, 1};
   const tpu_group_assignment *groups = NULL;
@@ -94,12 +99,13 @@ static tpu_status step_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int n
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: verdict_worker mode|groups|badarg|skip|fail|late local|span\n");
+    fprintf(stderr, "usage: verdict_worker mode|groups|badarg|skip|fail|late local|span|all\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   g_kind = argv[1];
-  const int span = !strcmp(argv[2], "span");
+  g_all = !strcmp(argv[2], "all");
+  const int span = g_all || !strcmp(argv[2], "span");
   const char *t = getenv("VERDICT_TIMEOUT_MS");
   if (t) g_timeout_ms = atoll(t);
   tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
