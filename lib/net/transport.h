@@ -88,8 +88,8 @@ class Transport {
                         const std::function<std::string(int)>& name) = 0;
 
   // After collective seq's data all came: throws VoteCalled if a peer has already
-  // voted on it, or ended the step, behind its data (its frames are there to read now;
-  // nothing is waited for). Anything else that came is left for the next exchange.
+  // voted on it behind its data (its frames are there to read now; nothing is waited
+  // for). Anything else that came is left for the next exchange.
   // A task late to a collective gets its peers' data, which they sent before their
   // deadline, and only this tells it they have given up since.
   virtual void peek_votes(uint64_t seq, const std::function<std::string(int)>& name) {
