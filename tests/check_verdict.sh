@@ -7,7 +7,8 @@
 # process of 4 cores (the reference), 2 tasks of 2 cores with each cross-replica group
 # on one task ("local") or spanning both ("span"), and 4 tasks of 1 core; and with one
 # group of all 4 participants ("all": the tasks' vote rides on their data exchange), 2
-# and 4 tasks; over each data plane (TRANSPORTS, default "tcp shm"). Prints the matrix at the end: each cell
+# and 4 tasks; over each data plane (TRANSPORTS, default "tcp shm", and "mpi" under
+# mpirun when it and the plugin are here). Prints the matrix at the end: each cell
 # holds the status of participants 0..3 (a culprit that did not call the collective
 # shows what it returned, in lower case), "=" where every line matches one process's.
 # Every run is bounded by `timeout`; deadlines are short (VERDICT_TIMEOUT_MS, 2000).
@@ -23,7 +24,29 @@ export TPURT_HEARTBEAT_INTERVAL_MS=200 TPURT_HEARTBEAT_TIMEOUT_MS=3000
 export TPURT_INIT_TIMEOUT_MS=30000 TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS=5000
 export VERDICT_TIMEOUT_MS=${VERDICT_TIMEOUT_MS:-2000}
 unset TF_CONFIG SLURM_JOB_ID OMPI_COMM_WORLD_SIZE DTENSOR_JOBS TPURT_CLUSTER_TOKEN TPURT_TRANSPORT
-TRANSPORTS=${TRANSPORTS:-tcp shm}
+# MPI through the plugin too, when mpirun and the plugin are here (as check_mpi.sh).
+plugin=$BUILD/lib/libtpurt_mpi.so
+if [ -z "${TRANSPORTS:-}" ]; then
+  TRANSPORTS="tcp shm"
+  if [ -z "${SANITIZE:-}" ] && command -v mpirun >/dev/null 2>&1 && [ -e "$plugin" ]; then
+    TRANSPORTS+=" mpi"
+  else echo "check_verdict: no mpi runs (mpirun, or $plugin from make mpi, missing)"; fi
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN=(mpirun --oversubscribe --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+# launch N ARGS...: the worker on N tasks of 4/N cores (tpurt launch, or mpirun for mpi).
+launch() {
+  local n=$1 base addresses= i
+  shift
+  if [ "$TPURT_TRANSPORT" != mpi ]; then
+    timeout 60 "$tpurt" launch -n "$n" --cores-per-task $((4 / n)) -- "$worker" "$@" 2>&1
+    return
+  fi
+  base=$(port_base "$n") || { echo "no free ports"; return; }
+  for ((i = 0; i < n; i++)); do addresses+=${addresses:+,}127.0.0.1:$((base + i)); done
+  TPURT_MPI_PLUGIN=$root/$plugin TPURT_NUM_CORES=$((4 / n)) TPURT_TASK_ADDRESSES=$addresses \
+    TPURT_COORDINATOR_ADDRESS=127.0.0.1:$base timeout -k 5 60 "${MPIRUN[@]}" -n "$n" "$worker" "$@" 2>&1
+}
 KINDS=${KINDS:-mode groups badarg skip fail late}
 
 # lines OUTPUT: every participant's verdict line, sorted (one per participant).
@@ -69,7 +92,7 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
     setups+=("$name")
     for kind in $KINDS; do
       start=$(date +%s%N)
-      out=$(timeout 60 "$tpurt" launch -n "$n" --cores-per-task $((4 / n)) -- "$worker" "$kind" "$layout" 2>&1)
+      out=$(launch "$n" "$kind" "$layout")
       ms=$((($(date +%s%N) - start) / 1000000))
       got=$(lines "$out")
       c=$(cell "$got")

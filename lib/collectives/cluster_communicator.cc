@@ -35,7 +35,7 @@ struct Published {
 // task's message and descriptors. Its frames carry a digest of their own: tasks that
 // disagree on the collective must still read each other's ballots.
 constexpr uint32_t kBallotTag = 0, kBlobTag = 1;
-constexpr uint64_t kVoteDigest = 0x766572646963742eull;
+using net::kVoteDigest;
 constexpr uint32_t kBallotMagic = 0x766f7465u;
 constexpr uint32_t kMismatch = 1, kDescriptors = 2;
 constexpr uint64_t kMaxBlobBytes = 1u << 20;
@@ -97,8 +97,8 @@ void ClusterCommunicator::reset(const int* cpu_of_rank) {
   verdict_ = Verdict{};
 }
 
-int64_t ClusterCommunicator::timeout_of(int lr) const {
-  return call_timeout_ms_[lr] > 0 ? call_timeout_ms_[lr] : const_cast<ClusterCommunicator*>(this)->rendezvous().step_timeout();
+int64_t ClusterCommunicator::timeout_of(int lr) {
+  return call_timeout_ms_[lr] > 0 ? call_timeout_ms_[lr] : rendezvous().step_timeout();
 }
 
 template <typename Fn>
@@ -235,8 +235,29 @@ ClusterCommunicator::Verdict ClusterCommunicator::vote(uint64_t seq, tpu_status 
       ptrs[p] = &all[p];
     }
     const int k = cores_per_replica();
-    return {TPU_INVALID_ARGUMENT, -1,
-            mismatch_message(seq, ptrs, [k](int p) { return participant_name(p, k); }, k > 1)};
+    std::string message = mismatch_message(seq, ptrs, [k](int p) { return participant_name(p, k); }, k > 1);
+    // When whole tasks disagree (each task's participants agreed among themselves),
+    // which task called what: the program that diverged is a task's.
+    bool local_mismatch = false;
+    for (int t = 0; t < num_tasks; ++t) local_mismatch |= cx_.participants_on(t) > 0 && (ballots[t].flags & kMismatch);
+    if (!local_mismatch) {
+      std::string by_task;
+      std::vector<bool> told(num_tasks, false);
+      for (int t = 0; t < num_tasks; ++t) {
+        if (cx_.participants_on(t) == 0 || told[t]) continue;
+        std::string tasks;
+        for (int u = t; u < num_tasks; ++u) {
+          if (cx_.participants_on(u) == 0 || told[u] || ballots[u].digest != ballots[t].digest) continue;
+          told[u] = true;
+          tasks += str_cat(tasks.empty() ? "" : " and ", describe_task(u));
+        }
+        int p0 = 0;
+        while (cx_.task_of(p0) != t) ++p0;
+        by_task += str_cat(by_task.empty() ? "" : "; ", tasks, " called ", all[p0].describe());
+      }
+      message += str_cat(" (by task: ", by_task, ")");
+    }
+    return {TPU_INVALID_ARGUMENT, -1, message};
   }
   if (abort >= 0) {
     const Ballot& b = ballots[abort];

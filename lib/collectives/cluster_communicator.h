@@ -100,7 +100,8 @@ class ClusterCommunicator : public Communicator {
   // the others wait for its verdict; throws the verdict (the participant it names as
   // origin gets its own error, as in one process).
   [[noreturn]] void settle(int participant, uint64_t seq, const Error& local);
-  int64_t timeout_of(int lr) const;
+  // A local participant's collective deadline.
+  int64_t timeout_of(int lr);
   // A ballot may come this long after the voter's own deadline (the task that waits
   // for a late participant votes at its deadline).
   static int64_t grace_ms(int64_t timeout_ms) { return std::min<int64_t>(std::max<int64_t>(timeout_ms / 4, 100), 2000); }
