@@ -25,9 +25,9 @@ export TPURT_INIT_TIMEOUT_MS=30000 TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS=5000
 export VERDICT_TIMEOUT_MS=${VERDICT_TIMEOUT_MS:-2000}
 unset TF_CONFIG SLURM_JOB_ID OMPI_COMM_WORLD_SIZE DTENSOR_JOBS TPURT_CLUSTER_TOKEN TPURT_TRANSPORT
 # MPI through the plugin (as check_mpi.sh) with VERDICT_MPI=1, when mpirun and the
-# plugin are here: not by default yet, since a task whose only core is late gets
-# TPU_INVALID_ARGUMENT there (4 tasks, the late kind), where the others get
-# TPU_DEADLINE_EXCEEDED.
+# plugin are here: not by default yet, since over MPI the tasks do not vote
+# (ClusterCommunicator::votes(): the plugin takes a vote's messages for the
+# collective's own), so its rows show the verdict gaps that remain there.
 plugin=$BUILD/lib/libtpurt_mpi.so
 if [ -z "${TRANSPORTS:-}" ]; then
   TRANSPORTS="tcp shm"

@@ -102,6 +102,9 @@ class ClusterCommunicator : public Communicator {
   [[noreturn]] void settle(int participant, uint64_t seq, const Error& local);
   // A local participant's collective deadline.
   int64_t timeout_of(int lr);
+  // Whether the tasks vote (one verdict): not over MPI yet, whose plugin takes the
+  // vote's messages for the collective's own (check_mpi.sh fails with them).
+  bool votes() const { return cx_.offload() == nullptr; }
   // A ballot may come this long after the voter's own deadline (the task that waits
   // for a late participant votes at its deadline).
   static int64_t grace_ms(int64_t timeout_ms) { return std::min<int64_t>(std::max<int64_t>(timeout_ms / 4, 100), 2000); }
