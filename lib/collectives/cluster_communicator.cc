@@ -32,22 +32,24 @@ struct Published {
   Tensor* take() { return std::exchange(t, nullptr); }
 };
 
-// Validates on this participant; a failure fails the whole step, so peers blocked in
-// the same collective learn of it at once.
-template <typename Fn>
-void guard(Rendezvous& rv, int lr, int participant, Fn&& checks) {
-  if (rv.aborted()) {
-    uint64_t seq;
-    rv.begin(lr, &seq);
-    rv.arrive_and_check(lr, seq);  // throws the step's failure
-  }
-  try {
-    checks();
-  } catch (const Error& e) {
-    rv.poison(e.code(), e.message(), participant);
-    throw;
-  }
-}
+// The vote (see the header): a ballot, then, only when the ballots differ, every
+// task's message and descriptors. Its frames carry a digest of their own: tasks that
+// disagree on the collective must still read each other's ballots.
+constexpr uint32_t kBallotTag = 0, kBlobTag = 1;
+using net::kVoteDigest;
+constexpr uint32_t kBallotMagic = 0x766f7465u;
+constexpr uint32_t kMismatch = 1, kDescriptors = 2;
+constexpr uint64_t kMaxBlobBytes = 1u << 20;
+
+struct Ballot {
+  uint32_t magic = 0;
+  int32_t code = TPU_OK;
+  int32_t origin = -1;
+  uint32_t flags = 0;
+  uint64_t digest = 0;         // the descriptor its participants agreed on (kDescriptors)
+  uint64_t message_bytes = 0;  // the blob: the message, then (kDescriptors) each local
+  uint64_t blob_bytes = 0;     // participant's descriptor in order
+};
 
 void fill_desc(Descriptor* d, CollectiveKind kind, const Tensor* x) {
   *d = Descriptor{};
@@ -86,6 +88,231 @@ ClusterCommunicator::ClusterCommunicator(std::vector<int> task_of_participant, i
 }
 
 ClusterCommunicator::~ClusterCommunicator() = default;
+
+void ClusterCommunicator::reset(const int* cpu_of_rank) {
+  Communicator::reset(cpu_of_rank);
+  std::lock_guard<std::mutex> lock(verdict_mu_);
+  claimed_ = decided_ = false;
+  voted_seq_ = 0;
+  verdict_ = Verdict{};
+}
+
+int64_t ClusterCommunicator::timeout_of(int lr) {
+  return call_timeout_ms_[lr] > 0 ? call_timeout_ms_[lr] : rendezvous().step_timeout();
+}
+
+template <typename Fn>
+void ClusterCommunicator::guard(int lr, int participant, Fn&& checks) {
+  Rendezvous& rv = rendezvous();
+  if (rv.aborted()) {
+    uint64_t seq;
+    rv.begin(lr, &seq);
+    try {
+      rv.arrive_and_check(lr, seq);  // throws the step's failure
+    } catch (const Error& e) {
+      settle(participant, seq, e);
+    }
+  }
+  try {
+    checks();
+  } catch (const Error& e) {
+    rv.poison(e.code(), e.message(), participant);
+    uint64_t seq;
+    rv.begin(lr, &seq);
+    settle(participant, seq, e);
+  }
+}
+
+ClusterCommunicator::Verdict ClusterCommunicator::vote(uint64_t seq, tpu_status code, int origin,
+                                                       const std::string& message, bool mismatch,
+                                                       int64_t timeout_ms) {
+  Rendezvous& rv = rendezvous();
+  const int me = cx_.task_id(), num_tasks = cx_.num_tasks();
+  const int n_local = static_cast<int>(cx_.local_participants().size());
+  const bool descs = code == TPU_OK || mismatch;  // every local participant arrived
+  Ballot mine;
+  mine.magic = kBallotMagic;
+  mine.code = code;
+  mine.origin = origin;
+  mine.flags = (mismatch ? kMismatch : 0) | (descs ? kDescriptors : 0);
+  mine.digest = descs ? rv.arrival_digest(0, seq) : 0;
+  mine.message_bytes = message.size();
+  mine.blob_bytes = message.size() + (descs ? n_local * sizeof(Descriptor) : 0);
+  std::vector<Ballot> ballots(num_tasks);
+  ballots[me] = mine;
+  std::vector<net::Send> sends;
+  std::vector<net::Recv> recvs;
+  for (int t = 0; t < num_tasks; ++t) {
+    if (t == me || cx_.participants_on(t) == 0) continue;
+    sends.push_back({t, kBallotTag, &mine, sizeof mine});
+    recvs.push_back({t, kBallotTag, &ballots[t], sizeof(Ballot)});
+  }
+  // The vote runs to its end whatever happens here meanwhile: every task needs this
+  // task's ballot.
+  static const std::function<void()> no_check = [] {};
+  const auto deadline = deadline_after(coarse_now(), timeout_ms);
+  net::Transport* transport = cx_.transport();
+  transport->exchange(seq, kVoteDigest, sends.data(), sends.size(), recvs.data(), recvs.size(), deadline,
+                      no_check, cx_.namer());
+  bool agree = true;
+  std::vector<bool> gone(num_tasks, false);  // ended the step without voting
+  for (const net::Recv& r : recvs) {
+    const Ballot& b = ballots[r.peer];
+    if (b.magic != kBallotMagic && transport->vote_skipped(r.peer)) {
+      gone[r.peer] = true;
+      agree = false;
+      continue;
+    }
+    if (b.magic != kBallotMagic || b.blob_bytes > kMaxBlobBytes || b.message_bytes > b.blob_bytes ||
+        ((b.flags & kDescriptors) &&
+         b.blob_bytes != b.message_bytes + cx_.participants_on(r.peer) * sizeof(Descriptor)))
+      fail(TPU_UNAVAILABLE, cx_.namer()(r.peer), " sent a malformed ballot for collective #", seq);
+    agree &= b.code == TPU_OK && b.digest == mine.digest;
+  }
+  if (agree && code == TPU_OK) return {};
+
+  // Every task knows the ballots differ: each sends its message and descriptors.
+  std::vector<std::string> blobs(num_tasks);
+  std::string& blob = blobs[me];
+  blob.assign(mine.blob_bytes, '\0');
+  std::memcpy(&blob[0], message.data(), message.size());
+  if (descs)
+    for (int j = 0; j < n_local; ++j)
+      std::memcpy(&blob[message.size() + j * sizeof(Descriptor)], &rv.record(j, seq).desc, sizeof(Descriptor));
+  const std::vector<net::Send> voters = sends;
+  sends.clear();
+  recvs.clear();
+  for (const net::Send& v : voters) {
+    const int t = v.peer;
+    if (gone[t]) continue;
+    blobs[t].assign(ballots[t].blob_bytes, '\0');
+    sends.push_back({t, kBlobTag, blob.data(), blob.size()});
+    recvs.push_back({t, kBlobTag, &blobs[t][0], blobs[t].size()});
+  }
+  transport->exchange(seq, kVoteDigest, sends.data(), sends.size(), recvs.data(), recvs.size(), deadline,
+                      no_check, cx_.namer());
+  // A voter that ended the step before its message came (it decided without this task,
+  // late to vote) counts as gone: its end says what it decided.
+  for (const net::Recv& r : recvs)
+    if (transport->vote_skipped(r.peer)) gone[r.peer] = true;
+
+  // The verdict, from what every task now holds alike (tasks in order).
+  auto message_of = [&](int t) { return blobs[t].substr(0, ballots[t].message_bytes); };
+  int failure = -1, abort = -1, first_with_descs = -1;
+  bool disagree = false, all_descs = true;
+  int first_gone = -1;
+  for (int t = 0; t < num_tasks; ++t) {
+    if (cx_.participants_on(t) == 0) continue;
+    if (gone[t]) {
+      if (first_gone < 0) first_gone = t;
+      all_descs = false;
+      continue;
+    }
+    const Ballot& b = ballots[t];
+    if (b.flags & kMismatch) disagree = true;
+    else if (b.code == TPU_ABORTED && abort < 0) abort = t;
+    else if (b.code != TPU_OK && b.code != TPU_ABORTED && failure < 0) failure = t;
+    if (!(b.flags & kDescriptors)) {
+      all_descs = false;
+    } else if (first_with_descs < 0) {
+      first_with_descs = t;
+    } else if (b.digest != ballots[first_with_descs].digest) {
+      disagree = true;
+    }
+  }
+  if (failure >= 0) {
+    const Ballot& b = ballots[failure];
+    return {static_cast<tpu_status>(b.code), b.origin, message_of(failure)};
+  }
+  if (disagree && all_descs) {
+    const int n = num_participants();
+    std::vector<Descriptor> all(n);
+    std::vector<const Descriptor*> ptrs(n);
+    for (int p = 0; p < n; ++p) {
+      const int t = cx_.task_of(p);
+      std::memcpy(&all[p], &blobs[t][ballots[t].message_bytes + cx_.index_on_task(p) * sizeof(Descriptor)],
+                  sizeof(Descriptor));
+      ptrs[p] = &all[p];
+    }
+    const int k = cores_per_replica();
+    std::string message = mismatch_message(seq, ptrs, [k](int p) { return participant_name(p, k); }, k > 1);
+    // When whole tasks disagree (each task's participants agreed among themselves),
+    // which task called what: the program that diverged is a task's.
+    bool local_mismatch = false;
+    for (int t = 0; t < num_tasks; ++t) local_mismatch |= cx_.participants_on(t) > 0 && (ballots[t].flags & kMismatch);
+    if (!local_mismatch) {
+      std::string by_task;
+      std::vector<bool> told(num_tasks, false);
+      for (int t = 0; t < num_tasks; ++t) {
+        if (cx_.participants_on(t) == 0 || told[t]) continue;
+        std::string tasks;
+        for (int u = t; u < num_tasks; ++u) {
+          if (cx_.participants_on(u) == 0 || told[u] || ballots[u].digest != ballots[t].digest) continue;
+          told[u] = true;
+          tasks += str_cat(tasks.empty() ? "" : " and ", describe_task(u));
+        }
+        int p0 = 0;
+        while (cx_.task_of(p0) != t) ++p0;
+        by_task += str_cat(by_task.empty() ? "" : "; ", tasks, " called ", all[p0].describe());
+      }
+      message += str_cat(" (by task: ", by_task, ")");
+    }
+    return {TPU_INVALID_ARGUMENT, -1, message};
+  }
+  if (abort >= 0) {
+    const Ballot& b = ballots[abort];
+    return {TPU_ABORTED, b.origin, message_of(abort)};
+  }
+  if (first_gone >= 0) {  // what its end means, as every voter reads it
+    try {
+      transport->throw_if_ended(first_gone, cx_.namer());
+    } catch (const Error& e) {
+      return {e.code(), -1, e.message()};
+    }
+  }
+  return {TPU_INVALID_ARGUMENT, -1,
+          str_cat("collective #", seq, ": the tasks' participants called different collectives, or with "
+                  "different dtypes, shapes, operations or groups")};
+}
+
+void ClusterCommunicator::settle(int participant, uint64_t seq, const Error& local) {
+  if (!votes()) throw local;  // MPI: as before the verdict (see votes())
+  Rendezvous& rv = rendezvous();
+  const int64_t timeout = timeout_of(local_rank(participant));
+  std::unique_lock<std::mutex> lock(verdict_mu_);
+  if (!claimed_ && voted_seq_ < seq) {
+    claimed_ = true;
+    lock.unlock();
+    // The failure as this task's participants got it (the culprit's own error is
+    // worded without its name: the others get "replica R: ...").
+    int origin = -1;
+    tpu_status code = local.code();
+    std::string message = local.message();
+    rv.failure(&origin, &code, &message);
+    Verdict v;
+    try {
+      v = vote(seq, code, origin, message, rv.mismatch_seq() == seq, with_grace(timeout));
+    } catch (const Error& e) {
+      v = {e.code(), -1, e.message()};
+    }
+    rv.overrule(v.code, v.message, v.origin);
+    lock.lock();
+    verdict_ = v;
+    decided_ = true;
+    verdict_cv_.notify_all();
+  } else if (claimed_ && !decided_) {
+    // Another participant here votes: its verdict is this one's. Bounded as its vote.
+    wait_for_ms(verdict_cv_, lock, leader_bound(timeout), [&] { return decided_; });
+  }
+  if (decided_) {
+    const Verdict v = verdict_;
+    lock.unlock();
+    if (v.origin == participant && v.code == local.code()) throw local;
+    throw Error(v.code, v.message);
+  }
+  throw local;  // failed after its task voted (the leader's exchange): as before
+}
+
 
 void ClusterCommunicator::not_local(int participant) const {
   fail(TPU_INTERNAL, participant_name(participant, cores_per_replica()), " is not one of task ",
@@ -148,8 +375,20 @@ int ClusterCommunicator::shares_with(int rank, const Groups& g, size_t bytes) co
   return -1;
 }
 
+bool ClusterCommunicator::folds(const Groups* g, const Tensor* x) const {
+  // Shared windows' waits and MPI's do not read the peers' frames; windows serve
+  // reductions of 128 KiB and more (reduce_staged.cc), where a vote costs nothing.
+  if (g == nullptr || cx_.offload() != nullptr || (cx_.windows() != nullptr && x && x->byte_size >= 128 * 1024))
+    return false;
+  int tasks = 0;
+  for (int t = 0; t < cx_.num_tasks(); ++t) tasks += cx_.participants_on(t) > 0;
+  for (int gi = 0; gi < g->num_groups; ++gi)
+    if (static_cast<int>(cx_.split(g->row(gi), g->group_size).tasks.size()) != tasks) return false;
+  return true;
+}
+
 void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out,
-                              int share_with, FunctionRef<void(ClusterCall&)> leader) {
+                              int share_with, const Groups* fold, FunctionRef<void(ClusterCall&)> leader) {
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   uint64_t seq;
@@ -158,12 +397,17 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
   rec.input = x ? x->data : nullptr;
   rec.output = *out ? (*out)->data : nullptr;
   rec.result = *out;
-  rv.arrive_and_check(lr, seq);
+  try {
+    rv.arrive_and_check(lr, seq);
+  } catch (const Error& e) {
+    settle(rank, seq, e);
+  }
   // The first member cannot release its result before every member has finished.
   if (share_with >= 0 && share_with != rank) {
     const Tensor* first = rv.record(local_rank(share_with), seq).result;
     *out = share(first, first->dims, first->rank, 0);
   }
+  const int64_t timeout = timeout_of(lr);
   if (lr == 0) {
     ClusterCall& call = *call_;
     call.seq = seq;
@@ -175,16 +419,90 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
       call.input[j] = rv.record(j, seq).input;
       call.output[j] = rv.record(j, seq).output;
     }
-    const int64_t timeout = call_timeout_ms_[0] > 0 ? call_timeout_ms_[0] : rv.step_timeout();
-    call.deadline = deadline_after(coarse_now(), timeout);
+    {
+      std::lock_guard<std::mutex> lock(verdict_mu_);
+      voted_seq_ = seq;
+    }
+    // Once this task's collective failed past its vote: the step's verdict, which every
+    // later collective of the step throws.
+    auto decide = [&](const Verdict& v) {
+      rv.overrule(v.code, v.message, v.origin);
+      {
+        std::lock_guard<std::mutex> lock(verdict_mu_);
+        claimed_ = decided_ = true;
+        verdict_ = v;
+      }
+      verdict_cv_.notify_all();
+      throw Error(v.code, v.message);
+    };
+    if (!votes()) {
+      call.deadline = deadline_after(coarse_now(), timeout);
+      try {
+        leader(call);
+      } catch (const Error& e) {
+        rv.poison(e.code(), e.message());
+        throw;
+      }
+      rv.finish(lr, seq);
+      return;
+    }
+    const bool folded = folds(fold, x);
+    Verdict v;
+    if (!folded) {
+      try {
+        v = vote(seq, TPU_OK, -1, std::string(), false, with_grace(timeout));
+      } catch (const Error& e) {
+        v = {e.code(), -1, e.message()};
+      }
+      if (v.code != TPU_OK) decide(v);
+    }
+    // Folded, a peer's ballot may come instead of its data: a task that waits for a late
+    // participant votes at its deadline, so the exchange waits as long as a vote.
+    call.deadline = deadline_after(coarse_now(), folded ? with_grace(timeout) : timeout);
     try {
       leader(call);
+      // Folded, the data that came may be from peers that gave up on this task since.
+      if (folded) cx_.transport()->peek_votes(seq, cx_.namer());
     } catch (const Error& e) {
-      rv.poison(e.code(), e.message());
-      throw;
+      if (!folded) {  // past the vote: as before it
+        rv.poison(e.code(), e.message());
+        rv.failure(&v.origin, &v.code, &v.message);
+        {
+          std::lock_guard<std::mutex> lock(verdict_mu_);
+          claimed_ = decided_ = true;
+          verdict_ = v;
+        }
+        verdict_cv_.notify_all();
+        throw;
+      }
+      // Every task must hear of it before any returns: they vote now. A peer that
+      // called the vote, or sent data of another descriptor, leaves this task's
+      // participants agreed (its ballot says which descriptor); any other failure
+      // is this task's ballot.
+      const bool agreed = dynamic_cast<const net::VoteCalled*>(&e) || dynamic_cast<const net::PeerDisagrees*>(&e);
+      try {
+        v = agreed ? vote(seq, TPU_OK, -1, std::string(), false, with_grace(timeout))
+                   : vote(seq, e.code(), -1, e.message(), false, grace_ms(timeout));
+      } catch (const Error& e2) {
+        v = {e2.code(), -1, e2.message()};
+      }
+      if (v.code == TPU_OK)
+        v = {TPU_INTERNAL, -1, str_cat("collective #", seq, ": its exchange failed (", e.message(),
+                                       "), yet every task voted that it agreed")};
+      decide(v);
     }
   }
-  rv.finish(lr, seq);
+  // The others wait for the leader, whose vote and exchange are bounded (a deadline
+  // each, with grace).
+  if (!votes()) {
+    rv.finish(lr, seq);
+    return;
+  }
+  try {
+    rv.finish(lr, seq, lr == 0 ? 0 : leader_bound(timeout));
+  } catch (const Error& e) {
+    settle(rank, seq, e);
+  }
 }
 
 Tensor* ClusterCommunicator::all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
@@ -202,7 +520,7 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
   Groups g{};
   int shared_with = -1;
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
     fill_desc(&desc, CollectiveKind::kAllReduce, x);
@@ -212,7 +530,7 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
   });
   desc.op = op;
   desc.bf16_wire = bf16_wire;
-  run(rank, desc, x, &out.t, shared_with, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, shared_with, &g, [&](ClusterCall& call) {
     reduce_groups(cx_, call, g, Reduction{x, op, /*into_output=*/true, /*scatter_blocks=*/false},
                   [&](int member, const char* result) {
       void* dst = call.output[cx_.local_index(member)];
@@ -238,7 +556,7 @@ Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_
   int a = 0;
   int64_t dims[TPU_MAX_RANK];
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     check_reduction(x->dtype, op);
     fill_desc(&desc, CollectiveKind::kReduceScatter, x);
@@ -249,7 +567,7 @@ Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_
   desc.op = op;
   desc.params[0] = a;
   desc.bf16_wire = bf16_wire;
-  run(rank, desc, x, &out.t, -1, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, -1, &g, [&](ClusterCall& call) {
     // Each member's block is contiguous when every dimension before the axis is 1.
     bool contiguous = true;
     for (int d = 0; d < a; ++d) contiguous &= x->dims[d] == 1;
@@ -280,7 +598,7 @@ Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
   int64_t dims[TPU_MAX_RANK];
   int shared_with = -1;
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kAllGather, x);
     g = groups_of(groups, &desc);
@@ -289,7 +607,7 @@ Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
     if (shared_with < 0 || shared_with == rank) out.t = new_tensor_uninitialized(x->dtype, dims, x->rank);
   });
   desc.params[0] = a;
-  run(rank, desc, x, &out.t, shared_with, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, shared_with, &g, [&](ClusterCall& call) {
     gather_groups(cx_, call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
       for (int k = 0; k < size; ++k) {
         if (!cx_.is_local(row[k])) continue;
@@ -315,7 +633,7 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
   int c = 0, s = 0;
   int64_t box[TPU_MAX_RANK], dims[TPU_MAX_RANK];
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kAllToAll, x);
     g = groups_of(groups, &desc);
@@ -325,7 +643,7 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
   desc.params[0] = s;
   desc.params[1] = c;
   desc.params[2] = split_count;
-  run(rank, desc, x, &out.t, -1, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, -1, &g, [&](ClusterCall& call) {
     gather_groups(cx_, call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
       for (int pos = 0; pos < size; ++pos) {
         if (!cx_.is_local(row[pos])) continue;
@@ -348,7 +666,7 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
   const int lr = local_rank(rank);
   Descriptor desc;
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kCollectivePermute, x);
     permute_source(pairs, num_pairs, num_participants(), rank);
@@ -357,7 +675,7 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
   desc.num_groups = num_pairs;
   desc.group_size = 2;
   desc.groups_hash = hash_ids(pairs, int64_t(num_pairs) * 2);
-  run(rank, desc, x, &out.t, -1, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, -1, nullptr, [&](ClusterCall& call) {
     const size_t bytes = x->byte_size;
     std::vector<bool> targeted(cx_.local_participants().size(), false);
     std::vector<net::Send> sends;
@@ -389,7 +707,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
   Groups g{};
   int shared_with = -1;
   Published out{rv, lr};
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kBroadcast, x);
     g = groups_of(groups, &desc);
@@ -399,7 +717,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
     if (shared_with < 0 || shared_with == rank) out.t = new_tensor_like(x);
   });
   desc.params[0] = root;
-  run(rank, desc, x, &out.t, shared_with, [&](ClusterCall& call) {
+  run(rank, desc, x, &out.t, shared_with, nullptr, [&](ClusterCall& call) {
     const size_t bytes = x->byte_size;
     for (int gi = 0; gi < g.num_groups; ++gi) {
       const int32_t* row = g.row(gi);
@@ -430,16 +748,16 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
 }
 
 void ClusterCommunicator::barrier(int rank) {
-  Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   Descriptor desc;
-  guard(rv, lr, rank, [&] {
+  guard(lr, rank, [&] {
     fill_desc(&desc, CollectiveKind::kBarrier, nullptr);
     Groups g = groups_of(nullptr, &desc);
     (void)g;
   });
   Tensor* none = nullptr;
-  run(rank, desc, nullptr, &none, -1, [&](ClusterCall& call) {
+  const Groups everyone{all_.data(), 1, num_participants()};
+  run(rank, desc, nullptr, &none, -1, &everyone, [&](ClusterCall& call) {
     std::vector<net::Send> sends;
     std::vector<net::Recv> recvs;
     std::vector<bool> has(cx_.num_tasks(), false);

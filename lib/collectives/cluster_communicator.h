@@ -9,14 +9,28 @@
 // per file, and the tables that choose among them are cluster_algorithms.h's: the
 // log-round, direct and posted gathers; the offload (MPI), staged-window, gathered,
 // chained and sliced reductions. Permute, broadcast and barrier are here.
+//
+// One verdict (DESIGN.md): before any participant returns from a collective, every
+// task knows how every other task's participants met it. The leader of each task (or,
+// when this task's participants failed to meet, the first of them to fail) sends
+// every other task a ballot: the descriptor digest its participants agreed on, or the
+// failure they got (code, culprit, and the message as they got it). Every task decides
+// the same verdict from the same ballots: a task's failure (the lowest task's, an
+// abort only if there is nothing else), else, when descriptors differ anywhere, the
+// disagreement worded from every participant's descriptor as one process words it.
+// A failed verdict ends the step here as one process's failure would.
 #pragma once
 
+#include <algorithm>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "collectives/cluster_context.h"
 #include "collectives/communicator.h"
+#include "core/deadline.h"
 #include "core/function_ref.h"
 #include "net/transport.h"
 
@@ -44,6 +58,7 @@ class ClusterCommunicator : public Communicator {
   // core 0, replica 3 core 1)", for messages.
   std::string describe_task(int task) const;
 
+  void reset(const int* cpu_of_rank = nullptr) override;
   void set_call_timeout(int rank, int64_t timeout_ms) override;
   void abort(int participant, tpu_status code, const std::string& message) override;
   void depart(int rank) override;
@@ -66,6 +81,41 @@ class ClusterCommunicator : public Communicator {
     return cx_.local_index(participant);
   }
   [[noreturn]] void not_local(int participant) const;
+  // The step's failure as the tasks agreed on it.
+  struct Verdict {
+    tpu_status code = TPU_OK;
+    int origin = -1;  // the participant whose own error it is, or -1
+    std::string message;
+  };
+  // Validates on this participant; a failure fails the whole step, so peers blocked in
+  // the same collective learn of it at once (and, through settle, every task).
+  template <typename Fn>
+  void guard(int lr, int participant, Fn&& checks);
+  // This task's ballot for collective seq (code TPU_OK: its participants agreed on
+  // their descriptors; mismatch: they disagreed), exchanged with every task of the
+  // step; returns the verdict every task reaches. Throws what the exchange throws (a
+  // task that never votes: its end of the step, a lost link, the deadline).
+  Verdict vote(uint64_t seq, tpu_status code, int origin, const std::string& message, bool mismatch,
+               int64_t timeout_ms);
+  // A participant's collective seq failed here with `local`: the first to fail votes,
+  // the others wait for its verdict; throws the verdict (the participant it names as
+  // origin gets its own error, as in one process).
+  [[noreturn]] void settle(int participant, uint64_t seq, const Error& local);
+  // A local participant's collective deadline.
+  int64_t timeout_of(int lr);
+  // Whether the tasks vote (one verdict): not over MPI yet, whose plugin takes the
+  // vote's messages for the collective's own (check_mpi.sh fails with them).
+  bool votes() const { return cx_.offload() == nullptr; }
+  // A ballot may come this long after the voter's own deadline (the task that waits
+  // for a late participant votes at its deadline).
+  static int64_t grace_ms(int64_t timeout_ms) { return std::min<int64_t>(std::max<int64_t>(timeout_ms / 4, 100), 2000); }
+  // A timeout and its grace (saturating: a timeout past the clock's range stays none).
+  static int64_t with_grace(int64_t timeout_ms) { return add_timeouts_ms(timeout_ms, grace_ms(timeout_ms)); }
+  // How long a task's other participants wait for the leader: its vote and its
+  // exchange, each with grace, and a second more.
+  static int64_t leader_bound(int64_t timeout_ms) {
+    return add_timeouts_ms(add_timeouts_ms(with_grace(timeout_ms), with_grace(timeout_ms)), 1000);
+  }
   Groups groups_of(const tpu_group_assignment* groups, Descriptor* desc) const;
   // The participant whose result buffer `rank` shares: the first member of its group
   // on this task, when results are shared and its group has another member here;
@@ -74,8 +124,15 @@ class ClusterCommunicator : public Communicator {
   // Meets the local participants (after the caller validated), lets the leader run
   // `leader` and waits for it. out: this participant's result (for one that shares,
   // a handle on the first member's is made here); call.output of such a one is NULL.
+  // fold: the groups, when every member's result depends on every member's input
+  // (then a task whose data exchange reaches every task needs no separate vote: its
+  // peers' data, or their ballots instead, are theirs); else nullptr.
   void run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out, int share_with,
-           FunctionRef<void(ClusterCall&)> leader);
+           const Groups* fold, FunctionRef<void(ClusterCall&)> leader);
+  // Whether collective `desc` over groups g can fold its vote into its data exchange:
+  // every row spans every task of the step, and every wait of the exchange notices a
+  // peer's vote (not MPI's offload, nor shared windows).
+  bool folds(const Groups* g, const Tensor* x) const;
   Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op, const tpu_group_assignment* groups,
                       bool bf16_wire);
   Tensor* scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,
@@ -86,6 +143,14 @@ class ClusterCommunicator : public Communicator {
   uint64_t all_hash_ = 0;
   std::vector<int64_t> call_timeout_ms_;  // by local rank
   std::unique_ptr<ClusterCall> call_;  // the leader's, reused (its vectors keep their capacity)
+  // The step's verdict: claimed by the first participant to fail before its task voted
+  // (voted_seq_: the last collective the leader voted on), decided once known.
+  std::mutex verdict_mu_;
+  std::condition_variable verdict_cv_;
+  bool claimed_ = false;
+  bool decided_ = false;
+  uint64_t voted_seq_ = 0;
+  Verdict verdict_;
 };
 
 }  // namespace tpurt

@@ -149,6 +149,7 @@ void Rendezvous::reset(const int* cpu_of_rank) {
   failure_to_others_.clear();
   origin_code_ = TPU_OK;
   origin_message_.clear();
+  mismatch_seq_.store(0, std::memory_order_relaxed);
   failed_.store(false, std::memory_order_seq_cst);
 }
 
@@ -184,6 +185,26 @@ void Rendezvous::poison(tpu_status code, const std::string& message, int origin)
                                      : message;
     origin_code_ = code;
     origin_message_ = message;
+    failed_.store(true, std::memory_order_seq_cst);
+  }
+  wake_.wake();
+}
+
+void Rendezvous::overrule(tpu_status code, const std::string& message, int origin) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    failure_code_ = code;
+    failure_origin_ = origin;
+    failure_message_ = message;
+    // Worded as the step reports it ("replica R: ..."): the origin's own collectives
+    // give it its own words, the others "replica R failed (CODE): ...", as poison does.
+    const std::string prefix = origin >= 0 ? str_cat(participant_name(origin, cores_per_replica_), ": ") : "";
+    const bool prefixed = !prefix.empty() && message.compare(0, prefix.size(), prefix) == 0;
+    origin_code_ = code;
+    origin_message_ = prefixed ? message.substr(prefix.size()) : message;
+    failure_to_others_ = prefixed ? str_cat(participant_name(origin, cores_per_replica_), " failed (",
+                                            status_name(code), "): ", origin_message_)
+                                  : message;
     failed_.store(true, std::memory_order_seq_cst);
   }
   wake_.wake();
@@ -255,9 +276,9 @@ bool Rendezvous::cpu_mates_arrived(int rank, uint64_t seq, Phase phase) const {
   return true;
 }
 
-void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase) {
+void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase, int64_t bound_ms) {
   const int64_t call_ms = slots_[rank].call_timeout_ms;
-  const int64_t timeout_ms = call_ms > 0 ? call_ms : timeout_ms_;
+  const int64_t timeout_ms = bound_ms > 0 ? bound_ms : call_ms > 0 ? call_ms : timeout_ms_;
   Deadline deadline(timeout_ms);  // shared by the peers: the whole wait is bounded
   for (int r = 0; r < size_; ++r) {
     if (r == rank) continue;
@@ -305,40 +326,48 @@ void Rendezvous::arrive_and_check(int rank, uint64_t seq) {
     if (slots_[r].line[seq & 1].digest != digest) report_mismatch(seq);
 }
 
-void Rendezvous::report_mismatch(uint64_t seq) {
-  // The descriptor most replicas hold is "right"; name everyone who differs from it.
+std::string mismatch_message(uint64_t seq, const std::vector<const Descriptor*>& descs,
+                             const std::function<std::string(int)>& name_of, bool participants) {
+  const int n = static_cast<int>(descs.size());
   int best = 0, best_count = 0;
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < n; ++r) {
     int count = 0;
-    for (int q = 0; q < size_; ++q) count += record(q, seq).desc == record(r, seq).desc;
+    for (int q = 0; q < n; ++q) count += *descs[q] == *descs[r];
     if (count > best_count) best = r, best_count = count;
   }
-  const Descriptor& common = record(best, seq).desc;
+  const Descriptor& common = *descs[best];
   std::ostringstream os;
-  os << "collective #" << seq << ": " << (cores_per_replica_ > 1 ? "participants" : "replicas")
-     << " disagree with the " << best_count << " that called "
-     << common.describe() << ": ";
+  os << "collective #" << seq << ": " << (participants ? "participants" : "replicas")
+     << " disagree with the " << best_count << " that called " << common.describe() << ": ";
   int shown = 0;
-  for (int r = 0; r < size_; ++r) {
-    const Descriptor& d = record(r, seq).desc;
+  for (int r = 0; r < n; ++r) {
+    const Descriptor& d = *descs[r];
     if (d == common) continue;
-    os << (shown++ ? "; " : "") << name(r) << " called " << d.describe();
+    os << (shown++ ? "; " : "") << name_of(r) << " called " << d.describe();
   }
-  poison_and_throw(TPU_INVALID_ARGUMENT, os.str());
+  return os.str();
+}
+
+void Rendezvous::report_mismatch(uint64_t seq) {
+  std::vector<const Descriptor*> descs(size_);
+  for (int r = 0; r < size_; ++r) descs[r] = &record(r, seq).desc;
+  mismatch_seq_.store(seq, std::memory_order_release);
+  poison_and_throw(TPU_INVALID_ARGUMENT,
+                   mismatch_message(seq, descs, [this](int r) { return name(r); }, cores_per_replica_ > 1));
 }
 
 void Rendezvous::set_line_data(int rank, uint64_t seq, const void* data, size_t bytes) {
   std::memcpy(slots_[rank].line[seq & 1].data, data, bytes);
 }
 
-void Rendezvous::finish(int rank, uint64_t seq) {
+void Rendezvous::finish(int rank, uint64_t seq, int64_t timeout_ms) {
   if (size_ == 1) {
     slots_[rank].finished.store(seq, std::memory_order_release);
     return;
   }
   slots_[rank].finished.store(seq, std::memory_order_seq_cst);
   wake_.wake();
-  wait_all(rank, seq, Phase::kFinish);
+  wait_all(rank, seq, Phase::kFinish, timeout_ms);
 }
 
 }  // namespace tpurt

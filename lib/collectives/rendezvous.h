@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,6 +50,14 @@ struct Descriptor {
   std::string describe() const;
   uint64_t digest() const;
 };
+
+// The message of a disagreement among the participants of collective `seq`, whose
+// descriptors are descs (by participant; name_of(i) names descs[i]): the descriptor
+// most hold is "right", and everyone who differs from it is named. participants: the
+// word is "participants" (several cores per replica), else "replicas". One process and
+// every task of a cluster word it alike (ClusterCommunicator's verdict).
+std::string mismatch_message(uint64_t seq, const std::vector<const Descriptor*>& descs,
+                             const std::function<std::string(int)>& name_of, bool participants);
 
 // Inputs up to kLineBytes travel in the arrival cache line itself, so a peer's
 // arrival costs one line transfer; up to kInlineBytes in the record; larger ones are
@@ -94,6 +103,12 @@ class Rendezvous {
   // (CODE): message", so that no participant's error reads as if it were R.
   void poison(tpu_status code, const std::string& message, int origin = -1);
   [[noreturn]] void poison_and_throw(tpu_status code, const std::string& message);
+  // Makes `code` / `message` the step's failure even once it has failed (origin as
+  // failure() reports it; the message is worded already): the verdict every task of
+  // a cluster agreed on replaces what this task found. Wakes every waiter.
+  void overrule(tpu_status code, const std::string& message, int origin);
+  // The last collective whose participants here disagreed (report_mismatch), or 0.
+  uint64_t mismatch_seq() const { return mismatch_seq_.load(std::memory_order_acquire); }
   bool aborted() const { return failed_.load(std::memory_order_acquire); }
   // The step's failure as participants get it, and the replica it came from (-1:
   // none); false while the step has not failed.
@@ -113,7 +128,9 @@ class Rendezvous {
   void arrive_and_check(int rank, uint64_t seq);
   // Declares that `rank` finished touching peers' buffers for seq, and waits until
   // every participant has (needed when peers read or write this rank's buffers).
-  void finish(int rank, uint64_t seq);
+  // timeout_ms: the wait's bound, when not the call's (a cluster's participants wait
+  // for their leader's exchange, which is bounded itself).
+  void finish(int rank, uint64_t seq, int64_t timeout_ms = 0);
 
   const Record& record(int rank, uint64_t seq) const { return slots_[rank].rec[seq & 1]; }
   // The digest of rank's descriptor for seq, once it has arrived.
@@ -154,7 +171,7 @@ class Rendezvous {
   int id(int rank) const { return ids_.empty() ? rank : ids_[rank]; }
 
   enum class Phase { kArrive, kFinish };
-  void wait_all(int rank, uint64_t seq, Phase phase);
+  void wait_all(int rank, uint64_t seq, Phase phase, int64_t timeout_ms = 0);
   [[noreturn]] void throw_failure(int rank);
   [[noreturn]] void report_mismatch(uint64_t seq);
   std::string missing_list(uint64_t seq, Phase phase) const;
@@ -184,6 +201,7 @@ class Rendezvous {
   std::unique_ptr<ClaimCounter[]> claims_[2];
   WakeWord wake_;
   std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> mismatch_seq_{0};
   std::mutex failure_mu_;
   tpu_status failure_code_ = TPU_OK;
   int failure_origin_ = -1;

@@ -37,6 +37,12 @@ inline Clock::time_point deadline_after(int64_t timeout_ms) {
   return deadline_after(Clock::now(), timeout_ms);
 }
 
+// a + b for timeouts (>= 0) in ms, INT64_MAX (no deadline) past the range.
+inline int64_t add_timeouts_ms(int64_t a, int64_t b) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  return a > kMax - b ? kMax : a + b;
+}
+
 // The same rule on an int64 millisecond clock (net::now_ms()): now_ms + timeout_ms, or
 // INT64_MAX (never) when timeout_ms < 0 or the sum would overflow.
 inline int64_t deadline_ms_after(int64_t now_ms, int64_t timeout_ms) {

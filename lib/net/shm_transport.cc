@@ -495,6 +495,7 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
   ++gathers_;
   for (size_t i = 0; i < num_from; ++i) {
     posts_of_[from[i].peer] = peer_posts(from[i].peer, name);
+    throw_if_ended(from[i].peer, name);  // its END came in an earlier exchange of the step
     if (from_mark_[from[i].peer] == gathers_)
       tpurt::fail(TPU_INTERNAL, "a posted gather names task ", from[i].peer, " twice");
     from_mark_[from[i].peer] = gathers_;
@@ -563,12 +564,16 @@ void ShmTransport::gather_posts(uint64_t seq, uint64_t digest, const void* mine,
     }
     const Recv& r = from[from_index_[peer]];
     const uint64_t its_seq = post.seq, its_digest = post.digest, its_bytes = post.bytes;
-    if (its_seq != seq || its_digest != digest)
-      tpurt::fail(TPU_INVALID_ARGUMENT, name(peer), " is in collective #", its_seq,
-                  " of the step (descriptor digest ", std::hex, its_digest, std::dec,
-                  ") while this task is in collective #", seq, " (digest ", std::hex, digest,
-                  std::dec, "): the tasks' replicas called different collectives, or with "
+    if (its_seq != seq || its_digest != digest) {
+      const std::string why =
+          str_cat(name(peer), " is in collective #", its_seq, " of the step (descriptor digest ",
+                  std::hex, its_digest, std::dec, ") while this task is in collective #", seq,
+                  " (digest ", std::hex, digest, std::dec,
+                  "): the tasks' replicas called different collectives, or with "
                   "different dtypes, shapes, operations or groups");
+      if (its_seq == seq) throw PeerDisagrees(TPU_INVALID_ARGUMENT, why);
+      tpurt::fail(TPU_INVALID_ARGUMENT, why);
+    }
     if (its_bytes != r.bytes)
       tpurt::fail(TPU_INVALID_ARGUMENT, name(peer), " posted ", its_bytes, " bytes for collective #",
                   seq, " where this task expects ", r.bytes);

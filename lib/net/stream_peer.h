@@ -52,7 +52,9 @@ struct StreamTransport::Peer {
   bool farewell_sent = false;
 
   bool sending() const { return out_header_left > 0 || out_left > 0 || send_index < sends.size(); }
-  bool receiving() const { return in_header_got > 0 || in_payload || recv_index < recvs.size(); }
+  // A header begun or kept while nothing is due (peek_votes) waits for the exchange
+  // that expects the peer's next frame: it does not make the peer one to read now.
+  bool receiving() const { return in_payload || recv_index < recvs.size(); }
 
   // A new stream starts with no frame in flight.
   void reset_stream() {

@@ -189,7 +189,11 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
     Link* link = p.link.load(std::memory_order_relaxed);
     std::string error;
     int64_t got;
-    if (!p.in_payload) {
+    // A header read whole but left for the next exchange (a vote's frame, VoteCalled).
+    const bool kept = !p.in_payload && p.in_header_got == kFrameHeaderBytes;
+    if (kept) {
+      got = 0;
+    } else if (!p.in_payload) {
       got = link->recv(p.in_header + p.in_header_got, kFrameHeaderBytes - p.in_header_got, &error);
     } else {
       char* dest = p.in_dest ? p.in_dest
@@ -207,7 +211,7 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
         got = link->recv(dest, want, &error);
       }
     }
-    if (got == 0) return advanced ? Progress::kAdvanced : Progress::kBlocked;
+    if (got == 0 && !kept) return advanced ? Progress::kAdvanced : Progress::kBlocked;
     if (got == Link::kClosed) {
       lose(p, "closed by the peer");
       tpurt::fail(TPU_UNAVAILABLE, name(p.id), ": data connection closed");
@@ -242,13 +246,28 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
       p.in_farewell = farewell;
       p.end_payload.clear();
       if (!p.in_end && !ending) {
-        if (h.seq != seq_ || h.digest != digest_)
-          tpurt::fail(TPU_INVALID_ARGUMENT, name(p.id), " is in collective #", h.seq,
-                      " of the step (descriptor digest ", std::hex, h.digest, std::dec,
-                      ") while this task is in collective #", seq_, " (digest ", std::hex,
-                      digest_, std::dec,
+        if (h.seq == seq_ && h.digest == kVoteDigest && digest_ != kVoteDigest) {
+          // The peer votes on this collective instead of sending its data: the vote's
+          // exchange reads the frame.
+          p.in_payload = false;
+          p.in_left = 0;
+          p.in_header_got = kFrameHeaderBytes;
+          throw VoteCalled(TPU_ABORTED, str_cat(name(p.id), " called a vote on collective #", seq_));
+        }
+        if (h.seq == seq_ && h.digest != kVoteDigest && digest_ == kVoteDigest) {
+          if (p.in_left == 0) p.in_payload = false;
+          continue;  // the collective's own data, sent before its vote: discarded
+        }
+        if (h.seq != seq_ || h.digest != digest_) {
+          const std::string why =
+              str_cat(name(p.id), " is in collective #", h.seq, " of the step (descriptor digest ",
+                      std::hex, h.digest, std::dec, ") while this task is in collective #", seq_,
+                      " (digest ", std::hex, digest_, std::dec,
                       "): the tasks' replicas called different collectives, or with different "
                       "dtypes, shapes, operations or groups");
+          if (h.seq == seq_) throw PeerDisagrees(TPU_INVALID_ARGUMENT, why);
+          tpurt::fail(TPU_INVALID_ARGUMENT, why);
+        }
         if (p.recv_index == p.recvs.size()) {
           lose(p, "unexpected data");
           tpurt::fail(TPU_UNAVAILABLE, name(p.id), " sent more data for collective #", seq_,
@@ -296,6 +315,16 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
           p.left = true;
           p.left_why = p.outcome;
         }
+        if (!ending && !probing && digest_ == kVoteDigest && !p.left) {
+          // A vote goes on without it (its frames in flight to it are finished).
+          p.sends.clear();
+          p.send_index = 0;
+          p.send_offset = 0;
+          p.recvs.clear();
+          p.recv_index = 0;
+          p.recv_offset = 0;
+          return Progress::kAdvanced;
+        }
         if (!ending) throw_peer_ended(p, name);
       }
     }
@@ -316,18 +345,26 @@ void StreamTransport::exchange(uint64_t seq, uint64_t digest, const Send* sends,
     peers_[i].send_index = peers_[i].recv_index = 0;
     peers_[i].send_offset = peers_[i].recv_offset = 0;
   }
-  auto peer_of = [&](int peer, const char* what) -> Peer& {
+  // In a vote, a peer that ended the step (or leaves) is passed over, not thrown: the
+  // others' ballots still come (vote_skipped() says which ones did not).
+  const bool voting = digest == kVoteDigest;
+  auto peer_of = [&](int peer, const char* what) -> Peer* {
     if (peer < 0 || peer >= num_tasks_ || peer == task_id_)
       tpurt::fail(TPU_INTERNAL, what, " names task ", peer, " of ", num_tasks_);
     Peer& p = peers_[peer];
     if (p.link.load(std::memory_order_acquire) == nullptr)
       tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no data connection");
-    if (p.left) throw_peer_ended(p, name);
+    // A peer whose END this step was read (by an earlier exchange of the step): its
+    // step is over, whatever this exchange is (a vote after a failed collective).
+    if (voting && (p.left || p.ended)) return nullptr;
+    if (p.left || p.ended) throw_peer_ended(p, name);
     if (!p.lost.empty()) throw_gone(p, name);
-    return p;
+    return &p;
   };
-  for (size_t i = 0; i < num_sends; ++i) peer_of(sends[i].peer, "a send").sends.push_back(&sends[i]);
-  for (size_t i = 0; i < num_recvs; ++i) peer_of(recvs[i].peer, "a receive").recvs.push_back(&recvs[i]);
+  for (size_t i = 0; i < num_sends; ++i)
+    if (Peer* p = peer_of(sends[i].peer, "a send")) p->sends.push_back(&sends[i]);
+  for (size_t i = 0; i < num_recvs; ++i)
+    if (Peer* p = peer_of(recvs[i].peer, "a receive")) p->recvs.push_back(&recvs[i]);
 
   std::vector<int> readers, writers;
   // The spin starts at the first round without progress: a round that makes progress
@@ -380,11 +417,44 @@ void StreamTransport::poll_interrupts(const std::function<void()>& check) {
   check();
 }
 
+bool StreamTransport::vote_skipped(int peer) const {
+  const Peer& p = peers_[peer];
+  return p.left || p.ended;
+}
+
+void StreamTransport::throw_if_ended(int peer, const std::function<std::string(int)>& name) {
+  Peer& p = peers_[peer];
+  if (p.left || p.ended) throw_peer_ended(p, name);
+}
+
+void StreamTransport::peek_votes(uint64_t seq, const std::function<std::string(int)>& name) {
+  std::lock_guard<DriveLock> driving(drive_mu_);
+  for (int i = 0; i < num_tasks_; ++i) {
+    Peer& p = peers_[i];
+    Link* link = p.link.load(std::memory_order_acquire);
+    if (i == task_id_ || link == nullptr || !p.lost.empty() || p.left || p.ended || p.in_payload) continue;
+    if (p.in_header_got < kFrameHeaderBytes) {
+      std::string error;
+      const int64_t got = link->recv(p.in_header + p.in_header_got, kFrameHeaderBytes - p.in_header_got, &error);
+      if (got <= 0) continue;  // nothing yet (a lost link shows at the next exchange)
+      p.in_header_got += static_cast<size_t>(got);
+      if (p.in_header_got < kFrameHeaderBytes) continue;
+    }
+    // A whole header, kept for the next exchange, which checks it as any other.
+    FrameHeader h;
+    if (!decode_header(p.in_header, &h).empty() || h.step != step_) continue;
+    // (An END is no sign: a peer done with the step's last collective ends the step.
+    // One that gave up on this task voted first.)
+    if (h.seq == seq && h.digest == kVoteDigest && h.tag != kEndTag && h.tag != kFarewellTag)
+      throw VoteCalled(TPU_ABORTED, str_cat(name(i), " voted after sending its data of collective #", seq));
+  }
+}
+
 void StreamTransport::probe(int peer, const std::function<std::string(int)>& name) {
   Peer& p = peers_[peer];
   if (p.link.load(std::memory_order_acquire) == nullptr)
     tpurt::fail(TPU_UNAVAILABLE, name(peer), ": no data connection");
-  if (p.left) throw_peer_ended(p, name);
+  if (p.left || p.ended) throw_peer_ended(p, name);
   if (!p.lost.empty()) throw_gone(p, name);
   p.recvs.clear();
   p.recv_index = 0;

@@ -87,6 +87,9 @@ class StreamTransport : public Transport {
                 const Recv* recvs, size_t num_recvs, Clock::time_point deadline,
                 const std::function<void()>& check,
                 const std::function<std::string(int)>& name) override;
+  void peek_votes(uint64_t seq, const std::function<std::string(int)>& name) override;
+  bool vote_skipped(int peer) const override;
+  void throw_if_ended(int peer, const std::function<std::string(int)>& name) override;
   void interrupt() override;
   bool end_step(const StepOutcome& mine, int64_t timeout_ms, StepOutcome* remote,
                 const std::function<std::string(int)>& name) override;

@@ -112,9 +112,12 @@ bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, Step
 
 void StreamTransport::throw_peer_ended(Peer& p, const std::function<std::string(int)>& name) {
   if (p.left) tpurt::fail(p.left_why.code, p.left_why.message);
-  // A lost task stays TPU_UNAVAILABLE wherever it is heard of; any other failure is the
+  // A lost task stays TPU_UNAVAILABLE wherever it is heard of, and a missed deadline
+  // TPU_DEADLINE_EXCEEDED (this task is the one late: in one process a participant
+  // arriving after the others' deadline gets it too); any other failure is the
   // peer's, which aborts this task's collective.
-  if (p.outcome.code == TPU_UNAVAILABLE) tpurt::fail(TPU_UNAVAILABLE, p.outcome.message);
+  if (p.outcome.code == TPU_UNAVAILABLE || p.outcome.code == TPU_DEADLINE_EXCEEDED)
+    tpurt::fail(p.outcome.code, p.outcome.message);
   if (p.outcome.code != TPU_OK) tpurt::fail(TPU_ABORTED, p.outcome.message);
   tpurt::fail(TPU_FAILED_PRECONDITION, name(p.id),
               " finished the step without calling collective #", seq_,

@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 
+#include "core/status.h"
 #include "tpurt/common.h"
 
 namespace tpurt {
@@ -33,6 +34,24 @@ struct Recv {
   uint32_t tag;
   void* data;
   uint64_t bytes;
+};
+
+// The digest of a collective's vote (ClusterCommunicator's ballots): every task's
+// frames of a vote carry it, whatever collective the tasks called.
+constexpr uint64_t kVoteDigest = 0x766572646963742eull;
+
+// Thrown by exchange() (and PostedGather::gather_posts) when a peer expected to send
+// the collective's data calls a vote on it instead: the peer found a failure, and
+// every task must vote before any returns. A frame of the vote is left unread.
+class VoteCalled : public Error {
+ public:
+  using Error::Error;
+};
+// Thrown where a peer's data comes with another descriptor digest (its participants
+// called another collective, or with other arguments).
+class PeerDisagrees : public Error {
+ public:
+  using Error::Error;
 };
 
 // How a step ended on one task.
@@ -55,16 +74,35 @@ class Transport {
   virtual void begin_step(uint64_t step) = 0;
 
   // Runs the sends and receives of collective `seq` (digest: its descriptor, which
-  // peers must share) concurrently until all are done. check() is called whenever
+  // peers must share; kVoteDigest: the collective's vote, during which frames of the
+  // collective itself are discarded) concurrently until all are done. check() is called whenever
   // the wait is interrupted and must throw if the step is to end. Throws
   // TPU_DEADLINE_EXCEEDED naming the peers still owing data at `deadline`,
-  // TPU_INVALID_ARGUMENT when a peer is in another collective, TPU_FAILED_PRECONDITION
+  // TPU_INVALID_ARGUMENT when a peer is in another collective (PeerDisagrees when in
+  // this one with another digest), VoteCalled when a peer votes instead, TPU_FAILED_PRECONDITION
   // when a peer ended the step without it, TPU_ABORTED with a peer's step failure,
   // TPU_UNAVAILABLE for a lost connection. name(task) words a task for messages.
   virtual void exchange(uint64_t seq, uint64_t digest, const Send* sends, size_t num_sends,
                         const Recv* recvs, size_t num_recvs, Clock::time_point deadline,
                         const std::function<void()>& check,
                         const std::function<std::string(int)>& name) = 0;
+
+  // After collective seq's data all came: throws VoteCalled if a peer has already
+  // voted on it behind its data (its frames are there to read now; nothing is waited
+  // for). Anything else that came is left for the next exchange.
+  // A task late to a collective gets its peers' data, which they sent before their
+  // deadline, and only this tells it they have given up since.
+  virtual void peek_votes(uint64_t seq, const std::function<std::string(int)>& name) {
+    (void)seq, (void)name;
+  }
+
+  // Whether a vote's exchange (digest kVoteDigest) passed `peer` over: it ended the
+  // step (or left) without the vote, before or during it; throw_if_ended() then throws
+  // what its end means here, as exchange() would have.
+  virtual bool vote_skipped(int peer) const { (void)peer; return false; }
+  virtual void throw_if_ended(int peer, const std::function<std::string(int)>& name) {
+    (void)peer, (void)name;
+  }
 
   // Wakes a thread inside exchange() so that it calls check(). Any thread.
   virtual void interrupt() = 0;
