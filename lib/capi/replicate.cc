@@ -17,7 +17,9 @@ namespace {
 // written are touched: at most one replica per core.
 void clear_outputs(const tpu_system* system, int num_replicas, int num_outputs,
                    tpu_tensor** outputs) {
-  if (system == nullptr || outputs == nullptr || num_outputs <= 0 || num_replicas <= 0) return;
+  if (system == nullptr || !is_live_handle(system) || outputs == nullptr || num_outputs <= 0 ||
+      num_replicas <= 0)
+    return;
   const int n = std::min(num_replicas, system->impl->num_cores());
   std::fill(outputs, outputs + static_cast<int64_t>(n) * num_outputs, nullptr);
 }
@@ -27,13 +29,15 @@ constexpr size_t kStepOptionsMinSize = offsetof(tpu_step_options, infeed_queue) 
 
 StepOptions step_options(const tpu_step_options* options) {
   const tpu_step_options o = read_options(options, kStepOptionsMinSize, "tpu_step_options");
+  require_live_or_null(o.device_assignment, "options->device_assignment");
+  require_live_or_null(o.infeed_queue, "options->infeed_queue");
   StepOptions out;
   out.device_assignment = o.device_assignment ? o.device_assignment->impl.get() : nullptr;
   out.maximum_shapes = o.maximum_shapes;
   out.num_maximum_shapes = o.num_maximum_shapes;
   out.padding_spec = o.padding_spec;
   out.collective_timeout_ms = o.collective_timeout_ms;
-  out.infeed_queue = o.infeed_queue;
+  out.infeed_queue = o.infeed_queue ? o.infeed_queue->impl : nullptr;
   out.input_partitions = o.input_partitions;
   out.num_input_partitions = o.num_input_partitions;
   out.output_partitions = o.output_partitions;
@@ -216,8 +220,10 @@ TPU_EXPORT tpu_status tpu_outside_compilation_tensors(tpu_replica_context* ctx,
     if (num_outputs < 0) invalid_argument("num_outputs is ", num_outputs, "; it must be >= 0");
     if (num_inputs > 0) require_not_null(inputs, "inputs");
     if (num_outputs > 0) require_not_null(outputs, "outputs");
-    for (int i = 0; i < num_inputs; ++i)
+    for (int i = 0; i < num_inputs; ++i) {
       if (inputs[i] == nullptr) invalid_argument("input ", i, " is NULL");
+      require_live(inputs[i], "inputs[", i, "]");
+    }
     std::string message;
     tpu_status st = ctx->system->host().call_tensors(fn, user_data, ctx->replica_id, inputs, num_inputs,
                                                      outputs, num_outputs, comm, &message);
