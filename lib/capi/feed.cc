@@ -30,12 +30,18 @@ FeedQueue& queue_of(Queue* queue) {
 }
 
 // NULL is accepted; a handle that is not a live queue of this type is not freed. The
-// handle goes; the queue goes with its last reference (a step still using it keeps it).
+// handle goes; the queue goes with its last reference (a step's infeed stage keeps
+// it). From inside a computation the release is refused and the handle stays: other
+// replicas may be blocked in a dequeue or enqueue on it, which hold no reference.
 template <typename Queue>
 tpu_status release_queue(Queue* queue, const char* fn) {
   if (queue == nullptr) return TPU_OK;
   return guarded([&] {
     require_not_null(queue, "queue");
+    if (in_user_code())
+      fail(TPU_FAILED_PRECONDITION, fn,
+           " must not be called from inside a computation: a running step may be using the "
+           "queue; the queue stays valid, release it after the step returns");
     delete queue;
   });
 }
