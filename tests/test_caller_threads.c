@@ -989,8 +989,9 @@ static void test_caller_threads__leave_without_join_takes_nothing(void **state) 
   tpu_tensor *x = int_scalar(42);
   int bogus = 0;
   tpu_replica_context *fake = (tpu_replica_context *)&bogus;
+  /* Not a context at all: its magic word says so (docs/ABI.md, "Handles"). */
   CHECK_ERROR(tpu_step_leave(fake, TPU_OK, &x, 1), TPU_INVALID_ARGUMENT,
-              "this thread has no participant to leave: it has not joined a step");
+              "argument 'ctx' is not a live tpu_replica_context");
   /* A context this thread joined before: gone once it has left. */
   step_thread t;
   step_begin(&t, 1, 1, NULL, NULL, 0);
@@ -1005,7 +1006,7 @@ static void test_caller_threads__leave_without_join_takes_nothing(void **state) 
   assert_non_null(strstr(ol.message, "has not joined a step"));
   /* Not its context: refused, nothing taken, the participant still its. */
   CHECK_ERROR(tpu_step_leave(fake, TPU_OK, &x, 1), TPU_INVALID_ARGUMENT,
-              "ctx is not the context this thread joined (replica 0 on core 0)");
+              "argument 'ctx' is not a live tpu_replica_context");
   tpu_tensor *out = NULL;
   tpu_tensor_retain(j.inputs[0]);
   out = j.inputs[0];

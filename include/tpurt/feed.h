@@ -40,6 +40,8 @@ TPU_API tpu_status tpu_infeed_queue_create(tpu_system *system, int num_replicas,
                                            int num_elements, const tpu_dtype *dtypes,
                                            const tpu_shape *shapes, int capacity,
                                            tpu_infeed_queue **out);
+/* NULL is accepted. From inside a computation it is refused (TPU_FAILED_PRECONDITION:
+ * a step may be using the queue) and the queue stays valid. */
 TPU_API tpu_status tpu_infeed_queue_release(tpu_infeed_queue *queue);
 
 /* Host side: enqueues tuple[0..num_elements) for `replica` (each tensor retained).
@@ -57,6 +59,8 @@ TPU_API tpu_status tpu_outfeed_queue_create(tpu_system *system, int num_replicas
                                             int num_elements, const tpu_dtype *dtypes,
                                             const tpu_shape *shapes, int capacity,
                                             tpu_outfeed_queue **out);
+/* NULL is accepted. From inside a computation it is refused (TPU_FAILED_PRECONDITION:
+ * a step may be using the queue) and the queue stays valid. */
 TPU_API tpu_status tpu_outfeed_queue_release(tpu_outfeed_queue *queue);
 
 /* Replica side: enqueues a tuple for the host (checked like tpu_infeed_enqueue). */

@@ -294,7 +294,8 @@ TPU_API tpu_status tpu_replica_context_device_name(const tpu_replica_context *ct
                                                    size_t capacity, size_t *count);
 
 /* (1.4) The system running this computation: a borrowed handle, valid during the
- * computation (to read the system's configuration, such as its embedding tables). */
+ * computation (to read the system's configuration, such as its embedding tables).
+ * TPU_FAILED_PRECONDITION for a late computation whose system's handle was released. */
 TPU_API tpu_status tpu_replica_context_system(const tpu_replica_context *ctx,
                                               tpu_system **out);
 

@@ -90,7 +90,8 @@ TPU_API tpu_status tpu_initialize_system(const tpu_system_options *options, tpu_
 TPU_API tpu_status tpu_system_shutdown(tpu_system *system);
 
 /* Shuts the system down if needed, as tpu_system_shutdown (same wait and status),
- * and frees it whatever the status. NULL is accepted. */
+ * and frees it whatever the status. NULL is accepted. From inside a computation it
+ * is refused (TPU_FAILED_PRECONDITION) and the handle stays valid. */
 TPU_API tpu_status tpu_system_release(tpu_system *system);
 
 TPU_API tpu_status tpu_system_num_cores(const tpu_system *system, int *out);

@@ -135,6 +135,7 @@ TPU_EXPORT tpu_status tpu_initialize_tpu_system(const tpu_cluster_resolver* reso
     std::unique_ptr<ClusterResolver> own;
     const ClusterResolver* r;
     if (resolver) {
+      require_not_null(resolver, "resolver");
       r = resolver->impl.get();
     } else {
       own = ClusterResolver::create(nullptr);

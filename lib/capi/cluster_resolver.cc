@@ -53,8 +53,10 @@ TPU_EXPORT tpu_status tpu_cluster_resolver_create(const tpu_cluster_resolver_opt
 }
 
 TPU_EXPORT tpu_status tpu_cluster_resolver_release(tpu_cluster_resolver* resolver) {
-  delete resolver;
-  return TPU_OK;
+  return guarded([&] {
+    require_live_or_null(resolver, "resolver");
+    delete resolver;
+  });
 }
 
 TPU_EXPORT tpu_status tpu_cluster_resolver_source(const tpu_cluster_resolver* resolver, int* out) {

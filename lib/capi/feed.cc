@@ -16,13 +16,34 @@ tpu_status create(const char* kind, tpu_system* system, int num_replicas, int nu
   return guarded([&] {
     system_of(system);
     require_not_null(out, "out");
-    *out = new Queue(system->impl, kind, num_replicas, num_elements, dtypes, shapes, capacity);
+    std::unique_ptr<FeedQueue> q(
+        new FeedQueue(system->impl, kind, num_replicas, num_elements, dtypes, shapes, capacity));
+    *out = new Queue(q.get());
+    q.release();  // the handle holds the queue's first reference
   });
 }
 
-FeedQueue& queue_of(FeedQueue* queue) {
+template <typename Queue>
+FeedQueue& queue_of(Queue* queue) {
   require_not_null(queue, "queue");
-  return *queue;
+  return *queue->impl;
+}
+
+// NULL is accepted; a handle that is not a live queue of this type is not freed. The
+// handle goes; the queue goes with its last reference (a step's infeed stage keeps
+// it). From inside a computation the release is refused and the handle stays: other
+// replicas may be blocked in a dequeue or enqueue on it, which hold no reference.
+template <typename Queue>
+tpu_status release_queue(Queue* queue, const char* fn) {
+  if (queue == nullptr) return TPU_OK;
+  return guarded([&] {
+    require_not_null(queue, "queue");
+    if (in_user_code())
+      fail(TPU_FAILED_PRECONDITION, fn,
+           " must not be called from inside a computation: a running step may be using the "
+           "queue; the queue stays valid, release it after the step returns");
+    delete queue;
+  });
 }
 
 // A replica's side of a queue: its step's communicator, so that an abort ends waits.
@@ -43,8 +64,7 @@ TPU_EXPORT tpu_status tpu_infeed_queue_create(tpu_system* system, int num_replic
 }
 
 TPU_EXPORT tpu_status tpu_infeed_queue_release(tpu_infeed_queue* queue) {
-  FeedQueue::unref(queue);  // a step still using it (a late participant) keeps it
-  return TPU_OK;
+  return release_queue(queue, "tpu_infeed_queue_release");
 }
 
 TPU_EXPORT tpu_status tpu_infeed_enqueue(tpu_infeed_queue* queue, int replica,
@@ -69,8 +89,7 @@ TPU_EXPORT tpu_status tpu_outfeed_queue_create(tpu_system* system, int num_repli
 }
 
 TPU_EXPORT tpu_status tpu_outfeed_queue_release(tpu_outfeed_queue* queue) {
-  FeedQueue::unref(queue);
-  return TPU_OK;
+  return release_queue(queue, "tpu_outfeed_queue_release");
 }
 
 TPU_EXPORT tpu_status tpu_outfeed_enqueue(tpu_replica_context* ctx, tpu_outfeed_queue* queue,

@@ -41,7 +41,10 @@ TPU_EXPORT tpu_status tpu_mesh_create_from_topology(const tpu_topology* topology
 }
 
 TPU_EXPORT tpu_status tpu_mesh_release(tpu_mesh* mesh) {
-  return guarded([&] { delete mesh; });
+  return guarded([&] {
+    require_live_or_null(mesh, "mesh");
+    delete mesh;
+  });
 }
 
 TPU_EXPORT tpu_status tpu_mesh_device_assignment(const tpu_mesh* mesh,

@@ -17,7 +17,9 @@ namespace {
 // written are touched: at most one replica per core.
 void clear_outputs(const tpu_system* system, int num_replicas, int num_outputs,
                    tpu_tensor** outputs) {
-  if (system == nullptr || outputs == nullptr || num_outputs <= 0 || num_replicas <= 0) return;
+  if (system == nullptr || !is_live_handle(system) || outputs == nullptr || num_outputs <= 0 ||
+      num_replicas <= 0)
+    return;
   const int n = std::min(num_replicas, system->impl->num_cores());
   std::fill(outputs, outputs + static_cast<int64_t>(n) * num_outputs, nullptr);
 }
@@ -25,15 +27,22 @@ void clear_outputs(const tpu_system* system, int num_replicas, int num_outputs,
 // The 1.0 size of tpu_step_options.
 constexpr size_t kStepOptionsMinSize = offsetof(tpu_step_options, infeed_queue) + sizeof(void*);
 
-StepOptions step_options(const tpu_step_options* options) {
+// *keep holds the device assignment for the call: a computation may release the
+// handle given in the options without freeing what the step reads (StepOptions keeps
+// a plain pointer).
+StepOptions step_options(const tpu_step_options* options,
+                         std::shared_ptr<const DeviceAssignment>* keep) {
   const tpu_step_options o = read_options(options, kStepOptionsMinSize, "tpu_step_options");
+  require_live_or_null(o.device_assignment, "options->device_assignment");
+  require_live_or_null(o.infeed_queue, "options->infeed_queue");
   StepOptions out;
-  out.device_assignment = o.device_assignment ? o.device_assignment->impl.get() : nullptr;
+  if (o.device_assignment) *keep = o.device_assignment->impl;
+  out.device_assignment = keep->get();
   out.maximum_shapes = o.maximum_shapes;
   out.num_maximum_shapes = o.num_maximum_shapes;
   out.padding_spec = o.padding_spec;
   out.collective_timeout_ms = o.collective_timeout_ms;
-  out.infeed_queue = o.infeed_queue;
+  out.infeed_queue = o.infeed_queue ? o.infeed_queue->impl : nullptr;
   out.input_partitions = o.input_partitions;
   out.num_input_partitions = o.num_input_partitions;
   out.output_partitions = o.output_partitions;
@@ -71,8 +80,9 @@ TPU_EXPORT tpu_status tpu_replicate(tpu_system* system, tpu_computation_fn compu
                                     tpu_tensor** outputs, const tpu_step_options* options) {
   tpu_status st = guarded([&] {
     System& s = system_of(system);
+    std::shared_ptr<const DeviceAssignment> keep;
     replicate(s, computation, user_data, num_replicas, num_inputs, inputs, num_outputs, outputs,
-              step_options(options));
+              step_options(options, &keep));
   });
   if (st != TPU_OK) clear_outputs(system, num_replicas, num_outputs, outputs);
   return st;
@@ -112,7 +122,8 @@ TPU_EXPORT tpu_status tpu_rewrite(tpu_system* system, tpu_computation_fn computa
                                   const tpu_step_options* options) {
   tpu_status st = guarded([&] {
     System& s = system_of(system);
-    const StepOptions o = step_options(options);
+    std::shared_ptr<const DeviceAssignment> keep;
+    const StepOptions o = step_options(options, &keep);
     if (o.maximum_shapes != nullptr)
       invalid_argument("options->maximum_shapes applies to tpu_replicate only; rewrite takes it NULL");
     replicate(s, computation, user_data, 1, num_inputs, inputs, num_outputs, outputs, o);
@@ -129,9 +140,10 @@ TPU_EXPORT tpu_status tpu_shard(tpu_system* system, tpu_computation_fn computati
                                 const tpu_step_options* options) {
   tpu_status st = guarded([&] {
     System& s = system_of(system);
+    std::shared_ptr<const DeviceAssignment> keep;
     shard(s, computation, user_data, num_inputs, inputs, num_shards, input_shard_axes,
           outputs_from_all_shards, output_shard_axes, num_outputs, outputs,
-          step_options(options));
+          step_options(options, &keep));
   });
   if (st != TPU_OK) clear_outputs(system, 1, num_outputs, outputs);
   return st;
@@ -171,9 +183,15 @@ TPU_EXPORT tpu_status tpu_replica_context_system(const tpu_replica_context* ctx,
   return guarded([&] {
     const tpu_replica_context& c = context(ctx);
     require_not_null(out, "out");
-    if (c.system == nullptr || c.system->c_handle() == nullptr)
-      fail(TPU_FAILED_PRECONDITION, "replica context has no system");
-    *out = c.system->c_handle();
+    if (c.system == nullptr) fail(TPU_FAILED_PRECONDITION, "replica context has no system");
+    // Cleared by tpu_system_release: a computation that outlived its step (and the
+    // system's shutdown) must not get a freed handle. Read once.
+    tpu_system* handle = c.system->c_handle();
+    if (handle == nullptr)
+      fail(TPU_FAILED_PRECONDITION,
+           "the tpu_system handle of this computation's system was released "
+           "(tpu_system_release) while the computation still ran");
+    *out = handle;
   });
 }
 
@@ -216,8 +234,10 @@ TPU_EXPORT tpu_status tpu_outside_compilation_tensors(tpu_replica_context* ctx,
     if (num_outputs < 0) invalid_argument("num_outputs is ", num_outputs, "; it must be >= 0");
     if (num_inputs > 0) require_not_null(inputs, "inputs");
     if (num_outputs > 0) require_not_null(outputs, "outputs");
-    for (int i = 0; i < num_inputs; ++i)
+    for (int i = 0; i < num_inputs; ++i) {
       if (inputs[i] == nullptr) invalid_argument("input ", i, " is NULL");
+      require_live(inputs[i], "inputs[", i, "]");
+    }
     std::string message;
     tpu_status st = ctx->system->host().call_tensors(fn, user_data, ctx->replica_id, inputs, num_inputs,
                                                      outputs, num_outputs, comm, &message);

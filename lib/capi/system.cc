@@ -51,6 +51,7 @@ TPU_EXPORT tpu_status tpu_initialize_system(const tpu_system_options* options, t
                      "the serialized topology");
     } catch (...) {  // nothing is started unless the call succeeds
       system->impl->shutdown();
+      system->impl->set_c_handle(nullptr);
       delete system;
       throw;
     }
@@ -65,8 +66,20 @@ TPU_EXPORT tpu_status tpu_system_shutdown(tpu_system* system) {
 TPU_EXPORT tpu_status tpu_system_release(tpu_system* system) {
   if (system == nullptr) return TPU_OK;
   return guarded([&] {
+    System& s = system_of(system);
+    // Refused before anything is freed: the step running this computation uses the
+    // system, which cannot shut down under it, and a system left running without its
+    // handle could never be shut down (every later tpu_system_init: ALREADY_EXISTS).
+    if (in_user_code())
+      fail(TPU_FAILED_PRECONDITION,
+           "tpu_system_release must not be called from inside a computation: the running step "
+           "uses the system; the handle stays valid, release it after the step returns");
     std::unique_ptr<tpu_system> owned(system);  // freed even when shutdown reports
-    owned->impl->shutdown();
+    struct Forget {  // the runtime's pointer back to the handle goes before the handle
+      System& s;
+      ~Forget() { s.set_c_handle(nullptr); }
+    } forget{s};
+    s.shutdown();
   });
 }
 

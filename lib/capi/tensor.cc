@@ -73,7 +73,10 @@ TPU_EXPORT tpu_status tpu_tensor_retain(tpu_tensor* tensor) {
 }
 
 TPU_EXPORT tpu_status tpu_tensor_release(tpu_tensor* tensor) {
-  return guarded([&] { release(tensor); });
+  return guarded([&] {
+    require_live_or_null(tensor, "tensor");
+    release(tensor);
+  });
 }
 
 TPU_EXPORT tpu_status tpu_tensor_dtype(const tpu_tensor* tensor, tpu_dtype* out) {

@@ -61,7 +61,10 @@ TPU_EXPORT tpu_status tpu_topology_serialize(const tpu_topology* topology, void*
 }
 
 TPU_EXPORT tpu_status tpu_topology_release(tpu_topology* topology) {
-  return guarded([&] { delete topology; });
+  return guarded([&] {
+    require_live_or_null(topology, "topology");
+    delete topology;
+  });
 }
 
 TPU_EXPORT tpu_status tpu_topology_mesh_shape(const tpu_topology* topology, int32_t* out,
@@ -213,7 +216,10 @@ TPU_EXPORT tpu_status tpu_device_assignment_create(const tpu_topology* topology,
 }
 
 TPU_EXPORT tpu_status tpu_device_assignment_release(tpu_device_assignment* assignment) {
-  return guarded([&] { delete assignment; });
+  return guarded([&] {
+    require_live_or_null(assignment, "assignment");
+    delete assignment;
+  });
 }
 
 TPU_EXPORT tpu_status tpu_device_assignment_topology(const tpu_device_assignment* assignment,

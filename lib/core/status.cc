@@ -14,6 +14,11 @@ const char* last_error() { return t_last_error.c_str(); }
 
 void clear_last_error() { t_last_error.clear(); }
 
+void not_a_live_handle(const char* name, const char* type) {
+  invalid_argument("argument '", name, "' is not a live ", type,
+                   " (released, or a handle of another type)");
+}
+
 const char* status_name(tpu_status code) {
   switch (code) {
 #define XX(name, value, str) case TPU_##name: return str;

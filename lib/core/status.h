@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "core/handle.h"
 #include "tpurt/common.h"
 
 namespace tpurt {
@@ -41,10 +42,23 @@ template <typename... Args>
   throw Error(TPU_INVALID_ARGUMENT, str_cat(args...));
 }
 
-// Throws TPU_INVALID_ARGUMENT "argument 'name' is NULL" for a null pointer.
+// Throws TPU_INVALID_ARGUMENT "argument 'name' is NULL" for a null pointer and, for a
+// C handle (core/handle.h), "argument 'name' is not a live tpu_X (...)" unless its
+// magic word is its type's: the one check of every handle that enters the C ABI.
 template <typename T>
 inline void require_not_null(const T* p, const char* name) {
   if (p == nullptr) invalid_argument("argument '", name, "' is NULL");
+  if constexpr (HandleType<T>::kIsHandle)
+    if (__builtin_expect(!is_live_handle(p), 0)) not_a_live_handle(name, HandleType<T>::kName);
+}
+
+// The same check for a handle known not to be NULL, an element of an array: its name
+// is built (from `what`) only for the message, e.g. require_live(t, "inputs[", i, "]").
+template <typename T, typename... Args>
+inline void require_live(const T* p, const Args&... what) {
+  static_assert(HandleType<T>::kIsHandle, "require_live takes a C handle");
+  if (__builtin_expect(!is_live_handle(p), 0))
+    not_a_live_handle(str_cat(what...).c_str(), HandleType<T>::kName);
 }
 
 // Sets the calling thread's last error and returns code.

@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -20,6 +21,8 @@ constexpr size_t kBufferBytes = round_up(sizeof(Buffer));
 // The header of a new tensor is no larger than the handle alone was before buffers
 // were separate (a 256-byte class block holds it).
 static_assert(kTensorBytes + kBufferBytes <= 4 * kAlign, "tensor header grew");
+// The magic word first (core/handle.h).
+static_assert(offsetof(Tensor, mark) == 0, "the tensor's magic word must come first");
 
 // The buffer whose block holds a handle created with it (block_bytes == 0).
 Buffer* home_of(Tensor* t) { return reinterpret_cast<Buffer*>(reinterpret_cast<char*>(t) + kTensorBytes); }

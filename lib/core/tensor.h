@@ -9,6 +9,7 @@
 #include <ostream>
 #include <string>
 
+#include "core/handle.h"
 #include "tpurt/tensor.h"
 
 namespace tpurt {
@@ -30,6 +31,9 @@ struct Buffer {
 }  // namespace tpurt
 
 struct tpu_tensor {
+  // Set by init_tensor (placement new, also of a recycled block), poisoned by
+  // ~tpu_tensor in release: a released handle passed back is detected.
+  tpurt::HandleMark<tpu_tensor> mark;
   std::atomic<int32_t> refs;
   tpu_dtype dtype;
   int rank;

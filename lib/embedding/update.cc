@@ -58,6 +58,7 @@ void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor
       continue;
     }
     if (g == nullptr) invalid_argument("gradients[", f, "] is NULL but ", label, " was enqueued");
+    require_live(g, "gradients[", f, "]");
     std::vector<int64_t> dims = spec.input_shape;
     dims.push_back(t.dimension);
     if (g->dtype != TPU_FLOAT || !has_shape(g, dims.data(), static_cast<int>(dims.size())))

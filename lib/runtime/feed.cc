@@ -143,6 +143,7 @@ void FeedQueue::push(int replica, tpu_tensor* const* tuple, int num_elements,
   for (int e = 0; e < num_elements_; ++e) {
     const Tensor* t = tuple[e];
     if (t == nullptr) invalid_argument(kind_, " tuple element ", e, " is NULL");
+    require_live(t, "tuple[", e, "]");
     if (t->dtype != dtypes_[e] || !has_shape(t, shapes_[e].dims, shapes_[e].rank))
       invalid_argument(kind_, " tuple element ", e, ": expected ", dtype_name(dtypes_[e]),
                        shape_string(shapes_[e].dims, shapes_[e].rank), ", got ", describe(t));

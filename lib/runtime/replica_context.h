@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <string>
 
 #include "core/status.h"
@@ -18,6 +19,7 @@ class StepState;
 }  // namespace tpurt
 
 struct tpu_replica_context {
+  tpurt::HandleMark<tpu_replica_context> mark;  // first: core/handle.h
   tpurt::System* system = nullptr;
   tpurt::Communicator* comm = nullptr;  // the step's communicator
   // The embedding engine's state of the step (NULL without tables); the step's run
@@ -38,6 +40,8 @@ struct tpu_replica_context {
   std::atomic<bool> late{false};
   std::string late_reason;
 };
+
+static_assert(offsetof(tpu_replica_context, mark) == 0, "the magic word must come first");
 
 namespace tpurt {
 // The communicator of the step ctx belongs to; TPU_FAILED_PRECONDITION for a context
