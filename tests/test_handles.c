@@ -476,6 +476,12 @@ static void test_handles__handle_of_another_type(void **state) {
   tpu_tensor *bad = (tpu_tensor *)topo;
   CHECK_ERROR(tpu_infeed_enqueue(in, 1, &bad, 1), TPU_INVALID_ARGUMENT,
               "argument 'tuple[0]' " NOT_LIVE("tpu_tensor"));
+  tpu_tensor *mixed[2] = {t, (tpu_tensor *)mesh};
+  CHECK_ERROR(tpu_replicate(g_sys, context_checks, NULL, 2, 1, mixed, 0, NULL, NULL), TPU_INVALID_ARGUMENT,
+              "argument 'inputs[1]' " NOT_LIVE("tpu_tensor"));
+  const int axis0[1] = {0};
+  CHECK_ERROR(tpu_shard(g_sys, context_checks, NULL, 1, &mixed[1], 2, axis0, NULL, NULL, 0, NULL, NULL),
+              TPU_INVALID_ARGUMENT, "argument 'inputs[0]' " NOT_LIVE("tpu_tensor"));
   /* Releases check the type too: nothing is freed. */
   CHECK_ERROR(tpu_topology_release((tpu_topology *)da), TPU_INVALID_ARGUMENT, NOT_LIVE("tpu_topology"));
   CHECK_ERROR(tpu_tensor_release((tpu_tensor *)mesh), TPU_INVALID_ARGUMENT, NOT_LIVE("tpu_tensor"));

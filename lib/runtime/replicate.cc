@@ -155,6 +155,7 @@ void check_replica_inputs(const System& system, int num_replicas, int num_inputs
           continue;
         invalid_argument("replica ", r, " input ", i, " is NULL");
       }
+      require_live(t, "inputs[", static_cast<int64_t>(r) * num_inputs + i, "]");
       if (first_replica < 0) first_replica = r;
       const Tensor* first = inputs[static_cast<int64_t>(first_replica) * num_inputs + i];
       if (t->dtype != first->dtype)
@@ -524,6 +525,7 @@ void shard(System& system, tpu_computation_fn computation, void* user_data, int 
   for (int i = 0; i < num_inputs; ++i) {
     Tensor* t = inputs[i];
     if (t == nullptr) invalid_argument("input ", i, " is NULL");
+    require_live(t, "inputs[", i, "]");
     const int given = input_shard_axes ? input_shard_axes[i] : 0;
     if (t->rank == 0)
       invalid_argument("input ", i, " is a scalar (", describe(t), ") and cannot be split into ",
