@@ -41,8 +41,15 @@ bool move_core(std::atomic<int>& state, int from, int to) {
             kStateNames[to]);
     abort();
   }
-  // seq_cst: a wake() after the change must not miss a waiter that read the old state.
-  return state.compare_exchange_strong(from, to, std::memory_order_seq_cst);
+  // Two edges race (a joined thread's claim and the caller's give-up from kAwaiting; a
+  // participant's return and the caller's give-up from kRunning): those compare and
+  // swap. The others have one writer, the state's owner then.
+  if (from == kAwaiting || from == kRunning)
+    return state.compare_exchange_strong(from, to, std::memory_order_seq_cst);
+  if (state.load(std::memory_order_relaxed) != from) return false;
+  // seq_cst where a wake() follows: it must not miss a waiter that read the old state.
+  state.store(to, to == kAwaiting || from == kLate ? std::memory_order_seq_cst : std::memory_order_release);
+  return true;
 }
 
 void must_move_core(std::atomic<int>& state, int from, int to) {
@@ -96,9 +103,11 @@ struct alignas(64) Executor::Core {
   std::atomic<int> state{kFree};
   tpu_replica_context ctx;
   // The run of the participant this core serves, and its slot there: set by the
-  // caller before dispatch, let go by the caller when it collects, or by the
-  // participant's own thread when it returns late.
-  std::shared_ptr<StepRun> run;
+  // caller before dispatch. While the caller waits for the participant, the caller's
+  // own reference keeps the run; once the participant is late, the core holds one
+  // (late_hold), which the participant's thread lets go when it returns.
+  StepRun* run = nullptr;
+  std::shared_ptr<StepRun> late_hold;
   int slot = 0;
   WakeWord join_wake;                // woken when a caller-threads step hands the core work
   std::atomic<bool> joined{false};   // a thread has joined the core (waiting or running)
@@ -226,7 +235,8 @@ void Executor::finish_late(Core& core) {
   StepRun::Slot& slot = core.my_slot();
   for (tpu_tensor* t : slot.inputs) release(t);
   for (tpu_tensor*& t : slot.outputs) release(std::exchange(t, nullptr));
-  core.run.reset();  // the last holder frees the step: its communicator, stage, tables' state
+  core.run = nullptr;
+  core.late_hold.reset();  // the last holder frees the step: its communicator, stage, tables' state
   move_core(core.state, kLate, kFree);
   late_returned_.wake();
 }
@@ -446,7 +456,7 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
     slot.inputs.assign(in, in + spec.num_inputs);
     slot.outputs.assign(spec.num_outputs, nullptr);
     Core& core = cores_[slot.core];
-    core.run = held;
+    core.run = held.get();
     core.slot = i;
     tpu_replica_context& ctx = core.ctx;
     ctx.comm = comm;
@@ -526,7 +536,7 @@ void Executor::abandon_unclaimed(StepRun& run, bool step_failed) {
   for (StepRun::Slot& slot : run.slots) {
     Core& core = cores_[slot.core];
     if (!move_core(core.state, kAwaiting, kFree)) continue;
-    core.run.reset();
+    core.run = nullptr;
     never += str_cat(num_never++ ? ", " : "", participant_name(slot.participant, run.cores_per_replica),
                      " (core ", slot.core, ")");
     run.pending.fetch_sub(1, std::memory_order_seq_cst);
@@ -570,7 +580,7 @@ StepResult Executor::collect(StepRun& run, tpu_tensor** outputs) {
       else release(t);
     }
     Core& core = cores_[slot.core];
-    if (move_core(core.state, kDone, kFree)) core.run.reset();
+    if (move_core(core.state, kDone, kFree)) core.run = nullptr;
   }
   // What the step lent the run goes back now, not when the next step reuses it.
   run.spec.stage.reset();
@@ -590,6 +600,7 @@ StepResult Executor::give_up(StepRun& run, tpu_tensor** outputs) {
     // Handed over before the participant can see kLate: it may read its inputs after
     // the caller's references are gone, and call collectives on the run's communicator.
     for (tpu_tensor* t : slot.inputs) retain(t);
+    core.late_hold = run_;  // the run outlives the call while the participant runs
     // Before it can be late: once it is, its collectives are TPU_ABORTED (replicate.h),
     // not the error that failed the step. Harmless if it returns first.
     core.ctx.late_reason = str_cat(who, " did not return within ", run.timeout_ms,
@@ -599,6 +610,7 @@ StepResult Executor::give_up(StepRun& run, tpu_tensor** outputs) {
       late += str_cat(num_late++ ? ", " : "", run.cores_per_replica > 1 ? who : std::to_string(slot.participant));
     } else {
       for (tpu_tensor* t : slot.inputs) release(t);
+      core.late_hold.reset();
     }
   }
   // The participants that did return are past their computations: their last
@@ -609,7 +621,7 @@ StepResult Executor::give_up(StepRun& run, tpu_tensor** outputs) {
     Core& core = cores_[slot.core];
     if (!move_core(core.state, kDone, kFree)) continue;
     for (tpu_tensor*& t : slot.outputs) release(std::exchange(t, nullptr));
-    core.run.reset();
+    core.run = nullptr;
   }
   const std::string overran = str_cat(run.cores_per_replica > 1 ? "" : num_late > 1 ? "replicas " : "replica ", late,
                                       " did not return within ", run.timeout_ms, " ms");

@@ -6,11 +6,12 @@
 //
 // One owner per step. Each step invocation is one StepRun (reference-counted): the
 // spec (with its stage and the embedding engine's per-step state), the communicator,
-// and each participant's slot (its inputs, outputs and outcome). A core serving a
-// participant holds the run until the participant is over, so a late participant
-// keeps only its own step alive; the next step runs on a new StepRun and never
-// reads or writes the old one. The executor reuses a run only when no participant of
-// it was late.
+// and each participant's slot (its inputs, outputs and outcome). While the caller
+// waits for its participants its own reference keeps the run (no reference counted
+// per participant and step); a participant the caller gives up on is late, and its
+// core then holds a reference until it returns, so a late participant keeps only its
+// own step alive; the next step runs on a new StepRun and never reads or writes the
+// old one. The executor reuses a run only when no participant of it was late.
 //
 // A core's slot moves through these states, each change by one call of move_core()
 // (executor.cc), which checks it against this table:
