@@ -24,23 +24,24 @@
 
 #include "test_util.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
+/* AddressSanitizer and ThreadSanitizer both report a use of a freed heap block. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
 #endif
 #endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
+#ifndef UNDER_SANITIZER
+#define UNDER_SANITIZER 0
 #endif
 
-/* Skips a case that passes a freed heap block: AddressSanitizer reports the use. */
-#define SKIP_UNDER_ASAN()                                                                     \
+/* Skips a case that passes a freed heap block: the sanitizers report the use. */
+#define SKIP_UNDER_SANITIZER()                                                                \
   do {                                                                                        \
-    if (UNDER_ASAN) {                                                                         \
-      print_message("skipped: passes a freed handle, which AddressSanitizer reports (the "    \
-                    "magic-word check is for builds without it)\n");                          \
+    if (UNDER_SANITIZER) {                                                                    \
+      print_message("skipped: passes a freed handle, which the sanitizers report (the "       \
+                    "magic-word check is for builds without them)\n");                        \
       skip();                                                                                 \
     }                                                                                         \
   } while (0)
@@ -348,7 +349,7 @@ static void test_handles__recycled_tensor_is_live(void **state) {
 
 /* Released handles of the other types (their memory freed, still mapped). */
 static void test_handles__released_handles(void **state) {
-  SKIP_UNDER_ASAN();
+  SKIP_UNDER_SANITIZER();
   start(2, 10000);
   tpu_topology *topo = NULL;
   tpu_device_assignment *da = NULL;

@@ -230,12 +230,14 @@ static void test_wait__wake_ends_the_sleep(void **state) {
     WakeWord word;
     Deadline deadline(time_limit_ms(10000));
     std::atomic<bool> ready{false}, stop{false};
+    // Before the helper starts: a main thread descheduled between the two would
+    // measure less than the helper's 30 ms.
+    const auto t0 = Clock::now();
     std::thread helper([&] {
       sleep_ms(30);
       (make_ready ? ready : stop).store(true);
       word.wake();
     });
-    const auto t0 = Clock::now();
     WaitResult res = tpurt::wait_until(
         word, SpinPolicy{0, 0}, deadline, [&] { return ready.load(); }, [&] { return stop.load(); });
     const double waited = seconds_since(t0);
