@@ -172,20 +172,24 @@ void Rendezvous::abort(int replica, tpu_status code, const std::string& message)
   wake_.wake();
 }
 
+// Under failure_mu_: the step's failure ("replica R: raw"), what R's own collectives
+// give it (raw), and what the others' give them ("replica R failed (CODE): raw").
+void Rendezvous::set_failure_locked(tpu_status code, int origin, const std::string& raw) {
+  const std::string who = origin >= 0 ? participant_name(origin, cores_per_replica_) : std::string();
+  failure_code_ = code;
+  failure_origin_ = origin;
+  failure_message_ = origin >= 0 ? str_cat(who, ": ", raw) : raw;
+  failure_to_others_ = origin >= 0 ? str_cat(who, " failed (", status_name(code), "): ", raw) : raw;
+  origin_code_ = code;
+  origin_message_ = raw;
+  failed_.store(true, std::memory_order_seq_cst);
+}
+
 void Rendezvous::poison(tpu_status code, const std::string& message, int origin) {
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
     if (failed_.load(std::memory_order_relaxed)) return;
-    failure_code_ = code;
-    failure_origin_ = origin;
-    failure_message_ =
-        origin >= 0 ? str_cat(participant_name(origin, cores_per_replica_), ": ", message) : message;
-    failure_to_others_ = origin >= 0 ? str_cat(participant_name(origin, cores_per_replica_), " failed (",
-                                               status_name(code), "): ", message)
-                                     : message;
-    origin_code_ = code;
-    origin_message_ = message;
-    failed_.store(true, std::memory_order_seq_cst);
+    set_failure_locked(code, origin, message);
   }
   wake_.wake();
 }
@@ -193,19 +197,14 @@ void Rendezvous::poison(tpu_status code, const std::string& message, int origin)
 void Rendezvous::overrule(tpu_status code, const std::string& message, int origin) {
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
-    failure_code_ = code;
-    failure_origin_ = origin;
-    failure_message_ = message;
-    // Worded as the step reports it ("replica R: ..."): the origin's own collectives
-    // give it its own words, the others "replica R failed (CODE): ...", as poison does.
+    // Worded as the step reports it ("replica R: ..."): worded again as poison does.
     const std::string prefix = origin >= 0 ? str_cat(participant_name(origin, cores_per_replica_), ": ") : "";
-    const bool prefixed = !prefix.empty() && message.compare(0, prefix.size(), prefix) == 0;
-    origin_code_ = code;
-    origin_message_ = prefixed ? message.substr(prefix.size()) : message;
-    failure_to_others_ = prefixed ? str_cat(participant_name(origin, cores_per_replica_), " failed (",
-                                            status_name(code), "): ", origin_message_)
-                                  : message;
-    failed_.store(true, std::memory_order_seq_cst);
+    if (!prefix.empty() && message.compare(0, prefix.size(), prefix) == 0) {
+      set_failure_locked(code, origin, message.substr(prefix.size()));
+    } else {
+      set_failure_locked(code, -1, message);
+      failure_origin_ = origin;
+    }
   }
   wake_.wake();
 }

@@ -173,6 +173,7 @@ class Rendezvous {
   enum class Phase { kArrive, kFinish };
   void wait_all(int rank, uint64_t seq, Phase phase, int64_t timeout_ms = 0);
   [[noreturn]] void throw_failure(int rank);
+  void set_failure_locked(tpu_status code, int origin, const std::string& raw);
   [[noreturn]] void report_mismatch(uint64_t seq);
   std::string missing_list(uint64_t seq, Phase phase) const;
 
