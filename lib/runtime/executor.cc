@@ -93,6 +93,7 @@ struct StepRun {
   std::vector<Slot> slots;
   alignas(64) std::atomic<uint32_t> pending{0};
   std::string never_started;           // caller threads: who did, as the step's error says
+  bool never_started_after_failure = false;  // ... once the step had failed: not its cause
   std::atomic<int> first_failure{-1};  // slot of the participant that failed first on its own
   std::atomic<int> first_abort{-1};    // slot of the first that failed after the step had
 };
@@ -438,6 +439,7 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   run.first_failure.store(-1, std::memory_order_relaxed);
   run.first_abort.store(-1, std::memory_order_relaxed);
   run.never_started.clear();
+  run.never_started_after_failure = false;
   run.pending.store(static_cast<uint32_t>(m), std::memory_order_relaxed);
   run.slots.resize(m);
   Communicator* comm = shared_comm.get();
@@ -542,6 +544,7 @@ void Executor::abandon_unclaimed(StepRun& run, bool step_failed) {
     run.pending.fetch_sub(1, std::memory_order_seq_cst);
   }
   if (num_never == 0) return;
+  run.never_started_after_failure = step_failed;
   run.never_started = str_cat(never, " never started: no thread joined ",
                               num_never > 1 ? "their cores" : "its core", " (tpu_step_join) ",
                               step_failed ? std::string("before the step failed")
@@ -551,7 +554,10 @@ void Executor::abandon_unclaimed(StepRun& run, bool step_failed) {
 
 StepResult Executor::first_error(StepRun& run) {
   int failed = run.first_failure.load(std::memory_order_acquire);
-  if (failed < 0 && !run.never_started.empty()) return {TPU_DEADLINE_EXCEEDED, run.never_started, false};
+  // Unclaimed participants fail the step only when nothing else had: otherwise the
+  // step's failure (on every task, the verdict) comes first and they are noted after it.
+  if (failed < 0 && !run.never_started.empty() && !run.never_started_after_failure)
+    return {TPU_DEADLINE_EXCEEDED, run.never_started, false};
   if (failed < 0) {
     failed = run.first_abort.load(std::memory_order_acquire);
     if (failed < 0) return {};
