@@ -226,6 +226,21 @@ static void test_feed__deadlines(void **state) {
                TPU_DEADLINE_EXCEEDED, "infeed dequeue for replica");
 }
 
+/* A FIFO holds at most `capacity` tuples: a full one blocks the enqueue until the
+ * system's deadline, and nothing is added. */
+static void test_feed__full_fifo_blocks_until_the_deadline(void **state) {
+  start(2, 200);
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 1, &g_in));
+  tpu_tensor *t[2];
+  make_tuple(0, 0, t);
+  CHECK_OK(tpu_infeed_enqueue(g_in, 0, t, 2));
+  double t0 = now();
+  CHECK_ERROR(tpu_infeed_enqueue(g_in, 0, t, 2), TPU_DEADLINE_EXCEEDED, "infeed");
+  assert_true(now() - t0 >= 0.19);
+  CHECK_OK(tpu_infeed_enqueue(g_in, 1, t, 2)); /* another replica's FIFO is not full */
+  release_tuple(t);
+}
+
 static void test_feed__abort_wakes_dequeue(void **state) {
   start(2, time_limit_ms(10000)); /* far beyond the test: only the abort can end the wait */
   CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in));
@@ -259,6 +274,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_feed__tuple_checks, teardown),
       cmocka_unit_test_teardown(test_feed__creation_checks, teardown),
       cmocka_unit_test_teardown(test_feed__deadlines, teardown),
+      cmocka_unit_test_teardown(test_feed__full_fifo_blocks_until_the_deadline, teardown),
       cmocka_unit_test_teardown(test_feed__abort_wakes_dequeue, teardown),
       cmocka_unit_test_teardown(test_feed__after_shutdown, teardown),
   };
