@@ -56,6 +56,19 @@ struct StreamTransport::Peer {
   // that expects the peer's next frame: it does not make the peer one to read now.
   bool receiving() const { return in_payload || recv_index < recvs.size(); }
 
+  // The exchange's transfers are dropped (what is in flight is finished elsewhere).
+  void drop_sends() {
+    sends.clear();
+    send_index = 0;
+    send_offset = 0;
+  }
+  void drop_transfers() {
+    drop_sends();
+    recvs.clear();
+    recv_index = 0;
+    recv_offset = 0;
+  }
+
   // A new stream starts with no frame in flight.
   void reset_stream() {
     lost.clear();

@@ -317,12 +317,7 @@ StreamTransport::Progress StreamTransport::pump_recv(Peer& p, const std::functio
         }
         if (!ending && !probing && digest_ == kVoteDigest && !p.left) {
           // A vote goes on without it (its frames in flight to it are finished).
-          p.sends.clear();
-          p.send_index = 0;
-          p.send_offset = 0;
-          p.recvs.clear();
-          p.recv_index = 0;
-          p.recv_offset = 0;
+          p.drop_transfers();
           return Progress::kAdvanced;
         }
         if (!ending) throw_peer_ended(p, name);

@@ -53,12 +53,7 @@ bool StreamTransport::end_step(const StepOutcome& mine, int64_t timeout_ms, Step
     // What a failed collective left unsent is not sent: the rest of the frame in
     // flight becomes zeros, the transfers after it are dropped.
     if (p.out_left > 0) p.out_data = nullptr;
-    p.sends.clear();
-    p.send_index = 0;
-    p.send_offset = 0;
-    p.recvs.clear();
-    p.recv_index = 0;
-    p.recv_offset = 0;
+    p.drop_transfers();
     if (p.in_payload && !p.in_end) p.in_dest = nullptr;  // drain, not deliver
   }
   const auto deadline = deadline_after(timeout_ms);
@@ -150,9 +145,7 @@ void StreamTransport::send_farewells(const StepOutcome& why, int64_t timeout_ms)
     Peer& p = peers_[i];
     if (i == task_id_ || !p.lost.empty() || p.link.load() == nullptr || p.farewell_sent) continue;
     if (p.out_left > 0) p.out_data = nullptr;  // a half-sent frame is padded
-    p.sends.clear();
-    p.send_index = 0;
-    p.send_offset = 0;
+    p.drop_sends();
   }
   const auto deadline = deadline_after(timeout_ms);
   for (;;) {
