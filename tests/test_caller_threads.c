@@ -193,6 +193,7 @@ typedef struct pool {
   atomic_int last_status[MAX_CORES]; /* the last computation's */
   atomic_int entered[MAX_CORES];     /* participants taken (tpu_step_join returned one) */
   atomic_int cancelled;              /* threads that ended with TPU_CANCELLED */
+  int64_t join_timeout_ms;           /* each join's; -1: no limit (ended by a cancel) */
 } pool;
 
 typedef struct pool_arg {
@@ -221,7 +222,7 @@ static void *pool_main(void *arg) {
   const double give_up = now() + time_limit(120); /* a hang ends here, not in the runner */
   while (!atomic_load(&p->stop) && now() < give_up) {
     tpu_joined_step j = TPU_JOINED_STEP_INIT;
-    tpu_status st = tpu_step_join(p->sys, a->core, 20, &j);
+    tpu_status st = tpu_step_join(p->sys, a->core, p->join_timeout_ms, &j);
     if (st == TPU_DEADLINE_EXCEEDED) continue;
     /* The test's readiness probe (pool_wait_ready) holds the core for a moment. */
     if (st == TPU_ALREADY_EXISTS && strstr(tpu_last_error(), "joined by another thread")) continue;
@@ -242,10 +243,12 @@ static void *pool_main(void *arg) {
   return NULL;
 }
 
-/* Starts a thread for each core whose mask bit is set (mask 0: every core). */
-static void pool_start(pool *p, tpu_system *sys, int num_cores, unsigned mask) {
+/* Starts a thread for each core whose mask bit is set (mask 0: every core), each
+ * joining with join_timeout_ms. */
+static void pool_start_joining(pool *p, tpu_system *sys, int num_cores, unsigned mask, int64_t join_timeout_ms) {
   memset(p, 0, sizeof *p);
   p->sys = sys;
+  p->join_timeout_ms = join_timeout_ms;
   p->num_cores = num_cores;
   for (int c = 0; c < num_cores; ++c) {
     if (mask && !(mask & (1u << c))) continue;
@@ -253,6 +256,10 @@ static void pool_start(pool *p, tpu_system *sys, int num_cores, unsigned mask) {
     p->serves[c] = 1;
     assert_int_equal(pthread_create(&p->tids[c], NULL, pool_main, &g_pool_args[c]), 0);
   }
+}
+
+static void pool_start(pool *p, tpu_system *sys, int num_cores, unsigned mask) {
+  pool_start_joining(p, sys, num_cores, mask, 20);
 }
 
 /* Waits until every thread of the pool waits in tpu_step_join (a probe join of its
@@ -809,6 +816,69 @@ static void test_caller_threads__shutdown_cancels_a_waiting_joiner(void **state)
   CHECK_NO_WORKER_FAILURES();
 }
 
+/* tpu_step_join_cancel ends a waiting join with TPU_CANCELLED and nothing else: the
+ * system runs on, and the next join waits as usual. */
+static void test_caller_threads__join_cancel_wakes_a_waiting_joiner(void **state) {
+  start(2, time_limit_ms(30000));
+  waiter w = {.core = 1, .timeout_ms = -1, .run = 1};
+  assert_int_equal(pthread_create(&w.tid, NULL, waiter_main, &w), 0);
+  wait_until_waiting(&w);
+  CHECK_OK(tpu_step_join_cancel(g_sys, 1));
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (time_t)time_limit(10);
+  if (pthread_timedjoin_np(w.tid, NULL, &until) != 0) fail_msg("the joiner did not return within 10 s");
+  assert_int_equal(w.status, TPU_CANCELLED);
+  assert_non_null(strstr(w.message, "tpu_step_join_cancel ended this thread's wait on core 1"));
+  /* Consumed: the next join of core 1 waits (here: times out), and a step still runs. */
+  tpu_joined_step j = TPU_JOINED_STEP_INIT;
+  CHECK_ERROR(tpu_step_join(g_sys, 1, 0, &j), TPU_DEADLINE_EXCEEDED, "no step gave core 1");
+  CHECK_OK(sum_step(g_sys, 0, 2, sum_fn, NULL, NULL));
+  CHECK_NO_WORKER_FAILURES();
+}
+
+/* A cancel with no thread waiting is kept for the core's next join (once: a second
+ * cancel adds nothing), and only that core's. */
+static void test_caller_threads__join_cancel_is_kept_for_the_next_join(void **state) {
+  start(2, time_limit_ms(30000));
+  CHECK_OK(tpu_step_join_cancel(g_sys, 0));
+  CHECK_OK(tpu_step_join_cancel(g_sys, 0));
+  tpu_joined_step j = TPU_JOINED_STEP_INIT;
+  CHECK_ERROR(tpu_step_join(g_sys, 1, 0, &j), TPU_DEADLINE_EXCEEDED, "no step gave core 1");
+  double t0 = now();
+  CHECK_ERROR(tpu_step_join(g_sys, 0, -1, &j), TPU_CANCELLED, "tpu_step_join_cancel");
+  assert_true(now() - t0 < time_limit(5));
+  CHECK_ERROR(tpu_step_join(g_sys, 0, 0, &j), TPU_DEADLINE_EXCEEDED, "no step gave core 0");
+  CHECK_NO_WORKER_FAILURES();
+}
+
+/* A pool stopped by cancels, without a shutdown or a join timeout: every thread's join
+ * returns, and the system still runs steps on its workers. */
+static void test_caller_threads__pool_ends_at_join_cancel(void **state) {
+  start(4, time_limit_ms(30000));
+  pool p;
+  pool_start_joining(&p, g_sys, 4, 0, -1);
+  tpu_step_options o = caller_options(0);
+  assert_int_equal(sum_step(g_sys, 0, 4, NULL, NULL, &o), TPU_OK);
+  atomic_store(&p.stop, 1);
+  for (int c = 0; c < 4; ++c) CHECK_OK(tpu_step_join_cancel(g_sys, c));
+  for (int c = 0; c < 4; ++c) pthread_join(p.tids[c], NULL);
+  assert_int_equal(atomic_load(&p.cancelled), 4);
+  for (int c = 0; c < 4; ++c) p.serves[c] = 0;
+  CHECK_OK(sum_step(g_sys, 0, 4, sum_fn, NULL, NULL));
+  CHECK_NO_WORKER_FAILURES();
+}
+
+static void test_caller_threads__join_cancel_arguments(void **state) {
+  start(2, time_limit_ms(30000));
+  CHECK_ERROR(tpu_step_join_cancel(NULL, 0), TPU_INVALID_ARGUMENT, "system");
+  CHECK_ERROR(tpu_step_join_cancel(g_sys, 2), TPU_INVALID_ARGUMENT, "core is 2; this task's cores are 0 to 1");
+  CHECK_ERROR(tpu_step_join_cancel(g_sys, -1), TPU_INVALID_ARGUMENT, "core is -1");
+  CHECK_OK(tpu_system_shutdown(g_sys));
+  CHECK_OK(tpu_step_join_cancel(g_sys, 1)); /* harmless after shutdown */
+  CHECK_NO_WORKER_FAILURES();
+}
+
 /* A pool of waiters (no limit) ended as the header says: shut down, then release. */
 static void test_caller_threads__pool_ends_at_shutdown(void **state) {
   start(4, time_limit_ms(30000));
@@ -1338,6 +1408,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_caller_threads__join_arguments, release_system),
       cmocka_unit_test_teardown(test_caller_threads__shutdown_cancels_a_waiting_joiner, release_system),
       cmocka_unit_test_teardown(test_caller_threads__pool_ends_at_shutdown, release_system),
+      cmocka_unit_test_teardown(test_caller_threads__join_cancel_wakes_a_waiting_joiner, release_system),
+      cmocka_unit_test_teardown(test_caller_threads__join_cancel_is_kept_for_the_next_join, release_system),
+      cmocka_unit_test_teardown(test_caller_threads__pool_ends_at_join_cancel, release_system),
+      cmocka_unit_test_teardown(test_caller_threads__join_cancel_arguments, release_system),
       cmocka_unit_test_teardown(test_caller_threads__released_system_is_freed_while_a_pool_thread_lives,
                                 release_system),
       cmocka_unit_test_teardown(test_caller_threads__join_inside_a_computation, release_system),

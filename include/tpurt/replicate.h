@@ -264,6 +264,17 @@ typedef struct tpu_joined_step {
 TPU_API tpu_status tpu_step_join(tpu_system *system, int core, int64_t timeout_ms,
                                  tpu_joined_step *out);
 
+/* (1.4) Ends the wait of the thread waiting in tpu_step_join on `core` of this task:
+ * that join returns TPU_CANCELLED. When no thread waits there (none has joined the
+ * core, or its thread is running a participant), the cancel is kept for the core's
+ * next tpu_step_join, which returns TPU_CANCELLED at once; a second cancel before
+ * then adds nothing. So a pool stops its threads without a timeout or a shutdown:
+ * set its own stop flag, cancel each core, and every thread's join returns. A join
+ * that has already been handed a participant is not affected. Callable from any
+ * thread, also after shutdown. Errors: TPU_INVALID_ARGUMENT (NULL system, or a core
+ * out of range). */
+TPU_API tpu_status tpu_step_join_cancel(tpu_system *system, int core);
+
 /* Ends the calling thread's participant as a computation that returned `status`
  * (TPU_OK, or its failure; the message comes from tpu_replica_context_fail or the
  * thread's last error) with outputs[0..num_outputs): new references the runtime takes

@@ -108,6 +108,10 @@ TPU_EXPORT tpu_status tpu_step_join(tpu_system* system, int core, int64_t timeou
   });
 }
 
+TPU_EXPORT tpu_status tpu_step_join_cancel(tpu_system* system, int core) {
+  return guarded([&] { system_of(system).cancel_join(core); });
+}
+
 TPU_EXPORT tpu_status tpu_step_leave(tpu_replica_context* ctx, tpu_status status,
                                      tpu_tensor* const* outputs, int num_outputs) {
   return guarded([&] {

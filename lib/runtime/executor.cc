@@ -112,6 +112,7 @@ struct alignas(64) Executor::Core {
   int slot = 0;
   WakeWord join_wake;                // woken when a caller-threads step hands the core work
   std::atomic<bool> joined{false};   // a thread has joined the core (waiting or running)
+  std::atomic<bool> join_cancelled{false};  // tpu_step_join_cancel: the next join wait ends
   std::thread thread;
 
   StepRun::Slot& my_slot() { return run->slots[slot]; }
@@ -320,10 +321,15 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
     const WaitResult w = wait_until(
         core.join_wake, policy_, deadline,
         [&] { return core.state.load(std::memory_order_acquire) == kAwaiting; },
-        [&] { return stop_.load(std::memory_order_acquire); });
+        [&] {
+          return stop_.load(std::memory_order_acquire) || core.join_cancelled.load(std::memory_order_acquire);
+        });
     if (w != WaitResult::kReady) {
       core.joined.store(false, std::memory_order_release);
       me.keepalive.reset();
+      if (w == WaitResult::kStopped && !stop_.load(std::memory_order_acquire) &&
+          core.join_cancelled.exchange(false, std::memory_order_acq_rel))
+        fail(TPU_CANCELLED, "tpu_step_join_cancel ended this thread's wait on core ", index);
       if (w == WaitResult::kStopped)
         fail(TPU_CANCELLED, "the TPU system was shut down while this thread waited on core ", index);
       fail(TPU_DEADLINE_EXCEEDED, "no step gave core ", index, " a participant within ", timeout_ms, " ms");
@@ -352,6 +358,14 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
     out.user_data = run.spec.user_data;
     return out;
   }
+}
+
+void Executor::cancel_join(int index) {
+  if (index < 0 || index >= num_cores_)
+    invalid_argument("core is ", index, "; this task's cores are 0 to ", num_cores_ - 1);
+  Core& core = cores_[index];
+  core.join_cancelled.store(true, std::memory_order_seq_cst);
+  core.join_wake.wake();
 }
 
 void Executor::leave(tpu_replica_context* ctx, tpu_status status, tpu_tensor* const* outputs,

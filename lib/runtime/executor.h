@@ -143,6 +143,10 @@ class Executor {
   // has joined the core, TPU_INVALID_ARGUMENT when this thread is joined already or
   // the core is out of range.
   JoinedParticipant join(int core, int64_t timeout_ms, const std::shared_ptr<System>& keepalive);
+  // Ends the wait of the thread that has joined `core` with TPU_CANCELLED, or, when
+  // none waits, the next one's (tpu_step_join_cancel). Throws TPU_INVALID_ARGUMENT
+  // for a core out of range.
+  void cancel_join(int core);
   // Ends the calling thread's participant as a computation that returned `status`
   // with outputs[0..num_outputs) (new references it takes over). Throws
   // TPU_INVALID_ARGUMENT when ctx is not the thread's joined participant; a wrong

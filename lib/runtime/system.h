@@ -139,6 +139,8 @@ class System {
   // tpu_step_join: the calling thread waits for a caller-threads step's participant
   // on `core` (Executor::join).
   JoinedParticipant join_step(int core, int64_t timeout_ms, const std::shared_ptr<System>& keepalive);
+  // No check of liveness: after shutdown every join fails anyway.
+  void cancel_join(int core) { executor_.cancel_join(core); }
 
   // The C handle the caller was given (tpu_replica_context_system's answer).
   tpu_system* c_handle() const { return c_handle_; }
