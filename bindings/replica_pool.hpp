@@ -65,7 +65,10 @@ class ReplicaPool {
     int numOutputs() const { return static_cast<int>(outputs_.size()); }
     int core() const { return core_; }
 
+    // On the thread that sat: a participant still joined (its thread is ending inside
+    // it) fails now, not when the thread exits.
     ~Seat() {
+      abandon(TPU_CANCELLED, "the thread serving core " + std::to_string(core_) + " ended inside its participant");
       for (tpu_tensor* t : outputs_)
         if (t) tpu_tensor_release(t);
       // The library pins a joined thread while the system pins its workers: give the

@@ -1,5 +1,6 @@
 package tpurt
 
+// #include <stdlib.h>
 // #include "pool.h"
 import "C"
 
@@ -8,55 +9,48 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
+	"unsafe"
 )
 
 // The replicas' goroutines (1.4): one per core of this task, each locked to its OS
-// thread, looping tpu_step_join -> the step's computation -> tpu_step_leave. A step
-// runs on them through the *OnJoinedThreads calls, so no replica is a callback from
-// a library thread into Go (which costs cgo an extra M per call, serialised).
-
-// poolJoinTimeout bounds each wait in tpu_step_join: an idle pool goroutine wakes
-// this often to see whether its system was closed.
-const poolJoinTimeout = 250 * time.Millisecond
-
-// poolCloseWait bounds how long Close waits for the pool's goroutines to leave; one
-// still inside a computation then frees the system when it leaves.
-const poolCloseWait = 2 * time.Second
+// thread, seated in the library's one replica pool (bindings/replica_pool.hpp), which
+// joins the core, leaves it and stops the pool; this file keeps only Go's side: the
+// goroutines, the steps' computations by key, and the upcall. A step runs on them
+// through the *OnJoinedThreads calls, so no replica is a callback from a library
+// thread into Go (which costs cgo an extra M per call, serialised).
 
 // pool is a system's replica goroutines and the registry of the steps in flight.
 type pool struct {
-	system uintptr // the tpurt::TpuSystem*
+	native C.uintptr_t // the tpurt::ReplicaPool*
 	cores  int
 
 	mu    sync.Mutex
 	steps map[int64]Computation // by the key a step's caller passes as user data
 	// tids are the OS threads serving each core (what tests check computations on).
 	tids []int
-	// ended[c]: why core c's goroutine ended on an unexpected tpu_step_join error (a
-	// programming error, not a busy core); the next step returns it (takeEnded).
-	ended []error
 
-	closing  int32          // atomic: Close has begun; goroutines exit
-	live     sync.WaitGroup // goroutines running
-	orphaned func()         // set when Close gave up waiting: the last goroutine frees the system
-	running  int32          // atomic count of goroutines
+	live sync.WaitGroup // goroutines running
 }
 
 var nextStepKey int64 // atomic: keys are unique in the process
 
-func newPool(system uintptr, cores int) *pool {
-	p := &pool{system: system, cores: cores, steps: map[int64]Computation{}, tids: make([]int, cores), ended: make([]error, cores)}
+func newPool(system uintptr, cores int) (*pool, error) {
+	var code C.int
+	var message [200]C.char
+	native := C.tpurtgo_pool_new(C.uintptr_t(system), C.int(cores), &code, &message[0], C.int(len(message)))
+	if native == 0 {
+		return nil, newError(Code(code), "%s", C.GoString(&message[0]))
+	}
+	p := &pool{native: native, cores: cores, steps: map[int64]Computation{}, tids: make([]int, cores)}
 	raiseProcs(cores)
 	for c := 0; c < cores; c++ {
 		p.start(c)
 	}
-	return p
+	return p, nil
 }
 
 func (p *pool) start(core int) {
 	p.live.Add(1)
-	atomic.AddInt32(&p.running, 1)
 	go p.serve(core)
 }
 
@@ -79,53 +73,32 @@ func (p *pool) lookup(key int64) Computation {
 	return p.steps[key]
 }
 
-// serve is one core's goroutine. One cgo call per step leaves the last participant
-// and joins the next.
+// serve is one core's goroutine: one cgo call per participant leaves the last one
+// and joins for the next.
 func (p *pool) serve(core int) {
+	defer p.live.Done()
 	runtime.LockOSThread()
-	C.tpurtgo_pin(C.int(core), C.int(p.cores))
+	seat := C.tpurtgo_seat(p.native, C.int(core))
+	if seat == 0 { // a core out of the pool's range: never asked for
+		runtime.UnlockOSThread()
+		return
+	}
 	p.mu.Lock()
 	p.tids[core] = syscall.Gettid()
 	p.mu.Unlock()
-	var j C.tpurtgo_joined
-	var step C.uintptr_t
+	var turn C.tpurtgo_turn
 	status := C.int(0)
 	for {
-		if atomic.LoadInt32(&p.closing) != 0 {
-			C.tpurtgo_leave(step, status) // touches the participant only, not the system
+		C.tpurtgo_next(seat, status, &turn)
+		if turn.turn != 0 { // stopped, or ended on a join error the next step reports
 			break
 		}
-		C.tpurtgo_leave_join(C.uintptr_t(p.system), step, status, C.int(core), C.int64_t(poolJoinTimeout.Milliseconds()), &j)
-		step = 0
-		if j.code != 0 {
-			switch Code(j.code) {
-			case CodeDeadlineExceeded:
-				continue // idle: look at closing again
-			case CodeCancelled, CodeFailedPrecondition:
-				atomic.StoreInt32(&p.closing, 1) // shut down: later steps fail before joining
-			case CodeAlreadyExists:
-				// Another thread holds the core: a raw StepJoin, or this core's
-				// previous thread (killed inside a participant) not gone yet.
-				time.Sleep(time.Millisecond)
-				continue
-			default:
-				// ErrInvalidArgument or anything else is a programming error: retrying
-				// would hide it. This goroutine ends, and the next step returns why.
-				p.mu.Lock()
-				p.ended[core] = newError(Code(j.code), "the replica goroutine of core %d ended: tpu_step_join failed: %s",
-					core, C.GoString(&j.message[0]))
-				p.mu.Unlock()
-			}
-			break
-		}
-		step = j.step
-		if !p.run(core, &j, &status) {
+		if !p.run(core, seat, &turn, &status) {
 			return // runtime.Goexit: a new goroutine took the core over
 		}
 	}
-	C.tpurtgo_unpin()
+	C.tpurtgo_seat_free(seat) // gives the thread its CPUs back before Go has it again
 	runtime.UnlockOSThread()
-	p.exited()
 }
 
 // run runs the joined participant's computation into *status; false when the
@@ -133,27 +106,25 @@ func (p *pool) serve(core int) {
 // the participant first, and unlocks its thread (a thread ending inside a
 // participant would fail it too, but the main thread never ends), and a new
 // goroutine serves the core.
-func (p *pool) run(core int, j *C.tpurtgo_joined, status *C.int) (returned bool) {
-	rc := SwigcptrRawReplicaContext(uintptr(j.ctx))
+func (p *pool) run(core int, seat C.uintptr_t, turn *C.tpurtgo_turn, status *C.int) (returned bool) {
+	rc := SwigcptrRawReplicaContext(uintptr(turn.ctx))
 	defer func() {
 		if !returned {
-			failed, _ := try(func() TpurtStatus {
-				return rc.Fail(TpurtStatus(CodeCancelled), "the computation called runtime.Goexit: its goroutine ended inside the step")
-			})
-			C.tpurtgo_leave(j.step, C.int(failed))
-			C.tpurtgo_unpin()
+			message := C.CString("the computation called runtime.Goexit: its goroutine ended inside the step")
+			C.tpurtgo_abandon(seat, C.int(CodeCancelled), message)
+			C.free(unsafe.Pointer(message))
+			C.tpurtgo_seat_free(seat)
 			runtime.UnlockOSThread()
 			p.start(core)
-			p.exited()
 		}
 	}()
-	fn := p.lookup(int64(j.key))
+	fn := p.lookup(int64(turn.key))
 	if fn == nil {
 		fn = func(*Context, []*Tensor) ([]*Tensor, error) {
 			return nil, newError(CodeInternal, "the step's computation is gone (its caller has returned)")
 		}
 	}
-	*status = C.int(runComputation(fn, rc, int(j.num_inputs), int(j.num_outputs)))
+	*status = C.int(runComputation(fn, rc, int(turn.num_inputs), int(turn.num_outputs)))
 	return true
 }
 
@@ -162,58 +133,26 @@ func (p *pool) run(core int, j *C.tpurtgo_joined, status *C.int) (returned bool)
 // goroutine serves each such core (the step after runs, or returns the error again).
 // Nothing spins or fails silently.
 func (p *pool) takeEnded() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var first error
-	for c, err := range p.ended {
-		if err == nil {
-			continue
-		}
-		p.ended[c] = nil
-		if atomic.LoadInt32(&p.closing) == 0 {
-			p.start(c)
-		}
-		if first == nil {
-			first = err
-		}
+	var message [300]C.char
+	cores := make([]C.int, p.cores)
+	var n C.int
+	code := C.tpurtgo_pool_take_ended(p.native, &message[0], C.int(len(message)), &cores[0], C.int(len(cores)), &n)
+	if code == 0 {
+		return nil
 	}
-	return first
+	for _, c := range cores[:n] {
+		p.start(int(c))
+	}
+	return newError(Code(code), "%s", C.GoString(&message[0]))
 }
 
-func (p *pool) exited() {
-	if atomic.AddInt32(&p.running, -1) == 0 {
-		p.mu.Lock()
-		free := p.orphaned
-		p.mu.Unlock()
-		if free != nil {
-			free()
-		}
-	}
-	p.live.Done()
-}
-
-// close stops the goroutines after shutdown has woken them, then frees the system
-// with free: now (true), or when the last one leaves a computation it is still
-// inside (false).
-func (p *pool) close(free func()) (freed bool) {
+// close stops the goroutines: the library cancels their joins, and once none joins
+// the system may go (a goroutine still inside a late computation ends when it
+// leaves it; its participant holds what it needs).
+func (p *pool) close() {
 	defer lowerProcs()
-	atomic.StoreInt32(&p.closing, 1)
-	done := make(chan struct{})
-	go func() { p.live.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(poolCloseWait):
-		p.mu.Lock()
-		if atomic.LoadInt32(&p.running) != 0 {
-			p.orphaned = free
-			p.mu.Unlock()
-			return false
-		}
-		p.mu.Unlock()
-		<-done
-	}
-	free()
-	return true
+	C.tpurtgo_pool_stop(p.native)
+	C.tpurtgo_pool_free(p.native)
 }
 
 // threads are the OS thread ids serving the cores (0 for one not started yet).

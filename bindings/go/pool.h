@@ -1,29 +1,34 @@
-/* The pool's C helpers (pool.cxx), declared for pool.go's cgo preamble. Pointers
- * travel as uintptr_t: a tpurt::TpuSystem*, a tpurt::JoinedStep*, its ReplicaContext*. */
+/* The Go side of the replica pool (bindings/replica_pool.hpp), declared for pool.go's
+ * cgo preamble. Pointers travel as uintptr_t: a tpurt::TpuSystem*, a
+ * tpurt::ReplicaPool*, a tpurt::ReplicaPool::Seat*, a tpurt::ReplicaContext*. */
 #ifndef TPURT_GO_POOL_H
 #define TPURT_GO_POOL_H
 #include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
-typedef struct tpurtgo_joined {
-  uintptr_t step; /* 0 when the join failed */
+typedef struct tpurtgo_turn {
+  int turn; /* tpurt::ReplicaPool::Seat::kRun, kStop or kEnded */
   uintptr_t ctx;
   int64_t key;
   int num_inputs, num_outputs;
-  int code; /* the join's tpu_status */
-  char message[200];
-} tpurtgo_joined;
-/* Leaves `step` (0: none) with `status` and frees it, then joins `core`. */
-void tpurtgo_leave_join(uintptr_t system, uintptr_t step, int status, int core, int64_t timeout_ms,
-                        tpurtgo_joined* out);
-/* Leaves `step` with `status` and frees it. */
-void tpurtgo_leave(uintptr_t step, int status);
-/* Pins the calling thread for `core` of `cores` when the cores outnumber the usable
- * CPUs (as the library's workers); unpin restores the thread's CPUs before it goes
- * back to the Go scheduler. */
-void tpurtgo_pin(int core, int cores);
-void tpurtgo_unpin(void);
+} tpurtgo_turn;
+/* A pool over `cores` cores of the system (0, and *code and message set, on failure). */
+uintptr_t tpurtgo_pool_new(uintptr_t system, int cores, int* code, char* message, int capacity);
+/* Stops the pool's goroutines (their joins are cancelled); returns once none joins. */
+void tpurtgo_pool_stop(uintptr_t pool);
+void tpurtgo_pool_free(uintptr_t pool);
+/* The first join error since the last call (0: none), and the cores to serve again. */
+int tpurtgo_pool_take_ended(uintptr_t pool, char* message, int capacity, int* cores, int max_cores, int* num_cores);
+/* The calling thread's seat at `core`. */
+uintptr_t tpurtgo_seat(uintptr_t pool, int core);
+/* Leaves the seat's participant with `status`, then joins for the next: one crossing. */
+void tpurtgo_next(uintptr_t seat, int status, tpurtgo_turn* out);
+/* Fails the seat's participant with `message` and leaves (a goroutine that called
+ * runtime.Goexit inside it). */
+void tpurtgo_abandon(uintptr_t seat, int code, const char* message);
+/* Frees the seat: the thread gets its CPUs back. */
+void tpurtgo_seat_free(uintptr_t seat);
 #ifdef __cplusplus
 }
 #endif

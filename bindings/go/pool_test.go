@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // Steps on the caller's threads (1.4): the raw tpu_step_join / tpu_step_leave with the
@@ -292,39 +293,99 @@ func TestStepsRunOnThePoolByDefault(t *testing.T) {
 	}
 }
 
-// A pool goroutine whose join fails with anything but a busy core, a deadline or a
-// shutdown ends, and the next step returns its error: a pool of 3 cores on a system
-// of 2, whose core 2 is out of range (ErrInvalidArgument), is the one way to get there.
+// A pool goroutine whose join fails with anything but a busy core or a shutdown
+// ends, and the next step returns its error: a pool of 3 cores on a system of 2,
+// whose core 2 is out of range (ErrInvalidArgument), is the one way to get there.
 func TestPoolGoroutineEndingOnAJoinErrorIsReportedByTheNextStep(t *testing.T) {
 	s := newCallbackSystem(t, 2)
-	p := newPool(s.raw.Swigcptr(), 3)
-	defer p.close(func() {})
-	ended := func() {
-		t.Helper()
-		for until := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-			p.mu.Lock()
-			done := p.ended[2] != nil
-			p.mu.Unlock()
-			if done {
-				return
-			}
-			if time.Now().After(until) {
-				t.Fatal("core 2's goroutine did not end")
+	p, err := newPool(s.raw.Swigcptr(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	for round := 0; round < 2; round++ { // a new goroutine takes the core, and ends the same way
+		var err error
+		for until := time.Now().Add(5 * time.Second); err == nil; time.Sleep(time.Millisecond) {
+			if err = p.takeEnded(); err == nil && time.Now().After(until) {
+				t.Fatalf("round %d: core 2's goroutine did not end", round)
 			}
 		}
-	}
-	for round := 0; round < 2; round++ { // a new goroutine takes the core, and ends the same way
-		ended()
-		err := p.takeEnded()
-		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "goroutine of core 2 ended") ||
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "thread of core 2 ended") ||
 			!strings.Contains(err.Error(), "core is 2") {
 			t.Fatalf("round %d: %v, want ErrInvalidArgument naming core 2", round, err)
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ended[0] != nil || p.ended[1] != nil {
-		t.Fatalf("cores 0 and 1: %v, %v", p.ended[0], p.ended[1])
+}
+
+// affinity is the CPU mask of OS thread tid.
+func affinity(t *testing.T, tid int) [16]uint64 {
+	t.Helper()
+	var mask [16]uint64
+	if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, uintptr(tid), unsafe.Sizeof(mask),
+		uintptr(unsafe.Pointer(&mask))); e != 0 {
+		t.Fatalf("sched_getaffinity(%d): %v", tid, e)
+	}
+	return mask
+}
+
+// Pinning is the library's: under PinNever no replica's thread is pinned (the pool
+// pinned its own before, whatever the option), and under PinAlways each is pinned
+// while it runs and gets the process's CPUs back when the pool ends, before Go's
+// scheduler runs goroutines on it again.
+func TestPoolThreadsArePinnedOnlyByTheLibrary(t *testing.T) {
+	whole := affinity(t, syscall.Gettid())
+	count := func(m [16]uint64) (n int) {
+		for _, w := range m {
+			for ; w != 0; w &= w - 1 {
+				n++
+			}
+		}
+		return n
+	}
+	if count(whole) < 2 {
+		t.Skip("one usable CPU: nothing to pin to")
+	}
+	for _, pin := range []ThreadPinning{PinNever, PinAlways} {
+		s, err := NewSystem(SystemOptions{NumCores: 8, PinThreads: pin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		pinned := map[int]int{} // tid -> CPUs while running
+		if _, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+			tid := syscall.Gettid()
+			n := count(affinity(t, tid))
+			mu.Lock()
+			pinned[tid] = n
+			mu.Unlock()
+			return nil, nil
+		}, 8); err != nil {
+			t.Fatal(err)
+		}
+		tids := s.pool.threads()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for tid, n := range pinned {
+			if pin == PinNever && n != count(whole) {
+				t.Errorf("PinNever: replica thread %d ran on %d CPUs, not the process's %d", tid, n, count(whole))
+			}
+			if pin == PinAlways && n != 1 {
+				t.Errorf("PinAlways: replica thread %d ran on %d CPUs, want 1", tid, n)
+			}
+		}
+		for _, tid := range tids {
+			// A thread Go has ended is gone: only the live ones are checked.
+			var mask [16]uint64
+			if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, uintptr(tid), unsafe.Sizeof(mask),
+				uintptr(unsafe.Pointer(&mask))); e != 0 {
+				continue
+			}
+			if mask != whole {
+				t.Errorf("%v: pool thread %d went back to Go's scheduler on %d CPUs, not the process's %d",
+					pin, tid, count(mask), count(whole))
+			}
+		}
 	}
 }
 

@@ -20,7 +20,21 @@ type SystemOptions struct {
 	// threads (the mode before 1.4) instead of on the system's goroutines locked to
 	// their threads (tpu_step_join). The default (false) is faster.
 	CallbackReplicas bool
+	// PinThreads says where the library places the threads running replicas (its
+	// workers, and the pool's goroutines while they run a participant): PinAuto
+	// (the default) pins core N to usable CPU N mod C when cores outnumber the CPUs.
+	// A pool goroutine's thread gets its CPUs back before Go's scheduler has it again.
+	PinThreads ThreadPinning
 }
+
+// ThreadPinning is tpu_thread_pinning (tpurt/system.h).
+type ThreadPinning int
+
+const (
+	PinAuto   ThreadPinning = 0
+	PinAlways ThreadPinning = 1
+	PinNever  ThreadPinning = 2
+)
 
 func (o SystemOptions) raw() RawSystemOptions {
 	r := NewRawSystemOptions()
@@ -32,6 +46,7 @@ func (o SystemOptions) raw() RawSystemOptions {
 	r.SetDeviceType(o.DeviceType)
 	r.SetCollectiveTimeoutMs(o.CollectiveTimeout.Milliseconds())
 	r.SetCloseOnFailure(o.CloseOnFailure)
+	r.SetPinThreads(TpurtThreadPinning(o.PinThreads))
 	emb := NewByteVector()
 	for _, b := range o.EmbeddingConfig {
 		emb.Add(b)
@@ -127,18 +142,12 @@ func (s *System) Close() error {
 	runtime.SetFinalizer(s, nil)
 	var err error
 	if s.pool != nil {
-		// Shutdown wakes the goroutines waiting in tpu_step_join; the system is freed
-		// once none can touch it.
-		raw := s.raw
-		try0(raw.Shutdown) // it may have been shut down already: the release reports
-		var released error
-		if s.pool.close(func() { released = try0(func() { DeleteRawTpuSystem(raw) }) }) {
-			err = released
-		}
+		// No goroutine joins once this returns; one inside a late computation holds
+		// its participant, not the handle.
+		s.pool.close()
 		s.pool = nil
-	} else {
-		err = try0(func() { DeleteRawTpuSystem(s.raw) })
 	}
+	err = try0(func() { DeleteRawTpuSystem(s.raw) })
 	s.raw = nil
 	for _, d := range s.pinned {
 		DeleteDirectorRawComputation(d)
@@ -358,6 +367,8 @@ func (s *System) replicaPool(raw RawTpuSystem) (*pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.pool = newPool(raw.Swigcptr(), cores)
+	if s.pool, err = newPool(raw.Swigcptr(), cores); err != nil {
+		return nil, err
+	}
 	return s.pool, nil
 }
