@@ -102,9 +102,6 @@ public partial class TpuSystem {
 }
 
 internal sealed class ReplicaPool {
-  // How long a thread waits in tpu_step_join before it looks whether the pool stops.
-  // A shutdown wakes it at once; this bounds UseCallbacks = true (no shutdown).
-  internal const int JoinTimeoutMs = 200;
   const string ThreadName = "tpurt replica core ";
 
   static readonly ConcurrentDictionary<long, Entry> steps = new ConcurrentDictionary<long, Entry>();
@@ -125,94 +122,69 @@ internal sealed class ReplicaPool {
     steps.TryRemove(key, out Entry _);
   }
 
-  readonly TpuSystem system;
   readonly HandleRef native; // the support layer's tpurt::TpuSystem*
-  readonly Thread[] threads;
-  // ended[c]: why core c's thread ended on an unexpected join status (a programming
-  // error, not a busy core): the next step throws it (ThrowIfAThreadEnded).
-  readonly OpError[] ended;
-  volatile bool stopping;
-  int running;
+  readonly IntPtr pool;      // the one replica pool (replica_pool.hpp) the threads sit in
+  int stopped;
 
-  internal bool Running { get { return Volatile.Read(ref running) > 0; } }
+  // A replica of a failed step may still run on the pool.
+  internal bool Running { get { return Native.TpurtCsPoolRunning(pool) > 0; } }
 
   internal ReplicaPool(TpuSystem system) : this(system, system.NumCores()) {}
 
   // One thread per core 0 to cores - 1 (the tests give it a core the system lacks).
   internal ReplicaPool(TpuSystem system, int cores) {
-    this.system = system;
     native = TpuSystem.getCPtr(system);
-    threads = new Thread[cores];
-    ended = new OpError[cores];
+    pool = Native.TpurtCsPoolNew(native, cores);
+    if (pool == IntPtr.Zero)
+      throw OpError.FromCode(Status.FailedPrecondition, Marshal.PtrToStringAnsi(Native.TpurtCsLastError()));
     for (int c = 0; c < cores; ++c) Start(c);
   }
 
   void Start(int core) {
-    var t = new Thread(() => Serve(core)) { IsBackground = true, Name = ThreadName + core };
-    threads[core] = t;
-    t.Start();
+    new Thread(() => Serve(core)) { IsBackground = true, Name = ThreadName + core }.Start();
   }
 
-  // A thread that ended on an unexpected tpu_step_join status (ended[c], set by Serve)
-  // is reported by the next step, before it starts: it throws that status's OpError
-  // naming the core, and a new thread serves the core (the step after runs, or
-  // reports the error again). Nothing spins or fails silently.
+  // A thread that ended on an unexpected tpu_step_join status is reported by the next
+  // step, before it starts: it throws that status's OpError naming the core, and a new
+  // thread serves the core (the step after runs, or reports the error again).
+  // Nothing spins or fails silently.
   internal void ThrowIfAThreadEnded() {
-    OpError first = null;
-    for (int c = 0; c < ended.Length; ++c) {
-      OpError e = Interlocked.Exchange(ref ended[c], null);
-      if (e == null) continue;
-      if (!stopping) Start(c);
-      if (first == null) first = e;
-    }
-    if (first != null) throw first;
+    var cores = new int[64];
+    int code = Native.TpurtCsPoolTakeEnded(pool, cores, cores.Length, out int count);
+    if (code == 0) return;
+    string message = Marshal.PtrToStringAnsi(Native.TpurtCsLastError());
+    for (int i = 0; i < count; ++i) Start(cores[i]);
+    throw OpError.FromCode((Status)code, message);
   }
 
-  // Ends the threads: a shutdown wakes them at once, else each ends at its join's
-  // timeout. A thread still inside a late computation is not waited for beyond that.
+  // Ends the threads: the pool cancels their joins (after a shutdown, if asked), and
+  // returns once none is inside tpu_step_join; a thread still inside a late computation
+  // ends when it leaves it.
   internal void Stop(bool shutDown) {
-    stopping = true;
+    if (Interlocked.Exchange(ref stopped, 1) != 0) return;
     if (shutDown) Native.TpurtCsShutdown(native);
-    foreach (Thread t in threads)
-      if (t != Thread.CurrentThread) t.Join(2 * JoinTimeoutMs);
+    Native.TpurtCsPoolStop(pool);
+  }
+
+  // Freed once no thread can use it: its threads hold this object.
+  ~ReplicaPool() {
+    Native.TpurtCsPoolFree(pool);
   }
 
   void Serve(int core) {
-    IntPtr joined = Native.TpurtCsJoinedNew();
-    // One proxy for every step's context (the glue re-points the native one): a new
+    IntPtr seat = Native.TpurtCsSeat(pool, core);
+    if (seat == IntPtr.Zero) return;
+    // One proxy for every step's context (the seat re-points the native one): a new
     // finalizable proxy per step allocates on Mono's slow path.
-    var ctx = new ReplicaContext(Native.TpurtCsJoinedContext(joined), false);
+    var ctx = new ReplicaContext(Native.TpurtCsSeatContext(seat), false);
     GC.SuppressFinalize(ctx);
     bool inStep = false;
     try {
-      while (!stopping) {
-        Status st = (Status)Native.TpurtCsJoin(native, core, JoinTimeoutMs, joined, out long key, out int numInputs,
-                                               out int numOutputs);
-        if (st == Status.Cancelled || st == Status.FailedPrecondition) break; // shut down
-        if (st == Status.DeadlineExceeded) continue;                          // no step came
-        if (st == Status.AlreadyExists) {
-          // Another thread holds the core (a raw TpuSystem.StepJoin, or this core's
-          // previous thread, killed, not yet gone): try again shortly.
-          Thread.Sleep(JoinTimeoutMs);
-          continue;
-        }
-        if (st != Status.Ok) {
-          // InvalidArgument or anything else is a programming error: retrying would
-          // hide it. This thread ends, and the next step reports why.
-          string message = Marshal.PtrToStringAnsi(Native.TpurtCsLastError());
-          Volatile.Write(ref ended[core], OpError.FromCode(st, "the replica thread of core " + core +
-                                                               " ended: tpu_step_join failed: " + message));
-          break;
-        }
+      Status status = Status.Ok;
+      while (Native.TpurtCsNext(seat, (int)status, out long key, out int numInputs, out int numOutputs) == 0) {
         inStep = true;
-        Status status;
         if (steps.TryGetValue(key, out Entry entry)) {
-          Interlocked.Increment(ref running);
-          try {
-            status = DelegateComputation.RunReplica(entry.body, entry.system, ctx, numInputs, numOutputs);
-          } finally {
-            Interlocked.Decrement(ref running);
-          }
+          status = DelegateComputation.RunReplica(entry.body, entry.system, ctx, numInputs, numOutputs);
         } else {
           // Only a step that failed and returned leaves a participant behind. (An
           // exception escaping a thread would end the process.)
@@ -223,13 +195,12 @@ internal sealed class ReplicaPool {
           }
         }
         inStep = false;
-        Native.TpurtCsLeave(joined, (int)status);
       }
     } finally {
-      // A thread aborted inside a computation never left: its thread's exit fails the
-      // participant ("exited before tpu_step_leave"); a new thread serves the core.
-      Native.TpurtCsJoinedDelete(joined);
-      if (inStep && !stopping) Start(core);
+      // A thread aborted inside a computation: freeing its seat fails the participant;
+      // a new thread serves the core.
+      Native.TpurtCsSeatFree(seat);
+      if (inStep && Volatile.Read(ref stopped) == 0) Start(core);
     }
   }
 
@@ -237,12 +208,16 @@ internal sealed class ReplicaPool {
   // join, one to leave, with the native context and outputs reused across steps.
   internal static class Native {
     const string Glue = "tpurt_csharp";
-    [DllImport(Glue)] internal static extern IntPtr TpurtCsJoinedNew();
-    [DllImport(Glue)] internal static extern void TpurtCsJoinedDelete(IntPtr joined);
-    [DllImport(Glue)] internal static extern IntPtr TpurtCsJoinedContext(IntPtr joined);
-    [DllImport(Glue)] internal static extern int TpurtCsJoin(HandleRef system, int core, long timeoutMs, IntPtr joined, out long key,
-                                                            out int numInputs, out int numOutputs);
-    [DllImport(Glue)] internal static extern int TpurtCsLeave(IntPtr joined, int status);
+    [DllImport(Glue)] internal static extern IntPtr TpurtCsPoolNew(HandleRef system, int cores);
+    [DllImport(Glue)] internal static extern void TpurtCsPoolStop(IntPtr pool);
+    [DllImport(Glue)] internal static extern void TpurtCsPoolFree(IntPtr pool);
+    [DllImport(Glue)] internal static extern int TpurtCsPoolRunning(IntPtr pool);
+    [DllImport(Glue)] internal static extern int TpurtCsPoolTakeEnded(IntPtr pool, [Out] int[] cores, int capacity, out int count);
+    [DllImport(Glue)] internal static extern IntPtr TpurtCsSeat(IntPtr pool, int core);
+    [DllImport(Glue)] internal static extern void TpurtCsSeatFree(IntPtr seat);
+    [DllImport(Glue)] internal static extern IntPtr TpurtCsSeatContext(IntPtr seat);
+    [DllImport(Glue)] internal static extern int TpurtCsNext(IntPtr seat, int status, out long key, out int numInputs,
+                                                            out int numOutputs);
     [DllImport(Glue)] internal static extern int TpurtCsShutdown(HandleRef system);
     [DllImport(Glue)] internal static extern int TpurtCsReplicateJoined(HandleRef system, long key, int numReplicas, int numInputs,
                                                                        IntPtr[] inputs, int numOutputs, [Out] IntPtr[] outputs);

@@ -228,22 +228,13 @@ TPURT_UNCHECKED(writeInt64, WriteInt64)
 }
 
 
-/* The replica pool's hot path (ReplicaPool.cs), called by hand-written P/Invoke: one
- * call joins a core and points a reused tpurt::ReplicaContext at the participant, one
- * leaves with the outputs set on it. A SWIG JoinedStep would allocate a native object
- * and two finalizable proxies per replica per step. */
+/* The replica pool's hot path (ReplicaPool.cs), called by hand-written P/Invoke into
+ * the one replica pool (../replica_pool.hpp): one call leaves a core's participant and
+ * joins for the next, pointing the seat's reused tpurt::ReplicaContext at it. A SWIG
+ * proxy per step would allocate a native object and finalizable proxies per replica. */
 %{
-struct TpurtCsJoined {
-  tpu_joined_step j = TPU_JOINED_STEP_INIT;
-  std::vector<tpu_tensor*> outputs;
-  tpurt::ReplicaContext context{nullptr, nullptr, 0, nullptr, 0};
-  void release_outputs() {
-    for (tpu_tensor* t : outputs)
-      if (t) tpu_tensor_release(t);
-    outputs.clear();
-  }
-};
-/* A closed system (Close, Dispose) has no handle: the pool then ends. */
+#include "replica_pool.hpp"
+/* A closed system (Close, Dispose) has no handle. */
 static tpu_system* tpurt_cs_handle(tpurt::TpuSystem* system) noexcept {
   try {
     return system->handle();
@@ -252,35 +243,58 @@ static tpu_system* tpurt_cs_handle(tpurt::TpuSystem* system) noexcept {
   }
 }
 extern "C" {
-SWIGEXPORT TpurtCsJoined* SWIGSTDCALL TpurtCsJoinedNew() { return new TpurtCsJoined(); }
-/* A thread ending inside a participant (aborted) still owns what it set. */
-SWIGEXPORT void SWIGSTDCALL TpurtCsJoinedDelete(TpurtCsJoined* p) {
-  if (!p) return;
-  p->release_outputs();
-  delete p;
-}
-SWIGEXPORT tpurt::ReplicaContext* SWIGSTDCALL TpurtCsJoinedContext(TpurtCsJoined* p) { return &p->context; }
-SWIGEXPORT int SWIGSTDCALL TpurtCsJoin(tpurt::TpuSystem* system, int core, int64_t timeoutMs, TpurtCsJoined* p,
-                                       int64_t* key, int* numInputs, int* numOutputs) {
-  p->j = TPU_JOINED_STEP_INIT;
+/* NULL, with the thread's last error set, when the system is closed. */
+SWIGEXPORT tpurt::ReplicaPool* SWIGSTDCALL TpurtCsPoolNew(tpurt::TpuSystem* system, int cores) {
   tpu_system* s = tpurt_cs_handle(system);
-  if (!s) return TPU_FAILED_PRECONDITION;
-  const tpu_status st = tpu_step_join(s, core, timeoutMs, &p->j);
-  if (st != TPU_OK) return st;
-  const int n = p->j.num_outputs < 0 ? 0 : p->j.num_outputs;
-  p->outputs.assign(static_cast<size_t>(n), nullptr);
-  p->context = tpurt::ReplicaContext(p->j.ctx, p->j.inputs, p->j.num_inputs, p->outputs.data(), n);
-  *key = static_cast<int64_t>(reinterpret_cast<intptr_t>(p->j.user_data));
-  *numInputs = p->j.num_inputs;
-  *numOutputs = n;
-  return TPU_OK;
+  if (!s) {
+    tpu_set_last_error(TPU_FAILED_PRECONDITION, "the TPU system is closed");
+    return nullptr;
+  }
+  try {
+    return new tpurt::ReplicaPool(s, cores);
+  } catch (const tpurt::Error& e) {
+    tpu_set_last_error(static_cast<tpu_status>(e.code()), e.what());
+    return nullptr;
+  }
 }
-/* The runtime takes the outputs over, whatever the status. */
-SWIGEXPORT int SWIGSTDCALL TpurtCsLeave(TpurtCsJoined* p, int status) {
-  const tpu_status st = tpu_step_leave(p->j.ctx, static_cast<tpu_status>(status), p->outputs.data(),
-                                       static_cast<int>(p->outputs.size()));
-  p->outputs.clear();
-  return st;
+SWIGEXPORT void SWIGSTDCALL TpurtCsPoolStop(tpurt::ReplicaPool* pool) { pool->stop(); }
+SWIGEXPORT void SWIGSTDCALL TpurtCsPoolFree(tpurt::ReplicaPool* pool) { delete pool; }
+SWIGEXPORT int SWIGSTDCALL TpurtCsPoolRunning(tpurt::ReplicaPool* pool) { return pool->running(); }
+/* The first join error since the last call (its message as the last error), and the
+ * cores to serve again; 0: none. */
+SWIGEXPORT int SWIGSTDCALL TpurtCsPoolTakeEnded(tpurt::ReplicaPool* pool, int* cores, int capacity, int* count) {
+  std::string message;
+  std::vector<int> ended;
+  const int code = pool->takeEnded(&message, &ended);
+  *count = 0;
+  for (int c : ended)
+    if (*count < capacity) cores[(*count)++] = c;
+  if (code) tpu_set_last_error(static_cast<tpu_status>(code), message.c_str());
+  return code;
+}
+/* NULL for a core out of the pool's range (ReplicaPool.cs never asks for one). */
+SWIGEXPORT tpurt::ReplicaPool::Seat* SWIGSTDCALL TpurtCsSeat(tpurt::ReplicaPool* pool, int core) {
+  try {
+    return pool->seat(core);
+  } catch (...) {
+    return nullptr;
+  }
+}
+SWIGEXPORT void SWIGSTDCALL TpurtCsSeatFree(tpurt::ReplicaPool::Seat* seat) { delete seat; }
+SWIGEXPORT tpurt::ReplicaContext* SWIGSTDCALL TpurtCsSeatContext(tpurt::ReplicaPool::Seat* seat) {
+  return &seat->context();
+}
+/* Leaves with `status`, joins for the next: tpurt::ReplicaPool::Seat::kRun (then the
+ * participant's key and counts are set), kStop or kEnded. */
+SWIGEXPORT int SWIGSTDCALL TpurtCsNext(tpurt::ReplicaPool::Seat* seat, int status, int64_t* key, int* numInputs,
+                                       int* numOutputs) {
+  const int turn = seat->next(status);
+  if (turn == tpurt::ReplicaPool::Seat::kRun) {
+    *key = seat->key();
+    *numInputs = seat->numInputs();
+    *numOutputs = seat->numOutputs();
+  }
+  return turn;
 }
 /* tpu.replicate's step with default options on the pool, without SWIG's vectors:
  * inputs are the proxies' tpurt::Tensor*, outputs come back as new tpurt::Tensor*
