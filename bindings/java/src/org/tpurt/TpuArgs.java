@@ -85,9 +85,10 @@ final class TpuArgs {
     return out;
   }
 
+  /** null stays null (TensorFlow's inputs=None). */
   static List<List<Tensor>> asRows(Object value) {
+    if (value == null) return null;
     List<List<Tensor>> rows = new ArrayList<>();
-    if (value == null) return rows;
     if (!(value instanceof Iterable) && !(value instanceof Object[])) throw wrongType("inputs", value, "Iterable of Iterable<Tensor>");
     Iterable<?> it = value instanceof Object[] ? Arrays.asList((Object[]) value) : (Iterable<?>) value;
     int r = 0;

@@ -18,7 +18,8 @@ final class TpuSteps {
                                               InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, TensorShape shape) {
     List<List<Tensor>> rows = rows(inputs);
     int numInputs = rows.isEmpty() ? 0 : rows.get(0).size();
-    return replicate(computation, rows, infeedQueue, deviceAssignment, Collections.nCopies(numInputs, shape.toShape()));
+    return replicate(computation, inputs == null ? null : rows, infeedQueue, deviceAssignment,
+        Collections.nCopies(numInputs, shape.toShape()));
   }
 
   static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
@@ -32,8 +33,11 @@ final class TpuSteps {
     requireComputation(computation);
     TpuSystem system = tpu.system();
     List<List<Tensor>> rows = rows(inputs);
+    // inputs null is TensorFlow's [[]]: one replica with no inputs (or the device
+    // assignment's replicas, each with none); [] is zero replicas, which run nothing.
     int numReplicas = !rows.isEmpty() ? rows.size()
-        : deviceAssignment != null ? deviceAssignment.numReplicas() : system.numCores();
+        : deviceAssignment != null ? deviceAssignment.numReplicas() : inputs == null ? 1 : 0;
+    if (numReplicas == 0) return new ArrayList<>();
     int numInputs = rows.isEmpty() ? 0 : rows.get(0).size();
     for (int r = 0; r < rows.size(); r++)
       if (rows.get(r).size() != numInputs)
@@ -84,9 +88,16 @@ final class TpuSteps {
     return options;
   }
 
-  /** Each shard's outputs, concatenated along axis 0 (TensorFlow's default for shard). */
+  /**
+   * Each shard's outputs joined as TensorFlow's shard does by default: output j of every
+   * shard concatenated along axis 0 in shard order, scalar outputs stacked into a
+   * [numShards] vector.
+   */
   static Tensor[] concatenateShards(JavaStep step, int numShards) {
     int numOutputs = step.outputs(0).length;
+    for (int s = 1; s < numShards; s++)
+      if (step.outputs(s).length != numOutputs)
+        throw new InvalidArgumentError("shard " + s + " returned " + step.outputs(s).length + " outputs, shard 0 returned " + numOutputs);
     Tensor[] out = new Tensor[numOutputs];
     for (int j = 0; j < numOutputs; j++) {
       long rows = 0;
@@ -94,8 +105,9 @@ final class TpuSteps {
       Tensor first = step.outputs(0)[j];
       for (int s = 0; s < numShards; s++) {
         Tensor t = step.outputs(s)[j];
-        if (t.rank() < 1) throw new InvalidArgumentError("shard " + s + "'s output " + j + " is a scalar; outputs need rank >= 1");
-        rows += t.dim(0);
+        if (t.rank() != first.rank() || t.dtype() != first.dtype())
+          throw new InvalidArgumentError("shard " + s + "'s output " + j + " cannot be concatenated with shard 0's");
+        rows += t.rank() == 0 ? 1 : t.dim(0);
         bytes += t.byteSize();
       }
       byte[] joined = new byte[Math.toIntExact(bytes)];
@@ -105,7 +117,7 @@ final class TpuSteps {
         System.arraycopy(b, 0, joined, at, b.length);
         at += b.length;
       }
-      long[] dims = first.dims();
+      long[] dims = first.rank() == 0 ? new long[1] : first.dims();
       dims[0] = rows;
       out[j] = Tensor.fromBytes(first.dtype(), dims, joined);
     }

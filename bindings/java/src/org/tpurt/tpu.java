@@ -119,11 +119,18 @@ public final class tpu {
   /** tf.tpu.shutdown_system(job): job must be the system's (null: the default system's). */
   public static synchronized void shutdown_system(String job) {
     TpuSystem system = system();
-    if (job != null && !job.equals(system.jobName()))
-      throw new NotFoundError("job \"" + job + "\" is not the TPU system's job \"" + system.jobName() + "\"");
+    // TensorFlow places the shutdown op on /job:{job}/device:TPU_SYSTEM:0: a job the cluster
+    // lacks fails placement with InvalidArgumentError, and nothing shuts down.
+    if (job != null && !job.equals(system.jobName())) throw new InvalidArgumentError(wrongJob(job, system.jobName()));
     system.shutdown();
     system.close();
     defaultSystem = null;
+  }
+
+  static String wrongJob(String job, String own) {
+    return "Cannot assign a device for operation ShutdownDistributedTPU: Could not satisfy explicit device specification '/job:"
+        + job + "/device:TPU_SYSTEM:0' because no devices matching that specification are registered in this process; "
+        + "the TPU system's job is \"" + own + "\"";
   }
 
   /** tf.tpu.core(num): the device name of logical core num within a replica. */
@@ -150,7 +157,7 @@ public final class tpu {
 
   // ---- replicate -----------------------------------------------------------------------------
 
-  /** One step with no inputs on every core; returns outputs[replica]. */
+  /** tf.tpu.replicate(computation): inputs None, TensorFlow's [[]]: one replica with no inputs. */
   public static List<Tensor[]> replicate(TpuComputation computation) {
     return TpuSteps.replicate(computation, null, null, null, (List<Shape>) null);
   }
