@@ -22,7 +22,7 @@ $(GO_MOD)/.stamp: bindings/go/tpurt_go.i $(BINDING_SUPPORT) $(GO_SRC) $(GO_TESTS
 	cp $(GO_SRC) $(GO_TESTS) bindings/tpurt_binding.hpp $(GO_MOD)/
 	mkdir -p $(GO_MOD)/support && cp bindings/support/*.hpp $(GO_MOD)/support/
 	printf '%s\n' 'package tpurt' '' \
-	  '// support headers: sha256 $(GO_SUPPORT_SUM)' \
+	  '// support headers: sha256 $(GO_SUPPORT_SUM)' '' \
 	  '// #cgo CXXFLAGS: -std=c++17 -w -I$${SRCDIR} -I$(abspath include)' \
 	  '// #cgo LDFLAGS: -L$(GO_LIBDIR) -ltpurt -Wl,-rpath,$(GO_LIBDIR)' \
 	  'import "C"' > $(GO_MOD)/cgo_flags.go
