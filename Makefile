@@ -315,12 +315,14 @@ clean:
 	rm -rf $(BUILD)
 
 # ---- Bindings: one SWIG interface (bindings/tpurt.i) over the support layer
-# (bindings/tpurt_binding.hpp); each language's fragment defines bindings-<lang>,
-# test-<lang> (prints "<lang>: N passed, N failed"), install-<lang>, bench-<lang>
-# and example-<lang>, and writes only under $(BUILD)/bindings/<lang>.
+# (bindings/tpurt_binding.hpp, which includes bindings/support/*.hpp); each language's
+# fragment defines bindings-<lang>, test-<lang> (prints "<lang>: N passed, N failed"),
+# install-<lang>, bench-<lang> and example-<lang>, and writes only under
+# $(BUILD)/bindings/<lang>.
 BINDING_LANGS := csharp java go
 SWIG ?= swig
-BINDING_SUPPORT := bindings/tpurt.i bindings/tpurt_binding.hpp $(wildcard include/tpurt/*.h)
+BINDING_SUPPORT := bindings/tpurt.i bindings/tpurt_binding.hpp $(wildcard bindings/support/*.hpp) \
+  $(wildcard include/tpurt/*.h)
 -include $(foreach l,$(BINDING_LANGS),bindings/$(l)/$(l).mk)
 CS_INSTALL_FILES = $(PREFIX)/lib/cli/tpurt/Tpurt.dll $(PREFIX)/lib/cli/tpurt/Tpurt.dll.config \
   $(LIBDIR)/libtpurt_csharp.so

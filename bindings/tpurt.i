@@ -1,8 +1,8 @@
 /* The one SWIG interface for the whole tpurt C ABI, through the binding-support
- * classes of tpurt_binding.hpp. Language-neutral: any SWIG language with std_string,
- * std_vector and directors can generate a binding from it (the tests do so for
- * Python). The per-language files (csharp/tpurt_csharp.i, java/tpurt_java.i,
- * go/tpurt_go.i) include it after their typemaps and renames. */
+ * classes of tpurt_binding.hpp (one header per concern in support/). Language-neutral:
+ * any SWIG language with std_string, std_vector and directors can generate a binding
+ * from it (the tests do so for Python). The per-language files (csharp/tpurt_csharp.i,
+ * java/tpurt_java.i, go/tpurt_go.i) include it after their typemaps and renames. */
 #ifndef TPURT_MODULE_DECLARED
 %module(directors="1") tpurt
 #endif
@@ -128,7 +128,18 @@ static std::string tpurt_python_error() {
 %newobject tpurt::TpuSystem::initializeAcceleratorSystem;
 %newobject tpurt::TpuSystem::initializeMultiClient;
 
-%include "tpurt_binding.hpp"
+/* SWIG does not follow #include: the support headers, in tpurt_binding.hpp's order. */
+%include "support/common.hpp"
+%include "support/tensor.hpp"
+%include "support/topology.hpp"
+%include "support/mesh.hpp"
+%include "support/options.hpp"
+%include "support/cluster.hpp"
+%include "support/feed.hpp"
+%include "support/embedding.hpp"
+%include "support/context.hpp"
+%include "support/step.hpp"
+%include "support/system.hpp"
 
 %template(TensorVector) std::vector<tpurt::Tensor>;
 %template(ShapeVector) std::vector<tpurt::Shape>;

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Every C ABI function is reachable from every language: bindings/api_map.txt names, for
 # each TPU_API function, the support-layer member that calls it; the member must exist in
-# bindings/tpurt_binding.hpp and each language's tests must call it (by its name in any
+# the support layer (bindings/support/*.hpp, under bindings/tpurt_binding.hpp) and each language's tests must call it (by its name in any
 # case, e.g. AllGather or allGather; Go's spellings RawX, RawClassX, XClass (ParseTopology)
 # and NewClass for constructors count too).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 map=bindings/api_map.txt
+support=(bindings/support/*.hpp)
 errors=()
+
+# The umbrella header includes every support header, and tpurt.i %includes every one
+# (SWIG does not follow #include: a header missing there is missing from every language).
+for h in "${support[@]}"; do
+  grep -q "^#include \"support/${h##*/}\"" bindings/tpurt_binding.hpp || errors+=("bindings/tpurt_binding.hpp does not include $h")
+  grep -q "^%include \"support/${h##*/}\"" bindings/tpurt.i || errors+=("bindings/tpurt.i does not %include $h")
+done
 declare -A member_of
 while read -r fn member; do
   [ -z "$fn" ] || [[ $fn == \#* ]] && continue
@@ -26,8 +34,8 @@ for fn in "${!member_of[@]}"; do
   class=${member%.*}
   [ "$class" = "$member" ] && class=
   spellings="$name|raw$name|raw$class$name|$name$class|new$name"
-  grep -qw -- "$fn" bindings/tpurt_binding.hpp || errors+=("$map: no support member calls $fn")
-  grep -qw -- "$name" bindings/tpurt_binding.hpp || errors+=("$map: $member is not in tpurt_binding.hpp")
+  grep -qw -- "$fn" "${support[@]}" || errors+=("$map: no support member calls $fn")
+  grep -qw -- "$name" "${support[@]}" || errors+=("$map: $member is not in bindings/support")
   for lang in "${!test_dirs[@]}"; do
     dir=${test_dirs[$lang]}
     files=$(find "$dir" -name '*_test.go' -o -name '*Test*.cs' -o -name '*Test*.java' -o -name '*Tests.cs' 2>/dev/null || true)

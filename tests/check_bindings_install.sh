@@ -22,7 +22,8 @@ mk() { make --no-print-directory -s BUILD="$BUILD" LDCONFIG=true PREFIX="$prefix
 mk install INSTALL_BINDINGS=yes
 for f in lib/cli/tpurt/Tpurt.dll lib/cli/tpurt/Tpurt.dll.config lib/libtpurt_csharp.so \
          share/java/tpurt.jar lib/jni/libtpurt_java.so \
-         share/gocode/src/tpurt.dev/go/tpurt/go.mod share/gocode/src/tpurt.dev/go/tpurt/tpurt_wrap.cxx; do
+         share/gocode/src/tpurt.dev/go/tpurt/go.mod share/gocode/src/tpurt.dev/go/tpurt/tpurt_wrap.cxx \
+         share/gocode/src/tpurt.dev/go/tpurt/tpurt_binding.hpp share/gocode/src/tpurt.dev/go/tpurt/support/system.hpp; do
   [ -e "$prefix/$f" ] || fail "make install did not create $prefix/$f"
 done
 

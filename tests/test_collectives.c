@@ -540,7 +540,8 @@ typedef struct {
 enum {
   MISMATCH_DTYPE, MISMATCH_SHAPE, MISMATCH_OP, MISMATCH_GROUPS, MISMATCH_KIND,
   SKIP_COLLECTIVE, STUCK_REPLICA, FAILING_REPLICA, BAD_GROUPS, BAD_AXIS, BAD_PAIRS, BF16_SCOPE_MISMATCH,
-  BAD_GROUPS_ONE, BAD_GROUPS_ONE_SWALLOWED, BAD_GROUPS_ONE_THEN_BARRIER
+  BAD_GROUPS_ONE, BAD_GROUPS_ONE_SWALLOWED, BAD_GROUPS_ONE_THEN_BARRIER,
+  COMPLEX_MAX, BOOL_SUM, SCATTER_NOT_DIVISIBLE, SPLIT_COUNT_NOT_GROUP_SIZE
 };
 
 static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
@@ -625,6 +626,21 @@ static tpu_status err_computation(tpu_replica_context *ctx, tpu_tensor *const *i
       st = tpu_collective_permute(ctx, x, pairs, 2, &out, NULL);
       break;
     }
+    case COMPLEX_MAX:
+    case BOOL_SUM: {
+      tpu_tensor_release(x);
+      x = make_input(e->mode == BOOL_SUM ? TPU_BOOL : TPU_COMPLEX64, r, dims, 1);
+      st = tpu_all_reduce(ctx, x, e->mode == BOOL_SUM ? TPU_REDUCE_SUM : TPU_REDUCE_MAX, NULL, &out, NULL);
+      break;
+    }
+    case SCATTER_NOT_DIVISIBLE: {
+      const int64_t six[1] = {6};
+      tpu_tensor_release(x);
+      x = make_input(TPU_FLOAT, r, six, 1);
+      st = tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &out, NULL);
+      break;
+    }
+    case SPLIT_COUNT_NOT_GROUP_SIZE: st = tpu_all_to_all(ctx, x, 0, 0, 2, NULL, &out, NULL); break;
     case BF16_SCOPE_MISMATCH:
       if (r == 0) tpu_bfloat16_scope_enter(ctx);
       st = tpu_cross_replica_sum(ctx, x, NULL, &out, NULL);
@@ -773,6 +789,29 @@ static void test_collectives__bad_arguments(void **state) {
   }
   CHECK_STEP_ERROR(sys, BAD_AXIS, TPU_INVALID_ARGUMENT, "axis 3 is out of range", &e);
   CHECK_STEP_ERROR(sys, BAD_PAIRS, TPU_INVALID_ARGUMENT, "Target 1 appears more than once", &e);
+  release_system(NULL);
+}
+
+/* What the operations refuse (collectives.h): MIN/MAX of complex64, bool other than
+ * MIN and MAX, a scatter axis the group size does not divide, and a split_count other
+ * than the group size; every replica gets the error. */
+static void test_collectives__refused_reductions_and_splits(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, time_limit_ms(10000));
+  err_case e;
+  const struct {
+    int mode;
+    const char *want;
+  } cases[] = {
+      {COMPLEX_MAX, "complex64 tensors have no MIN or MAX"},
+      {BOOL_SUM, "bool tensors can only be reduced with MIN (and) or MAX (or)"},
+      {SCATTER_NOT_DIVISIBLE, "(6) is not divisible by the group size 4"},
+      {SPLIT_COUNT_NOT_GROUP_SIZE, "split_count 2 must equal the group size 4"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    CHECK_STEP_ERROR(sys, cases[i].mode, TPU_INVALID_ARGUMENT, cases[i].want, &e);
+    for (int r = 0; r < 4; ++r) assert_int_equal(e.status[r], TPU_INVALID_ARGUMENT);
+  }
   release_system(NULL);
 }
 
@@ -996,6 +1035,82 @@ static void test_collectives__bfloat16_scope_numbers(void **state) {
   release_system(NULL);
 }
 
+/* The scope nests per replica: after two enters and one exit all-reduce,
+ * cross_replica_sum and reduce-scatter still travel as bfloat16 (float32 results);
+ * after the second exit they are float32 sums again. */
+typedef struct {
+  float inner[3][4][64], outer[4][64];
+  tpu_status status[4];
+} bf16_nest;
+
+static tpu_status bf16_nest_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
+                                        tpu_tensor **outputs, int no, void *user_data) {
+  bf16_nest *b = user_data;
+  int r;
+  tpu_replica_context_replica_id(ctx, &r);
+  float v[4 * 64];
+  for (int j = 0; j < 4 * 64; ++j) v[j] = bf16_input(r, j % 64);
+  const int64_t dims[1] = {64}, four[1] = {4 * 64};
+  tpu_tensor *x = NULL, *x4 = NULL, *out[3] = {NULL};
+  tpu_status st = tpu_tensor_create(TPU_FLOAT, dims, 1, v, 64 * sizeof(float), &x);
+  if (st == TPU_OK) st = tpu_tensor_create(TPU_FLOAT, four, 1, v, sizeof v, &x4);
+  if (st == TPU_OK) st = tpu_bfloat16_scope_enter(ctx);
+  if (st == TPU_OK) st = tpu_bfloat16_scope_enter(ctx);
+  if (st == TPU_OK) st = tpu_bfloat16_scope_exit(ctx);
+  if (st == TPU_OK) st = tpu_cross_replica_sum(ctx, x, NULL, &out[0], NULL);
+  if (st == TPU_OK) st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, NULL, &out[1], NULL);
+  if (st == TPU_OK) st = tpu_reduce_scatter(ctx, x4, TPU_REDUCE_SUM, 0, NULL, &out[2], NULL);
+  for (int k = 0; k < 3 && st == TPU_OK; ++k) {
+    tpu_dtype d;
+    const void *data = NULL;
+    st = tpu_tensor_dtype(out[k], &d);
+    if (st == TPU_OK && d != TPU_FLOAT) st = TPU_INTERNAL;
+    if (st == TPU_OK) st = tpu_tensor_data(out[k], &data);
+    if (st == TPU_OK) memcpy(b->inner[k][r], data, 64 * sizeof(float));
+    tpu_tensor_release(out[k]);
+    out[k] = NULL;
+  }
+  if (st == TPU_OK) st = tpu_bfloat16_scope_exit(ctx);
+  if (st == TPU_OK) st = tpu_cross_replica_sum(ctx, x, NULL, &out[0], NULL);
+  const void *data = NULL;
+  if (st == TPU_OK) st = tpu_tensor_data(out[0], &data);
+  if (st == TPU_OK) memcpy(b->outer[r], data, 64 * sizeof(float));
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(x4);
+  tpu_tensor_release(x);
+  b->status[r] = st;
+  return st;
+}
+
+static void test_collectives__bfloat16_scope_nests(void **state) {
+  (void)state;
+  tpu_system *sys = start_system(4, time_limit_ms(10000));
+  static bf16_nest b;
+  memset(&b, 0, sizeof b);
+  CHECK_OK(tpu_replicate(sys, bf16_nest_computation, &b, 4, 0, NULL, 0, NULL, NULL));
+  int differs = 0;
+  for (int i = 0; i < 64; ++i) {
+    float acc = 0, exact = 0;
+    for (int r = 0; r < 4; ++r) {
+      acc += bf16_to_f(f_to_bf16(bf16_input(r, i)));
+      exact += bf16_input(r, i);
+    }
+    const float want = bf16_to_f(f_to_bf16(acc));
+    for (int r = 0; r < 4; ++r) {
+      for (int k = 0; k < 3; ++k)
+        if (b.inner[k][r][i] != want)
+          fail_msg("nested scope, collective %d, replica %d [%d]: %.9g, expected %.9g", k, r, i,
+                   b.inner[k][r][i], want);
+      /* float32 again: any summation order, but not the bfloat16 result */
+      if (fabsf(b.outer[r][i] - exact) > 1e-6f * exact)
+        fail_msg("after the scope, replica %d [%d]: %.9g, expected %.9g", r, i, b.outer[r][i], exact);
+      differs += b.outer[r][i] != want;
+    }
+  }
+  assert_true(differs > 0);
+  release_system(NULL);
+}
+
 /* ---- many steps ------------------------------------------------------------ */
 
 /* Waiting differs with placement (spinning, yielding, spinning while every thread
@@ -1054,10 +1169,12 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_collectives__missing_and_stuck_replicas, release_system),
       cmocka_unit_test_teardown(test_collectives__failing_replica_aborts_the_others, release_system),
       cmocka_unit_test_teardown(test_collectives__bad_arguments, release_system),
+      cmocka_unit_test_teardown(test_collectives__refused_reductions_and_splits, release_system),
       cmocka_unit_test_teardown(test_collectives__error_messages_name_the_failing_replica_once, release_system),
       cmocka_unit_test_teardown(test_collectives__integer_mean_does_not_wrap, release_system),
       cmocka_unit_test_teardown(test_collectives__output_size_overflow, release_system),
       cmocka_unit_test_teardown(test_collectives__bfloat16_scope_numbers, release_system),
+      cmocka_unit_test_teardown(test_collectives__bfloat16_scope_nests, release_system),
       cmocka_unit_test_teardown(test_collectives__every_placement, release_system),
       cmocka_unit_test_teardown(test_collectives__thousand_random_steps, release_system),
       cmocka_unit_test_teardown(test_collectives__outside_a_computation, release_system),

@@ -3,7 +3,8 @@
  * tests/check_contracts.sh checks the tables): the default deadline, job name and mesh,
  * what shutdown and release wait for, pointers the library keeps, options layouts,
  * steps one at a time in call order, a NULL output, tpu_rewrite's core,
- * tpu_replica_context_fail with TPU_OK, a joined thread's pinning. Waits are bounded. */
+ * tpu_replica_context_fail with TPU_OK, a joined thread's pinning; and of
+ * tpurt/collectives.h, the handles collectives give out. Waits are bounded. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -451,6 +452,80 @@ static void test_contracts__joined_thread_is_pinned_like_the_worker(void **state
   }
 }
 
+/* collectives.h: "Outputs are new tensor handles (*out, the caller's). Inputs are only
+ * read." Every collective on two replicas: each output is a handle of its own, not the
+ * input's, that outlives the step (the test thread reads and releases them after it);
+ * the input keeps its values, shape and buffer. */
+enum { kOps = 7 };
+
+typedef struct {
+  tpu_tensor *out[2][kOps];
+  const void *x[2], *in_before[2], *in_after[2];
+  int in_changed[2];
+} new_outputs;
+
+static tpu_status every_collective(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                   tpu_tensor **outs, int no, void *user) {
+  new_outputs *n = user;
+  int r = 0;
+  tpu_replica_context_replica_id(ctx, &r);
+  float v[4];
+  for (int i = 0; i < 4; ++i) v[i] = (float)(10 * r + i);
+  const int64_t dims[1] = {4};
+  const int32_t pairs[4] = {0, 1, 1, 0};
+  tpu_tensor *x = NULL;
+  tpu_status st = tpu_tensor_create(TPU_FLOAT, dims, 1, v, sizeof v, &x);
+  n->x[r] = x;
+  if (st == TPU_OK) st = tpu_tensor_data(x, &n->in_before[r]);
+  tpu_tensor **o = n->out[r];
+  if (st == TPU_OK) st = tpu_cross_replica_sum(ctx, x, NULL, &o[0], NULL);
+  if (st == TPU_OK) st = tpu_all_reduce(ctx, x, TPU_REDUCE_MAX, NULL, &o[1], NULL);
+  if (st == TPU_OK) st = tpu_all_gather(ctx, x, 0, NULL, &o[2], NULL);
+  if (st == TPU_OK) st = tpu_reduce_scatter(ctx, x, TPU_REDUCE_SUM, 0, NULL, &o[3], NULL);
+  if (st == TPU_OK) st = tpu_all_to_all(ctx, x, 0, 0, 2, NULL, &o[4], NULL);
+  if (st == TPU_OK) st = tpu_collective_permute(ctx, x, pairs, 2, &o[5], NULL);
+  if (st == TPU_OK) st = tpu_broadcast(ctx, x, 0, NULL, &o[6], NULL);
+  int64_t got_dims[1] = {0};
+  const void *p = NULL;
+  if (st == TPU_OK) st = tpu_tensor_data(x, &p);
+  if (st == TPU_OK) st = tpu_tensor_dims(x, got_dims, 1, &(size_t){0});
+  n->in_after[r] = p;
+  n->in_changed[r] = st != TPU_OK || got_dims[0] != 4 || memcmp(p, v, sizeof v) != 0;
+  tpu_tensor_release(x);
+  return st;
+}
+
+static void test_contracts__collective_outputs_are_new_and_inputs_only_read(void **state) {
+  start(2, time_limit_ms(20000));
+  static new_outputs n;
+  memset(&n, 0, sizeof n);
+  CHECK_OK(tpu_replicate(g_sys, every_collective, &n, 2, 0, NULL, 0, NULL, NULL));
+  /* Replica r's x is {10r, 10r + 1, 10r + 2, 10r + 3}. */
+  const float want0[kOps][8] = {{10, 12, 14, 16}, {10, 11, 12, 13}, {0, 1, 2, 3, 10, 11, 12, 13},
+                                {10, 12}, {0, 1, 10, 11}, {10, 11, 12, 13}, {0, 1, 2, 3}};
+  const int64_t count[kOps] = {4, 4, 8, 2, 4, 4, 4};
+  for (int r = 0; r < 2; ++r) {
+    assert_false(n.in_changed[r]);
+    assert_ptr_equal(n.in_after[r], n.in_before[r]);
+    for (int op = 0; op < kOps; ++op) {
+      tpu_tensor *t = n.out[r][op];
+      assert_non_null(t);
+      assert_ptr_not_equal(t, n.x[r]); /* x was alive then: a new handle has another address */
+      for (int q = 0; q < 2; ++q) /* no handle given out twice */
+        for (int other = 0; other < kOps; ++other)
+          if (q != r || other != op) assert_ptr_not_equal(t, n.out[q][other]);
+      int64_t elements = 0;
+      const float *data = NULL;
+      CHECK_OK(tpu_tensor_num_elements(t, &elements));
+      assert_int_equal(elements, count[op]);
+      CHECK_OK(tpu_tensor_data(t, (const void **)&data));
+      if (r == 0)
+        for (int i = 0; i < count[op]; ++i) assert_true(data[i] == want0[op][i]);
+      CHECK_OK(tpu_tensor_release(t));
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_contracts__default_collective_deadline_is_5_minutes, release_system),
@@ -465,6 +540,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_contracts__rewrite_runs_on_core_0, release_system),
       cmocka_unit_test_teardown(test_contracts__context_fail_needs_an_error, release_system),
       cmocka_unit_test_teardown(test_contracts__joined_thread_is_pinned_like_the_worker, release_system),
+      cmocka_unit_test_teardown(test_contracts__collective_outputs_are_new_and_inputs_only_read, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

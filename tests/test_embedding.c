@@ -664,10 +664,11 @@ static void test_embedding__queries(void **state) {
   assert_string_equal(buf, "parameters");
   CHECK_OK(tpu_embedding_variable_name(s, 1, 1, buf, sizeof buf, &len));
   assert_string_equal(buf, "accumulators");
-  CHECK_ERROR(tpu_embedding_variable_name(s, 0, 1, buf, sizeof buf, &len), TPU_OUT_OF_RANGE, "1");
+  CHECK_ERROR(tpu_embedding_variable_name(s, 0, 1, buf, sizeof buf, &len), TPU_OUT_OF_RANGE,
+              "variable 1 is outside [0, 1)");
   CHECK_ERROR(tpu_embedding_variable_name(s, 1, -1, buf, sizeof buf, &len), TPU_OUT_OF_RANGE, "-1");
   CHECK_ERROR(tpu_embedding_table_name(s, 0, buf, 2, &len), TPU_OUT_OF_RANGE, "");
-  CHECK_ERROR(tpu_embedding_table_shape(s, 2, &V, &D), TPU_OUT_OF_RANGE, "2");
+  CHECK_ERROR(tpu_embedding_table_shape(s, 2, &V, &D), TPU_OUT_OF_RANGE, "table 2 is outside [0, 2)");
   CHECK_ERROR(tpu_embedding_table_optimizer(s, -1, &opt), TPU_OUT_OF_RANGE, "-1");
 
   CHECK_OK(tpu_embedding_num_features(s, &n));
@@ -684,7 +685,7 @@ static void test_embedding__queries(void **state) {
   CHECK_ERROR(tpu_embedding_feature_shape(s, 1, shape, 2, &len), TPU_OUT_OF_RANGE, "");
   CHECK_OK(tpu_embedding_feature_shape(s, 1, shape, 4, &len));
   assert_true(len == 3 && shape[0] == 2 && shape[1] == 3 && shape[2] == 3);
-  CHECK_ERROR(tpu_embedding_feature_table(s, 3, &n), TPU_OUT_OF_RANGE, "3");
+  CHECK_ERROR(tpu_embedding_feature_table(s, 3, &n), TPU_OUT_OF_RANGE, "feature 3 is outside [0, 3)");
   CHECK_ERROR(tpu_embedding_feature_name(s, -1, buf, sizeof buf, &len), TPU_OUT_OF_RANGE, "-1");
 
   /* TensorFlow's older form: num_features per table, batch_size_per_tensor_core each. */
@@ -1109,6 +1110,30 @@ static tpu_status send_unenqueued(tpu_replica_context *ctx, plan *pl, int p) {
   return send_replaced(ctx, pl, p, 2, t);
 }
 
+static tpu_status recv_twice(tpu_replica_context *ctx, plan *pl, int p) {
+  tpu_tensor *acts[MAXF] = {NULL};
+  tpu_status st = do_enqueue(ctx, pl, p);
+  if (st == TPU_OK) st = tpu_embedding_recv_activations(ctx, acts, pl->num_acts);
+  if (st != TPU_OK) return checked(pl, p, AT_NONE, st, "the first recv_activations");
+  release_all(acts, pl->m->num_features);
+  return do_recv(ctx, pl, p);
+}
+
+/* Every participant asks for its activations only once its gradients are sent (a
+ * second ask after both would be "twice"): the update may have begun. */
+static tpu_status recv_after_send(tpu_replica_context *ctx, plan *pl, int p) {
+  tpu_status st = do_enqueue(ctx, pl, p);
+  if (st == TPU_OK) st = do_send(ctx, pl, p);
+  return st != TPU_OK ? st : do_recv(ctx, pl, p);
+}
+
+/* A participant that enqueues but skips its activations: the others' recv_activations
+ * is a collective it does not join. */
+static tpu_status skip_recv(tpu_replica_context *ctx, plan *pl, int p) {
+  tpu_status st = do_enqueue(ctx, pl, p);
+  return st != TPU_OK ? st : do_send(ctx, pl, p);
+}
+
 static tpu_status send_twice(tpu_replica_context *ctx, plan *pl, int p) {
   tpu_tensor *g[MAXF];
   tpu_status st = do_enqueue(ctx, pl, p);
@@ -1171,6 +1196,10 @@ static const bad_case kBad[] = {
     {"a replica that disagrees on the learning rate", 1, AT_SEND, TPU_INVALID_ARGUMENT, {"disagree", "0.75"}},
     {"gradients sent twice", 0, AT_SEND, TPU_INVALID_ARGUMENT, {"replica 0", "twice"}},
     {"a replica failing after its gradients", 1, AT_NONE, TPU_ABORTED, {"replica 1", "on purpose"}},
+    {"activations twice", 0, AT_RECV, TPU_INVALID_ARGUMENT, {"replica 0", "activations twice"}},
+    {"activations after the gradients", -1, AT_RECV, TPU_INVALID_ARGUMENT, {"after sending its gradients"}},
+    {"a participant skipping its activations", 1, AT_SEND, TPU_INVALID_ARGUMENT,
+     {"replica 1", "without having asked for its activations"}},
 };
 
 /* Sets the plan up for case i (a mutation of the misbehaving participant's input, or
@@ -1220,6 +1249,9 @@ static void setup_bad(plan *pl, int i) {
       case 29: pl->rates[p][0] = 0.75f; break;
       case 30: pl->bad = send_twice; break;
       case 31: pl->bad = fail_after_send; break;
+      case 32: pl->bad = recv_twice; break;
+      case 33: pl->bad = recv_after_send; break;
+      case 34: pl->bad = skip_recv; break;
       default: fail_msg("no case %d", i);
     }
   }

@@ -470,6 +470,9 @@ static void test_group_modes__collective_options_sizes(void** state) {
   assert_int_equal(co.group_mode, untouched); /* beyond the caller's struct */
   CHECK_OK(tpu_collective_options_init(&co, sizeof co));
   assert_int_equal(co.group_mode, 0);
+  // Below the 1.0 size or above this library's: refused.
+  CHECK_ERROR(tpu_collective_options_init(&co, kOptions10 - 1), TPU_INVALID_ARGUMENT, "struct_size");
+  CHECK_ERROR(tpu_collective_options_init(&co, sizeof co + 8), TPU_INVALID_ARGUMENT, "struct_size");
 
   tpu_system_options so = TPU_SYSTEM_OPTIONS_INIT;
   so.num_cores = 2;

@@ -128,6 +128,8 @@ static void test_tensor__zero_size(void **state) {
   tpu_tensor *t = NULL;
   CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 3, NULL, 0, &t));
   assert_shape(t, TPU_FLOAT, 3, dims);
+  const void *p = (const void *)&dims;
+  CHECK_OK(tpu_tensor_data(t, &p)); /* may give NULL, but succeeds */
   CHECK_OK(tpu_tensor_release(t));
   float dummy;
   CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 3, &dummy, 0, &t)); /* non-NULL data, 0 bytes */
@@ -368,6 +370,8 @@ static void wrap_with_views(int order) {
   CHECK_OK(tpu_tensor_reshape(v1, cube, 3, &v2)); /* a view of a view */
   assert_ptr_equal(data_of(v1), buf);
   assert_ptr_equal(data_of(v2), buf);
+  buf[11] = 5; /* the caller's own write: no copy-on-write, every handle sees it */
+  assert_true(((const float *)data_of(t))[11] == 5 && ((const float *)data_of(v2))[11] == 5);
   tpu_tensor *seq[3][3] = {{t, v1, v2}, {v2, v1, t}, {v1, t, v2}};
   for (int i = 0; i < 3; ++i) {
     assert_int_equal(log.calls, 0);
@@ -394,6 +398,7 @@ static void test_tensor__reshape(void **state) {
   CHECK_OK(tpu_tensor_reshape(t, to, 3, &r));
   const int64_t inferred[3] = {2, 4, 3};
   assert_shape(r, TPU_INT16, 3, inferred);
+  assert_shape(t, TPU_INT16, 2, dims); /* the source's shape is unchanged */
   assert_ptr_equal(data_of(r), data_of(t));
   CHECK_OK(tpu_tensor_release(r));
 
@@ -539,8 +544,14 @@ static void test_tensor__cast(void **state) {
   tpu_tensor *bb = cast(bt, TPU_BOOL);
   assert_memory_equal(data_of(bb), b, 2);
   CHECK_ERROR(tpu_tensor_cast(bt, TPU_FLOAT, &r), TPU_INVALID_ARGUMENT, "bool");
+  const float c[4] = {1, -2, 3.5f, 4};
+  tpu_tensor *ct = vector(TPU_COMPLEX64, c, 2);
+  tpu_tensor *cc = cast(ct, TPU_COMPLEX64);
+  assert_memory_equal(data_of(cc), c, sizeof c);
+  CHECK_ERROR(tpu_tensor_cast(ct, TPU_FLOAT, &r), TPU_INVALID_ARGUMENT, "complex64");
+  assert_ptr_equal(r, SENTINEL);
 
-  tpu_tensor *all[] = {t, i32, bf, h, back, i8, d, same, bt, bb};
+  tpu_tensor *all[] = {t, i32, bf, h, back, i8, d, same, bt, bb, ct, cc};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) CHECK_OK(tpu_tensor_release(all[i]));
 }
 
@@ -678,6 +689,46 @@ static void test_tensor__wrap_mutable(void **state) {
   assert_int_equal(((const int32_t *)data_of(w))[0], 42);
   CHECK_OK(tpu_tensor_release(w));
   assert_int_equal(log.calls, 1);
+}
+
+/* tensor.h: copying a shared buffer may run out of memory (TPU_RESOURCE_EXHAUSTED) and
+ * leaves the tensor unchanged. In a child capped 32 MiB above what it uses, a 64 MiB
+ * buffer shared with a reshape cannot be copied; once alone it is written in place. */
+static void test_tensor__mutable_data_out_of_memory_leaves_the_tensor(void **state) {
+  (void)state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    const int64_t dims[1] = {INT64_C(16) << 20}, flat[2] = {INT64_C(4) << 20, 4};
+    tpu_tensor *t = NULL, *r = NULL;
+    size_t released = 0;
+    float *src = calloc((size_t)dims[0], sizeof(float)); /* not mutable_data: t must share */
+    if (src == NULL) _exit(5);
+    src[7] = 7;
+    if (tpu_tensor_create(TPU_FLOAT, dims, 1, src, (size_t)dims[0] * sizeof(float), &t) != TPU_OK) _exit(4);
+    free(src);
+    if (tpu_tensor_reshape(t, flat, 2, &r) != TPU_OK) _exit(6);
+    if (tpu_tensor_cache_trim(0, &released) != TPU_OK) _exit(7); /* no cached block to reuse */
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &pages) != 1) _exit(2);
+    fclose(f);
+    rlim_t cap = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)32 << 20);
+    struct rlimit lim = {cap, cap};
+    if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(3);
+    const void *before = NULL, *after = NULL;
+    void *p = SENTINEL;
+    if (tpu_tensor_data(r, &before) != TPU_OK) _exit(8);
+    if (tpu_tensor_mutable_data(r, &p) != TPU_RESOURCE_EXHAUSTED || p != SENTINEL) _exit(1);
+    if (tpu_tensor_data(r, &after) != TPU_OK || after != before || ((const float *)after)[7] != 7) _exit(9);
+    if (tpu_tensor_release(t) != TPU_OK) _exit(10);
+    /* Alone in its buffer now: no copy is needed. */
+    _exit(tpu_tensor_mutable_data(r, &p) == TPU_OK && p == before ? 0 : 11);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* ---- shared collective results -------------------------------------------------- */
@@ -857,6 +908,44 @@ static void test_tensor__group_results_private(void **state) {
   for (int op = 0; op < kGroupOps; ++op)
     for (int a = 0; a < kCowReplicas; ++a)
       for (int b = a + 1; b < kCowReplicas; ++b) assert_ptr_not_equal(run.data[op][a], run.data[op][b]);
+}
+
+/* A piece of a sharded input whose rows start 64-byte aligned shares the input's
+ * buffer; a write through it copies first, so the caller's input keeps its values. */
+typedef struct {
+  const void *piece[kCowReplicas], *written[kCowReplicas];
+} piece_run;
+
+static tpu_status write_piece(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                              tpu_tensor **out, int no, void *user) {
+  piece_run *run = user;
+  const int k = replica_of(ctx);
+  void *w = NULL;
+  tpu_status st = tpu_tensor_data(in[0], &run->piece[k]);
+  if (st == TPU_OK) st = tpu_tensor_mutable_data(in[0], &w);
+  if (st == TPU_OK) ((float *)w)[0] = -1;
+  run->written[k] = w;
+  return st;
+}
+
+static void test_tensor__sharded_input_pieces_share_the_buffer(void **state) {
+  (void)state;
+  start_system(0);
+  const int64_t dims[2] = {kCowReplicas, 16}; /* rows of 64 bytes */
+  float v[kCowReplicas * 16];
+  for (int i = 0; i < kCowReplicas * 16; ++i) v[i] = cow_input(0, i);
+  tpu_tensor *x = NULL; /* created from data: a handle written through would not share */
+  CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 2, v, sizeof v, &x));
+  const float *base = data_of(x);
+  piece_run run;
+  memset(&run, 0, sizeof run);
+  CHECK_OK(tpu_batch_parallel(g_sys, write_piece, &run, 1, &x, kCowReplicas, 0, NULL, NULL));
+  for (int k = 0; k < kCowReplicas; ++k) {
+    assert_ptr_equal(run.piece[k], base + 16 * k);
+    assert_ptr_not_equal(run.written[k], run.piece[k]);
+  }
+  assert_memory_equal(base, v, sizeof v);
+  CHECK_OK(tpu_tensor_release(x));
 }
 
 /* ---- bfloat16 ---------------------------------------------------------------------- */
@@ -1137,6 +1226,11 @@ static void test_tensor__cache_trim(void **state) {
   CHECK_OK(tpu_tensor_cache_trim(0, &released));
   assert_int_equal(released, 0);
 
+  /* Under 256 KiB a buffer is not kept here (malloc's own lists serve it). */
+  create_and_release(4, (size_t)128 << 10);
+  CHECK_OK(tpu_tensor_cache_trim(0, &released));
+  assert_int_equal(released, 0);
+
   create_and_release(2, mib);
   create_and_release(1, 4 * mib);
   /* Nothing beyond keep_bytes is cached: nothing is released. */
@@ -1317,9 +1411,11 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tensor__mutable_data_unshared),
       cmocka_unit_test(test_tensor__reshape_copy_on_write),
       cmocka_unit_test(test_tensor__wrap_mutable),
+      cmocka_unit_test(test_tensor__mutable_data_out_of_memory_leaves_the_tensor),
       cmocka_unit_test_teardown(test_tensor__cow_readers_and_writers, release_system),
       cmocka_unit_test_teardown(test_tensor__group_results_shared, release_system),
       cmocka_unit_test_teardown(test_tensor__group_results_private, release_system),
+      cmocka_unit_test_teardown(test_tensor__sharded_input_pieces_share_the_buffer, release_system),
       cmocka_unit_test(test_tensor__bf16_round_trip_all),
       cmocka_unit_test(test_tensor__bf16_stride),
       cmocka_unit_test(test_tensor__bf16_ties),

@@ -39,6 +39,9 @@ public final class Bench {
     options.setNumCores(REPLICAS);
     try (TpuSystem system = tpu.initialize_system(options)) {
       TpuComputation empty = (ctx, in) -> null;
+      // REPLICAS replicas with no inputs (inputs null is TensorFlow's [[]]: one replica).
+      List<List<Tensor>> none = new ArrayList<>();
+      for (int r = 0; r < REPLICAS; r++) none.add(List.of());
       List<List<Tensor>> inputs = new ArrayList<>();
       for (int r = 0; r < REPLICAS; r++) {
         float[] data = new float[FLOATS];
@@ -58,7 +61,7 @@ public final class Bench {
       for (int round = 0; round < ROUNDS; round++)
         for (int mode = 0; mode < 2; mode++) {
           system.setCallbackMode(mode == 1);
-          time(() -> tpu.replicate(empty), EMPTY_WARMUP, EMPTY_STEPS, emptyUs.get(mode));
+          time(() -> tpu.replicate(empty, none), EMPTY_WARMUP, EMPTY_STEPS, emptyUs.get(mode));
           time(crsStep, CRS_WARMUP, CRS_STEPS, crsUs.get(mode));
         }
       for (int mode = 0; mode < 2; mode++) {

@@ -35,9 +35,16 @@ public static partial class tpu {
   // FailedPreconditionError); Dispose still releases it.
   public static void shutdown_system(string job = null, TpuSystem system = null) {
     TpuSystem s = SystemOrDefault(system);
+    // TensorFlow places the shutdown op on /job:{job}/device:TPU_SYSTEM:0: a job the
+    // cluster lacks fails placement with InvalidArgumentError, and nothing shuts down.
     if (job != null && job != s.JobName())
-      throw new ArgumentException("the system's job is \"" + s.JobName() + "\", not \"" + job + "\"", nameof(job));
+      throw new InvalidArgumentError(WrongJob(job, s.JobName()));
     s.Shutdown();
+  }
+  internal static string WrongJob(string job, string own) {
+    return "Cannot assign a device for operation ShutdownDistributedTPU: Could not satisfy explicit device specification '/job:" +
+           job + "/device:TPU_SYSTEM:0' because no devices matching that specification are registered in this process; " +
+           "the TPU system's job is \"" + own + "\"";
   }
   public static string core(int num) { return TpurtNative.Core(num); }
 
@@ -151,14 +158,19 @@ public static partial class tpu {
     return v;
   }
 
-  // inputs[replica][i]; returns outputs[replica][j]. No inputs: num_replicas replicas,
-  // else the device assignment's. With k cores per replica, the computation runs on
-  // each (replica, logical core) and input_partition_dims / output_partition_dims say
-  // how an input is cut over a replica's cores and an output assembled from them.
+  // inputs[replica][i]; returns outputs[replica][j]. inputs null is TensorFlow's [[]]:
+  // one replica with no inputs (or num_replicas, or the device assignment's replicas,
+  // each with none); an empty list is zero replicas and returns none, as in
+  // TensorFlow. num_outputs 0: each replica returns what the computation returned, as
+  // many as it returned (TensorFlow counts them). With k cores per replica, the
+  // computation runs on each (replica, logical core) and input_partition_dims /
+  // output_partition_dims say how an input is cut over a replica's cores and an output
+  // assembled from them.
   static Tensor[][] Replicate(ReplicaComputation computation, IEnumerable<IEnumerable<Tensor>> inputs,
                               InfeedQueue infeed_queue, DeviceAssignment device_assignment,
                               IEnumerable<Shape> maximum_shapes, int num_outputs, int num_replicas, TpuSystem system,
                               int[][] input_partition_dims = null, int[][] output_partition_dims = null) {
+    if (computation == null) throw new ArgumentNullException(nameof(computation));
     TpuSystem s = SystemOrDefault(system);
     if (num_outputs < 0) throw new ArgumentOutOfRangeException(nameof(num_outputs), num_outputs, "must not be negative");
     var flat = new List<Tensor>();
@@ -181,18 +193,50 @@ public static partial class tpu {
         ++replicas;
       }
     }
-    if (replicas == 0) replicas = num_replicas != 0 || device_assignment == null ? num_replicas : device_assignment.NumReplicas();
-    else if (num_replicas != 0 && num_replicas != replicas)
+    if (replicas == 0) {
+      replicas = num_replicas != 0 ? num_replicas : device_assignment != null ? device_assignment.NumReplicas() : inputs == null ? 1 : 0;
+      if (replicas == 0) return new Tensor[0][]; // TensorFlow: inputs [] runs nothing
+    } else if (num_replicas != 0 && num_replicas != replicas) {
       throw new ArgumentException(replicas + " replicas of inputs but num_replicas is " + num_replicas, nameof(num_replicas));
-    if (replicas <= 0) throw new ArgumentException("no inputs and no num_replicas: how many replicas?", nameof(num_replicas));
+    }
+    if (replicas < 0) throw new ArgumentOutOfRangeException(nameof(num_replicas), num_replicas, "must not be negative");
+    // Partitioned outputs are assembled by the library, which needs their number.
+    if (num_outputs == 0 && output_partition_dims != null) num_outputs = output_partition_dims.Length;
+    Tensor[][] counted = num_outputs == 0 ? new Tensor[replicas][] : null;
+    ReplicaComputation body = counted == null ? computation : Counting(computation, counted);
     int perRep = Math.Max(perReplica, 0);
     StepOptions options = Options(infeed_queue, device_assignment, maximum_shapes, input_partition_dims, output_partition_dims);
     // Default options on the pool: one P/Invoke (TpuSystem.ReplicateJoined).
     bool direct = ReferenceEquals(options, defaultOptions);
+    Tensor[][] outputs;
     using (new StepOwned(options))
-      return Step(s, computation, c => Split(Flat(flat, v => s.Replicate(c, replicas, perRep, v, num_outputs, options)), replicas, num_outputs),
-                  k => direct ? s.ReplicateJoined(k, replicas, perRep, flat, num_outputs)
-                              : Split(Flat(flat, v => s.ReplicateOnJoinedThreads(k, replicas, perRep, v, num_outputs, options)), replicas, num_outputs));
+      outputs = Step(s, body, c => Split(Flat(flat, v => s.Replicate(c, replicas, perRep, v, num_outputs, options)), replicas, num_outputs),
+                     k => direct ? s.ReplicateJoined(k, replicas, perRep, flat, num_outputs)
+                                 : Split(Flat(flat, v => s.ReplicateOnJoinedThreads(k, replicas, perRep, v, num_outputs, options)), replicas, num_outputs));
+    return counted == null ? outputs : Rows(counted);
+  }
+
+  static readonly Tensor[] NoOutputs = new Tensor[0];
+
+  // The computation as a step with no outputs (the C ABI needs their number up front):
+  // what each replica's computation returns (its logical core 0's) is kept in
+  // outputs[replica], each tensor a reference of its own (the step disposes its inputs
+  // and collective results when the computation returns). A null output stays null.
+  static ReplicaComputation Counting(ReplicaComputation computation, Tensor[][] outputs) {
+    return (ctx, inputs) => {
+      Tensor[] result = computation(ctx, inputs);
+      if (result == null || ctx.LogicalCore != 0) return NoOutputs;
+      var own = new Tensor[result.Length];
+      for (int j = 0; j < result.Length; ++j) own[j] = result[j] == null ? null : new Tensor(result[j]);
+      int replica = ctx.ReplicaId();
+      if (replica >= 0 && replica < outputs.Length) outputs[replica] = own;
+      return NoOutputs;
+    };
+  }
+  // A replica that returned null (or ran on another task) has no outputs.
+  static Tensor[][] Rows(Tensor[][] counted) {
+    for (int r = 0; r < counted.Length; ++r) counted[r] = counted[r] ?? NoOutputs;
+    return counted;
   }
 
   // run(the tensors as a TensorVector, disposed after).
@@ -326,33 +370,62 @@ public static partial class tpu {
   public static Tensor[] rewrite(ReplicaComputation computation, IEnumerable<Tensor> inputs = null,
                                  InfeedQueue infeed_queue = null, DeviceAssignment device_assignment = null,
                                  string name = null, int num_outputs = 0, TpuSystem system = null) {
+    if (computation == null) throw new ArgumentNullException(nameof(computation));
     TpuSystem s = SystemOrDefault(system);
+    if (num_outputs < 0) throw new ArgumentOutOfRangeException(nameof(num_outputs), num_outputs, "must not be negative");
+    Tensor[][] counted = num_outputs == 0 ? new Tensor[1][] : null;
+    ReplicaComputation body = counted == null ? computation : Counting(computation, counted);
     TensorVector flat = inputs == null ? NoInputs : Vector(inputs, nameof(inputs));
     StepOptions options = Options(infeed_queue, device_assignment, null);
+    Tensor[] outputs;
     using (new StepOwned(flat))
     using (new StepOwned(options))
-      return Array(Step(s, computation, c => s.Rewrite(c, flat, num_outputs, options),
-                        k => s.RewriteOnJoinedThreads(k, flat, num_outputs, options)));
+      outputs = Array(Step(s, body, c => s.Rewrite(c, flat, num_outputs, options),
+                           k => s.RewriteOnJoinedThreads(k, flat, num_outputs, options)));
+    return counted == null ? outputs : Rows(counted)[0];
   }
 
   // tf.tpu.shard: null axes mean TensorFlow's defaults (0; every output concatenated).
+  // num_outputs 0: as many as the computation returns (outputs_from_all_shards or
+  // output_shard_axes, if given, say how many).
   public static Tensor[] shard(Func<Tensor[], Tensor[]> computation, IEnumerable<Tensor> inputs = null, int num_shards = 1,
                                int[] input_shard_axes = null, bool[] outputs_from_all_shards = null,
                                int[] output_shard_axes = null, InfeedQueue infeed_queue = null,
                                DeviceAssignment device_assignment = null, string name = null,
                                int num_outputs = 0, TpuSystem system = null) {
+    if (num_outputs == 0 && outputs_from_all_shards != null) num_outputs = outputs_from_all_shards.Length;
+    if (num_outputs == 0 && output_shard_axes != null) num_outputs = output_shard_axes.Length;
+    if (outputs_from_all_shards != null && output_shard_axes != null && outputs_from_all_shards.Length != output_shard_axes.Length)
+      throw new InvalidArgumentError("outputs_from_all_shards has " + outputs_from_all_shards.Length + " entries but output_shard_axes has " +
+                                     output_shard_axes.Length + "; both have one per output");
+    return Shard(computation, inputs, num_shards, input_shard_axes, outputs_from_all_shards, output_shard_axes, infeed_queue,
+                 device_assignment, num_outputs, system, gatherAll: true);
+  }
+
+  // gatherAll: with the outputs counted (num_outputs 0), whether they are joined from
+  // every shard (TensorFlow's default) or are shard 0's (outputs_from_all_shards=False).
+  static Tensor[] Shard(Func<Tensor[], Tensor[]> computation, IEnumerable<Tensor> inputs, int num_shards,
+                        int[] input_shard_axes, bool[] outputs_from_all_shards, int[] output_shard_axes,
+                        InfeedQueue infeed_queue, DeviceAssignment device_assignment, int num_outputs, TpuSystem system,
+                        bool gatherAll) {
     TpuSystem s = SystemOrDefault(system);
     ReplicaComputation body = Adapt(computation);
+    if (num_outputs < 0) throw new ArgumentOutOfRangeException(nameof(num_outputs), num_outputs, "must not be negative");
+    if (num_shards <= 0) throw new InvalidArgumentError("num_shards must be a positive integer, not " + num_shards);
+    Tensor[][] counted = num_outputs == 0 ? new Tensor[num_shards][] : null;
+    if (counted != null) body = Counting(body, counted);
     TensorVector flat = inputs == null ? NoInputs : Vector(inputs, nameof(inputs));
     var fromAll = new Int32Vector();
     if (outputs_from_all_shards != null) foreach (bool b in outputs_from_all_shards) fromAll.Add(b ? 1 : 0);
     var inAxes = input_shard_axes == null ? new Int32Vector() : new Int32Vector(input_shard_axes);
     var outAxes = output_shard_axes == null ? new Int32Vector() : new Int32Vector(output_shard_axes);
     StepOptions options = Options(infeed_queue, device_assignment, null);
+    Tensor[] outputs;
     using (new StepOwned(flat))
     using (new StepOwned(options))
-      return Array(Step(s, body, c => s.Shard(c, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options),
-                        k => s.ShardOnJoinedThreads(k, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options)));
+      outputs = Array(Step(s, body, c => s.Shard(c, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options),
+                           k => s.ShardOnJoinedThreads(k, flat, num_shards, inAxes, fromAll, outAxes, num_outputs, options)));
+    return counted == null ? outputs : JoinShards(counted, gatherAll);
   }
 
   // tf.tpu.batch_parallel: inputs split along dimension 0, outputs concatenated.
@@ -360,14 +433,70 @@ public static partial class tpu {
                                         int num_shards = 1, InfeedQueue infeed_queue = null,
                                         DeviceAssignment device_assignment = null, string name = null,
                                         int num_outputs = 0, TpuSystem system = null) {
-    TpuSystem s = SystemOrDefault(system);
-    ReplicaComputation body = Adapt(computation);
-    TensorVector flat = inputs == null ? NoInputs : Vector(inputs, nameof(inputs));
-    StepOptions options = Options(infeed_queue, device_assignment, null);
-    using (new StepOwned(flat))
-    using (new StepOwned(options))
-      return Array(Step(s, body, c => s.BatchParallel(c, flat, num_shards, num_outputs, options),
-                        k => s.BatchParallelOnJoinedThreads(k, flat, num_shards, num_outputs, options)));
+    if (num_outputs != 0) {
+      TpuSystem s = SystemOrDefault(system);
+      ReplicaComputation body = Adapt(computation);
+      TensorVector flat = inputs == null ? NoInputs : Vector(inputs, nameof(inputs));
+      StepOptions options = Options(infeed_queue, device_assignment, null);
+      using (new StepOwned(flat))
+      using (new StepOwned(options))
+        return Array(Step(s, body, c => s.BatchParallel(c, flat, num_shards, num_outputs, options),
+                          k => s.BatchParallelOnJoinedThreads(k, flat, num_shards, num_outputs, options)));
+    }
+    // Counted: shard with every axis 0 and every output concatenated.
+    return Shard(computation, inputs, num_shards, null, null, null, infeed_queue, device_assignment, 0, system, gatherAll: true);
+  }
+
+  // The counted outputs of shard / batch_parallel, joined as TensorFlow's shard does by
+  // default: output j of every shard concatenated along axis 0 in shard order (scalar
+  // outputs stacked into a [num_shards] vector); or shard 0's outputs (gatherAll false).
+  static Tensor[] JoinShards(Tensor[][] shards, bool gatherAll) {
+    for (int s = 0; s < shards.Length; ++s)
+      if (shards[s] == null)
+        throw new InvalidArgumentError("shard " + s + " returned no outputs to this task (it returned null, or ran on another task): " +
+                                       "pass num_outputs to have the library join the shards' outputs");
+    int k = shards[0].Length;
+    for (int s = 1; s < shards.Length; ++s)
+      if (shards[s].Length != k)
+        throw new InvalidArgumentError("shard " + s + " returned " + shards[s].Length + " outputs, shard 0 returned " + k);
+    if (!gatherAll) {
+      for (int s = 1; s < shards.Length; ++s) Release(shards[s]);
+      return shards[0];
+    }
+    var joined = new Tensor[k];
+    try {
+      for (int j = 0; j < k; ++j) joined[j] = Concatenated(shards, j);
+    } finally {
+      foreach (Tensor[] outputs in shards) Release(outputs);
+    }
+    return joined;
+  }
+  static void Release(Tensor[] tensors) {
+    foreach (Tensor t in tensors) t?.Dispose();
+  }
+  static Tensor Concatenated(Tensor[][] shards, int j) {
+    Tensor first = shards[0][j];
+    if (first == null) throw new InvalidArgumentError("shard 0's output " + j + " is null; a concatenated output cannot be");
+    DType dtype = first.Dtype();
+    long[] dims = first.DimsArray;
+    long rows = 0;
+    using (var bytes = new ByteVector()) {
+      for (int s = 0; s < shards.Length; ++s) {
+        Tensor t = shards[s][j];
+        if (t == null) throw new InvalidArgumentError("shard " + s + "'s output " + j + " is null; a concatenated output cannot be");
+        long[] d = t.DimsArray;
+        bool same = t.Dtype() == dtype && d.Length == dims.Length;
+        for (int a = 1; same && a < d.Length; ++a) same = d[a] == dims[a];
+        if (!same)
+          throw new InvalidArgumentError("shard " + s + "'s output " + j + " (" + t.Dtype() + " [" + string.Join(", ", d) +
+                                         "]) cannot be concatenated with shard 0's (" + dtype + " [" + string.Join(", ", dims) + "])");
+        rows += d.Length == 0 ? 1 : d[0];
+        using (ByteVector b = t.ToBytes()) bytes.AddRange(b);
+      }
+      long[] joined = dims.Length == 0 ? new[] { rows } : (long[])dims.Clone();
+      joined[0] = rows;
+      using (var v = new Int64Vector(joined)) return Tensor.FromBytes(dtype, v, bytes);
+    }
   }
 
   // ---- inside a computation -------------------------------------------------------

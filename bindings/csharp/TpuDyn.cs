@@ -113,6 +113,14 @@ public static partial class tpu {
     int outputs = IntOf("num_outputs", num_outputs, 0);
     bool[] fromAll;
     if (outputs_from_all_shards == null || outputs_from_all_shards is bool[]) fromAll = (bool[])outputs_from_all_shards;
+    else if (outputs_from_all_shards is bool && !(bool)outputs_from_all_shards && outputs == 0) {
+      // False for every output, counted: shard 0's outputs.
+      return Shard(f, As<IEnumerable<Tensor>>("inputs", inputs, "IEnumerable<Tensor>"), IntOf("num_shards", num_shards, 1),
+                   IntsOf("input_shard_axes", input_shard_axes), null, IntsOf("output_shard_axes", output_shard_axes),
+                   As<InfeedQueue>("infeed_queue", infeed_queue, "InfeedQueue"),
+                   As<DeviceAssignment>("device_assignment", device_assignment, "DeviceAssignment"), 0,
+                   As<TpuSystem>("system", system, "TpuSystem"), gatherAll: false);
+    }
     else if (outputs_from_all_shards is bool) fromAll = (bool)outputs_from_all_shards ? null : new bool[Math.Max(outputs, 0)];
     else if (outputs_from_all_shards is IEnumerable<bool>) fromAll = new List<bool>((IEnumerable<bool>)outputs_from_all_shards).ToArray();
     else throw Cannot("outputs_from_all_shards", outputs_from_all_shards, "bool, bool[] or IEnumerable<bool>");

@@ -477,56 +477,6 @@ func CrossReplicaSumDyn(ctx *Context, x interface{}, opt ...Collective) (interfa
 	return nil, newError(CodeInvalidArgument, "CrossReplicaSumDyn: cannot sum a %T", x)
 }
 
-// hostFunction is the director for OutsideCompilation.
-type hostFunction struct {
-	fn func(replica int) error
-}
-
-func (h *hostFunction) Run(replica int) (status TpurtStatus) {
-	defer func() {
-		if r := recover(); r != nil {
-			code, msg := codeOf(fromPanic(r))
-			status = RawHostComputationFailHost(TpurtStatus(code), msg)
-		}
-	}()
-	if err := h.fn(replica); err != nil {
-		code, msg := codeOf(err)
-		return RawHostComputationFailHost(TpurtStatus(code), msg)
-	}
-	return RawStatus_Ok
-}
-
-// OutsideCompilation runs fn on the host (outside the replicated computation) with
-// positional args and keyword args; *Tensor args reach it through the C ABI. Its
-// error fails the replica.
-func OutsideCompilation(ctx *Context, fn func(replica int, args []interface{}, kwargs map[string]interface{}) error,
-	args []interface{}, kwargs map[string]interface{}) error {
-	if ctx == nil {
-		return newError(CodeInvalidArgument, "OutsideCompilation: the context is nil")
-	}
-	if fn == nil {
-		return newError(CodeInvalidArgument, "OutsideCompilation: the function is nil")
-	}
-	if hasTensor(args) {
-		return outsideCompilationArgs(ctx, args, func(replica int, bound []interface{}) error { return fn(replica, bound, kwargs) })
-	}
-	director := NewDirectorRawHostComputation(&hostFunction{fn: func(replica int) error { return fn(replica, args, kwargs) }})
-	defer DeleteDirectorRawHostComputation(director)
-	return try0(func() { ctx.raw.OutsideCompilation(director) })
-}
-
-// OutsideCompilationDyn takes the function as an interface{}: a
-// func(int, []interface{}, map[string]interface{}) error or a func(int) error.
-func OutsideCompilationDyn(ctx *Context, fn interface{}, args []interface{}, kwargs map[string]interface{}) error {
-	switch f := fn.(type) {
-	case func(int, []interface{}, map[string]interface{}) error:
-		return OutsideCompilation(ctx, f, args, kwargs)
-	case func(int) error:
-		return OutsideCompilation(ctx, func(r int, _ []interface{}, _ map[string]interface{}) error { return f(r) }, args, kwargs)
-	}
-	return newError(CodeInvalidArgument, "OutsideCompilationDyn: %T is not a host function", fn)
-}
-
 // InfeedDequeue takes this replica's next tuple from q.
 func (c *Context) InfeedDequeue(q *InfeedQueue) ([]*Tensor, error) {
 	if q == nil || q.raw == nil {

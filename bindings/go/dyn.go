@@ -42,11 +42,11 @@ func Bfloat16ScopeDyn(ctx interface{}) (func() error, error) {
 }
 
 // OutsideCompilationArgs is OutsideCompilation without keyword arguments.
-func OutsideCompilationArgs(ctx *Context, fn func(replica int, args []interface{}) error, args ...interface{}) error {
+func OutsideCompilationArgs(ctx *Context, fn func(replica int, args []interface{}) ([]*Tensor, error), args ...interface{}) ([]*Tensor, error) {
 	if fn == nil {
-		return newError(CodeInvalidArgument, "OutsideCompilationArgs: the function is nil")
+		return nil, newError(CodeInvalidArgument, "OutsideCompilationArgs: the function is nil")
 	}
-	return OutsideCompilation(ctx, func(replica int, a []interface{}, _ map[string]interface{}) error {
+	return OutsideCompilation(ctx, func(replica int, a []interface{}, _ map[string]interface{}) ([]*Tensor, error) {
 		return fn(replica, a)
 	}, args, nil)
 }

@@ -137,7 +137,7 @@ func TestDynFormsNameWrongTypes(t *testing.T) {
 		"BatchParallelDyn":      second(BatchParallelDyn(s, Computation(sumInput), nil, "8")),
 		"CoreDyn":               second(CoreDyn("zero")),
 		"NewTensorDyn":          second(NewTensorDyn([]int64{1}, []string{"x"})),
-		"OutsideCompilationDyn": OutsideCompilationDyn(&Context{}, 7, nil, nil),
+		"OutsideCompilationDyn": second(OutsideCompilationDyn(&Context{}, 7, nil, nil)),
 		"InitializeSystemDyn":   second(InitializeSystemDyn("8 cores")),
 		"ShutdownSystemDyn":     ShutdownSystemDyn(s.raw, nil),
 		"Bfloat16ScopeDyn":      second(Bfloat16ScopeDyn(3)),
@@ -209,18 +209,18 @@ func TestOutsideCompilationWithArgsAndKwargs(t *testing.T) {
 	s := newTestSystem(t)
 	seen := make([]int, replicas)
 	_, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
-		err := OutsideCompilation(ctx, func(replica int, args []interface{}, kwargs map[string]interface{}) error {
+		_, err := OutsideCompilation(ctx, func(replica int, args []interface{}, kwargs map[string]interface{}) ([]*Tensor, error) {
 			seen[replica] = args[0].(int) + kwargs["scale"].(int)*replica
-			return nil
+			return nil, nil
 		}, []interface{}{1}, map[string]interface{}{"scale": 10})
 		if err != nil {
 			return nil, err
 		}
-		err = OutsideCompilationArgs(ctx, func(replica int, args []interface{}) error {
+		_, err = OutsideCompilationArgs(ctx, func(replica int, args []interface{}) ([]*Tensor, error) {
 			if len(args) != 2 || args[1] != "two" {
-				return fmt.Errorf("args %v", args)
+				return nil, fmt.Errorf("args %v", args)
 			}
-			return nil
+			return nil, nil
 		}, 1, "two")
 		if err != nil {
 			return nil, err
@@ -232,7 +232,8 @@ func TestOutsideCompilationWithArgsAndKwargs(t *testing.T) {
 		if err := leave(); err != nil {
 			return nil, err
 		}
-		return nil, OutsideCompilationDyn(ctx, func(replica int) error { return nil }, nil, nil)
+		_, err = OutsideCompilationDyn(ctx, func(replica int) error { return nil }, nil, nil)
+		return nil, err
 	}, replicas)
 	if err != nil {
 		t.Fatal(err)
@@ -244,12 +245,13 @@ func TestOutsideCompilationWithArgsAndKwargs(t *testing.T) {
 	}
 	// A failing host function fails the step with its code and message.
 	_, err = ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
-		return nil, OutsideCompilation(ctx, func(replica int, _ []interface{}, _ map[string]interface{}) error {
+		_, err := OutsideCompilation(ctx, func(replica int, _ []interface{}, _ map[string]interface{}) ([]*Tensor, error) {
 			if replica == 2 {
-				return &Error{Code: CodeNotFound, Message: "no checkpoint on the host"}
+				return nil, &Error{Code: CodeNotFound, Message: "no checkpoint on the host"}
 			}
-			return nil
+			return nil, nil
 		}, nil, nil)
+		return nil, err
 	}, replicas)
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "no checkpoint on the host") {
 		t.Fatalf("failing host function: %v", err)

@@ -61,9 +61,22 @@ func OutsideCompilationTensors(ctx *Context, fn func(replica int, inputs []*Tens
 	return fromTensorVector(out), nil
 }
 
-// outsideCompilationArgs runs fn on the host with args whose *Tensor entries crossed
-// the C call as its inputs (OutsideCompilation's path).
-func outsideCompilationArgs(ctx *Context, args []interface{}, fn func(replica int, args []interface{}) error) error {
+// HostFunction is tf.tpu.outside_compilation's computation: it runs on the host with
+// the positional and keyword arguments and returns its tensors (nil: none).
+type HostFunction func(replica int, args []interface{}, kwargs map[string]interface{}) ([]*Tensor, error)
+
+// OutsideCompilation is tf.tpu.outside_compilation(computation, *args, **kwargs): fn
+// runs on the host (outside the replicated computation) with positional args and
+// keyword args, and its tensors come back to the replica, as TensorFlow returns what
+// the computation returns. *Tensor args and the tensors returned cross the C ABI
+// (tpu_outside_compilation_tensors). Its error fails the replica.
+func OutsideCompilation(ctx *Context, fn HostFunction, args []interface{}, kwargs map[string]interface{}) ([]*Tensor, error) {
+	if ctx == nil {
+		return nil, newError(CodeInvalidArgument, "OutsideCompilation: the context is nil")
+	}
+	if fn == nil {
+		return nil, newError(CodeInvalidArgument, "OutsideCompilation: the function is nil")
+	}
 	var tensors []*Tensor
 	var at []int
 	for i, a := range args {
@@ -72,21 +85,33 @@ func outsideCompilationArgs(ctx *Context, args []interface{}, fn func(replica in
 			at = append(at, i)
 		}
 	}
-	_, err := OutsideCompilationTensors(ctx, func(replica int, inputs []*Tensor) ([]*Tensor, error) {
+	return OutsideCompilationTensors(ctx, func(replica int, inputs []*Tensor) ([]*Tensor, error) {
 		bound := append([]interface{}(nil), args...)
 		for k, i := range at {
 			bound[i] = inputs[k]
 		}
-		return nil, fn(replica, bound)
+		return fn(replica, bound, kwargs)
 	}, tensors...)
-	return err
 }
 
-func hasTensor(args []interface{}) bool {
-	for _, a := range args {
-		if _, ok := a.(*Tensor); ok {
-			return true
-		}
+// OutsideCompilationDyn takes the function as an interface{}: a HostFunction (or its
+// func type), a func(int, []interface{}) ([]*Tensor, error), or one of those returning
+// only an error, or a func(int) error.
+func OutsideCompilationDyn(ctx *Context, fn interface{}, args []interface{}, kwargs map[string]interface{}) ([]*Tensor, error) {
+	var h HostFunction
+	switch f := fn.(type) {
+	case HostFunction:
+		h = f
+	case func(int, []interface{}, map[string]interface{}) ([]*Tensor, error):
+		h = f
+	case func(int, []interface{}) ([]*Tensor, error):
+		h = func(r int, a []interface{}, _ map[string]interface{}) ([]*Tensor, error) { return f(r, a) }
+	case func(int, []interface{}, map[string]interface{}) error:
+		h = func(r int, a []interface{}, kw map[string]interface{}) ([]*Tensor, error) { return nil, f(r, a, kw) }
+	case func(int) error:
+		h = func(r int, _ []interface{}, _ map[string]interface{}) ([]*Tensor, error) { return nil, f(r) }
+	default:
+		return nil, newError(CodeInvalidArgument, "OutsideCompilationDyn: %T is not a host function", fn)
 	}
-	return false
+	return OutsideCompilation(ctx, h, args, kwargs)
 }

@@ -52,11 +52,12 @@ func TestOutsideCompilationWithTensorArgs(t *testing.T) {
 	s := newTestSystem(t)
 	seen := make([]float32, replicas)
 	_, err := Replicate(s, func(ctx *Context, in []*Tensor) ([]*Tensor, error) {
-		return nil, OutsideCompilation(ctx, func(replica int, args []interface{}, kwargs map[string]interface{}) error {
+		_, err := OutsideCompilation(ctx, func(replica int, args []interface{}, kwargs map[string]interface{}) ([]*Tensor, error) {
 			v, err := Values[float32](args[1].(*Tensor))
 			seen[replica] = v[1] * float32(kwargs["scale"].(int))
-			return err
+			return nil, err
 		}, []interface{}{"x", in[0]}, map[string]interface{}{"scale": 10})
+		return nil, err
 	}, perReplica(t))
 	if err != nil {
 		t.Fatal(err)
@@ -65,5 +66,63 @@ func TestOutsideCompilationWithTensorArgs(t *testing.T) {
 		if v != float32(20*r) {
 			t.Errorf("replica %d: the host saw %v", r, v)
 		}
+	}
+}
+
+// OutsideCompilation returns the host function's tensors, as tf.tpu.outside_compilation
+// returns what the computation returns (and C#'s and Java's do).
+func TestOutsideCompilationReturnsTheHostsTensors(t *testing.T) {
+	s := newTestSystem(t)
+	out, err := Replicate(s, func(ctx *Context, in []*Tensor) ([]*Tensor, error) {
+		return OutsideCompilation(ctx, func(replica int, args []interface{}, kwargs map[string]interface{}) ([]*Tensor, error) {
+			v, err := Values[float32](args[0].(*Tensor))
+			if err != nil {
+				return nil, err
+			}
+			scaled, err := NewTensor([]int64{1}, []float32{v[2] * float32(kwargs["scale"].(int))})
+			if err != nil {
+				return nil, err
+			}
+			id, err := NewTensor([]int64{1}, []int32{int32(replica)})
+			return []*Tensor{scaled, id}, err
+		}, []interface{}{in[0]}, map[string]interface{}{"scale": 5})
+	}, perReplica(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range out {
+		if len(out[r]) != 2 {
+			t.Fatalf("replica %d: %d tensors from the host", r, len(out[r]))
+		}
+		if v := must(Values[float32](out[r][0])); v[0] != 5 {
+			t.Errorf("replica %d: the host's first tensor is %v", r, v)
+		}
+		if v := must(Values[int32](out[r][1])); v[0] != int32(r) {
+			t.Errorf("replica %d: the host's second tensor is %v", r, v)
+		}
+	}
+	got, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		return OutsideCompilationArgs(ctx, func(replica int, args []interface{}) ([]*Tensor, error) {
+			x, err := NewTensor([]int64{1}, []float32{float32(args[0].(int))})
+			return []*Tensor{x}, err
+		}, 7)
+	}, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := must(Values[float32](got[replicas-1][0])); v[0] != 7 {
+		t.Errorf("OutsideCompilationArgs: %v", v)
+	}
+	dyn, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		return OutsideCompilationDyn(ctx, func(replica int, _ []interface{}) ([]*Tensor, error) {
+			x, err := NewTensor([]int64{1}, []float32{3})
+			return []*Tensor{x}, err
+		}, nil, nil)
+	}, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := must(Values[float32](dyn[0][0])); v[0] != 3 {
+		t.Errorf("OutsideCompilationDyn: %v", v)
 	}
 }

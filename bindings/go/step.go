@@ -44,7 +44,10 @@ type StepOptions struct {
 // StepOption is a functional option for a step.
 type StepOption func(*StepOptions)
 
-// WithNumOutputs sets how many outputs each replica returns.
+// WithNumOutputs sets how many outputs each replica returns. Without it (or with 0)
+// a step returns as many as the computation does, as TensorFlow counts them; with it
+// the library checks the count and, for Shard and BatchParallel, joins the shards'
+// outputs itself (also across the tasks of a multi-task system).
 func WithNumOutputs(n int) StepOption { return func(o *StepOptions) { o.NumOutputs = n } }
 
 // WithDeviceAssignment maps replicas onto cores.
@@ -228,15 +231,24 @@ func (s *System) runWithInputs(fn Computation, inputs []*Tensor, numInputs int, 
 }
 
 // Replicate runs fn once per replica: inputs[r] are replica r's inputs (all the same
-// length); the result is indexed [replica][output].
+// length); the result is indexed [replica][output]. inputs nil is TensorFlow's None,
+// [[]]: one replica with no inputs (or, with WithDeviceAssignment or WithMesh, its
+// replicas, each with none); an empty non-nil inputs is zero replicas and runs nothing.
 func Replicate(s *System, fn Computation, inputs [][]*Tensor, opts ...StepOption) ([][]*Tensor, error) {
 	o, err := stepOptions(opts)
 	if err != nil {
 		return nil, err
 	}
+	if inputs == nil {
+		n, err := replicasOf(o)
+		if err != nil {
+			return nil, err
+		}
+		inputs = make([][]*Tensor, n)
+	}
 	numReplicas := len(inputs)
 	if numReplicas == 0 {
-		return nil, newError(CodeInvalidArgument, "Replicate: inputs has no replica (pass one empty slice per replica)")
+		return [][]*Tensor{}, nil
 	}
 	numInputs := len(inputs[0])
 	var flat []*Tensor
@@ -245,6 +257,14 @@ func Replicate(s *System, fn Computation, inputs [][]*Tensor, opts ...StepOption
 			return nil, newError(CodeInvalidArgument, "Replicate: replica %d has %d inputs, replica 0 has %d", r, len(in), numInputs)
 		}
 		flat = append(flat, in...)
+	}
+	if o.NumOutputs == 0 && o.OutputPartitions != nil {
+		o.NumOutputs = len(o.OutputPartitions) // the library assembles them
+	}
+	var counted [][]*Tensor
+	if o.NumOutputs == 0 && fn != nil {
+		counted = make([][]*Tensor, numReplicas)
+		fn = counting(fn, counted)
 	}
 	out, err := s.runWithInputs(fn, flat, numInputs, o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
 		if c == nil {
@@ -255,11 +275,59 @@ func Replicate(s *System, fn Computation, inputs [][]*Tensor, opts ...StepOption
 	if err != nil {
 		return nil, err
 	}
+	if counted != nil {
+		return counted, nil
+	}
 	result := make([][]*Tensor, numReplicas)
 	for r := range result {
 		result[r] = out[r*o.NumOutputs : (r+1)*o.NumOutputs]
 	}
 	return result, nil
+}
+
+// replicasOf is how many replicas inputs nil stands for: the device assignment's or
+// the mesh's, else TensorFlow's one.
+func replicasOf(o StepOptions) (int, error) {
+	if o.DeviceAssignment != nil {
+		return o.DeviceAssignment.NumReplicas()
+	}
+	if o.Mesh != nil {
+		a, err := o.Mesh.DeviceAssignment()
+		if err != nil {
+			return 0, err
+		}
+		defer a.Close()
+		return a.NumReplicas()
+	}
+	return 1, nil
+}
+
+// counting is fn as a step with no outputs (the C ABI needs their number up front):
+// what each replica's computation returns (its logical core 0's) is kept in
+// outputs[replica], each tensor a reference of its own (the step closes its inputs
+// and collective results when fn returns). A nil output stays nil.
+func counting(fn Computation, outputs [][]*Tensor) Computation {
+	return func(ctx *Context, inputs []*Tensor) ([]*Tensor, error) {
+		out, err := fn(ctx, inputs)
+		if err != nil || ctx.LogicalCore() != 0 {
+			return nil, err
+		}
+		own := make([]*Tensor, len(out))
+		for j, t := range out {
+			if t == nil {
+				continue
+			}
+			raw, err := t.handle()
+			if err != nil {
+				return nil, newError(CodeInvalidArgument, "output %d: %v", j, err.(*Error).Message)
+			}
+			own[j] = wrapTensor(NewRawTensor__SWIG_1(raw))
+		}
+		if r := ctx.ReplicaID(); r >= 0 && r < len(outputs) {
+			outputs[r] = own
+		}
+		return nil, nil
+	}
 }
 
 // ReplicateN runs fn on numReplicas replicas that have no inputs.
@@ -281,7 +349,7 @@ func ReplicateDyn(s *System, fn interface{}, inputs interface{}, opts ...StepOpt
 	case [][]*Tensor:
 		return Replicate(s, c, in, opts...)
 	case nil:
-		return Replicate(s, c, [][]*Tensor{{}}, opts...)
+		return Replicate(s, c, nil, opts...)
 	}
 	return nil, newError(CodeInvalidArgument, "ReplicateDyn: inputs must be [][]*Tensor, not %T", inputs)
 }
@@ -302,12 +370,21 @@ func Rewrite(s *System, fn Computation, inputs []*Tensor, opts ...StepOption) ([
 	if err != nil {
 		return nil, err
 	}
-	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
+	var counted [][]*Tensor
+	if o.NumOutputs == 0 && fn != nil {
+		counted = make([][]*Tensor, 1)
+		fn = counting(fn, counted)
+	}
+	out, err := s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
 		if c == nil {
 			return sys.RewriteOnJoinedThreads(key, v, o.NumOutputs, ro)
 		}
 		return sys.Rewrite(c, v, o.NumOutputs, ro)
 	})
+	if err != nil || counted == nil {
+		return out, err
+	}
+	return counted[0], nil
 }
 
 // RewriteDyn is Rewrite with the computation and inputs as interface{}.
@@ -353,12 +430,123 @@ func Shard(s *System, fn Computation, inputs []*Tensor, numShards int, spec Shar
 	defer DeleteInt32Vector(fromAllV)
 	outAxes := int32Vector(spec.OutputShardAxes)
 	defer DeleteInt32Vector(outAxes)
-	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
+	// Without WithNumOutputs the flags or the axes, if given, say how many outputs.
+	if o.NumOutputs == 0 {
+		o.NumOutputs = len(spec.OutputsFromAllShards)
+	}
+	if o.NumOutputs == 0 {
+		o.NumOutputs = len(spec.OutputShardAxes)
+	}
+	var counted [][]*Tensor
+	if o.NumOutputs == 0 && fn != nil {
+		if numShards <= 0 {
+			return nil, newError(CodeInvalidArgument, "Shard: numShards %d must be positive", numShards)
+		}
+		counted = make([][]*Tensor, numShards)
+		fn = counting(fn, counted)
+	}
+	out, err := s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
 		if c == nil {
 			return sys.ShardOnJoinedThreads(key, v, numShards, inAxes, fromAllV, outAxes, o.NumOutputs, ro)
 		}
 		return sys.Shard(c, v, numShards, inAxes, fromAllV, outAxes, o.NumOutputs, ro)
 	})
+	if err != nil || counted == nil {
+		return out, err
+	}
+	return joinShards(counted)
+}
+
+// joinShards joins the counted outputs of Shard or BatchParallel as TensorFlow's
+// shard does by default: output j of every shard concatenated along axis 0 in shard
+// order, scalar outputs stacked into a [numShards] vector. It closes the shards'.
+func joinShards(shards [][]*Tensor) ([]*Tensor, error) {
+	defer func() {
+		for _, out := range shards {
+			for _, t := range out {
+				t.Close()
+			}
+		}
+	}()
+	for i, out := range shards {
+		if out == nil {
+			return nil, newError(CodeInvalidArgument, "shard %d returned no outputs to this task (it returned nil, or ran on another task): "+
+				"pass WithNumOutputs to have the library join the shards' outputs", i)
+		}
+		if len(out) != len(shards[0]) {
+			return nil, newError(CodeInvalidArgument, "shard %d returned %d outputs, shard 0 returned %d", i, len(out), len(shards[0]))
+		}
+	}
+	joined := make([]*Tensor, len(shards[0]))
+	for j := range joined {
+		t, err := concatenated(shards, j)
+		if err != nil {
+			for _, done := range joined[:j] {
+				done.Close()
+			}
+			return nil, err
+		}
+		joined[j] = t
+	}
+	return joined, nil
+}
+
+func concatenated(shards [][]*Tensor, j int) (*Tensor, error) {
+	var dtype DType
+	var dims []int64
+	var data []byte
+	rows := int64(0)
+	for i, out := range shards {
+		t := out[j]
+		if t == nil {
+			return nil, newError(CodeInvalidArgument, "shard %d's output %d is nil; a concatenated output cannot be", i, j)
+		}
+		dt, err := t.DType()
+		if err != nil {
+			return nil, err
+		}
+		d, err := t.Dims()
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			dtype, dims = dt, d
+		}
+		same := dt == dtype && len(d) == len(dims)
+		for a := 1; same && a < len(d); a++ {
+			same = d[a] == dims[a]
+		}
+		if !same {
+			return nil, newError(CodeInvalidArgument, "shard %d's output %d (%v %v) cannot be concatenated with shard 0's (%v %v)", i, j, dt, d, dtype, dims)
+		}
+		if len(d) == 0 {
+			rows++
+		} else {
+			rows += d[0]
+		}
+		b, err := t.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		data = append(data, b...)
+	}
+	shape := []int64{rows} // scalars stacked
+	if len(dims) > 0 {
+		shape = append([]int64(nil), dims...)
+		shape[0] = rows
+	}
+	d := int64Vector(shape)
+	defer DeleteInt64Vector(d)
+	b := NewByteVector()
+	defer DeleteByteVector(b)
+	for _, x := range data {
+		b.Add(x)
+	}
+	raw, err := try(func() RawTensor { return RawTensorFromBytes(TpurtDType(dtype), d, b) })
+	if err != nil {
+		return nil, err
+	}
+	return wrapTensor(raw), nil
 }
 
 // ShardDyn is Shard with the computation as interface{}.
@@ -375,6 +563,10 @@ func BatchParallel(s *System, fn Computation, inputs []*Tensor, numShards int, o
 	o, err := stepOptions(opts)
 	if err != nil {
 		return nil, err
+	}
+	if o.NumOutputs == 0 {
+		// Counted: Shard with every axis 0 and every output concatenated.
+		return Shard(s, fn, inputs, numShards, ShardSpec{}, opts...)
 	}
 	return s.runWithInputs(fn, inputs, len(inputs), o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
 		if c == nil {

@@ -102,7 +102,8 @@ func InitializeSystem(opts SystemOptions) (*System, error) {
 
 // ShutdownSystem is tf.tpu.shutdown_system(job): it stops the workers of s, whose
 // job must be job ("": s's own, as None); later steps fail with ErrFailedPrecondition.
-// Another job is an ErrNotFound naming both, and s keeps running.
+// Another job is TensorFlow's error for it, an ErrInvalidArgument (the shutdown op
+// placed on /job:{job}/device:TPU_SYSTEM:0 fails placement), and s keeps running.
 func ShutdownSystem(s *System, job string) error {
 	if s == nil {
 		return newError(CodeInvalidArgument, "ShutdownSystem: the system is nil")
@@ -113,7 +114,9 @@ func ShutdownSystem(s *System, job string) error {
 			return err
 		}
 		if job != own {
-			return newError(CodeNotFound, "ShutdownSystem: job %q is not the TPU system's job %q", job, own)
+			return newError(CodeInvalidArgument, "Cannot assign a device for operation ShutdownDistributedTPU: "+
+				"Could not satisfy explicit device specification '/job:%s/device:TPU_SYSTEM:0' because no devices matching "+
+				"that specification are registered in this process; the TPU system's job is %q", job, own)
 		}
 	}
 	return s.Shutdown()

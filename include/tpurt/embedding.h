@@ -34,7 +34,7 @@
  *      lives, when the step has succeeded on every task: a failed step changes no row.
  * recv_activations and send_gradients are collectives of the step (collectives.h):
  * every participant calls them, in the same order relative to the other collectives;
- * one that does not is named at the deadline. Across tasks ids travel to the task
+ * one that does not is named, at the latest at the deadline. Across tasks ids travel to the task
  * that holds their rows and rows back, over the step's transport; the results are
  * bit-identical to one process.
  *
@@ -198,7 +198,7 @@ TPU_API tpu_status tpu_embedding_enqueue(tpu_replica_context *ctx,
  * of tpu_embedding_feature_shape(f) for an enqueued feature (the caller's), NULL for
  * a feature not enqueued. Before the participant's enqueue, twice, or after its
  * send_gradients: TPU_INVALID_ARGUMENT. A collective (every participant calls it once
- * per step it enqueues in). */
+ * per step it enqueues in; send_gradients names one that skipped it). */
 TPU_API tpu_status tpu_embedding_recv_activations(tpu_replica_context *ctx,
                                                   tpu_tensor **activations,
                                                   int num_activations);

@@ -116,7 +116,9 @@ void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor
   }
 
   // Every participant gives the same learning rates; this also makes the call a
-  // collective, so a participant that skips it is named.
+  // collective, so a participant that skips it is named, as is one that skipped
+  // recv_activations (across tasks that is a collective of its own; in one process
+  // it meets no one, so only this tells).
   agree_on_learning_rates(step, caller.participant, comm, learning_rates, num_learning_rates, st);
   if (num_tasks_ > 1) send_to_servers(step, caller.participant, comm, st);
   // Every participant's gradients are in (the collectives above returned everywhere):
@@ -131,6 +133,8 @@ void Engine::agree_on_learning_rates(const StepState& step, int me, Communicator
   const int64_t dims[1] = {1 + n};
   tpu_tensor* mine = new_tensor(TPU_FLOAT, dims, 1);
   float* m = static_cast<float*>(mutable_data(mine));
+  // m[0]: whether this participant skipped the activations its mode gives.
+  m[0] = !st.received_activations && config_->mode != TPU_EMBEDDING_MODE_BACKWARD_PASS_ONLY ? 1.0f : 0.0f;
   for (int i = 0; i < n; ++i) m[1 + i] = rates[i];
   tpu_tensor* all = nullptr;
   try {
@@ -142,6 +146,13 @@ void Engine::agree_on_learning_rates(const StepState& step, int me, Communicator
   release(mine);
   const float* a = static_cast<const float*>(all->data);
   const int P = static_cast<int>(step.participant_task.size());
+  for (int q = 1; q < P; ++q)
+    if (a[q * (1 + n)] != a[0]) {
+      const std::string skipper = step.name_of(a[0] != 0.0f ? 0 : q);
+      release(all);
+      invalid_argument(skipper, " sends embedding gradients without having asked for its activations, ",
+                       "which the others did (tpu_embedding_recv_activations is a collective of the step)");
+    }
   for (int q = 1; q < P; ++q)
     if (std::memcmp(a + q * (1 + n), a, sizeof(float) * (1 + n)) != 0) {
       int tag = 0;

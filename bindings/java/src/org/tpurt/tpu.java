@@ -1,5 +1,19 @@
 package org.tpurt;
 
+import static org.tpurt.TpuArgs.adapt;
+import static org.tpurt.TpuArgs.asComputation;
+import static org.tpurt.TpuArgs.asInt;
+import static org.tpurt.TpuArgs.asOptional;
+import static org.tpurt.TpuArgs.asRows;
+import static org.tpurt.TpuArgs.asTensors;
+import static org.tpurt.TpuArgs.asType;
+import static org.tpurt.TpuArgs.requireComputation;
+import static org.tpurt.TpuArgs.tensors;
+import static org.tpurt.TpuArgs.wrongType;
+import static org.tpurt.TpuCollectives.fusedSum;
+import static org.tpurt.TpuSteps.concatenateShards;
+import static org.tpurt.TpuSteps.stepOptions;
+
 import java.util.AbstractMap;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -15,7 +29,9 @@ import java.util.function.Supplier;
 /**
  * tf.tpu for Java: static methods mirroring TensorFlow's tpu module (snake_case, with
  * camelCase aliases), over the default system that initialize_system starts. Inside a
- * computation, the collectives find the current replica by themselves.
+ * computation, the collectives find the current replica by themselves. The work behind
+ * them: TpuSteps (the replicate family's step), TpuCollectives, TpuArgs (arguments and
+ * the _dyn forms' types).
  */
 public final class tpu {
   private static volatile TpuSystem defaultSystem;
@@ -103,11 +119,18 @@ public final class tpu {
   /** tf.tpu.shutdown_system(job): job must be the system's (null: the default system's). */
   public static synchronized void shutdown_system(String job) {
     TpuSystem system = system();
-    if (job != null && !job.equals(system.jobName()))
-      throw new NotFoundError("job \"" + job + "\" is not the TPU system's job \"" + system.jobName() + "\"");
+    // TensorFlow places the shutdown op on /job:{job}/device:TPU_SYSTEM:0: a job the cluster
+    // lacks fails placement with InvalidArgumentError, and nothing shuts down.
+    if (job != null && !job.equals(system.jobName())) throw new InvalidArgumentError(wrongJob(job, system.jobName()));
     system.shutdown();
     system.close();
     defaultSystem = null;
+  }
+
+  static String wrongJob(String job, String own) {
+    return "Cannot assign a device for operation ShutdownDistributedTPU: Could not satisfy explicit device specification '/job:"
+        + job + "/device:TPU_SYSTEM:0' because no devices matching that specification are registered in this process; "
+        + "the TPU system's job is \"" + own + "\"";
   }
 
   /** tf.tpu.core(num): the device name of logical core num within a replica. */
@@ -134,13 +157,13 @@ public final class tpu {
 
   // ---- replicate -----------------------------------------------------------------------------
 
-  /** One step with no inputs on every core; returns outputs[replica]. */
+  /** tf.tpu.replicate(computation): inputs None, TensorFlow's [[]]: one replica with no inputs. */
   public static List<Tensor[]> replicate(TpuComputation computation) {
-    return replicate(computation, null, null, null, (List<Shape>) null);
+    return TpuSteps.replicate(computation, null, null, null, (List<Shape>) null);
   }
 
   public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs) {
-    return replicate(computation, inputs, null, null, (List<Shape>) null);
+    return TpuSteps.replicate(computation, inputs, null, null, (List<Shape>) null);
   }
 
   public static List<Tensor[]> replicate(Function<Tensor[], Tensor[]> computation, Iterable<? extends Iterable<Tensor>> inputs) {
@@ -149,19 +172,19 @@ public final class tpu {
 
   public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
-    return replicate(computation, inputs, infeedQueue, deviceAssignment, (List<Shape>) null);
+    return TpuSteps.replicate(computation, inputs, infeedQueue, deviceAssignment, (List<Shape>) null);
   }
 
   /** name: tf.tpu's (deprecated) op name; it does nothing, as in TensorFlow. So in every form below. */
   public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, String name) {
-    return replicate(computation, inputs, infeedQueue, deviceAssignment, (List<Shape>) null);
+    return TpuSteps.replicate(computation, inputs, infeedQueue, deviceAssignment, (List<Shape>) null);
   }
 
   /** maximum_shapes as an int: every input padded to the rank-1 shape [maximumShapes]. */
   public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, int maximumShapes) {
-    return replicateEach(computation, inputs, infeedQueue, deviceAssignment, new TensorShape(maximumShapes));
+    return TpuSteps.replicateEach(computation, inputs, infeedQueue, deviceAssignment, new TensorShape(maximumShapes));
   }
 
   public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
@@ -192,14 +215,14 @@ public final class tpu {
   public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, TensorShape maximumShapes) {
     if (maximumShapes == null) throw new IllegalArgumentException("maximumShapes is null");
-    return replicateEach(computation, inputs, infeedQueue, deviceAssignment, maximumShapes);
+    return TpuSteps.replicateEach(computation, inputs, infeedQueue, deviceAssignment, maximumShapes);
   }
 
   /** maximum_shapes as one Dimension: every input padded to the rank-1 shape [dimension]. */
   public static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, Dimension maximumShapes) {
     if (maximumShapes == null) throw new IllegalArgumentException("maximumShapes is null");
-    return replicateEach(computation, inputs, infeedQueue, deviceAssignment, new TensorShape(maximumShapes));
+    return TpuSteps.replicateEach(computation, inputs, infeedQueue, deviceAssignment, new TensorShape(maximumShapes));
   }
 
   /** maximum_shapes per input, in input order. */
@@ -214,7 +237,7 @@ public final class tpu {
       shapes.add(s.toShape());
       i++;
     }
-    return replicate(computation, inputs, infeedQueue, deviceAssignment, shapes);
+    return TpuSteps.replicate(computation, inputs, infeedQueue, deviceAssignment, shapes);
   }
 
   /**
@@ -228,7 +251,7 @@ public final class tpu {
                                          DeviceAssignment deviceAssignment, int[][] inputPartitionDims,
                                          int[][] outputPartitionDims) {
     if (deviceAssignment == null) throw new IllegalArgumentException("deviceAssignment is null");
-    return replicate(computation, inputs, null, deviceAssignment, null, inputPartitionDims, outputPartitionDims);
+    return TpuSteps.replicate(computation, inputs, null, deviceAssignment, null, inputPartitionDims, outputPartitionDims);
   }
 
   /** Over a mesh's device assignment (DTensor's mesh as the step's placement). */
@@ -242,57 +265,6 @@ public final class tpu {
     try (DeviceAssignment a = mesh.deviceAssignment()) {
       return replicate(computation, inputs, a, inputPartitionDims, outputPartitionDims);
     }
-  }
-
-  private static List<Tensor[]> replicateEach(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
-                                              InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, TensorShape shape) {
-    List<List<Tensor>> rows = rows(inputs);
-    int numInputs = rows.isEmpty() ? 0 : rows.get(0).size();
-    return replicate(computation, rows, infeedQueue, deviceAssignment, Collections.nCopies(numInputs, shape.toShape()));
-  }
-
-  private static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
-                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, List<Shape> maximumShapes) {
-    return replicate(computation, inputs, infeedQueue, deviceAssignment, maximumShapes, null, null);
-  }
-
-  private static List<Tensor[]> replicate(TpuComputation computation, Iterable<? extends Iterable<Tensor>> inputs,
-                                          InfeedQueue infeedQueue, DeviceAssignment deviceAssignment, List<Shape> maximumShapes,
-                                          int[][] inputPartitionDims, int[][] outputPartitionDims) {
-    requireComputation(computation);
-    TpuSystem system = system();
-    List<List<Tensor>> rows = rows(inputs);
-    int numReplicas = !rows.isEmpty() ? rows.size()
-        : deviceAssignment != null ? deviceAssignment.numReplicas() : system.numCores();
-    int numInputs = rows.isEmpty() ? 0 : rows.get(0).size();
-    for (int r = 0; r < rows.size(); r++)
-      if (rows.get(r).size() != numInputs)
-        throw new InvalidArgumentError("replica " + r + " has " + rows.get(r).size() + " inputs, replica 0 has " + numInputs);
-    boolean plain = maximumShapes == null && inputPartitionDims == null && outputPartitionDims == null;
-    StepOptions options = plain ? stepOptions(infeedQueue, deviceAssignment) : newStepOptions(infeedQueue, deviceAssignment);
-    if (maximumShapes != null) {
-      ShapeVector shapes = new ShapeVector();
-      shapes.addAll(maximumShapes);
-      options.setMaximumShapes(shapes);
-    }
-    if (inputPartitionDims != null) options.setInputPartitions(inputPartitionDims);
-    // Partitioned outputs are joined by the library, so the step is told how many there are.
-    int numOutputs = outputPartitionDims == null ? 0 : outputPartitionDims.length;
-    if (outputPartitionDims != null) options.setOutputPartitions(outputPartitionDims);
-    JavaStep step = new JavaStep(computation, numReplicas);
-    TensorVector flat = STEP_INPUTS.get();
-    TensorVector joined;
-    try {
-      for (List<Tensor> row : rows) flat.addAll(row);
-      joined = system.replicate(step, numReplicas, numInputs, flat, numOutputs, options);
-    } finally {
-      flat.clear();  // the step holds what it still needs
-    }
-    List<Tensor[]> out = new ArrayList<>(numReplicas);
-    for (int r = 0; r < numReplicas; r++)
-      out.add(numOutputs == 0 ? step.outputs(r)
-          : joined.subList(r * numOutputs, (r + 1) * numOutputs).toArray(new Tensor[0]));
-    return out;
   }
 
   public static Object replicate_dyn(Object computation, Object inputs, Object infeedQueue, Object deviceAssignment,
@@ -706,168 +678,5 @@ public final class tpu {
     return outside_compilation(computation, args);
   }
 
-  // ---- helpers ----------------------------------------------------------------------------
 
-  private static TpuComputation adapt(Function<Tensor[], Tensor[]> computation) {
-    if (computation == null) throw new IllegalArgumentException("computation is null");
-    return (ctx, inputs) -> computation.apply(inputs);
-  }
-
-  private static void requireComputation(TpuComputation computation) {
-    if (computation == null) throw new IllegalArgumentException("computation is null");
-  }
-
-  // Per calling thread, reused step after step: a new proxy of these costs about a
-  // microsecond of finalizer work (register, collect, finalize), much of a step's
-  // budget. The options are never changed; the inputs are emptied after each step.
-  private static final ThreadLocal<StepOptions> DEFAULT_STEP_OPTIONS = ThreadLocal.withInitial(StepOptions::new);
-  private static final ThreadLocal<TensorVector> STEP_INPUTS = ThreadLocal.withInitial(TensorVector::new);
-
-  /** Options the caller does not change afterwards. */
-  private static StepOptions stepOptions(InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
-    if (infeedQueue == null && deviceAssignment == null) return DEFAULT_STEP_OPTIONS.get();
-    return newStepOptions(infeedQueue, deviceAssignment);
-  }
-
-  private static StepOptions newStepOptions(InfeedQueue infeedQueue, DeviceAssignment deviceAssignment) {
-    StepOptions options = new StepOptions();
-    if (infeedQueue != null) options.setInfeedQueue(infeedQueue);
-    if (deviceAssignment != null) options.setDeviceAssignment(deviceAssignment);
-    return options;
-  }
-
-  /** Flattens and concatenates the tensors of each dtype, sums each dtype once, splits back. */
-  private static List<Tensor> fusedSum(List<Tensor> xs, int[][] groupAssignment) {
-    for (int i = 0; i < xs.size(); i++)
-      if (xs.get(i) == null) throw new IllegalArgumentException("tensor " + i + " is null");
-    Map<DType, List<Integer>> byDtype = new LinkedHashMap<>();
-    for (int i = 0; i < xs.size(); i++) byDtype.computeIfAbsent(xs.get(i).dtype(), d -> new ArrayList<>()).add(i);
-    Tensor[] out = new Tensor[xs.size()];
-    for (Map.Entry<DType, List<Integer>> group : byDtype.entrySet()) {
-      DType dtype = group.getKey();
-      long elementSize = tpurt.dtypeSize(dtype);
-      long total = 0;
-      for (int i : group.getValue()) total += xs.get(i).byteSize();
-      byte[] joined = new byte[Math.toIntExact(total)];
-      int at = 0;
-      for (int i : group.getValue()) {
-        byte[] b = xs.get(i).toBytes();
-        System.arraycopy(b, 0, joined, at, b.length);
-        at += b.length;
-      }
-      byte[] summed = cross_replica_sum(Tensor.fromBytes(dtype, new long[] {total / elementSize}, joined), groupAssignment).toBytes();
-      at = 0;
-      for (int i : group.getValue()) {
-        int n = Math.toIntExact(xs.get(i).byteSize());
-        out[i] = Tensor.fromBytes(dtype, xs.get(i).dims(), Arrays.copyOfRange(summed, at, at + n));
-        at += n;
-      }
-    }
-    return Arrays.asList(out);
-  }
-
-  /** Each shard's outputs, concatenated along axis 0 (TensorFlow's default for shard). */
-  private static Tensor[] concatenateShards(JavaStep step, int numShards) {
-    int numOutputs = step.outputs(0).length;
-    Tensor[] out = new Tensor[numOutputs];
-    for (int j = 0; j < numOutputs; j++) {
-      long rows = 0;
-      long bytes = 0;
-      Tensor first = step.outputs(0)[j];
-      for (int s = 0; s < numShards; s++) {
-        Tensor t = step.outputs(s)[j];
-        if (t.rank() < 1) throw new InvalidArgumentError("shard " + s + "'s output " + j + " is a scalar; outputs need rank >= 1");
-        rows += t.dim(0);
-        bytes += t.byteSize();
-      }
-      byte[] joined = new byte[Math.toIntExact(bytes)];
-      int at = 0;
-      for (int s = 0; s < numShards; s++) {
-        byte[] b = step.outputs(s)[j].toBytes();
-        System.arraycopy(b, 0, joined, at, b.length);
-        at += b.length;
-      }
-      long[] dims = first.dims();
-      dims[0] = rows;
-      out[j] = Tensor.fromBytes(first.dtype(), dims, joined);
-    }
-    return out;
-  }
-
-  private static List<List<Tensor>> rows(Iterable<? extends Iterable<Tensor>> inputs) {
-    List<List<Tensor>> rows = new ArrayList<>();
-    if (inputs == null) return rows;
-    int r = 0;
-    for (Iterable<Tensor> row : inputs) {
-      if (row == null) throw new IllegalArgumentException("inputs[" + r + "] is null");
-      rows.add(tensorList(row, "inputs[" + r + "]"));
-      r++;
-    }
-    return rows;
-  }
-
-  private static List<Tensor> tensorList(Iterable<Tensor> inputs, String what) {
-    List<Tensor> v = new ArrayList<>();
-    int i = 0;
-    for (Tensor t : inputs) {
-      if (t == null) throw new IllegalArgumentException(what + "[" + i + "] is null");
-      v.add(t);
-      i++;
-    }
-    return v;
-  }
-
-  private static TensorVector tensors(Iterable<Tensor> inputs, String what) {
-    TensorVector v = new TensorVector();
-    if (inputs == null) return v;
-    for (Tensor t : tensorList(inputs, what)) v.add(t);
-    return v;
-  }
-
-  private static IllegalArgumentException wrongType(String what, Object value, String expected) {
-    return new IllegalArgumentException(what + " cannot be a " + (value == null ? "null" : value.getClass().getName())
-        + "; expected " + expected);
-  }
-
-  private static <T> T asType(Object value, Class<T> type, String what) {
-    if (!type.isInstance(value)) throw wrongType(what, value, type.getSimpleName());
-    return type.cast(value);
-  }
-
-  private static <T> T asOptional(Object value, Class<T> type, String what) {
-    return value == null ? null : asType(value, type, what);
-  }
-
-  private static int asInt(Object value, String what) {
-    if (value instanceof Integer || value instanceof Short || value instanceof Byte) return ((Number) value).intValue();
-    if (value instanceof Long && (long) (Long) value == (int) (long) (Long) value) return (int) (long) (Long) value;
-    throw wrongType(what, value, "int");
-  }
-
-  @SuppressWarnings("unchecked")
-  private static TpuComputation asComputation(Object value, String what) {
-    if (value instanceof TpuComputation) return (TpuComputation) value;
-    if (value instanceof Function) return adapt((Function<Tensor[], Tensor[]>) value);
-    throw wrongType(what, value, "TpuComputation or Function<Tensor[], Tensor[]>");
-  }
-
-  private static List<Tensor> asTensors(Object value, String what) {
-    List<Tensor> out = new ArrayList<>();
-    if (value == null) return out;
-    if (value instanceof Tensor[]) return Arrays.asList((Tensor[]) value);
-    if (!(value instanceof Iterable)) throw wrongType(what, value, "Iterable<Tensor> or Tensor[]");
-    int i = 0;
-    for (Object t : (Iterable<?>) value) out.add(asType(t, Tensor.class, what + "[" + i++ + "]"));
-    return out;
-  }
-
-  private static List<List<Tensor>> asRows(Object value) {
-    List<List<Tensor>> rows = new ArrayList<>();
-    if (value == null) return rows;
-    if (!(value instanceof Iterable) && !(value instanceof Object[])) throw wrongType("inputs", value, "Iterable of Iterable<Tensor>");
-    Iterable<?> it = value instanceof Object[] ? Arrays.asList((Object[]) value) : (Iterable<?>) value;
-    int r = 0;
-    for (Object row : it) rows.add(asTensors(row, "inputs[" + r++ + "]"));
-    return rows;
-  }
 }

@@ -70,14 +70,14 @@ public class ComputationThreadTest {
             Thread.currentThread().getContextClassLoader().loadClass(Hello.class.getName()).getName() + " " + greeting());
         if (!host.equals(Hello.class.getName() + " hello")) problems.add("replica " + r + " host: " + host);
         return null;
-      });
+      }, Replicas.none(R));
       assertTrue(problems.toString(), problems.isEmpty());
       // A caller with another loader: the workers do not keep the previous step's.
       caller.setContextClassLoader(had);
       tpu.replicate((ctx, in) -> {
         if (Thread.currentThread().getContextClassLoader() != had) problems.add("replica " + ctx.replicaId() + " kept a loader");
         return null;
-      });
+      }, Replicas.none(R));
       assertTrue(problems.toString(), problems.isEmpty());
     } finally {
       caller.setContextClassLoader(had);
@@ -92,7 +92,7 @@ public class ComputationThreadTest {
   public void aNullOutputFailsTheStepNamingReplicaAndOutput() {
     Tensor one = Tensor.fromFloat32(new long[] {1}, new float[] {1});
     try {
-      tpu.replicate((ctx, in) -> new Tensor[] {one, ctx.replicaId() == 3 ? null : one});
+      tpu.replicate((ctx, in) -> new Tensor[] {one, ctx.replicaId() == 3 ? null : one}, Replicas.none(R));
       fail("a null output did not fail the step");
     } catch (InvalidArgumentError e) {
       assertTrue(e.getMessage(), e.getMessage().contains("replica 3") && e.getMessage().contains("output 1 is null"));
@@ -110,7 +110,7 @@ public class ComputationThreadTest {
     } catch (InvalidArgumentError e) {
       assertTrue(e.getMessage(), e.getMessage().contains("returned 1 outputs; the step expects 2"));
     }
-    List<Tensor[]> out = tpu.replicate((ctx, in) -> new Tensor[] {one});
+    List<Tensor[]> out = tpu.replicate((ctx, in) -> new Tensor[] {one}, Replicas.none(R));
     assertEquals(R, out.size());
     assertEquals(1, out.get(R - 1).length);
   }

@@ -124,15 +124,27 @@ public class ErrorsTest {
   }
 
   @Test
-  public void notFoundFromWrongJob() {
+  public void invalidArgumentFromWrongJob() {
+    // TensorFlow's placement error for /job:no_such_job/device:TPU_SYSTEM:0, as C# and Go.
     tpu.use_system(system);
     try {
       tpu.shutdown_system("no_such_job");
       fail("shutdown of a job that does not exist");
-    } catch (NotFoundError e) {
+    } catch (InvalidArgumentError e) {
+      assertTrue(e.getMessage(), e.getMessage().contains("'/job:no_such_job/device:TPU_SYSTEM:0'"));
+    }
+    try {
+      tpu.shutdown_system_dyn("no_such_job");
+      fail("shutdown_system_dyn of a job that does not exist");
+    } catch (InvalidArgumentError e) {
       assertTrue(e.getMessage(), e.getMessage().contains("no_such_job"));
     }
     assertFalse(system.isClosed());
+    okStep();
+  }
+
+  @Test
+  public void notFoundFromAStep() {
     failedStep(Status.NotFound, NotFoundError.class);
   }
 

@@ -11,7 +11,7 @@ public final class LeakedSystemMain {
       float[] s = tpu.cross_replica_sum(new float[] {1f});
       if (ctx.replicaId() == 0) sum[0] = s[0];
       return null;
-    });
+    }, Replicas.none(4));
     System.out.println("leaked sum " + sum[0] + " closed=" + system.isClosed());
   }
 }

@@ -42,7 +42,7 @@ public class ReplicaThreadsTest {
   }
 
   private static void okStep() {
-    List<Tensor[]> out = tpu.replicate((ctx, in) -> new Tensor[] {tpu.cross_replica_sum(Tensor.fromFloat32(new long[] {1}, new float[] {1}))});
+    List<Tensor[]> out = tpu.replicate((ctx, in) -> new Tensor[] {tpu.cross_replica_sum(Tensor.fromFloat32(new long[] {1}, new float[] {1}))}, Replicas.none(R));
     assertEquals(R, out.size());
     assertArrayEquals(new float[] {R}, out.get(R - 1)[0].toFloat32Vector(), 0f);
   }
@@ -65,7 +65,7 @@ public class ReplicaThreadsTest {
     assertFalse(system.callbackMode());
     List<Tensor> batch = Collections.singletonList(Tensor.fromFloat32(new long[] {R}, new float[R]));
     List<String[]> seen = Arrays.asList(
-        threadNames(c -> tpu.replicate(c), R),
+        threadNames(c -> tpu.replicate(c, Replicas.none(R)), R),
         threadNames(c -> tpu.rewrite(c, null), 1),
         threadNames(c -> tpu.shard(c, batch, R), R),
         threadNames(c -> tpu.batch_parallel(c, batch, R), R),
@@ -117,13 +117,13 @@ public class ReplicaThreadsTest {
   public void callbackModeRunsOnTheLibrarysWorkersAndBack() {
     try {
       system.setCallbackMode(true);
-      for (String name : threadNames(c -> tpu.replicate(c), R))
+      for (String name : threadNames(c -> tpu.replicate(c, Replicas.none(R)), R))
         assertFalse(name, name.startsWith(ReplicaThreads.THREAD_NAME));
       okStep();
     } finally {
       system.setCallbackMode(false);
     }
-    for (String name : threadNames(c -> tpu.replicate(c), R)) assertTrue(name, name.startsWith(ReplicaThreads.THREAD_NAME));
+    for (String name : threadNames(c -> tpu.replicate(c, Replicas.none(R)), R)) assertTrue(name, name.startsWith(ReplicaThreads.THREAD_NAME));
     okStep();
   }
 
@@ -143,7 +143,7 @@ public class ReplicaThreadsTest {
     tpu.replicate((ctx, in) -> {
       cpus[ctx.core()] = allowedCpus();
       return null;
-    });
+    }, Replicas.none(R));
     return cpus;
   }
 

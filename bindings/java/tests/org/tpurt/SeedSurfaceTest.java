@@ -11,6 +11,8 @@ import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
 import org.junit.AfterClass;
 import org.junit.BeforeClass;
 import org.junit.Test;
@@ -139,8 +141,40 @@ public class SeedSurfaceTest {
         expect(problems, "dyn name message", e.getMessage().contains("name"));
       }
       return null;
-    });
+    }, Replicas.none(R));
     assertTrue(problems.toString(), problems.isEmpty());
+  }
+
+  /** inputs=None is TensorFlow's [[]]: one replica with no inputs; [] is zero replicas. */
+  @Test
+  public void inputsNullIsOneReplicaWithNoInputs() {
+    AtomicInteger calls = new AtomicInteger();
+    List<Tensor[]> out = tpu.replicate((ctx, in) -> {
+      calls.incrementAndGet();
+      return new Tensor[] {vec(in.length), vec(ctx.numReplicas())};
+    });
+    assertEquals(1, calls.get());
+    assertEquals(1, out.size());
+    assertEquals(0f, first(out.get(0)[0]), 0f);
+    assertEquals(1f, first(out.get(0)[1]), 0f);
+    assertEquals(1, tpu.replicate((ctx, in) -> in, null).size());
+    assertEquals(1, ((List<?>) tpu.replicate_dyn((Function<Tensor[], Tensor[]>) in -> in, null, null, null, null, null)).size());
+    assertEquals(1, tpu.replicate((ctx, in) -> in, null, null, null, NAME, 4).size());
+    assertEquals(0, tpu.replicate((ctx, in) -> in, new ArrayList<List<Tensor>>()).size());
+  }
+
+  /** TensorFlow's shard stacks scalar outputs into a [num_shards] vector. */
+  @Test
+  public void shardStacksScalarOutputs() {
+    DeviceAssignment two;
+    try (Topology t = system.topology()) {
+      two = DeviceAssignment.build(t, new int[0], new int[0], 2, DeviceOrderMode.Auto);
+    }
+    Tensor x = vec(1f, 2f, 3f, 4f);
+    Tensor[] out = tpu.shard((ctx, in) -> new Tensor[] {Tensor.fromFloat32(new long[0], new float[] {in[0].dim(0) + ctx.replicaId()})},
+        Arrays.asList(x), 2, null, null, two);
+    assertArrayEquals(new long[] {2}, out[0].dims());
+    assertArrayEquals(new float[] {2f, 3f}, out[0].toFloat32Vector(), 0f);
   }
 
   private static void expect(List<String> problems, String what, boolean ok) {

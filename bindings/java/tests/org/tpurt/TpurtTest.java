@@ -149,7 +149,7 @@ public class TpurtTest {
         check(problems, "dyn message " + e.getMessage(), e.getMessage().contains("java.lang.String"));
       }
       return null;
-    });
+    }, Replicas.none(R));
     assertTrue(problems.toString(), problems.isEmpty());
     try {
       tpu.cross_replica_sum(vec(1f));
@@ -185,7 +185,7 @@ public class TpurtTest {
     // No maximum_shapes: inputs as given.
     List<Tensor[]> plain = (List<Tensor[]>) cast(tpu.replicate_dyn((Function<Tensor[], Tensor[]>) in -> in, perReplica(r -> vec(r)), null, null, null, null));
     assertArrayEquals(new float[] {5f}, plain.get(5)[0].toFloat32Vector(), 0f);
-    assertEquals(R, tpu.replicate((ctx, in) -> null).size());
+    assertEquals(R, tpu.replicate((ctx, in) -> null, Replicas.none(R)).size());
     try {
       tpu.replicate_dyn(seesPadding, ragged, null, null, null, "eight");
       fail("maximum_shapes as a String");
@@ -297,7 +297,7 @@ public class TpurtTest {
       };
       ctx.outsideCompilation(raw);
       return null;
-    });
+    }, Replicas.none(R));
     assertTrue(problems.toString(), problems.isEmpty());
     try {
       tpu.replicate((ctx, in) -> {
@@ -306,12 +306,12 @@ public class TpurtTest {
           return null;
         }, ctx.replicaId());
         return null;
-      });
+      }, Replicas.none(R));
       fail("a failing host function did not fail the step");
     } catch (PermissionDeniedError e) {
       assertTrue(e.getMessage(), e.getMessage().contains("host says no") && e.getMessage().contains("replica 6"));
     }
-    assertEquals(R, tpu.replicate((ctx, in) -> null).size());
+    assertEquals(R, tpu.replicate((ctx, in) -> null, Replicas.none(R)).size());
   }
 
   @Test
@@ -326,7 +326,7 @@ public class TpurtTest {
       }
       ((Bfloat16Scope) tpu.bfloat16_scope_dyn()).close();
       return null;
-    });
+    }, Replicas.none(R));
     assertTrue(problems.toString(), problems.isEmpty());
     assertTrue(tpu.core(1), tpu.core(1).endsWith("TPU_REPLICATED_CORE:1"));
     assertEquals(tpu.core(2), tpu.core_dyn(2));
@@ -628,7 +628,7 @@ public class TpurtTest {
         in.enqueue(r, tuple);
       }
       // The step's infeed_queue appends the dequeued tuple to the inputs.
-      List<Tensor[]> sums = tpu.replicate((ctx, x) -> new Tensor[] {tpu.cross_replica_sum(x[0])}, null, in, null);
+      List<Tensor[]> sums = tpu.replicate((ctx, x) -> new Tensor[] {tpu.cross_replica_sum(x[0])}, Replicas.none(R), in, null);
       assertArrayEquals(new float[] {28f, 8f}, sums.get(0)[0].toFloat32Vector(), 0f);
       for (int r = 0; r < R; r++) {
         TensorVector tuple = new TensorVector();
@@ -641,7 +641,7 @@ public class TpurtTest {
         tuple.add(doubled(got.get(0)));
         ctx.outfeedEnqueue(out, tuple);
         return null;
-      });
+      }, Replicas.none(R));
       for (int r = 0; r < R; r++) assertArrayEquals(new float[] {2f * r, 2f * r}, out.dequeue(r).get(0).toFloat32Vector(), 0f);
     }
   }
@@ -686,10 +686,10 @@ public class TpurtTest {
   @Test
   public void tenThousandEmptyStepsDoNotGrowMemory() throws Exception {
     TpuComputation empty = (ctx, in) -> null;
-    for (int i = 0; i < 500; i++) tpu.replicate(empty);
+    for (int i = 0; i < 500; i++) tpu.replicate(empty, Replicas.none(R));
     long heap0 = heapBytes();
     long rss0 = rssBytes();
-    for (int i = 0; i < 10000; i++) tpu.replicate(empty);
+    for (int i = 0; i < 10000; i++) tpu.replicate(empty, Replicas.none(R));
     long heapGrowth = heapBytes() - heap0;
     long rssGrowth = rssBytes() - rss0;
     assertTrue("heap grew by " + heapGrowth, heapGrowth < 64L << 20);
@@ -749,7 +749,7 @@ public class TpurtTest {
     }
     System.gc();
     // The next step waits for the late replica's core, then runs.
-    assertEquals(R, tpu.replicate((ctx, in) -> null).size());
+    assertEquals(R, tpu.replicate((ctx, in) -> null, Replicas.none(R)).size());
     assertTrue(lateReturned.get());
   }
 }
