@@ -321,7 +321,7 @@ clean:
 # $(BUILD)/bindings/<lang>.
 BINDING_LANGS := csharp java go
 SWIG ?= swig
-BINDING_SUPPORT := bindings/tpurt.i bindings/tpurt_binding.hpp $(wildcard bindings/support/*.hpp) \
+BINDING_SUPPORT := bindings/tpurt.i bindings/tpurt_binding.hpp bindings/replica_pool.hpp $(wildcard bindings/support/*.hpp) \
   $(wildcard include/tpurt/*.h)
 -include $(foreach l,$(BINDING_LANGS),bindings/$(l)/$(l).mk)
 CS_INSTALL_FILES = $(PREFIX)/lib/cli/tpurt/Tpurt.dll $(PREFIX)/lib/cli/tpurt/Tpurt.dll.config \

@@ -12,14 +12,14 @@ GO_LIBDIR := $(abspath $(BUILD)/lib)
 
 # go build's cache hashes the headers in the package directory, not those in support/:
 # their checksum in cgo_flags.go makes an edit to one of them rebuild the package.
-GO_SUPPORT_SUM = $(firstword $(shell cat bindings/support/*.hpp | sha256sum))
+GO_SUPPORT_SUM = $(firstword $(shell cat bindings/support/*.hpp bindings/replica_pool.hpp | sha256sum))
 
 # One stamp: swig output, copies and the cgo flags file appear together.
 $(GO_MOD)/.stamp: bindings/go/tpurt_go.i $(BINDING_SUPPORT) $(GO_SRC) $(GO_TESTS) bindings/go/go.mk
 	@rm -rf $(GO_MOD) && mkdir -p $(GO_MOD)
 	$(SWIG) -go -cgo -intgosize 64 -c++ -module tpurt -Ibindings -Iinclude \
 	  -outdir $(GO_MOD) -o $(GO_MOD)/tpurt_wrap.cxx bindings/go/tpurt_go.i
-	cp $(GO_SRC) $(GO_TESTS) bindings/tpurt_binding.hpp $(GO_MOD)/
+	cp $(GO_SRC) $(GO_TESTS) bindings/tpurt_binding.hpp bindings/replica_pool.hpp $(GO_MOD)/
 	mkdir -p $(GO_MOD)/support && cp bindings/support/*.hpp $(GO_MOD)/support/
 	printf '%s\n' 'package tpurt' '' \
 	  '// support headers: sha256 $(GO_SUPPORT_SUM)' '' \
@@ -62,7 +62,7 @@ install-go: bindings-go
 	install -d $(GO_INSTALL_DIR)
 	install -m 644 $(filter-out %_test.go $(GO_MOD)/cgo_flags.go,$(wildcard $(GO_MOD)/*.go)) \
 	  $(GO_MOD)/go.mod $(GO_MOD)/tpurt_wrap.cxx $(GO_MOD)/tpurt_wrap.h $(GO_MOD)/tpurt_binding.hpp \
-  $(GO_MOD)/pool.cxx $(GO_MOD)/pool.h $(GO_INSTALL_DIR)/
+  $(GO_MOD)/replica_pool.hpp $(GO_MOD)/pool.cxx $(GO_MOD)/pool.h $(GO_INSTALL_DIR)/
 	install -d $(GO_INSTALL_DIR)/support
 	install -m 644 $(GO_MOD)/support/*.hpp $(GO_INSTALL_DIR)/support/
 	printf '%s\n' 'package tpurt' '' \

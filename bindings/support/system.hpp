@@ -209,6 +209,9 @@ class TpuSystem {
     detail::check(tpu_step_join(handle(), core, timeoutMs, &j));
     return new JoinedStep(j);
   }
+  // Ends the wait of the thread in stepJoin on `core` (or the core's next one) with
+  // Status::Cancelled: how a pool of raw stepJoin threads stops without a timeout.
+  void stepJoinCancel(int core) { detail::check(tpu_step_join_cancel(handle(), core)); }
 
  private:
   static void* as_user_data(int64_t key) { return reinterpret_cast<void*>(static_cast<intptr_t>(key)); }

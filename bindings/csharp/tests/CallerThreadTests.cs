@@ -130,6 +130,47 @@ public class CallerThreadTests {
     StringAssert.Contains("99", Assert.Throws<InvalidArgumentError>(() => system.StepJoin(99, 0)).Message);
   }
 
+  // StepJoinCancel ends a join waiting with no limit (CancelledError); the next join
+  // waits as usual. And turning the pool off (UseCallbacks) cancels its threads' joins
+  // the same way: every core is free at once, and no cancel is left for a raw join.
+  [Test]
+  public void StepJoinCancelEndsAWaitingJoin() {
+    tpu.replicate(x => x, num_replicas: Cores, system: system);  // the pool serves every core
+    system.UseCallbacks = true;
+    for (int c = 0; c < Cores; ++c) Assert.Throws<DeadlineExceededError>(() => system.StepJoin(c, 0));
+    Exception seen = null;
+    var waiter = new Thread(() => {
+      for (var giveUp = DateTime.UtcNow.AddSeconds(10); DateTime.UtcNow < giveUp; Thread.Sleep(1)) {
+        try {
+          system.StepJoin(1, -1).Dispose();
+        } catch (AlreadyExistsError) {
+          continue;  // the test's probe held the core for a moment
+        } catch (Exception e) {
+          seen = e;
+        }
+        return;
+      }
+    });
+    waiter.Start();
+    var until = DateTime.UtcNow.AddSeconds(10);
+    while (true) {  // until the waiter holds core 1
+      try {
+        system.StepJoin(1, 0).Dispose();
+      } catch (AlreadyExistsError) {
+        break;
+      } catch (DeadlineExceededError) {
+      }
+      Assert.Less(DateTime.UtcNow, until, "the waiter never joined core 1");
+      Thread.Sleep(1);
+    }
+    system.StepJoinCancel(1);
+    Assert.IsTrue(waiter.Join(10000), "the cancelled join did not return");
+    Assert.IsInstanceOf<CancelledError>(seen);
+    StringAssert.Contains("tpu_step_join_cancel", seen.Message);
+    Assert.Throws<DeadlineExceededError>(() => system.StepJoin(1, 0));
+    StringAssert.Contains("99", Assert.Throws<InvalidArgumentError>(() => system.StepJoinCancel(99)).Message);
+  }
+
   // A core another thread has joined is AlreadyExists (the one status a pool retries
   // on), not InvalidArgument, which stays a programming error (a core out of range).
   // The thread that joined first gets the step.
