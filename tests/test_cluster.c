@@ -289,6 +289,36 @@ static void test_cluster__accelerator_system_arguments(void **state) {
   clear_cluster_environment();
 }
 
+#define AT(type, field, offset, size)                  \
+  do {                                                 \
+    CHECK(offsetof(type, field) == (offset));          \
+    CHECK(sizeof(((type *)0)->field) == (size));       \
+  } while (0)
+
+/* "Fields are only ever appended": the cluster options' layouts of 1.x, field by field
+ * (LP64; a field moved or resized breaks callers built against an older header). */
+static void test_cluster__options_fields_keep_their_offsets(void **state) {
+  (void)state;
+  if (sizeof(void *) != 8 || sizeof(size_t) != 8 || sizeof(int) != 4) skip();
+  AT(tpu_cluster_resolver_options, struct_size, 0, 8);
+  AT(tpu_cluster_resolver_options, source, 8, 4);
+  AT(tpu_cluster_resolver_options, tpu, 16, 8);
+  AT(tpu_cluster_resolver_options, job_name, 24, 8);
+  AT(tpu_cluster_resolver_options, coordinator_name, 32, 8);
+  AT(tpu_cluster_resolver_options, coordinator_address, 40, 8);
+  AT(tpu_cluster_resolver_options, task_type, 48, 8);
+  AT(tpu_cluster_resolver_options, task_id, 56, 4);
+  AT(tpu_cluster_resolver_options, rpc_layer, 64, 8);
+  AT(tpu_cluster_resolver_options, environment, 72, 8);
+  AT(tpu_cluster_resolver_options, port_base, 80, 4);
+  AT(tpu_cluster_options, struct_size, 0, 8);
+  AT(tpu_cluster_options, init_timeout_ms, 8, 8);
+  AT(tpu_cluster_options, heartbeat_interval_ms, 16, 8);
+  AT(tpu_cluster_options, heartbeat_timeout_ms, 24, 8);
+  AT(tpu_cluster_options, shutdown_barrier_timeout_ms, 32, 8);
+  AT(tpu_cluster_options, token, 40, 8);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cluster__initialize_tpu_system_local),
@@ -298,6 +328,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_cluster__options_and_missing_task),
       cmocka_unit_test(test_cluster__options_default_from_environment),
       cmocka_unit_test(test_cluster__accelerator_system_arguments),
+      cmocka_unit_test(test_cluster__options_fields_keep_their_offsets),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }
