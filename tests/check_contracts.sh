@@ -49,6 +49,7 @@ import glob, os, re, sys
 verbose = '-v' in sys.argv[1:] or '-a' in sys.argv[1:]
 show_all = '-a' in sys.argv[1:]
 COVERED = ['docs/ABI.md', 'include/tpurt/replicate.h', 'include/tpurt/system.h', 'include/tpurt/feed.h']
+COVERED += ['include/tpurt/cluster.h', 'include/tpurt/common.h', 'include/tpurt/topology.h']
 # The cmocka binaries whose cases are these documents' tests (their unnamed cases are
 # counted; test_contracts' fail).
 MODULES = ['test_system', 'test_replicate', 'test_caller_threads', 'test_contracts']
