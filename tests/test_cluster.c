@@ -135,6 +135,7 @@ static void test_cluster__kv_and_barrier_one_task(void **state) {
   CHECK_OK(tpu_kv_delete(s, "a/b"));  /* and a/b/c, not a/bc */
   CHECK_ERROR(tpu_kv_try_get(s, "a/b/c", buf, sizeof buf, &len), TPU_NOT_FOUND, "a/b/c");
   CHECK_OK(tpu_kv_try_get(s, "a/bc", buf, sizeof buf, &len));
+  CHECK_OK(tpu_kv_delete(s, "never/set")); /* removing nothing is not an error */
   CHECK_OK(tpu_wait_at_barrier(s, "b", 1000, NULL, 0));
   int32_t zero = 0, five = 5;
   CHECK_OK(tpu_wait_at_barrier(s, "b", 1000, &zero, 1));
@@ -208,6 +209,116 @@ static void test_cluster__options_and_missing_task(void **state) {
   CHECK_OK(tpu_system_release(s));
 }
 
+/* The value the library works with for an environment variable (-1: not listed). */
+static int64_t env_value_of(const char *name) {
+  const char *n = NULL;
+  int64_t v = -1;
+  for (int i = 0; tpu_environment_variable(i, &n, &v) == TPU_OK; i++)
+    if (strcmp(n, name) == 0) return v;
+  return -1;
+}
+
+/* Cluster options: a zero field is the default (300000, 1000, 10000 and 60000 ms),
+ * or the environment's value when set; a nonzero field wins. The heartbeat check
+ * shows the values used: it runs before any connection. */
+static void test_cluster__options_default_from_environment(void **state) {
+  (void)state;
+  clear_cluster_environment();
+  const char *vars[] = {"TPURT_INIT_TIMEOUT_MS", "TPURT_HEARTBEAT_INTERVAL_MS",
+                        "TPURT_HEARTBEAT_TIMEOUT_MS", "TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS"};
+  for (size_t i = 0; i < 4; i++) unsetenv(vars[i]);
+  CHECK(env_value_of("TPURT_INIT_TIMEOUT_MS") == 300000);
+  CHECK(env_value_of("TPURT_HEARTBEAT_INTERVAL_MS") == 1000);
+  CHECK(env_value_of("TPURT_HEARTBEAT_TIMEOUT_MS") == 10000);
+  CHECK(env_value_of("TPURT_SHUTDOWN_BARRIER_TIMEOUT_MS") == 60000);
+  setenv("DTENSOR_JOBS", "127.0.0.1:29311,127.0.0.1:29312", 1);
+  tpu_cluster_options co = TPU_CLUSTER_OPTIONS_INIT;
+  tpu_system *s = NULL;
+  co.heartbeat_interval_ms = 10000;
+  CHECK_ERROR(tpu_initialize_tpu_system(NULL, NULL, &co, &s, NULL), TPU_INVALID_ARGUMENT,
+              "(10000 ms) must be shorter than the heartbeat timeout (10000 ms)");
+  co.heartbeat_interval_ms = 0;
+  co.heartbeat_timeout_ms = 1000;
+  CHECK_ERROR(tpu_initialize_tpu_system(NULL, NULL, &co, &s, NULL), TPU_INVALID_ARGUMENT,
+              "interval (1000 ms) must be shorter than the heartbeat timeout (1000 ms)");
+  setenv("TPURT_HEARTBEAT_INTERVAL_MS", "5000", 1);
+  setenv("TPURT_HEARTBEAT_TIMEOUT_MS", "4000", 1);
+  CHECK_ERROR(tpu_initialize_tpu_system(NULL, NULL, NULL, &s, NULL), TPU_INVALID_ARGUMENT,
+              "interval (5000 ms) must be shorter than the heartbeat timeout (4000 ms)");
+  co = (tpu_cluster_options)TPU_CLUSTER_OPTIONS_INIT;
+  co.heartbeat_interval_ms = 4500;
+  CHECK_ERROR(tpu_initialize_tpu_system(NULL, NULL, &co, &s, NULL), TPU_INVALID_ARGUMENT,
+              "interval (4500 ms) must be shorter than the heartbeat timeout (4000 ms)");
+  unsetenv("TPURT_HEARTBEAT_INTERVAL_MS");
+  unsetenv("TPURT_HEARTBEAT_TIMEOUT_MS");
+  /* The init deadline from the environment: task 1 never comes. */
+  setenv("TPURT_INIT_TIMEOUT_MS", "300", 1);
+  tpu_system_options o = TPU_SYSTEM_OPTIONS_INIT;
+  o.num_cores = 1;
+  const double start = now();
+  tpu_status st = tpu_initialize_tpu_system(NULL, &o, NULL, &s, NULL);
+  unsetenv("TPURT_INIT_TIMEOUT_MS");
+  CHECK(st == TPU_DEADLINE_EXCEEDED && strstr(tpu_last_error(), "task 1") != NULL);
+  CHECK(now() - start < time_limit(30));
+  CHECK(s == NULL);
+  clear_cluster_environment();
+}
+
+/* DTensor's entry point: enable_coordination_service 0 is refused when DTENSOR_JOBS
+ * names more than one client (tpurt joins tasks only through the service) and
+ * accepted for one; num_logical_cpu_devices 0 is the default core count. */
+static void test_cluster__accelerator_system_arguments(void **state) {
+  (void)state;
+  clear_cluster_environment();
+  setenv("DTENSOR_JOBS", "127.0.0.1:29313,127.0.0.1:29314", 1);
+  tpu_system *s = NULL;
+  size_t len = 0;
+  CHECK_ERROR(tpu_initialize_accelerator_system(NULL, 0, 1, 0, &s, NULL, 0, &len),
+              TPU_INVALID_ARGUMENT, "enable_coordination_service is 0");
+  CHECK(s == NULL);
+  setenv("DTENSOR_JOBS", "127.0.0.1:29315", 1);
+  setenv("TPURT_NUM_CORES", "3", 1);
+  CHECK_OK(tpu_initialize_accelerator_system("cpu", 0, 0, 0, &s, NULL, 0, &len));
+  int cores = 0, tasks = 0;
+  CHECK_OK(tpu_system_num_cores(s, &cores));
+  CHECK_OK(tpu_system_num_tasks(s, &tasks));
+  CHECK(cores == 3 && tasks == 1);
+  CHECK_OK(tpu_shutdown_accelerator_system(s)); /* one task: not multi-client */
+  CHECK_OK(tpu_system_release(s));
+  unsetenv("TPURT_NUM_CORES");
+  clear_cluster_environment();
+}
+
+#define AT(type, field, offset, size)                  \
+  do {                                                 \
+    CHECK(offsetof(type, field) == (offset));          \
+    CHECK(sizeof(((type *)0)->field) == (size));       \
+  } while (0)
+
+/* "Fields are only ever appended": the cluster options' layouts of 1.x, field by field
+ * (LP64; a field moved or resized breaks callers built against an older header). */
+static void test_cluster__options_fields_keep_their_offsets(void **state) {
+  (void)state;
+  if (sizeof(void *) != 8 || sizeof(size_t) != 8 || sizeof(int) != 4) skip();
+  AT(tpu_cluster_resolver_options, struct_size, 0, 8);
+  AT(tpu_cluster_resolver_options, source, 8, 4);
+  AT(tpu_cluster_resolver_options, tpu, 16, 8);
+  AT(tpu_cluster_resolver_options, job_name, 24, 8);
+  AT(tpu_cluster_resolver_options, coordinator_name, 32, 8);
+  AT(tpu_cluster_resolver_options, coordinator_address, 40, 8);
+  AT(tpu_cluster_resolver_options, task_type, 48, 8);
+  AT(tpu_cluster_resolver_options, task_id, 56, 4);
+  AT(tpu_cluster_resolver_options, rpc_layer, 64, 8);
+  AT(tpu_cluster_resolver_options, environment, 72, 8);
+  AT(tpu_cluster_resolver_options, port_base, 80, 4);
+  AT(tpu_cluster_options, struct_size, 0, 8);
+  AT(tpu_cluster_options, init_timeout_ms, 8, 8);
+  AT(tpu_cluster_options, heartbeat_interval_ms, 16, 8);
+  AT(tpu_cluster_options, heartbeat_timeout_ms, 24, 8);
+  AT(tpu_cluster_options, shutdown_barrier_timeout_ms, 32, 8);
+  AT(tpu_cluster_options, token, 40, 8);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cluster__initialize_tpu_system_local),
@@ -215,6 +326,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_cluster__kv_and_barrier_one_task),
       cmocka_unit_test(test_cluster__transport_variable),
       cmocka_unit_test(test_cluster__options_and_missing_task),
+      cmocka_unit_test(test_cluster__options_default_from_environment),
+      cmocka_unit_test(test_cluster__accelerator_system_arguments),
+      cmocka_unit_test(test_cluster__options_fields_keep_their_offsets),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

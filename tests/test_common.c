@@ -198,6 +198,52 @@ static void test_common__last_error_is_thread_local(void **state) {
   assert_string_equal(tpu_last_error(), "");
 }
 
+static void *names_from_a_thread(void *arg) {
+  const char **p = arg;
+  p[0] = tpu_status_name(TPU_ABORTED);
+  p[1] = tpu_version();
+  if (tpu_dtype_name(TPU_BFLOAT16, &p[2]) != TPU_OK) p[2] = NULL;
+  return NULL;
+}
+
+/* "Static storage": every call, on any thread, gives the same pointer. "Valid until
+ * the next failing tpurt call": the pointer tpu_last_error gave still reads its
+ * message after successful calls. tpu_set_last_error copies `message`; with TPU_OK
+ * the last error is its own refusal, not `message`. */
+static void test_common__static_strings_and_last_error_lifetime(void **state) {
+  (void)state;
+  const char *mine[3], *theirs[3] = {NULL, NULL, NULL};
+  mine[0] = tpu_status_name(TPU_ABORTED);
+  mine[1] = tpu_version();
+  CHECK_OK(tpu_dtype_name(TPU_BFLOAT16, &mine[2]));
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, names_from_a_thread, theirs), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  for (int i = 0; i < 3; ++i) assert_ptr_equal(mine[i], theirs[i]);
+  assert_ptr_equal(tpu_status_name(TPU_ABORTED), mine[0]);
+  assert_ptr_equal(tpu_version(), mine[1]);
+
+  size_t size;
+  assert_int_equal(tpu_dtype_size((tpu_dtype)7, &size), TPU_INVALID_ARGUMENT);
+  const char *p = tpu_last_error();
+  char kept[256];
+  snprintf(kept, sizeof kept, "%s", p);
+  const char *name;
+  for (int i = 0; i < 100; ++i) {
+    CHECK_OK(tpu_dtype_size(TPU_FLOAT, &size));
+    CHECK_OK(tpu_dtype_name(TPU_INT8, &name));
+  }
+  assert_string_equal(p, kept);
+
+  char message[16] = "original";
+  assert_int_equal(tpu_set_last_error(TPU_NOT_FOUND, message), TPU_NOT_FOUND);
+  strcpy(message, "changed");
+  assert_string_equal(tpu_last_error(), "original");
+  assert_int_equal(tpu_set_last_error(TPU_OK, "fine"), TPU_INVALID_ARGUMENT);
+  assert_null(strstr(tpu_last_error(), "fine"));
+  assert_non_null(strstr(tpu_last_error(), "TPU_OK"));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_common__status_names),
@@ -207,6 +253,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_common__dtype_null_out),
       cmocka_unit_test(test_common__last_error_and_clear),
       cmocka_unit_test(test_common__last_error_is_thread_local),
+      cmocka_unit_test(test_common__static_strings_and_last_error_lifetime),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -1077,6 +1077,65 @@ static void test_resolver__random_host_lists(void **state) {
   assert_int_equal(ok, 2000);
 }
 
+/* ---- Contracts (cluster.h's sentences) ------------------------------------------ */
+
+/* "A resolver is a snapshot": what create read stays, whatever the environment does
+ * after; a new resolver sees the change. */
+static void test_resolver__is_a_snapshot(void **state) {
+  setenv("TF_CONFIG",
+         "{" TF_CLUSTER ", \"task\": {\"type\": \"worker\", \"index\": 1}, \"rpc_layer\": \"grpc\"}",
+         1);
+  create(NULL);
+  setenv("TF_CONFIG",
+         "{\"cluster\": {\"worker\": [\"x:1\"]}, \"task\": {\"type\": \"worker\"}, "
+         "\"rpc_layer\": \"http\", \"session_master\": \"s://m\"}",
+         1);
+  setenv("DTENSOR_JOBS", "d:1,d:2", 1);
+  assert_int_equal(source(), TPU_RESOLVER_TF_CONFIG);
+  assert_string_equal(
+      spec(), "{\"chief\":[\"h0:2222\"],\"ps\":[\"h3:2222\"],\"worker\":[\"h1:2222\",\"h2:2222\"]}");
+  assert_int_equal(task_id(), 1);
+  assert_int_equal(num_tasks(NULL), 2);
+  assert_string_equal(address("worker", 0), "h1:2222");
+  assert_string_equal(master(NULL, -1, NULL), "grpc://h2:2222");
+  assert_string_equal(get(tpu_cluster_resolver_rpc_layer), "grpc");
+  assert_string_equal(get(tpu_cluster_resolver_coordinator_address), "h0:2222");
+  unsetenv("DTENSOR_JOBS");
+  create(NULL);
+  assert_string_equal(spec(), "{\"worker\":[\"x:1\"]}");
+  assert_string_equal(master(NULL, -1, NULL), "s://m");
+}
+
+/* "Zero/NULL means default in every field": {sizeof o} and zeros resolve as NULL
+ * options do (task_id 0 with task_type NULL overrides nothing, port_base 0 is 8888);
+ * the TPU source says grpc whatever options->rpc_layer says. */
+static void test_resolver__zeroed_options_are_defaults(void **state) {
+  tpu_cluster_resolver_options z;
+  memset(&z, 0, sizeof z);
+  z.struct_size = sizeof z;
+  setenv("TF_CONFIG",
+         "{" TF_CLUSTER ", \"task\": {\"type\": \"worker\", \"index\": 1}, \"rpc_layer\": \"grpc\"}",
+         1);
+  create(&z);
+  assert_int_equal(source(), TPU_RESOLVER_TF_CONFIG);
+  assert_int_equal(task_id(), 1);
+  assert_string_equal(get(tpu_cluster_resolver_job_name), "worker");
+  assert_string_equal(master(NULL, -1, NULL), "grpc://h2:2222");
+  assert_string_equal(get(tpu_cluster_resolver_environment), "");
+  unsetenv("TF_CONFIG");
+  set_slurm_step();
+  create(&z);
+  assert_int_equal(source(), TPU_RESOLVER_SLURM);
+  assert_string_equal(get(tpu_cluster_resolver_job_name), "worker");
+  assert_string_equal(address(NULL, 0), "node01:8888");
+  z.source = TPU_RESOLVER_TPU;
+  z.tpu = "grpc://a:1";
+  z.rpc_layer = "http";
+  create(&z);
+  assert_string_equal(get(tpu_cluster_resolver_rpc_layer), "grpc");
+  assert_string_equal(master(NULL, -1, NULL), "grpc://a:1");
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(test_resolver__##name, clear_env, release_resolver)
 
 int main(int argc, char **argv) {
@@ -1088,7 +1147,8 @@ int main(int argc, char **argv) {
       T(dtensor_empty_jobs_is_local), T(tf_config_cluster_without_task),
       T(slurm), T(slurm_host_lists), T(slurm_malformed), T(openmpi), T(openmpi_malformed),
       T(auto_order), T(options), T(num_accelerators), T(enter_exit), T(out_arrays),
-      T(null_arguments), T(random_tf_config), T(random_host_lists),
+      T(null_arguments), T(random_tf_config), T(random_host_lists), T(is_a_snapshot),
+      T(zeroed_options_are_defaults),
   };
   return RUN_TESTS(argc, argv, tests, clear_env, NULL);
 }

@@ -1,7 +1,9 @@
 /* Topology, TopologyProto, device names and the device assignment C API: accessors,
  * error cases, NULL arguments, buffers, and parse robustness on hostile bytes. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -764,6 +766,97 @@ static void test_topology__explicit_assignment(void **state) {
   tpu_topology_release(t);
 }
 
+/* ---- contracts (topology.h's sentences) --------------------------------------- */
+
+/* num_coords other than TPU_MESH_RANK is refused; assignment lookups outside it name
+ * the index and the bound; device names without a job have no job part. */
+static void test_topology__coordinate_and_name_rules(void **state) {
+  (void)state;
+  tpu_topology *t = v38();
+  const int32_t c[4] = {1, 1, 0, 1};
+  int v;
+  char buf[64];
+  size_t len;
+  CHECK_ERROR(tpu_topology_task_ordinal_at_coordinates(t, c, 3, &v), TPU_INVALID_ARGUMENT,
+              "num_coords is 3");
+  CHECK_ERROR(tpu_topology_device_ordinal_at_coordinates(t, c, 5, &v), TPU_INVALID_ARGUMENT,
+              "num_coords is 5");
+  CHECK_ERROR(tpu_topology_tpu_device_name(t, c, 2, NULL, buf, sizeof buf, &len),
+              TPU_INVALID_ARGUMENT, "num_coords is 2");
+  tpu_device_assignment *da = NULL;
+  const int32_t cs[4] = {1, 1, 1, 2};
+  CHECK_OK(tpu_device_assignment_build(t, cs, 4, NULL, 0, 4, TPU_DEVICE_ORDER_MESH, &da));
+  CHECK_ERROR(tpu_device_assignment_task(da, 4, 0, &v), TPU_OUT_OF_RANGE,
+              "replica 4 is outside [0, 4)");
+  CHECK_ERROR(tpu_device_assignment_tpu_ordinal(da, 0, 2, &v), TPU_OUT_OF_RANGE,
+              "logical_core 2 is outside [0, 2)");
+  CHECK_OK(tpu_device_assignment_tpu_device(da, 3, 1, NULL, buf, sizeof buf, &len));
+  assert_string_equal(buf, "/task:0/device:TPU:7");
+  CHECK_OK(tpu_device_assignment_host_device(da, 3, 1, NULL, buf, sizeof buf, &len));
+  assert_string_equal(buf, "/task:0/device:CPU:0");
+  tpu_device_assignment_release(da);
+  tpu_topology_release(t);
+}
+
+typedef struct {
+  const tpu_topology *t;
+  const tpu_device_assignment *da;
+  const unsigned char *bytes;
+  size_t len;
+  atomic_int *wrong;
+} shared_handles;
+
+/* Reads both handles many times; counts every answer that differs from the one
+ * known before the threads started. */
+static void *read_shared(void *arg) {
+  const shared_handles *h = arg;
+  for (int i = 0; i < 500; ++i) {
+    int32_t c[4], m[4];
+    int v = -1, bad = 0;
+    unsigned char bytes[256];
+    size_t n = 0;
+    char name[64];
+    bad |= tpu_topology_mesh_shape(h->t, m, 4, &n) != TPU_OK || memcmp(m, kMesh38, sizeof m);
+    for (int d = 0; d < 8; ++d) {
+      bad |= tpu_topology_device_coordinates(h->t, 0, d, c, 4, &n) != TPU_OK ||
+             memcmp(c, &kCoords38[d * 4], sizeof c);
+      bad |= tpu_topology_device_ordinal_at_coordinates(h->t, c, 4, &v) != TPU_OK || v != d;
+    }
+    bad |= tpu_topology_serialize(h->t, bytes, sizeof bytes, &n) != TPU_OK || n != h->len ||
+           memcmp(bytes, h->bytes, n);
+    bad |= tpu_device_assignment_tpu_device(h->da, 3, 1, "w", name, sizeof name, &n) != TPU_OK ||
+           strcmp(name, "/job:w/task:0/device:TPU:7");
+    bad |= tpu_device_assignment_tpu_ordinal(h->da, 1, 0, &v) != TPU_OK || v != 2;
+    tpu_topology *back = NULL;
+    bad |= tpu_device_assignment_topology(h->da, &back) != TPU_OK ||
+           tpu_topology_num_devices_per_task(back, &v) != TPU_OK || v != 8;
+    tpu_topology_release(back);
+    if (bad) atomic_fetch_add(h->wrong, 1);
+  }
+  return NULL;
+}
+
+/* "immutable after creation and safe to share between threads": four threads query
+ * one topology and one assignment at once and always get the same answers. */
+static void test_topology__shared_between_threads(void **state) {
+  (void)state;
+  tpu_topology *t = v38();
+  tpu_device_assignment *da = NULL;
+  const int32_t cs[4] = {1, 1, 1, 2};
+  CHECK_OK(tpu_device_assignment_build(t, cs, 4, NULL, 0, 4, TPU_DEVICE_ORDER_MESH, &da));
+  unsigned char bytes[256];
+  size_t len = 0;
+  CHECK_OK(tpu_topology_serialize(t, bytes, sizeof bytes, &len));
+  atomic_int wrong = 0;
+  shared_handles h = {t, da, bytes, len, &wrong};
+  pthread_t th[4];
+  for (int i = 0; i < 4; ++i) assert_int_equal(pthread_create(&th[i], NULL, read_shared, &h), 0);
+  for (int i = 0; i < 4; ++i) pthread_join(th[i], NULL);
+  assert_int_equal(atomic_load(&wrong), 0);
+  tpu_device_assignment_release(da);
+  tpu_topology_release(t);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_topology__accessors),
@@ -778,6 +871,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_topology__lookup_not_found),
       cmocka_unit_test(test_topology__build_errors),
       cmocka_unit_test(test_topology__explicit_assignment),
+      cmocka_unit_test(test_topology__coordinate_and_name_rules),
+      cmocka_unit_test(test_topology__shared_between_threads),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

@@ -240,7 +240,7 @@ func InitializeTPUSystem(resolver *ClusterResolver, opts SystemOptions, cluster 
 // AcceleratorOptions are DTensor's initialize_accelerator_system arguments; the zero
 // value is DTensor's defaults.
 type AcceleratorOptions struct {
-	DisableCoordinationService bool // only allowed in local mode
+	DisableCoordinationService bool // refused when DTENSOR_JOBS names more than one client
 	NumLogicalCPUDevices       int  // 0: the default
 	ExperimentalResetContext   bool // shuts down a live system of this process first
 }

@@ -205,8 +205,9 @@ TPU_API tpu_status tpu_initialize_tpu_system(const tpu_cluster_resolver *resolve
 /* DTensor's initialize_accelerator_system: resolves from DTENSOR_* (local mode
  * when DTENSOR_JOBS is unset). device_type: NULL for the preferred ("TPU"), else
  * "CPU", "GPU" or "TPU" (case-insensitive; GPU is TPU_INVALID_ARGUMENT: there are
- * none). enable_coordination_service: nonzero as DTensor's default; zero is only
- * allowed in local mode. num_logical_cpu_devices: 0 for the default, else this
+ * none). enable_coordination_service: nonzero as DTensor's default; zero is
+ * TPU_INVALID_ARGUMENT when DTENSOR_JOBS names more than one client (tpurt joins
+ * tasks only through the service). num_logical_cpu_devices: 0 for the default, else this
  * task's logical cores. experimental_reset_context: shuts down a live system of
  * this process first. The device type chosen ("CPU" or "TPU") is copied to
  * device_type_out (may be NULL with capacity 0). */
@@ -228,9 +229,9 @@ TPU_API tpu_status tpu_initialize_multi_client(const char *device_type,
  * tpu_initialize_accelerator_system, as tpu_system_shutdown does; a second call is
  * TPU_FAILED_PRECONDITION ("not initialized"). It does not release the handle: as for
  * every handle, its one releaser is tpu_system_release, which the caller still calls
- * (then the handle is gone). In multi-client mode it is TPU_FAILED_PRECONDITION, as
- * in DTensor: use tpu_system_shutdown, which every task calls and which waits at the
- * shutdown barrier. */
+ * (then the handle is gone). With more than one task it is TPU_FAILED_PRECONDITION,
+ * as in DTensor's multi-client mode: use tpu_system_shutdown, which every task calls
+ * and which waits at the shutdown barrier. */
 TPU_API tpu_status tpu_shutdown_accelerator_system(tpu_system *system);
 
 /* This task's id and the number of tasks (1 and 0 for a one-task system). */

@@ -134,7 +134,8 @@ TPU_API void tpu_clear_last_error(void);
  * `code`. For callbacks that have no replica context to fail, such as the host
  * function of tpu_outside_compilation: a binding catches its language's exception
  * there and says why through this, so the replica sees the original message.
- * code must not be TPU_OK (TPU_INVALID_ARGUMENT then, message unchanged). */
+ * code must not be TPU_OK: that call fails with TPU_INVALID_ARGUMENT, and its own
+ * message, not `message`, becomes the last error. */
 TPU_API tpu_status tpu_set_last_error(tpu_status code, const char *message);
 
 /* The runtime's version as "MAJOR.MINOR.PATCH". Static storage; never NULL. */

@@ -35,7 +35,7 @@ TPU_API tpu_status tpu_topology_parse(const void *bytes, size_t len, tpu_topolog
 
 /* Serializes as TensorFlow does (fields 1-4, plus 5 when a hardware feature was
  * parsed); a topology parsed from bytes gives back those bytes unchanged.
- * buf == NULL with cap == 0 queries the size into *len. */
+ * out == NULL with capacity == 0 queries the size into *count. */
 TPU_API tpu_status tpu_topology_serialize(const tpu_topology *topology, void *out, size_t capacity,
                                           size_t *count);
 

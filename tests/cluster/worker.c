@@ -5,8 +5,10 @@
  *
  *   cluster_worker collectives     every collective, several dtypes and group
  *                                  assignments that span tasks, against references;
- *                                  the same topology bytes on every task
- *   cluster_worker kv              the key-value store and barriers across tasks
+ *                                  the same topology bytes on every task, those
+ *                                  tpu_initialize_tpu_system gave among them
+ *   cluster_worker kv              the key-value store and barriers across tasks;
+ *                                  tpu_shutdown_accelerator_system refused
  *   cluster_worker kill V          task V kills itself (SIGKILL) inside a step; the
  *                                  others must get TPU_UNAVAILABLE naming task V (and
  *                                  only it: no survivor may blame another survivor)
@@ -76,6 +78,8 @@
 #include "tpurt.h"
 
 static int g_task, g_tasks, g_local, g_n;
+/* The topology tpu_initialize_tpu_system gave. */
+static tpu_topology *g_init_topology;
 
 static void sleep_ms(long ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -541,6 +545,10 @@ static int scenario_collectives(tpu_system *system) {
       EXPECT(s == TPU_OK && len2 == len && !memcmp(mine, theirs, len),
              "task %d's topology differs from task 0's", t);
     }
+  /* The topology init gave is the system's: the same bytes on every task. */
+  len2 = 0;
+  EXPECT(tpu_topology_serialize(g_init_topology, theirs, sizeof theirs, &len2) == TPU_OK &&
+         len2 == len && !memcmp(mine, theirs, len), "init's topology differs from the system's");
   tpu_topology *topology = NULL;
   int tasks = 0, per = 0;
   tpu_system_topology(system, &topology);
@@ -588,6 +596,10 @@ static int scenario_kv(tpu_system *system) {
     EXPECT(s == TPU_OK && len == 1 && buf[0] == 'v', "get %s: %s", key, tpu_last_error());
   }
   EXPECT(tpu_kv_try_get(system, "kv/none", buf, sizeof buf, &len) == TPU_NOT_FOUND, "try_get");
+  /* DTensor's shutdown is refused with several tasks; the system goes on (the barriers). */
+  tpu_status refused = tpu_shutdown_accelerator_system(system);
+  EXPECT(refused == TPU_FAILED_PRECONDITION && strstr(tpu_last_error(), "multi-client"),
+         "shutdown_accelerator_system: %s: %s", tpu_status_name(refused), tpu_last_error());
   tpu_status s = tpu_kv_get(system, "kv/none", 200, buf, sizeof buf, &len);
   EXPECT(s == TPU_DEADLINE_EXCEEDED && strstr(tpu_last_error(), "kv/none"), "blocking get: %s",
          tpu_status_name(s));
@@ -2123,7 +2135,7 @@ int main(int argc, char **argv) {
     options.embedding_config = emb_bytes;
     options.embedding_config_len = len;
   }
-  tpu_status s = tpu_initialize_tpu_system(NULL, &options, NULL, &system, NULL);
+  tpu_status s = tpu_initialize_tpu_system(NULL, &options, NULL, &system, &g_init_topology);
   if (s != TPU_OK) {
     printf("init: %s: %s\n", tpu_status_name(s), tpu_last_error());
     return 3;
@@ -2173,6 +2185,7 @@ int main(int argc, char **argv) {
   if (s != TPU_OK && !barrier_may_fail)
     EXPECT(0, "shutdown: %s: %s", tpu_status_name(s), tpu_last_error());
   tpu_system_release(system);
+  tpu_topology_release(g_init_topology);
   if (rc || g_failures) {
     printf("task %d: %s FAILED (%d checks)\n", g_task, scenario, g_failures);
     return 1;
