@@ -29,7 +29,7 @@ type pool struct {
 	// tids are the OS threads serving each core (what tests check computations on).
 	tids []int
 
-	live sync.WaitGroup // goroutines running
+	running int32 // atomic: goroutines alive
 }
 
 var nextStepKey int64 // atomic: keys are unique in the process
@@ -50,7 +50,7 @@ func newPool(system uintptr, cores int) (*pool, error) {
 }
 
 func (p *pool) start(core int) {
-	p.live.Add(1)
+	atomic.AddInt32(&p.running, 1)
 	go p.serve(core)
 }
 
@@ -76,7 +76,7 @@ func (p *pool) lookup(key int64) Computation {
 // serve is one core's goroutine: one cgo call per participant leaves the last one
 // and joins for the next.
 func (p *pool) serve(core int) {
-	defer p.live.Done()
+	defer atomic.AddInt32(&p.running, -1)
 	runtime.LockOSThread()
 	seat := C.tpurtgo_seat(p.native, C.int(core))
 	if seat == 0 { // a core out of the pool's range: never asked for

@@ -401,8 +401,11 @@ func TestCloseEndsThePool(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := atomic.LoadInt32(&p.running); n != 0 {
-		t.Fatalf("%d pool goroutines still run after Close", n)
+	// Close returns once no goroutine joins; they end right after.
+	for giveUp := time.Now().Add(5 * time.Second); atomic.LoadInt32(&p.running) != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(giveUp) {
+			t.Fatalf("%d pool goroutines still run 5 s after Close", atomic.LoadInt32(&p.running))
+		}
 	}
 	if _, err := ReplicateN(s, func(*Context, []*Tensor) ([]*Tensor, error) { return nil, nil }, 4); !errors.Is(err, ErrFailedPrecondition) {
 		t.Fatalf("a step after Close: %v", err)
@@ -444,5 +447,51 @@ func TestAbandonedReplicaFailsTheStepAndTheNextRunsAfterItLeaves(t *testing.T) {
 	out, err := Replicate(s, sumInput, perReplica(t), WithNumOutputs(1))
 	if err != nil || must(Values[float32](out[0][0]))[0] != 28 {
 		t.Fatalf("the next step: %v", err)
+	}
+}
+
+// StepJoinCancel ends a raw join waiting with no limit (ErrCancelled); the next join of
+// the core waits as usual, and a core out of range is named.
+func TestStepJoinCancelEndsAWaitingJoin(t *testing.T) {
+	s := newCallbackSystem(t, 2)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for giveUp := time.Now().Add(10 * time.Second); time.Now().Before(giveUp); time.Sleep(time.Millisecond) {
+			_, err := try(func() RawJoinedStep { return s.raw.StepJoin(1, -1) })
+			if errors.Is(err, ErrAlreadyExists) {
+				continue // the test's probe held the core for a moment
+			}
+			done <- err
+			return
+		}
+		done <- errors.New("never joined")
+	}()
+	for giveUp := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		_, err := try(func() RawJoinedStep { return s.raw.StepJoin(1, 0) })
+		if errors.Is(err, ErrAlreadyExists) {
+			break // the waiter holds core 1
+		}
+		if time.Now().After(giveUp) {
+			t.Fatal("the waiter never joined core 1")
+		}
+	}
+	if err := try0(func() { s.raw.StepJoinCancel(1) }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrCancelled) || !strings.Contains(err.Error(), "tpu_step_join_cancel") {
+			t.Fatalf("the cancelled join returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled join did not return")
+	}
+	if _, err := try(func() RawJoinedStep { return s.raw.StepJoin(1, 0) }); !errors.Is(err, ErrDeadlineExceeded) {
+		t.Fatalf("the next join: %v, want ErrDeadlineExceeded", err)
+	}
+	if err := try0(func() { s.raw.StepJoinCancel(2) }); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "core is 2") {
+		t.Fatalf("core 2: %v", err)
 	}
 }

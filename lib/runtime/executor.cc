@@ -327,6 +327,9 @@ JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::share
     if (w != WaitResult::kReady) {
       core.joined.store(false, std::memory_order_release);
       me.keepalive.reset();
+      // The thread's owner may give it back its CPUs after a failed join (a binding's
+      // pool ends it): pin again at its next participant.
+      me.pinned_cpu = -1;
       if (w == WaitResult::kStopped && !stop_.load(std::memory_order_acquire) &&
           core.join_cancelled.exchange(false, std::memory_order_acq_rel))
         fail(TPU_CANCELLED, "tpu_step_join_cancel ended this thread's wait on core ", index);
