@@ -19,8 +19,8 @@ import org.junit.BeforeClass;
 import org.junit.Test;
 
 /**
- * Where replicas run (1.4): on the binding's own Java threads by default (stepJoin /
- * leave), and the raw API a thread uses to serve a core itself, with the pool off
+ * Where replicas run (1.4): on the binding's own Java threads by default (the one replica
+ * pool: join / leave), and the raw API a thread uses to serve a core itself, with the pool off
  * (callback mode): a thread that never joins, one that exits inside its participant,
  * one that leaves too late.
  */
@@ -88,6 +88,15 @@ public class ReplicaThreadsTest {
     return out;
   }
 
+  /** Waits (at most 10 s) until n "tpurt-java-core-" threads are alive. */
+  private static void awaitReplicaThreads(int n) throws InterruptedException {
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (replicaThreads().size() != n) {
+      assertTrue("expected " + n + " replica threads within 10 s: " + replicaThreads(), System.nanoTime() < until);
+      Thread.sleep(10);
+    }
+  }
+
   @Test
   public void closingTheSystemEndsItsThreads() throws Exception {
     okStep();
@@ -96,8 +105,8 @@ public class ReplicaThreadsTest {
     for (Thread t : threads) assertTrue(t.getName(), t.isDaemon());
     system.close();
     try {
-      joinAll(threads);  // close() shut the system down: each left its core at once
-      assertTrue(replicaThreads().toString(), replicaThreads().isEmpty());
+      awaitReplicaThreads(0);  // close() shut the system down: each left its core at once
+      joinAll(threads);
     } finally {
       start();
     }
@@ -106,6 +115,7 @@ public class ReplicaThreadsTest {
     assertEquals(R, threads.size());
     system.delete();  // SWIG's delete() as well: the threads go before the native object
     try {
+      awaitReplicaThreads(0);
       joinAll(threads);
     } finally {
       start();
@@ -114,9 +124,10 @@ public class ReplicaThreadsTest {
   }
 
   @Test
-  public void callbackModeRunsOnTheLibrarysWorkersAndBack() {
+  public void callbackModeRunsOnTheLibrarysWorkersAndBack() throws Exception {
     try {
-      system.setCallbackMode(true);
+      system.setCallbackMode(true);  // cancels the pool's joins: its threads end, no timeout waited out
+      awaitReplicaThreads(0);
       for (String name : threadNames(c -> tpu.replicate(c), R))
         assertFalse(name, name.startsWith(ReplicaThreads.THREAD_NAME));
       okStep();
@@ -346,10 +357,43 @@ public class ReplicaThreadsTest {
         }
       }
     } finally {
-      threads.stop(false);
+      threads.stop();
       system.setCallbackMode(false);
     }
     okStep();
+  }
+
+  /**
+   * An unexpected Throwable in a pool thread outside any body (an OutOfMemoryError, here
+   * from the test hook) ends that thread: its participant fails the step it was in, the
+   * next step reports it naming the core and the cause, and a new thread serves the core
+   * (not a "never started" for every step after).
+   */
+  @Test
+  public void anUnexpectedErrorOutsideTheBodyIsReportedByTheNextStepAndTheCoreServedAgain() throws Exception {
+    okStep();
+    awaitReplicaThreads(R);
+    OutOfMemoryError oom = new OutOfMemoryError("test hook: no memory outside the body");
+    ReplicaThreads.FAIL_ONCE_IN_SERVE.set(oom);
+    try {
+      okStep();
+      fail("a participant whose thread ended did not fail the step");
+    } catch (OpError e) {
+      assertTrue(e.getMessage(), e.getMessage().contains("java.lang.OutOfMemoryError: test hook"));
+    } finally {
+      ReplicaThreads.FAIL_ONCE_IN_SERVE.set(null);
+    }
+    try {
+      okStep();
+      fail("the next step did not report the thread that ended");
+    } catch (InternalError e) {
+      assertTrue(e.getMessage(), e.getMessage().matches(
+          "the replica thread of core [0-9]+ ended: java.lang.OutOfMemoryError: test hook: no memory outside the body"));
+      assertTrue(e.getCause() == oom);
+    }
+    okStep();  // reported once; a new thread serves the core
+    okStep();
+    awaitReplicaThreads(R);
   }
 
   @Test
