@@ -123,6 +123,80 @@ public class ReplicaThreadsTest {
     okStep();
   }
 
+  /** A shutdown without close ends every join of the pool: its threads end too. */
+  @Test
+  public void shuttingTheSystemDownEndsItsThreads() throws Exception {
+    okStep();
+    assertTrue(replicaThreads().toString(), replicaThreads().size() >= R);
+    system.shutdown();  // not closed: the handle stays
+    try {
+      assertTrue(system.isClosed());
+      awaitReplicaThreads(0);
+      try {
+        okStep();
+        fail("a step ran on a shut-down system");
+      } catch (OpError e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("shut down"));
+      }
+      assertTrue(replicaThreads().toString(), replicaThreads().isEmpty());  // that step started none
+    } finally {
+      system.close();
+      start();
+    }
+    okStep();
+    awaitReplicaThreads(R);
+  }
+
+  /** tf.tpu's rule: the default system lives until shutdown_system, after which initialize_system starts anew. */
+  @Test
+  public void shutdownSystemEndsTheThreadsAndInitializeSystemWorksAgain() throws Exception {
+    okStep();
+    tpu.shutdown_system();
+    try {
+      awaitReplicaThreads(0);
+      try {
+        tpu.system();
+        fail("the default system outlived shutdown_system");
+      } catch (FailedPreconditionError e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("initialize_system"));
+      }
+    } finally {
+      start();  // tpu.initialize_system again
+    }
+    assertTrue(tpu.system() == system);
+    okStep();
+    awaitReplicaThreads(R);
+  }
+
+  /** A step on a system no one else holds (not tpu's default): its threads do not keep it. */
+  private static void stepOnASystemThenDropIt() {
+    SystemOptions options = new SystemOptions();
+    options.setNumCores(R);
+    TpuSystem dropped = new TpuSystem(options);
+    dropped.replicate(new JavaComputation((ctx, in) -> null, R), R, 0, new TensorVector(), 0, new StepOptions());
+  }
+
+  /** The pool's threads hold the pool, not the TpuSystem: a system dropped without close is finalized, and they end. */
+  @Test
+  public void aSystemDroppedWithoutCloseIsFinalizedAndItsThreadsEnd() throws Exception {
+    system.close();  // one system per process at a time
+    try {
+      awaitReplicaThreads(0);
+      stepOnASystemThenDropIt();
+      assertEquals(R, replicaThreads().size());
+      long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (!replicaThreads().isEmpty()) {
+        assertTrue("a dropped system's threads still run after 10 s: " + replicaThreads(), System.nanoTime() < until);
+        System.gc();
+        System.runFinalization();
+        Thread.sleep(10);
+      }
+    } finally {
+      start();
+    }
+    okStep();
+  }
+
   @Test
   public void callbackModeRunsOnTheLibrarysWorkersAndBack() throws Exception {
     try {
