@@ -24,7 +24,8 @@ $(JAVA_WRAP): bindings/java/tpurt_java.i $(BINDING_SUPPORT)
 	$(SWIG) -c++ -java -package org.tpurt -Ibindings -outdir $(JAVA_GEN) -o $@ bindings/java/tpurt_java.i
 
 # Workers attach as daemons and detach when they exit, so an unclosed system never holds up JVM exit.
-$(JAVA_OBJ): $(JAVA_WRAP)
+# The wrapper compiles the one replica pool in (tpurt_java.i's glue): rebuilt when it changes.
+$(JAVA_OBJ): $(JAVA_WRAP) bindings/replica_pool.hpp
 	$(CXX) -std=c++17 -O2 -fPIC -w -Ibindings -Iinclude \
 	  -I$(JAVA_HOME_DIR)/include -I$(JAVA_HOME_DIR)/include/linux \
 	  -DSWIG_JAVA_ATTACH_CURRENT_THREAD_AS_DAEMON -DSWIG_JAVA_DETACH_ON_THREAD_END -c $< -o $@

@@ -1,14 +1,17 @@
 package org.tpurt;
 
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * The Java threads that run a system's replicas (1.4): one daemon thread per core of this
- * task, named "tpurt-java-core-C", each looping tpu_step_join (TpuSystem.stepJoin) ->
- * the computation its step registered under JoinedStep.userData() -> tpu_step_leave. So
- * no computation is an upcall from a thread the library made: the steps run at the
- * speed of the JVM's own threads. Started by a system's first step in this mode.
+ * task, named "tpurt-java-core-C", each sitting in the one replica pool
+ * (bindings/replica_pool.hpp, through JavaReplicaPool / JavaSeat in tpurt_java.i):
+ * seat.next(status) leaves the last participant and joins the next, whose computation
+ * is the body its step registered under seat.key(). So no computation is an upcall from
+ * a thread the library made. The pool stops without polling: stop() cancels the joins,
+ * and a shutdown ends them. Started by a system's first step in this mode.
  */
 final class ReplicaThreads {
   /** What a participant runs: returns its status (Ok, or what ctx.fail returned). */
@@ -16,11 +19,15 @@ final class ReplicaThreads {
     Status run(ReplicaContext ctx);
   }
 
-  /** How long one tpu_step_join waits: bounds how late a thread sees setCallbackMode(true). */
-  static final long JOIN_TIMEOUT_MS = 100;
   /** -Dorg.tpurt.callbackMode=true makes callback mode every system's default. */
   static final boolean CALLBACK_MODE_DEFAULT = Boolean.getBoolean("org.tpurt.callbackMode");
   static final String THREAD_NAME = "tpurt-java-core-";
+
+  /**
+   * Test hook: the next pool thread handed a participant throws this (once), as an
+   * unexpected error outside any body would (an OutOfMemoryError, say). null: off.
+   */
+  static final AtomicReference<Error> FAIL_ONCE_IN_SERVE = new AtomicReference<>();
 
   // Keys are unique in the process: a late participant never finds another step's body.
   private static final AtomicLong NEXT_KEY = new AtomicLong(1);
@@ -36,24 +43,20 @@ final class ReplicaThreads {
     }
   }
 
-  private final TpuSystem system;
+  // The threads hold this object, so the pool is freed (its finalizer) once none can use it.
+  private final JavaReplicaPool pool;
   // The registry: key k in slot k mod SLOTS. A ring, not a map: no boxing or locking
   // on the step's path (a ConcurrentHashMap's put and remove cost 0.3 us per step).
   private final AtomicReferenceArray<Entry> steps = new AtomicReferenceArray<>(SLOTS);
-  private final Object[] guards;  // held by thread c while it is inside stepJoin
-  // ended[c]: why core c's thread ended on an unexpected stepJoin error (a programming
-  // error, not a busy core); the next step throws it (throwIfAThreadEnded).
-  private final AtomicReferenceArray<OpError> ended;
-  private volatile boolean stopping;
+  // died[c]: what ended core c's thread outside any body (the join errors are the pool's).
+  private final AtomicReferenceArray<Throwable> died;
+  private volatile boolean anyDied;
 
+  /** Threads for cores 0 .. numCores - 1 of system (the tests give it a core the system lacks). */
   ReplicaThreads(TpuSystem system, int numCores) {
-    this.system = system;
-    this.guards = new Object[numCores];
-    this.ended = new AtomicReferenceArray<>(numCores);
-    for (int c = 0; c < numCores; c++) {
-      guards[c] = new Object();
-      start(c);
-    }
+    this.pool = new JavaReplicaPool(system, numCores);
+    this.died = new AtomicReferenceArray<>(numCores);
+    for (int c = 0; c < numCores; c++) start(c);
   }
 
   private void start(int core) {
@@ -66,18 +69,36 @@ final class ReplicaThreads {
   }
 
   /**
-   * Called by each step before it starts: a thread that ended on an unexpected stepJoin
-   * error (InvalidArgument, say: retrying would hide it) is reported here, as that
-   * error's OpError naming the core, and a new thread serves the core (the step after
-   * runs, or reports the error again). Nothing spins or fails silently.
+   * Called by each step before it starts: a thread that ended on an unexpected join
+   * error (InvalidArgument, say: retrying would hide it) or on an unexpected Throwable
+   * outside its body is reported here, as an OpError naming the core, and a new thread
+   * serves the core (the step after runs, or reports the error again). Nothing spins or
+   * fails silently.
    */
   void throwIfAThreadEnded() {
     OpError first = null;
-    for (int c = 0; c < ended.length(); c++) {
-      OpError e = ended.getAndSet(c, null);
-      if (e == null) continue;
-      if (!stopping) start(c);
-      if (first == null) first = e;
+    if (anyDied) {
+      anyDied = false;
+      for (int c = 0; c < died.length(); c++) {
+        Throwable t = died.getAndSet(c, null);
+        if (t == null) continue;
+        if (!pool.stopping()) start(c);  // stop() called, or a shutdown ended the joins
+        if (first == null) {
+          int code = t instanceof OpError ? ((OpError) t).code() : Status.Internal.swigValue();
+          first = OpError.of(code, "the replica thread of core " + c + " ended: " + JavaStep.messageOf(t));
+          first.initCause(t);
+        }
+      }
+    }
+    JavaPoolEnded ended = pool.takeEnded();
+    if (ended != null) {
+      try {
+        if (!pool.stopping())
+          for (int c : ended.cores()) start(c);
+        if (first == null) first = OpError.of(ended.code(), ended.message());
+      } finally {
+        ended.delete();
+      }
     }
     if (first != null) throw first;
   }
@@ -103,82 +124,62 @@ final class ReplicaThreads {
   }
 
   /**
-   * Ends the threads: each leaves its core at once if shutDown (the system's shutdown
-   * wakes tpu_step_join with Cancelled), else within JOIN_TIMEOUT_MS; returns when none
-   * is inside stepJoin any more. A thread inside a computation exits once it has left.
+   * Ends the threads: their joins are cancelled; returns when none is inside one (a
+   * thread inside a computation ends once it has left). The caller shuts the system
+   * down first if it is closing it.
    */
-  void stop(boolean shutDown) {
-    stopping = true;
-    if (shutDown) {
-      try {
-        system.shutdown();
-      } catch (RuntimeException e) {
-        // Closed already, or called from inside a computation: the release that follows decides.
-      }
-    }
-    for (Object guard : guards) {
-      synchronized (guard) {
-        // Waits for the thread to return from stepJoin; it sees stopping next time.
-      }
-    }
+  void stop() {
+    pool.stop();
+  }
+
+  /** An unexpected Throwable ends core's thread: kept as is (no allocation), reported by the next step. */
+  private void died(int core, Throwable t) {
+    died.set(core, t);
+    anyDied = true;
   }
 
   private void serve(int core) {
-    final Object guard = guards[core];
-    for (;;) {
-      JoinedStep joined = null;
-      synchronized (guard) {
-        if (stopping) return;
-        try {
-          joined = system.stepJoin(core, JOIN_TIMEOUT_MS);
-        } catch (DeadlineExceededError e) {
-          continue;  // no step came: ask again
-        } catch (AlreadyExistsError e) {
-          // Another thread holds the core (raw stepJoin): try again later.
-        } catch (CancelledError | FailedPreconditionError e) {
-          return;  // shut down, or closed: the pool ends
-        } catch (Throwable e) {
-          // InvalidArgument or anything else is a programming error: this thread ends,
-          // and the next step reports it.
-          String why = "the replica thread of core " + core + " ended: stepJoin failed: " + e.getMessage();
-          OpError report = OpError.of(e instanceof OpError ? ((OpError) e).code() : Status.Internal.swigValue(), why);
-          report.initCause(e);
-          ended.set(core, report);
-          return;
+    JavaSeat seat;
+    try {
+      seat = pool.seat(core);
+    } catch (Throwable t) {
+      died(core, t);
+      return;
+    }
+    try {
+      ReplicaContext ctx = seat.context();  // re-pointed by next(): one proxy per thread
+      int status = 0;
+      while (seat.next(status) == 0) {
+        if (FAIL_ONCE_IN_SERVE.get() != null) {
+          Error e = FAIL_ONCE_IN_SERVE.getAndSet(null);
+          if (e != null) throw e;
         }
+        status = run(ctx, seat.key()).swigValue();
       }
-      if (joined == null) {
-        try {
-          Thread.sleep(JOIN_TIMEOUT_MS);
-        } catch (InterruptedException e) {
-          return;
-        }
-        continue;
+      // The pool stopped, or the join failed (the pool keeps why, for the next step).
+    } catch (Throwable t) {
+      // Outside the body: this thread ends. Recorded before the participant leaves, so
+      // a step that fails on it is followed by one that reports it.
+      died(core, t);
+      try {
+        seat.abandon(Status.Internal.swigValue(), "the replica thread of core " + core + " ended: " + JavaStep.messageOf(t));
+      } catch (Throwable ignored) {
+        // delete() below fails the participant instead.
       }
-      run(joined);
+    } finally {
+      seat.delete();  // on this thread: gives its CPUs back
     }
   }
 
-  /** Runs the participant and leaves: a Throwable fails it with its message (as in callback mode). */
-  private void run(JoinedStep joined) {
+  /** Runs the participant: a Throwable of the body fails it with its message (as in callback mode). */
+  private Status run(ReplicaContext ctx, long key) {
+    Body body = registered(key);
+    if (body == null) return ctx.fail(Status.Internal, "no computation is registered under step key " + key);
     try {
-      Body body = registered(joined.userData());
-      if (body == null) {
-        joined.leaveFailed(Status.Internal, "no computation is registered under step key " + joined.userData());
-        return;
-      }
-      Status status;
-      try {
-        status = body.run(joined.context());
-      } catch (Throwable t) {
-        joined.leaveFailed(JavaStep.statusOf(t), JavaStep.messageOf(t));
-        return;
-      }
-      joined.leave(status);
+      Status status = body.run(ctx);
+      return status != null ? status : ctx.fail(Status.InvalidArgument, "the computation returned a null status");
     } catch (Throwable t) {
-      // leave failed the participant itself (a wrong output count): the step reports it.
-    } finally {
-      joined.delete();
+      return ctx.fail(JavaStep.statusOf(t), JavaStep.messageOf(t));
     }
   }
 }

@@ -53,7 +53,13 @@ public final class tpu {
     return initialize_system(options);
   }
 
-  /** Starts the default system with these options; the caller may close it (try-with-resources). */
+  /**
+   * Starts the default system with these options. TensorFlow's rule: the system lives
+   * until tpu.shutdown_system() (or its close(), try-with-resources): the tpu methods keep
+   * it as their default system, so dropping the returned reference frees nothing. Its
+   * threads (workers, and the Java threads its steps run on) end at either call, or at a
+   * system.shutdown(); after shutdown_system, initialize_system starts a new one.
+   */
   public static synchronized TpuSystem initialize_system(SystemOptions options) {
     if (options == null) throw new IllegalArgumentException("options is null");
     TpuSystem system = TpuSystem.initializeSystem(options);
@@ -64,7 +70,8 @@ public final class tpu {
   /**
    * tf.tpu.experimental.initialize_tpu_system(): resolves the cluster from the environment
    * (tpurt launch, Slurm, mpirun, TF_CONFIG, DTENSOR_JOBS); with nothing set it starts a
-   * one-process system. The system becomes the default one.
+   * one-process system. The system becomes the default one, and lives until
+   * tpu.shutdown_system() (or its close()).
    */
   public static TpuSystem initialize_tpu_system() {
     return initialize_tpu_system(null, new SystemOptions(), new ClusterOptions());
@@ -75,7 +82,11 @@ public final class tpu {
     return initialize_tpu_system(clusterResolver, new SystemOptions(), new ClusterOptions());
   }
 
-  /** With this task's system options and how the tasks join. */
+  /**
+   * With this task's system options and how the tasks join. As with initialize_system,
+   * the system lives until tpu.shutdown_system() (or its close()): the tpu methods keep it
+   * as their default system, so dropping the returned reference frees nothing.
+   */
   public static synchronized TpuSystem initialize_tpu_system(ClusterResolver clusterResolver, SystemOptions options,
                                                              ClusterOptions clusterOptions) {
     if (options == null) throw new IllegalArgumentException("options is null");
@@ -111,7 +122,7 @@ public final class tpu {
     return system;
   }
 
-  /** Shuts down and closes the default system. */
+  /** Shuts down and closes the default system (ends its threads); initialize_system may start another. */
   public static void shutdown_system() {
     shutdown_system(null);
   }

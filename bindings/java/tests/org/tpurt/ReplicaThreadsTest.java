@@ -19,8 +19,8 @@ import org.junit.BeforeClass;
 import org.junit.Test;
 
 /**
- * Where replicas run (1.4): on the binding's own Java threads by default (stepJoin /
- * leave), and the raw API a thread uses to serve a core itself, with the pool off
+ * Where replicas run (1.4): on the binding's own Java threads by default (the one replica
+ * pool: join / leave), and the raw API a thread uses to serve a core itself, with the pool off
  * (callback mode): a thread that never joins, one that exits inside its participant,
  * one that leaves too late.
  */
@@ -88,6 +88,15 @@ public class ReplicaThreadsTest {
     return out;
   }
 
+  /** Waits (at most 10 s) until n "tpurt-java-core-" threads are alive. */
+  private static void awaitReplicaThreads(int n) throws InterruptedException {
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (replicaThreads().size() != n) {
+      assertTrue("expected " + n + " replica threads within 10 s: " + replicaThreads(), System.nanoTime() < until);
+      Thread.sleep(10);
+    }
+  }
+
   @Test
   public void closingTheSystemEndsItsThreads() throws Exception {
     okStep();
@@ -96,8 +105,8 @@ public class ReplicaThreadsTest {
     for (Thread t : threads) assertTrue(t.getName(), t.isDaemon());
     system.close();
     try {
-      joinAll(threads);  // close() shut the system down: each left its core at once
-      assertTrue(replicaThreads().toString(), replicaThreads().isEmpty());
+      awaitReplicaThreads(0);  // close() shut the system down: each left its core at once
+      joinAll(threads);
     } finally {
       start();
     }
@@ -106,6 +115,7 @@ public class ReplicaThreadsTest {
     assertEquals(R, threads.size());
     system.delete();  // SWIG's delete() as well: the threads go before the native object
     try {
+      awaitReplicaThreads(0);
       joinAll(threads);
     } finally {
       start();
@@ -113,10 +123,85 @@ public class ReplicaThreadsTest {
     okStep();
   }
 
+  /** A shutdown without close ends every join of the pool: its threads end too. */
   @Test
-  public void callbackModeRunsOnTheLibrarysWorkersAndBack() {
+  public void shuttingTheSystemDownEndsItsThreads() throws Exception {
+    okStep();
+    assertTrue(replicaThreads().toString(), replicaThreads().size() >= R);
+    system.shutdown();  // not closed: the handle stays
     try {
-      system.setCallbackMode(true);
+      assertTrue(system.isClosed());
+      awaitReplicaThreads(0);
+      try {
+        okStep();
+        fail("a step ran on a shut-down system");
+      } catch (OpError e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("shut down"));
+      }
+      assertTrue(replicaThreads().toString(), replicaThreads().isEmpty());  // that step started none
+    } finally {
+      system.close();
+      start();
+    }
+    okStep();
+    awaitReplicaThreads(R);
+  }
+
+  /** tf.tpu's rule: the default system lives until shutdown_system, after which initialize_system starts anew. */
+  @Test
+  public void shutdownSystemEndsTheThreadsAndInitializeSystemWorksAgain() throws Exception {
+    okStep();
+    tpu.shutdown_system();
+    try {
+      awaitReplicaThreads(0);
+      try {
+        tpu.system();
+        fail("the default system outlived shutdown_system");
+      } catch (FailedPreconditionError e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("initialize_system"));
+      }
+    } finally {
+      start();  // tpu.initialize_system again
+    }
+    assertTrue(tpu.system() == system);
+    okStep();
+    awaitReplicaThreads(R);
+  }
+
+  /** A step on a system no one else holds (not tpu's default): its threads do not keep it. */
+  private static void stepOnASystemThenDropIt() {
+    SystemOptions options = new SystemOptions();
+    options.setNumCores(R);
+    TpuSystem dropped = new TpuSystem(options);
+    dropped.replicate(new JavaComputation((ctx, in) -> null, R), R, 0, new TensorVector(), 0, new StepOptions());
+  }
+
+  /** The pool's threads hold the pool, not the TpuSystem: a system dropped without close is finalized, and they end. */
+  @Test
+  public void aSystemDroppedWithoutCloseIsFinalizedAndItsThreadsEnd() throws Exception {
+    system.close();  // one system per process at a time
+    try {
+      awaitReplicaThreads(0);
+      stepOnASystemThenDropIt();
+      assertEquals(R, replicaThreads().size());
+      long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (!replicaThreads().isEmpty()) {
+        assertTrue("a dropped system's threads still run after 10 s: " + replicaThreads(), System.nanoTime() < until);
+        System.gc();
+        System.runFinalization();
+        Thread.sleep(10);
+      }
+    } finally {
+      start();
+    }
+    okStep();
+  }
+
+  @Test
+  public void callbackModeRunsOnTheLibrarysWorkersAndBack() throws Exception {
+    try {
+      system.setCallbackMode(true);  // cancels the pool's joins: its threads end, no timeout waited out
+      awaitReplicaThreads(0);
       for (String name : threadNames(c -> tpu.replicate(c, Replicas.none(R)), R))
         assertFalse(name, name.startsWith(ReplicaThreads.THREAD_NAME));
       okStep();
@@ -346,10 +431,43 @@ public class ReplicaThreadsTest {
         }
       }
     } finally {
-      threads.stop(false);
+      threads.stop();
       system.setCallbackMode(false);
     }
     okStep();
+  }
+
+  /**
+   * An unexpected Throwable in a pool thread outside any body (an OutOfMemoryError, here
+   * from the test hook) ends that thread: its participant fails the step it was in, the
+   * next step reports it naming the core and the cause, and a new thread serves the core
+   * (not a "never started" for every step after).
+   */
+  @Test
+  public void anUnexpectedErrorOutsideTheBodyIsReportedByTheNextStepAndTheCoreServedAgain() throws Exception {
+    okStep();
+    awaitReplicaThreads(R);
+    OutOfMemoryError oom = new OutOfMemoryError("test hook: no memory outside the body");
+    ReplicaThreads.FAIL_ONCE_IN_SERVE.set(oom);
+    try {
+      okStep();
+      fail("a participant whose thread ended did not fail the step");
+    } catch (OpError e) {
+      assertTrue(e.getMessage(), e.getMessage().contains("java.lang.OutOfMemoryError: test hook"));
+    } finally {
+      ReplicaThreads.FAIL_ONCE_IN_SERVE.set(null);
+    }
+    try {
+      okStep();
+      fail("the next step did not report the thread that ended");
+    } catch (InternalError e) {
+      assertTrue(e.getMessage(), e.getMessage().matches(
+          "the replica thread of core [0-9]+ ended: java.lang.OutOfMemoryError: test hook: no memory outside the body"));
+      assertTrue(e.getCause() == oom);
+    }
+    okStep();  // reported once; a new thread serves the core
+    okStep();
+    awaitReplicaThreads(R);
   }
 
   @Test
