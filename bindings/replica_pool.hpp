@@ -136,6 +136,7 @@ class ReplicaPool {
             // INVALID_ARGUMENT or anything else is a programming error: retrying would
             // hide it. The thread ends, and the next step reports why.
             std::lock_guard<std::mutex> lock(s.mu);
+            s.any_ended.store(true, std::memory_order_release);
             s.ended.push_back(End{core_, st,
                                   "the replica thread of core " + std::to_string(core_) +
                                       " ended: tpu_step_join failed: " + message});
@@ -196,7 +197,9 @@ class ReplicaPool {
   // status since the last call (code 0: none), and the cores whose thread the language
   // must start again.
   int takeEnded(std::string* message, std::vector<int>* cores) {
+    if (!state_->any_ended.load(std::memory_order_acquire)) return 0;  // every step asks
     std::lock_guard<std::mutex> lock(state_->mu);
+    state_->any_ended.store(false, std::memory_order_relaxed);
     int code = 0;
     for (const End& e : state_->ended) {
       if (code == 0) {
@@ -242,6 +245,7 @@ class ReplicaPool {
     std::unique_ptr<std::atomic<int>[]> joining;  // per core: its thread is in tpu_step_join
     std::atomic<bool> stopping{false}, stopped{false};
     std::atomic<int> running{0};  // threads inside a computation
+    std::atomic<bool> any_ended{false};  // `ended` is not empty
     std::mutex mu;                // for `changed` and `ended`
     std::condition_variable changed;
     std::vector<End> ended;

@@ -124,6 +124,7 @@ internal sealed class ReplicaPool {
 
   readonly HandleRef native; // the support layer's tpurt::TpuSystem*
   readonly IntPtr pool;      // the one replica pool (replica_pool.hpp) the threads sit in
+  readonly int[] endedCores; // ThrowIfAThreadEnded's buffer: no allocation per step
   int stopped;
 
   // A replica of a failed step may still run on the pool.
@@ -134,6 +135,7 @@ internal sealed class ReplicaPool {
   // One thread per core 0 to cores - 1 (the tests give it a core the system lacks).
   internal ReplicaPool(TpuSystem system, int cores) {
     native = TpuSystem.getCPtr(system);
+    endedCores = new int[Math.Max(cores, 1)];
     pool = Native.TpurtCsPoolNew(native, cores);
     if (pool == IntPtr.Zero)
       throw OpError.FromCode(Status.FailedPrecondition, Marshal.PtrToStringAnsi(Native.TpurtCsLastError()));
@@ -149,11 +151,10 @@ internal sealed class ReplicaPool {
   // thread serves the core (the step after runs, or reports the error again).
   // Nothing spins or fails silently.
   internal void ThrowIfAThreadEnded() {
-    var cores = new int[64];
-    int code = Native.TpurtCsPoolTakeEnded(pool, cores, cores.Length, out int count);
+    int code = Native.TpurtCsPoolTakeEnded(pool, endedCores, endedCores.Length, out int count);
     if (code == 0) return;
     string message = Marshal.PtrToStringAnsi(Native.TpurtCsLastError());
-    for (int i = 0; i < count; ++i) Start(cores[i]);
+    for (int i = 0; i < count; ++i) Start(endedCores[i]);
     throw OpError.FromCode((Status)code, message);
   }
 

@@ -28,6 +28,9 @@ type pool struct {
 	steps map[int64]Computation // by the key a step's caller passes as user data
 	// tids are the OS threads serving each core (what tests check computations on).
 	tids []int
+	// takeEnded's buffers (guarded by mu): every step asks, none allocates.
+	endedCores   []C.int
+	endedMessage [300]C.char
 
 	running int32 // atomic: goroutines alive
 }
@@ -41,7 +44,8 @@ func newPool(system uintptr, cores int) (*pool, error) {
 	if native == 0 {
 		return nil, newError(Code(code), "%s", C.GoString(&message[0]))
 	}
-	p := &pool{native: native, cores: cores, steps: map[int64]Computation{}, tids: make([]int, cores)}
+	p := &pool{native: native, cores: cores, steps: map[int64]Computation{}, tids: make([]int, cores),
+		endedCores: make([]C.int, cores)}
 	raiseProcs(cores)
 	for c := 0; c < cores; c++ {
 		p.start(c)
@@ -133,17 +137,18 @@ func (p *pool) run(core int, seat C.uintptr_t, turn *C.tpurtgo_turn, status *C.i
 // goroutine serves each such core (the step after runs, or returns the error again).
 // Nothing spins or fails silently.
 func (p *pool) takeEnded() error {
-	var message [300]C.char
-	cores := make([]C.int, p.cores)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var n C.int
-	code := C.tpurtgo_pool_take_ended(p.native, &message[0], C.int(len(message)), &cores[0], C.int(len(cores)), &n)
+	code := C.tpurtgo_pool_take_ended(p.native, &p.endedMessage[0], C.int(len(p.endedMessage)), &p.endedCores[0],
+		C.int(len(p.endedCores)), &n)
 	if code == 0 {
 		return nil
 	}
-	for _, c := range cores[:n] {
+	for _, c := range p.endedCores[:n] {
 		p.start(int(c))
 	}
-	return newError(Code(code), "%s", C.GoString(&message[0]))
+	return newError(Code(code), "%s", C.GoString(&p.endedMessage[0]))
 }
 
 // close stops the goroutines: the library cancels their joins, and once none joins
