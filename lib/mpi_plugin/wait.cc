@@ -172,6 +172,11 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
       std::string message;
       if (!read_end(h, gone, &code, &origin, &reached, &message))
         return fail(TPU_UNAVAILABLE, name_of(wait, gone) + " sent a malformed end of the step");
+      // A lost task stays TPU_UNAVAILABLE wherever it is heard of, and a missed
+      // deadline TPU_DEADLINE_EXCEEDED (this task is the late one: in one process a
+      // participant arriving after the others' deadline gets it too), as over TCP; any
+      // other failure is the peer's, which aborts this collective.
+      if (code == TPU_UNAVAILABLE || code == TPU_DEADLINE_EXCEEDED) return fail(static_cast<tpu_status>(code), message);
       if (code != TPU_OK) return fail(TPU_ABORTED, message);
       // A peer that finished this collective (its part of an all-reduce may end
       // before ours) is waited for; one that never reached it skipped it.
