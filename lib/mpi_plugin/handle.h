@@ -177,6 +177,15 @@ struct tpurt_mpi_handle {
   // the others' (given to sinks when a wait fails with them in flight).
   std::vector<char> direct_out, direct_in;
   tpurt::mpi::Waiting direct_wait;  // its requests, kept for their capacity
+  // A vote round's staging and requests (vote.cc), kept for their capacity; a buffer
+  // MPI may still use after a failed round is given to sinks.
+  struct {
+    std::vector<std::vector<char>> bufs;
+    std::vector<MPI_Request> reqs;
+    std::vector<char> kind, passed;
+    std::vector<MPI_Status> status;
+    std::vector<int> index;
+  } vote;
   // wait_all's MPI_Testsome results, kept for their capacity (one wait at a time).
   std::vector<int> poll_index;
   std::vector<MPI_Status> poll_status;

@@ -44,11 +44,17 @@ tpu_status vote(tpurt_mpi_handle* h, uint64_t seq, const tpurt_mpi_transfer* sen
   // behind its header; a buffer MPI may still use when the wait fails lives as long as
   // the handle (sinks).
   const size_t n = num_recvs + num_sends;
-  std::vector<std::vector<char>> bufs(n);
-  std::vector<MPI_Request> reqs(n, MPI_REQUEST_NULL);
-  std::vector<char> kind(n);
-  std::vector<MPI_Status> st(n);
-  std::vector<int> idx(n);
+  auto& v = h->vote;
+  if (v.bufs.size() < n) v.bufs.resize(n);
+  std::vector<std::vector<char>>& bufs = v.bufs;
+  std::vector<MPI_Request>& reqs = v.reqs;
+  std::vector<char>& kind = v.kind;
+  reqs.assign(n, MPI_REQUEST_NULL);
+  kind.resize(n);
+  v.status.resize(n);
+  v.index.resize(n);
+  MPI_Status* const st = v.status.data();
+  int* const idx = v.index.data();
   for (size_t i = 0; i < num_recvs; ++i) {
     bufs[i].resize(kHead + recvs[i].bytes);
     kind[i] = kReceive;
@@ -71,7 +77,8 @@ tpu_status vote(tpurt_mpi_handle* h, uint64_t seq, const tpurt_mpi_transfer* sen
     MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, t.peer, vote_tag(h, t.tag), h->comm,
               &reqs[num_recvs + i]);
   }
-  std::vector<char> passed(h->size, 0);  // peers passed over
+  std::vector<char>& passed = v.passed;  // peers passed over
+  passed.assign(h->size, 0);
   auto fail = [&](tpu_status code, const std::string& message) {
     give_up(h, reqs, kind);
     for (size_t i = 0; i < n; ++i)
@@ -94,7 +101,7 @@ tpu_status vote(tpurt_mpi_handle* h, uint64_t seq, const tpurt_mpi_transfer* sen
   bool progressed = false, stalled = false;
   for (;;) {
     int outcount = 0;
-    int rc = MPI_Testsome(static_cast<int>(n), reqs.data(), &outcount, idx.data(), st.data());
+    int rc = MPI_Testsome(static_cast<int>(n), reqs.data(), &outcount, idx, st);
     if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)
       return fail(TPU_UNAVAILABLE, "the vote on collective #" + std::to_string(seq) + " failed in MPI: " + mpi_error(rc));
     for (int k = 0; outcount != MPI_UNDEFINED && k < outcount; ++k) {
