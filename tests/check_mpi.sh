@@ -22,7 +22,8 @@ skip() {
   [ $failed -eq 0 ]
   exit
 }
-[ -x "$worker" ] && [ -x "$BUILD/bin/tpurt" ] || { echo "check_mpi: build $worker and $BUILD/bin/tpurt first" >&2; exit 1; }
+[ -x "$worker" ] && [ -x "$BUILD/tests/verdict_worker" ] && [ -x "$BUILD/bin/tpurt" ] ||
+  { echo "check_mpi: build $worker, $BUILD/tests/verdict_worker and $BUILD/bin/tpurt first" >&2; exit 1; }
 
 # The loader, which needs no MPI: a missing plugin, a library that is not one, and a
 # plugin of another version are refused, saying so (TPU_FAILED_PRECONDITION at init).
@@ -283,9 +284,11 @@ if [ $rc -eq 0 ] && every_task_says 4 "skip ok" &&
    ! grep -q 'MPI_Abort' <<<"$out"; then
   ok "task 1 skipping an MPI_Ireduce_scatter_block: the vote names it (TPU_FAILED_PRECONDITION) before any task starts it; no abort"
 else bad "a skipped MPI_Ireduce_scatter_block (exit $rc)" "$out"; fi
+# (A task that learns of the skip from task 1's end before it starts the collective
+# does not start it; the one that did prints the step's error, its own or a peer's.)
 novote mpi 4 1 90 skip 1
 if [ $rc -ne 0 ] && [ "$(grep -c 'task [023]: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out")" = 3 ] &&
-   grep -q "tpurt: task [023]: TPU_FAILED_PRECONDITION: .*task 1.*$abort_note" <<<"$out" &&
+   grep -q "tpurt: task [023]: TPU_[A-Z_]*: .*task 1.*$abort_note" <<<"$out" &&
    grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
   ok "without the vote, task 1 skipping an MPI_Ireduce_scatter_block: TPU_FAILED_PRECONDITION naming it, then MPI_Abort saying why"
 else bad "without the vote, a skipped MPI_Ireduce_scatter_block (exit $rc)" "$out"; fi
@@ -376,6 +379,19 @@ if [ "$(grep -c '^task [013]: stop of task 2: DEADLINE_EXCEEDED.*no data arrived
   ok "8-byte all-reduce, SIGSTOP of rank 2: ranks 0, 1 and 3 get TPU_DEADLINE_EXCEEDED naming it alone"
 else bad "8-byte all-reduce, SIGSTOP of a rank (exit $rc)" "$out"; fi
 unset TEST_FAULT_ELEMENTS
+
+# A task late to an MPI_Iallreduce (1024 floats) its peers gave up on at their deadline
+# (tests/cluster/verdict_worker.c's "late", one group of 4 tasks): it gets their
+# verdict (TPU_DEADLINE_EXCEEDED naming its late core) from their ends before it would
+# start the collective, which nobody would join; no abort.
+saved_worker=$worker
+worker=$BUILD/tests/verdict_worker
+VERDICT_ELEMENTS=1024 VERDICT_TIMEOUT_MS=2000 mpi 4 1 60 late all
+worker=$saved_worker
+if [ $rc -eq 0 ] && [ "$(grep -c '^verdict P[0-3] collective DEADLINE_EXCEEDED culprit=yes' <<<"$out")" = 4 ] &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "a task late to an MPI_Iallreduce its peers gave up on: their TPU_DEADLINE_EXCEEDED before it starts it; no abort"
+else bad "a task late to an MPI_Iallreduce its peers gave up on (exit $rc)" "$out"; fi
 
 # SIGSTOP of rank 2 (heartbeats too slow to notice). With the vote it is the 8-byte
 # case above (the ballots are point to point). Without it, the deadline names it, and

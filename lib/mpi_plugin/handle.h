@@ -233,6 +233,10 @@ bool sends_stuck(tpurt_mpi_handle* h);
 // descriptor), for messages.
 tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t digest, const tpurt_mpi_wait* wait,
                     const char* what, char* err, size_t err_size);
+// Before an engine collective of collective seq with the tasks `watch`: the failure
+// (as wait_all words it) of one of them that has already ended the step, else TPU_OK.
+tpu_status ended_before(tpurt_mpi_handle* h, const std::vector<int>& watch, uint64_t seq, const tpurt_mpi_wait* wait,
+                        char* err, size_t err_size);
 // tag_digest: the digest the tag is made of (digest, or another for the transfers
 // of a collective's own set-up).
 tpu_status exchange_tagged(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, uint64_t tag_digest,

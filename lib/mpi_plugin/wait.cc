@@ -225,6 +225,31 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
   }
 }
 
+tpu_status ended_before(tpurt_mpi_handle* h, const std::vector<int>& watch, uint64_t seq, const tpurt_mpi_wait* wait,
+                        char* err, size_t err_size) {
+  poll_ends(h);
+  for (int t : watch) {
+    if (!h->ended[t]) continue;
+    int32_t code = 0, origin = -1;
+    uint64_t reached = 0;
+    std::string message;
+    if (!read_end(h, t, &code, &origin, &reached, &message)) {
+      say(err, err_size, "%s sent a malformed end of the step", name_of(wait, t).c_str());
+      return TPU_UNAVAILABLE;
+    }
+    if (code != TPU_OK) {  // as wait_all words a peer's failed end
+      say(err, err_size, "%s", message.c_str());
+      return code == TPU_UNAVAILABLE || code == TPU_DEADLINE_EXCEEDED ? static_cast<tpu_status>(code) : TPU_ABORTED;
+    }
+    if (reached < seq) {
+      say(err, err_size, "%s finished the step without calling collective #%llu, which this task's replicas are in",
+          name_of(wait, t).c_str(), static_cast<unsigned long long>(seq));
+      return TPU_FAILED_PRECONDITION;
+    }
+  }
+  return TPU_OK;
+}
+
 tpu_status exchange_tagged(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, uint64_t tag_digest,
                            const tpurt_mpi_transfer* sends, size_t num_sends, const tpurt_mpi_transfer* recvs,
                            size_t num_recvs, const tpurt_mpi_wait* wait, char* err, size_t err_size) {
