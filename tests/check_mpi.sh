@@ -22,7 +22,8 @@ skip() {
   [ $failed -eq 0 ]
   exit
 }
-[ -x "$worker" ] && [ -x "$BUILD/bin/tpurt" ] || { echo "check_mpi: build $worker and $BUILD/bin/tpurt first" >&2; exit 1; }
+[ -x "$worker" ] && [ -x "$BUILD/tests/verdict_worker" ] && [ -x "$BUILD/bin/tpurt" ] ||
+  { echo "check_mpi: build $worker, $BUILD/tests/verdict_worker and $BUILD/bin/tpurt first" >&2; exit 1; }
 
 # The loader, which needs no MPI: a missing plugin, a library that is not one, and a
 # plugin of another version are refused, saying so (TPU_FAILED_PRECONDITION at init).
@@ -174,24 +175,38 @@ for shape in "2 1" "4 1" "2 2"; do
   else bad "offloaded reduce-scatters, $1 ranks of $2 cores ($used tasks used MPI_Ireduce_scatter_block, exit $rc)" "$out"; fi
 done
 
-# A plugin of this version built before reduce_scatter was appended to its table (a
-# shim giving the real plugin's table with the first fields' struct_size): it loads,
-# and its reduce-scatters go to its all-reduce (the block copied out) or point to point.
+# Plugins of this version built before fields were appended to the table (a shim
+# giving the real plugin's table with an older struct_size, SIZE): older_plugin FILE SIZE.
+older_plugin() {
+  printf '%s\n' '#include <dlfcn.h>' '#include <stddef.h>' '#include <stdlib.h>' '#include <string.h>' \
+    '#include "net/mpi_plugin_api.h"' \
+    'const tpurt_mpi_plugin *tpurt_mpi_plugin_v1(void) {' \
+    '  static tpurt_mpi_plugin t;' \
+    '  void *lib = t.version ? NULL : dlopen(getenv("TEST_REAL_MPI_PLUGIN"), RTLD_NOW | RTLD_GLOBAL);' \
+    '  tpurt_mpi_plugin_entry e = lib ? (tpurt_mpi_plugin_entry)dlsym(lib, TPURT_MPI_PLUGIN_ENTRY) : NULL;' \
+    "  if (e) memcpy(&t, e(), $2), t.struct_size = $2;" \
+    '  return t.version ? &t : NULL;' '}' |
+    ${CC:-cc} -shared -fPIC -Iinclude -Ilib -x c -o "$1" - -ldl || bad "compiling $1"
+}
+# Before reduce_scatter: it loads, and its reduce-scatters go to its all-reduce (the
+# block copied out) or point to point.
 old_plugin=$BUILD/tests/old_mpi_plugin.so
-printf '%s\n' '#include <dlfcn.h>' '#include <stdlib.h>' '#include <string.h>' '#include "net/mpi_plugin_api.h"' \
-  'const tpurt_mpi_plugin *tpurt_mpi_plugin_v1(void) {' \
-  '  static tpurt_mpi_plugin t;' \
-  '  void *lib = t.version ? NULL : dlopen(getenv("TEST_REAL_MPI_PLUGIN"), RTLD_NOW | RTLD_GLOBAL);' \
-  '  tpurt_mpi_plugin_entry e = lib ? (tpurt_mpi_plugin_entry)dlsym(lib, TPURT_MPI_PLUGIN_ENTRY) : NULL;' \
-  '  if (e) memcpy(&t, e(), TPURT_MPI_PLUGIN_BASE_SIZE), t.struct_size = TPURT_MPI_PLUGIN_BASE_SIZE;' \
-  '  return t.version ? &t : NULL;' '}' |
-  ${CC:-cc} -shared -fPIC -Iinclude -Ilib -x c -o "$old_plugin" - -ldl || bad "compiling $old_plugin"
+older_plugin "$old_plugin" TPURT_MPI_PLUGIN_BASE_SIZE
 TEST_REAL_MPI_PLUGIN=$root/$plugin TPURT_MPI_PLUGIN=$root/$old_plugin TPURT_MPI_STATS=1 mpi 2 1 240 collectives
 if [ $rc -eq 0 ] && every_task_says 2 "collectives ok" &&
    [ "$(grep -c '^tpurt_mpi: task [01]: .* [1-9][0-9]* MPI_Iallreduce, 0 MPI_Ireduce_scatter_block' <<<"$out")" = 2 ]; then
   ok "a plugin table without reduce_scatter (older, same version): loads; reduce-scatters correct without it"
 else bad "a plugin table without reduce_scatter (exit $rc)" "$out"; fi
 rm -f "$old_plugin"
+# Before vote: the tasks do not vote (each reports what its own waits found), and the
+# engine collectives run on whatever a task's peers did. The failures below are run
+# with it too, as the ones the vote now settles first: a task in an MPI collective its
+# peers never join, or join as another, is still named, and then aborts the job.
+novote_plugin=$BUILD/tests/novote_mpi_plugin.so
+older_plugin "$novote_plugin" "offsetof(tpurt_mpi_plugin, vote)"
+export TEST_REAL_MPI_PLUGIN=$root/$plugin
+# novote CMD...: CMD with the plugin without vote.
+novote() { TPURT_MPI_PLUGIN=$root/$novote_plugin "$@"; }
 
 abort_note='an MPI collective in flight cannot be cancelled'
 
@@ -223,86 +238,131 @@ if [ $rc -eq 0 ] && every_task_says 2 "skip ok" "$out" && grep -q 'FAILED_PRECON
    ! grep -q 'MPI_Abort' <<<"$out"; then
   ok "task 1 skipping a collective is named at once (TPU_FAILED_PRECONDITION); nothing in flight, no abort"
 else bad "a skipped collective over MPI, point to point (exit $rc)" "$out"; fi
-# With one core a task it is MPI_Iallreduce, which cannot be cancelled: named error, then MPI_Abort.
+# With one core a task it is MPI_Iallreduce, which cannot be cancelled: the tasks'
+# vote before it names task 1, and no task starts it. Without the vote: named error,
+# then MPI_Abort.
 mpi 2 1 90 skip 1
+if [ $rc -eq 0 ] && every_task_says 2 "skip ok" && grep -q 'task 0: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out" &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "task 1 skipping an MPI_Iallreduce: the vote names it (TPU_FAILED_PRECONDITION) before any task starts it; no abort"
+else bad "a skipped MPI_Iallreduce (exit $rc)" "$out"; fi
+novote mpi 2 1 90 skip 1
 if [ $rc -ne 0 ] && grep -q 'task 0: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out" &&
    grep -q "tpurt: task 0: TPU_FAILED_PRECONDITION: .*task 1.*$abort_note" <<<"$out" &&
    grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
-  ok "task 1 skipping an MPI_Iallreduce: TPU_FAILED_PRECONDITION naming it, then MPI_Abort saying why"
-else bad "a skipped MPI_Iallreduce (exit $rc)" "$out"; fi
+  ok "without the vote, task 1 skipping an MPI_Iallreduce: TPU_FAILED_PRECONDITION naming it, then MPI_Abort saying why"
+else bad "without the vote, a skipped MPI_Iallreduce (exit $rc)" "$out"; fi
 
 # A replica of task 1 fails. Two cores a task: point to point, and the sends to task 1
 # (of a size MPI sends only once received) complete when task 1 drains them at the end
 # of the step; every task gets the error and the next step runs. One core a task: the
-# others are in an MPI_Iallreduce task 1 never joins: the error, then MPI_Abort.
+# vote settles it before the MPI_Iallreduce; without the vote the others are in an
+# MPI_Iallreduce task 1 never joins: the error, then MPI_Abort.
 mpi 3 2 90 fail 1
 if [ $rc -eq 0 ] && every_task_says 3 "fail ok" "$out" && ! grep -q 'MPI_Abort' <<<"$out"; then
   ok "a replica's failure on task 1 (point to point): every task gets its error; the next step runs"
 else bad "a failing replica over MPI, point to point (exit $rc)" "$out"; fi
 mpi 3 1 90 fail 1
+if [ $rc -eq 0 ] && every_task_says 3 "fail ok" &&
+   [ "$(grep -c 'task [02]: fail of task 1: DATA_LOSS.*injected failure' <<<"$out")" = 2 ] &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "a replica's failure on task 1 before an MPI_Iallreduce: the vote gives every task its error first; no abort"
+else bad "a failing replica over MPI, MPI_Iallreduce (exit $rc)" "$out"; fi
+novote mpi 3 1 90 fail 1
 if [ $rc -ne 0 ] && grep -q 'task [02]: fail of task 1: DATA_LOSS.*injected failure' <<<"$out" &&
    grep -q "tpurt: task [02]: MPI_Abort.*$abort_note" <<<"$out"; then
-  ok "a replica's failure on task 1 while the others are in MPI_Iallreduce: its error, then MPI_Abort"
-else bad "a failing replica over MPI, MPI_Iallreduce (exit $rc)" "$out"; fi
+  ok "without the vote, a replica's failure on task 1 while the others are in MPI_Iallreduce: its error, then MPI_Abort"
+else bad "without the vote, a failing replica over MPI, MPI_Iallreduce (exit $rc)" "$out"; fi
 
 # The same in an offloaded reduce-scatter (MPI_Ireduce_scatter_block, one member per
 # task): kill -9 of rank 2, and task 1 skipping it.
 export TEST_FAULT_COLLECTIVE=reduce_scatter
 kill_rank_2 " in a reduce-scatter"
 mpi 4 1 90 skip 1
-if [ $rc -ne 0 ] && [ "$(grep -c 'task [023]: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out")" = 3 ] &&
-   grep -q "tpurt: task [023]: TPU_FAILED_PRECONDITION: .*task 1.*$abort_note" <<<"$out" &&
-   grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
-  ok "task 1 skipping an MPI_Ireduce_scatter_block: TPU_FAILED_PRECONDITION naming it, then MPI_Abort saying why"
+if [ $rc -eq 0 ] && every_task_says 4 "skip ok" &&
+   [ "$(grep -c 'task [023]: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out")" = 3 ] &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "task 1 skipping an MPI_Ireduce_scatter_block: the vote names it (TPU_FAILED_PRECONDITION) before any task starts it; no abort"
 else bad "a skipped MPI_Ireduce_scatter_block (exit $rc)" "$out"; fi
+# (A task that learns of the skip from task 1's end before it starts the collective
+# does not start it; the one that did prints the step's error, its own or a peer's.)
+novote mpi 4 1 90 skip 1
+if [ $rc -ne 0 ] && [ "$(grep -c 'task [023]: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out")" = 3 ] &&
+   grep -q "tpurt: task [023]: TPU_[A-Z_]*: .*task 1.*$abort_note" <<<"$out" &&
+   grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
+  ok "without the vote, task 1 skipping an MPI_Ireduce_scatter_block: TPU_FAILED_PRECONDITION naming it, then MPI_Abort saying why"
+else bad "without the vote, a skipped MPI_Ireduce_scatter_block (exit $rc)" "$out"; fi
 unset TEST_FAULT_COLLECTIVE
 
-# Task 1's replicas call another collective. While the others are in MPI_Iallreduce
-# (one core a task) it all-gathers (point to point): every task gets
-# TPU_INVALID_ARGUMENT naming the other collective's task (the tasks' notes of the
-# collective they entered), as over TCP, then MPI_Abort for the all-reduce in flight.
+# Task 1's replicas call another collective: an all-gather while the others all-reduce
+# with MPI_Iallreduce (one core a task), or an all-reduce with MAX (the same counts:
+# MPI would match the two and complete both with wrong sums). The tasks' vote before
+# the collective gives every task the same TPU_INVALID_ARGUMENT, worded from every
+# replica's descriptor as one process words it (which task called what); no task starts
+# the MPI collective. Without the vote: the tasks' notes of the collective they entered
+# name task 1 on the others (and them on task 1), then MPI_Abort for the all-reduce in
+# flight; for MAX, the note each task sends on entering an MPI collective, checked once
+# it completes (TPURT_MPI_CHECK_COLLECTIVES, on by default), names it; nothing is left in flight.
+# voted_mismatch N OTHER: every one of N tasks reports the verdict that replica 1 (task 1) called OTHER.
+voted_mismatch() {
+  [ $rc -eq 0 ] && every_task_says "$1" "mismatch ok" && ! grep -q 'MPI_Abort' <<<"$out" &&
+    [ "$(grep -c "task [0-9]: mismatch of task 1: INVALID_ARGUMENT.*collective #2: replicas disagree.*: replica [12] called $2.*(by task: .*task 1 (replica[s0-9, ]*) called $2" <<<"$out")" = "$1" ]
+}
 mpi 3 1 90 mismatch 1
+if voted_mismatch 3 all_gather; then
+  ok "task 1 in another collective than the others' MPI_Iallreduce: the vote gives every task the same TPU_INVALID_ARGUMENT naming it; no abort"
+else bad "a task in another collective than MPI_Iallreduce (exit $rc)" "$out"; fi
+TEST_MISMATCH=max mpi 3 1 90 mismatch 1
+if voted_mismatch 3 "all_reduce .* op=max"; then
+  ok "task 1 in an MPI_Iallreduce of another op: the vote gives every task the same TPU_INVALID_ARGUMENT naming it; no abort"
+else bad "a task in an all-reduce of another op over MPI (exit $rc)" "$out"; fi
+novote mpi 3 1 90 mismatch 1
 if [ $rc -ne 0 ] && [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replica 1) is in collective #2 of the step' <<<"$out")" = 2 ] &&
    grep -q 'task 1: mismatch of task 1: INVALID_ARGUMENT.*while this task is in collective #2' <<<"$out" &&
    grep -q "tpurt: task [02]: MPI_Abort.*$abort_note" <<<"$out"; then
-  ok "task 1 in another collective while the others are in MPI_Iallreduce: TPU_INVALID_ARGUMENT naming it, then MPI_Abort"
-else bad "a task in another collective than MPI_Iallreduce (exit $rc)" "$out"; fi
-# It all-reduces with MAX: MPI matches the two all-reduces (same counts) and would
-# complete both with wrong sums. The note each task sends on entering an MPI collective,
-# checked once it completes (TPURT_MPI_CHECK_COLLECTIVES, on by default), lets every
-# task name it; nothing is left in flight.
-TEST_MISMATCH=max mpi 3 1 90 mismatch 1
+  ok "without the vote, task 1 in another collective while the others are in MPI_Iallreduce: TPU_INVALID_ARGUMENT naming it, then MPI_Abort"
+else bad "without the vote, a task in another collective than MPI_Iallreduce (exit $rc)" "$out"; fi
+TEST_MISMATCH=max novote mpi 3 1 90 mismatch 1
 if [ $rc -eq 0 ] && every_task_says 3 "mismatch ok" &&
    [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replica 1) is in collective #2' <<<"$out")" = 2 ] &&
    ! grep -q 'MPI_Abort' <<<"$out"; then
-  ok "task 1 in an MPI_Iallreduce of another op: TPU_INVALID_ARGUMENT naming it, no abort"
-else bad "a task in an all-reduce of another op over MPI (exit $rc)" "$out"; fi
+  ok "without the vote, task 1 in an MPI_Iallreduce of another op: TPU_INVALID_ARGUMENT naming it (the notes), no abort"
+else bad "without the vote, a task in an all-reduce of another op over MPI (exit $rc)" "$out"; fi
 TPURT_MPI_CHECK_COLLECTIVES=yes mpi 2 1 90 init
 if [ $rc -ne 0 ] && grep -q "init: INVALID_ARGUMENT: .*TPURT_MPI_CHECK_COLLECTIVES is 'yes'; it must be 1 (the default) or 0" <<<"$out"; then
   ok "TPURT_MPI_CHECK_COLLECTIVES=yes: tpu_system_init fails naming the value"
 else bad "a bad TPURT_MPI_CHECK_COLLECTIVES (exit $rc)" "$out"; fi
 # Two cores a task: point to point on both sides; named, no abort.
 mpi 2 2 90 mismatch 1
-if [ $rc -eq 0 ] && every_task_says 2 "mismatch ok" &&
-   grep -q 'task 0: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replicas 2, 3) is in collective #2' <<<"$out" &&
-   ! grep -q 'MPI_Abort' <<<"$out"; then
-  ok "task 1 in another collective (point to point): TPU_INVALID_ARGUMENT naming it, no abort"
+if voted_mismatch 2 all_gather; then
+  ok "task 1 in another collective (point to point): the same TPU_INVALID_ARGUMENT on both tasks naming it, no abort"
 else bad "a task in another collective over MPI, point to point (exit $rc)" "$out"; fi
 
 # All-reduces of up to 2 KiB go point to point (8 bytes here), every message behind a
-# header naming the collective: a task in the same collective with another op, shape
-# or dtype is named from its header, one in another collective (an all-gather) from
-# its note; skipping, failing and stopped tasks are named as over MPI_Iallreduce. The
-# receives are cancelled and the small sends complete, so nothing is left in flight.
+# header naming the collective. With the vote, a task in the same collective with
+# another op, shape or dtype, or in another collective, is named by the vote as above;
+# without it, from its header, or (an all-gather) from its note. Skipping, failing and
+# stopped tasks are named as over MPI_Iallreduce. The receives are cancelled and the
+# small sends complete, so nothing is left in flight.
 export TEST_FAULT_ELEMENTS=2
 for other in max shape dtype gather; do
+  case $other in
+    max) called="all_reduce float32\\[2\\] op=max" ;;
+    shape) called="all_reduce float32\\[3\\]" ;;
+    dtype) called="all_reduce int32" ;;
+    gather) called=all_gather ;;
+  esac
   TEST_MISMATCH=$other mpi 3 1 90 mismatch 1
+  if voted_mismatch 3 "$called"; then
+    ok "8-byte all-reduce, task 1 in another ($other): the same TPU_INVALID_ARGUMENT on every task naming it; no abort"
+  else bad "8-byte all-reduce, task 1 in another ($other) (exit $rc)" "$out"; fi
+  TEST_MISMATCH=$other novote mpi 3 1 90 mismatch 1
   if [ $rc -eq 0 ] && every_task_says 3 "mismatch ok" &&
      [ "$(grep -c 'task [02]: mismatch of task 1: INVALID_ARGUMENT.*task 1 (replica 1) is in collective #2' <<<"$out")" = 2 ] &&
      grep -q 'task 1: mismatch of task 1: INVALID_ARGUMENT.*task [02] (replica [02]) is in collective #2' <<<"$out" &&
      ! grep -q 'MPI_Abort' <<<"$out"; then
-    ok "8-byte all-reduce, task 1 in another ($other): TPU_INVALID_ARGUMENT on every task naming the other side; no abort"
-  else bad "8-byte all-reduce, task 1 in another ($other) (exit $rc)" "$out"; fi
+    ok "without the vote, 8-byte all-reduce, task 1 in another ($other): TPU_INVALID_ARGUMENT on every task naming the other side; no abort"
+  else bad "without the vote, 8-byte all-reduce, task 1 in another ($other) (exit $rc)" "$out"; fi
 done
 mpi 2 1 90 skip 1
 if [ $rc -eq 0 ] && every_task_says 2 "skip ok" && grep -q 'task 0: skip of task 1: FAILED_PRECONDITION.*task 1' <<<"$out" &&
@@ -320,15 +380,31 @@ if [ "$(grep -c '^task [013]: stop of task 2: DEADLINE_EXCEEDED.*no data arrived
 else bad "8-byte all-reduce, SIGSTOP of a rank (exit $rc)" "$out"; fi
 unset TEST_FAULT_ELEMENTS
 
-# SIGSTOP of rank 2 (heartbeats too slow to notice): the deadline names it, and only
-# it, though MPI_Iallreduce does not say who is missing (the others answer who asks).
-TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 mpi 4 1 90 stop 2
+# A task late to an MPI_Iallreduce (1024 floats) its peers gave up on at their deadline
+# (tests/cluster/verdict_worker.c's "late", one group of 4 tasks): it gets their
+# verdict (TPU_DEADLINE_EXCEEDED naming its late core) from their ends before it would
+# start the collective, which nobody would join; no abort.
+saved_worker=$worker
+worker=$BUILD/tests/verdict_worker
+VERDICT_ELEMENTS=1024 VERDICT_TIMEOUT_MS=2000 mpi 4 1 60 late all
+worker=$saved_worker
+if [ $rc -eq 0 ] && [ "$(grep -c '^verdict P[0-3] collective DEADLINE_EXCEEDED culprit=yes' <<<"$out")" = 4 ] &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "a task late to an MPI_Iallreduce its peers gave up on: their TPU_DEADLINE_EXCEEDED before it starts it; no abort"
+else bad "a task late to an MPI_Iallreduce its peers gave up on (exit $rc)" "$out"; fi
+
+# SIGSTOP of rank 2 (heartbeats too slow to notice). With the vote it is the 8-byte
+# case above (the ballots are point to point). Without it, the deadline names it, and
+# only it, though MPI_Iallreduce does not say who is missing (the others answer who asks).
+TPURT_HEARTBEAT_TIMEOUT_MS=30000 TEST_COLLECTIVE_TIMEOUT_MS=2000 novote mpi 4 1 90 stop 2
 if [ $rc -ne 0 ] && every_task_says 2 "stop of task 2: DEADLINE_EXCEEDED" "$out" &&
    grep -q 'task 3: stop of task 2: DEADLINE_EXCEEDED' <<<"$out" &&
    [ "$(grep -c '^task [013]: stop of task 2: DEADLINE_EXCEEDED.*MPI_Iallreduce waited for task 2 (replica 2), which never joined it' <<<"$out")" = 3 ] &&
    grep -q "MPI_Abort.*$abort_note" <<<"$out"; then
-  ok "SIGSTOP of rank 2: ranks 0, 1 and 3 get TPU_DEADLINE_EXCEEDED naming it alone, then MPI_Abort"
-else bad "SIGSTOP of a rank over MPI (exit $rc)" "$out"; fi
+  ok "without the vote, SIGSTOP of rank 2: ranks 0, 1 and 3 get TPU_DEADLINE_EXCEEDED naming it alone, then MPI_Abort"
+else bad "without the vote, SIGSTOP of a rank over MPI (exit $rc)" "$out"; fi
+rm -f "$novote_plugin"
+unset TEST_REAL_MPI_PLUGIN
 
 # Tasks that are not MPI's ranks (tpurt launch starts them, each its own MPI world):
 # TPURT_TRANSPORT=mpi refuses, saying why.

@@ -32,6 +32,7 @@
 #include "collectives/communicator.h"
 #include "core/deadline.h"
 #include "core/function_ref.h"
+#include "net/collective_offload.h"
 #include "net/transport.h"
 
 namespace tpurt {
@@ -103,9 +104,9 @@ class ClusterCommunicator : public Communicator {
   [[noreturn]] void settle(int participant, uint64_t seq, const Error& local);
   // A local participant's collective deadline.
   int64_t timeout_of(int lr);
-  // Whether the tasks vote (one verdict): not over MPI yet, whose plugin takes the
-  // vote's messages for the collective's own (check_mpi.sh fails with them).
-  bool votes() const { return cx_.offload() == nullptr; }
+  // Whether the tasks vote (one verdict): always but over an offload (MPI) that cannot
+  // keep a vote apart from the collective's data (a plugin without vote()).
+  bool votes() const { return cx_.offload() == nullptr || cx_.offload()->votes(); }
   // A ballot may come this long after the voter's own deadline (the task that waits
   // for a late participant votes at its deadline).
   static int64_t grace_ms(int64_t timeout_ms) { return std::min<int64_t>(std::max<int64_t>(timeout_ms / 4, 100), 2000); }

@@ -79,11 +79,16 @@ tpu_status check_group(tpurt_mpi_handle* h, uint64_t seq, const int32_t* tasks, 
 }
 
 // check_group, then tells the group's other tasks (w.watch) that this task has
-// entered collective seq, and finds the group's communicator.
+// entered collective seq, and finds the group's communicator. A task of the group
+// that has already ended the step will never join: its end fails the call before
+// anything MPI cannot cancel is started (a task late to a collective its peers gave
+// up on gets their verdict, not an MPI_Abort).
 tpu_status enter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks, size_t num_tasks,
                  tpu_dtype dtype, tpu_reduce_op op, const tpurt_mpi_wait* wait, MPI_Datatype* type, MPI_Op* mpi_op,
                  MPI_Comm* comm, Waiting* w, char* err, size_t err_size) {
   tpu_status s = check_group(h, seq, tasks, num_tasks, dtype, op, type, mpi_op, w, err, err_size);
+  if (s != TPU_OK) return s;
+  s = ended_before(h, w->watch, seq, wait, err, err_size);
   if (s != TPU_OK) return s;
   // Before this task's part: a peer that completes the collective finds the note due.
   if (h->eager_notes) note_entry(h, seq, digest, w->watch.data(), w->watch.size());

@@ -48,8 +48,19 @@ constexpr unsigned kCheckEvery = 8;
 constexpr unsigned kEndPollEvery = 64;
 static_assert(kEndPollEvery % kCheckEvery == 0, "ends are polled on a check");
 // A step's end: code (4 bytes), origin replica (4), the last collective the task
-// reached (8), message.
-constexpr size_t kEndHeaderBytes = 16;
+// reached (8), the last round of a vote it sent (8: voted_round()'s, 0 for none),
+// message.
+constexpr size_t kEndHeaderBytes = 24;
+// What a vote's message starts with (vote.cc): the round it is of.
+struct VoteHeader {
+  uint64_t step = 0, seq = 0;
+  uint32_t round = 0;
+  uint32_t magic = 0;
+};
+static_assert(sizeof(VoteHeader) == 24, "VoteHeader has no padding");
+constexpr uint32_t kVoteMagic = 0x62616c6fu;  // "balo"
+// A vote's messages are at most this many bytes (its rounds' own bound is 1 MiB).
+constexpr uint64_t kMaxVoteBytes = 4u << 20;
 // Up to this many bytes of input an all-reduce goes point to point (all_reduce.cc):
 // every task sends its input, behind a header naming the collective, to every other
 // and reduces them all in task order. At these sizes a non-blocking MPI collective
@@ -130,6 +141,7 @@ struct tpurt_mpi_handle {
   int tag_ub = 32767;
   uint64_t step = 0;
   uint64_t reached = 0;  // the last collective of the step this task waited in
+  uint64_t voted = 0;    // the last round of a vote this task sent in the step (voted_round)
   std::unique_ptr<tpurt::mpi::ReduceOps> ops;
   // This step's ends: a receive of each peer's, posted when the step begins.
   std::vector<std::vector<char>> end_in;
@@ -165,11 +177,20 @@ struct tpurt_mpi_handle {
   // the others' (given to sinks when a wait fails with them in flight).
   std::vector<char> direct_out, direct_in;
   tpurt::mpi::Waiting direct_wait;  // its requests, kept for their capacity
+  // A vote round's staging and requests (vote.cc), kept for their capacity; a buffer
+  // MPI may still use after a failed round is given to sinks.
+  struct {
+    std::vector<std::vector<char>> bufs;
+    std::vector<MPI_Request> reqs;
+    std::vector<char> kind, passed;
+    std::vector<MPI_Status> status;
+    std::vector<int> index;
+  } vote;
   // wait_all's MPI_Testsome results, kept for their capacity (one wait at a time).
   std::vector<int> poll_index;
   std::vector<MPI_Status> poll_status;
   // What the plugin ran (printed at close with TPURT_MPI_STATS=1, for the tests).
-  uint64_t num_exchanges = 0, num_iallreduce = 0, num_ireduce_scatter = 0, num_direct = 0;
+  uint64_t num_exchanges = 0, num_iallreduce = 0, num_ireduce_scatter = 0, num_direct = 0, num_votes = 0;
 };
 
 namespace tpurt {
@@ -177,13 +198,20 @@ namespace mpi {
 
 inline int end_tag(const tpurt_mpi_handle* h) { return h->tag_ub - static_cast<int>(h->step % kTagCycle); }
 
-// A step's tags: tag_slots - 2 for data, then one for "which collective have you
-// reached?" and one for the answers (all drained with the step's data).
+// A step's tags: tag_slots - 4 for data, then one for each round of a vote, one for
+// "which collective have you reached?" and one for the answers (all drained with the
+// step's data).
+constexpr uint64_t kReservedTags = 4;
 inline int data_tag(const tpurt_mpi_handle* h, uint64_t seq, uint64_t digest) {
   uint64_t x = seq * 0x9e3779b97f4a7c15ull ^ digest;
   x ^= x >> 29;
-  return static_cast<int>((h->step % kTagCycle) * h->tag_slots + x % (h->tag_slots - 2));
+  return static_cast<int>((h->step % kTagCycle) * h->tag_slots + x % (h->tag_slots - kReservedTags));
 }
+inline int vote_tag(const tpurt_mpi_handle* h, uint32_t round) {
+  return static_cast<int>((h->step % kTagCycle + 1) * h->tag_slots - 4 + round);
+}
+// A vote's round as ends carry it: rounds of later collectives are larger; 0 is none.
+inline uint64_t voted_round(uint64_t seq, uint32_t round) { return (seq << 1 | round) + 1; }
 inline int query_tag(const tpurt_mpi_handle* h) {
   return static_cast<int>((h->step % kTagCycle + 1) * h->tag_slots - 2);
 }
@@ -205,6 +233,10 @@ bool sends_stuck(tpurt_mpi_handle* h);
 // descriptor), for messages.
 tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t digest, const tpurt_mpi_wait* wait,
                     const char* what, char* err, size_t err_size);
+// Before an engine collective of collective seq with the tasks `watch`: the failure
+// (as wait_all words it) of one of them that has already ended the step, else TPU_OK.
+tpu_status ended_before(tpurt_mpi_handle* h, const std::vector<int>& watch, uint64_t seq, const tpurt_mpi_wait* wait,
+                        char* err, size_t err_size);
 // tag_digest: the digest the tag is made of (digest, or another for the transfers
 // of a collective's own set-up).
 tpu_status exchange_tagged(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, uint64_t tag_digest,
@@ -239,7 +271,7 @@ tpu_status confirm(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const std
 void poll_ends(tpurt_mpi_handle* h);
 // A peer's end as an outcome; false for a malformed one.
 bool read_end(const tpurt_mpi_handle* h, int p, int32_t* code, int32_t* origin, uint64_t* reached,
-              std::string* message);
+              std::string* message, uint64_t* voted = nullptr);
 // Answers the peers asking which collective this task has reached (a wait whose
 // collective missed its deadline asks, to name the tasks that are not in it).
 void serve_queries(tpurt_mpi_handle* h);
@@ -250,6 +282,12 @@ tpu_status begin_step(tpurt_mpi_handle* h, uint64_t step, char* err, size_t err_
 tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t timeout_ms,
                     const tpurt_mpi_wait* wait, tpurt_mpi_outcome* remote, int* failed, char* err,
                     size_t err_size);
+
+// vote.cc
+// A round of a collective's vote (tpurt_mpi_plugin::vote).
+tpu_status vote(tpurt_mpi_handle* h, uint64_t seq, const tpurt_mpi_transfer* sends, size_t num_sends,
+                const tpurt_mpi_transfer* recvs, size_t num_recvs, const tpurt_mpi_wait* wait, int32_t* skipped,
+                char* err, size_t err_size);
 
 // all_reduce.cc (all-reduces and reduce-scatters)
 tpu_status reduce_scatter(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, const int32_t* tasks,

@@ -1,7 +1,8 @@
 // libtpurt_mpi.so: tpurt's data plane over MPI (the table of net/mpi_plugin_api.h):
 // joining and leaving MPI, and the entry point. The waits are in wait.cc, the ends of
 // steps in step.cc, the all-reduces and reduce-scatters in all_reduce.cc, the notes
-// naming a task in another collective in notes.cc.
+// naming a task in another collective in notes.cc, the rounds of the tasks' vote on a
+// collective (before its data: one verdict on every task) in vote.cc.
 //
 // Point-to-point transfers become MPI_Isend/MPI_Irecv, all-reduces MPI_Iallreduce and
 // reduce-scatters MPI_Ireduce_scatter_block, on a duplicate of MPI_COMM_WORLD (or a
@@ -107,9 +108,9 @@ tpu_status open_handle(int num_tasks, int task_id, tpurt_mpi_handle** out, char*
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) h->tag_ub = *static_cast<int*>(ub);
   h->tag_slots = (static_cast<uint64_t>(h->tag_ub) - kTagCycle) / kTagCycle;
-  if (h->tag_slots < 3)
+  if (h->tag_slots < kReservedTags + 1)
     return refuse("MPI_TAG_UB is " + std::to_string(h->tag_ub) + "; the transport needs at least " +
-                  std::to_string(4 * kTagCycle) + " tags");
+                  std::to_string((kReservedTags + 2) * kTagCycle) + " tags");
   MPI_Comm_dup(MPI_COMM_WORLD, &h->comm);
   MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);
   h->eager_notes = check_collectives;
@@ -137,10 +138,10 @@ void close_handle(tpurt_mpi_handle* h) {
   if (const char* stats = getenv("TPURT_MPI_STATS"); stats && strcmp(stats, "1") == 0) {
     fprintf(stderr,
             "tpurt_mpi: task %d: %llu exchanges, %llu MPI_Iallreduce, %llu MPI_Ireduce_scatter_block, %llu direct "
-            "all-reduces\n",
+            "all-reduces, %llu vote rounds\n",
             h->rank, static_cast<unsigned long long>(h->num_exchanges),
             static_cast<unsigned long long>(h->num_iallreduce), static_cast<unsigned long long>(h->num_ireduce_scatter),
-            static_cast<unsigned long long>(h->num_direct));
+            static_cast<unsigned long long>(h->num_direct), static_cast<unsigned long long>(h->num_votes));
     fflush(stderr);
   }
   int finalized = 0;
@@ -173,6 +174,23 @@ int can_all_reduce(tpurt_mpi_handle* h, tpu_dtype dtype, tpu_reduce_op op) {
   MPI_Datatype type;
   MPI_Op mpi_op;
   return h->ops->map(dtype, op, &type, &mpi_op);
+}
+
+int peer_end(tpurt_mpi_handle* h, int32_t peer, tpurt_mpi_outcome* out) {
+  if (peer < 0 || peer >= h->size || peer == h->rank) return 0;
+  poll_ends(h);
+  int32_t code = 0, origin = -1;
+  uint64_t reached = 0;
+  std::string message;
+  if (!h->ended[peer]) return 0;
+  if (!read_end(h, peer, &code, &origin, &reached, &message)) {
+    code = TPU_UNAVAILABLE;
+    message = "task " + std::to_string(peer) + " sent a malformed end of the step";
+  }
+  out->code = code;
+  out->origin_replica = origin;
+  say(out->message, out->message_size, "%s", message.c_str());
+  return 1;
 }
 
 void abort_all(tpurt_mpi_handle* h, int code) {
@@ -242,6 +260,14 @@ extern "C" __attribute__((visibility("default"))) const tpurt_mpi_plugin* tpurt_
                                 err_size);
         });
       },
+      [](tpurt_mpi_handle* h, uint64_t seq, const tpurt_mpi_transfer* sends, size_t num_sends,
+         const tpurt_mpi_transfer* recvs, size_t num_recvs, const tpurt_mpi_wait* wait, int32_t* skipped, char* err,
+         size_t err_size) {
+        return guarded(err, err_size, [&] {
+          return vote(h, seq, sends, num_sends, recvs, num_recvs, wait, skipped, err, err_size);
+        });
+      },
+      peer_end,
   };
   return &table;
 }

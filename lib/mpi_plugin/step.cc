@@ -60,12 +60,13 @@ void poll_ends(tpurt_mpi_handle* h) {
 
 // A peer's end as an outcome; false for a malformed one.
 bool read_end(const tpurt_mpi_handle* h, int p, int32_t* code, int32_t* origin, uint64_t* reached,
-              std::string* message) {
+              std::string* message, uint64_t* voted) {
   if (h->end_len[p] < static_cast<int>(kEndHeaderBytes)) return false;
   const char* e = h->end_in[p].data();
   std::memcpy(code, e, 4);
   std::memcpy(origin, e + 4, 4);
   std::memcpy(reached, e + 8, 8);
+  if (voted) std::memcpy(voted, e + 16, 8);
   message->assign(e + kEndHeaderBytes, h->end_len[p] - kEndHeaderBytes);
   return true;
 }
@@ -139,6 +140,7 @@ std::vector<int> not_reached(tpurt_mpi_handle* h, const std::vector<int>& watch,
 tpu_status begin_step(tpurt_mpi_handle* h, uint64_t step, char* err, size_t err_size) {
   h->step = step;
   h->reached = 0;
+  h->voted = 0;
   h->noted.assign(h->size, 0);
   h->agreed.assign(h->size, 0);
   for (int p = 0; p < h->size; ++p) {
@@ -169,6 +171,7 @@ tpu_status end_step(tpurt_mpi_handle* h, const tpurt_mpi_outcome* mine, int64_t 
   std::memcpy(&h->end_out[0], &mine->code, 4);
   std::memcpy(&h->end_out[4], &mine->origin_replica, 4);
   std::memcpy(&h->end_out[8], &h->reached, 8);
+  std::memcpy(&h->end_out[16], &h->voted, 8);
   if (len) std::memcpy(&h->end_out[kEndHeaderBytes], mine->message, len);
   h->end_send.assign(h->size, MPI_REQUEST_NULL);
   for (int p = 0; p < h->size; ++p)

@@ -172,6 +172,11 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
       std::string message;
       if (!read_end(h, gone, &code, &origin, &reached, &message))
         return fail(TPU_UNAVAILABLE, name_of(wait, gone) + " sent a malformed end of the step");
+      // A lost task stays TPU_UNAVAILABLE wherever it is heard of, and a missed
+      // deadline TPU_DEADLINE_EXCEEDED (this task is the late one: in one process a
+      // participant arriving after the others' deadline gets it too), as over TCP; any
+      // other failure is the peer's, which aborts this collective.
+      if (code == TPU_UNAVAILABLE || code == TPU_DEADLINE_EXCEEDED) return fail(static_cast<tpu_status>(code), message);
       if (code != TPU_OK) return fail(TPU_ABORTED, message);
       // A peer that finished this collective (its part of an all-reduce may end
       // before ours) is waited for; one that never reached it skipped it.
@@ -218,6 +223,31 @@ tpu_status wait_all(tpurt_mpi_handle* h, Waiting& w, uint64_t seq, uint64_t dige
     }
     if (stalled) sched_yield();
   }
+}
+
+tpu_status ended_before(tpurt_mpi_handle* h, const std::vector<int>& watch, uint64_t seq, const tpurt_mpi_wait* wait,
+                        char* err, size_t err_size) {
+  poll_ends(h);
+  for (int t : watch) {
+    if (!h->ended[t]) continue;
+    int32_t code = 0, origin = -1;
+    uint64_t reached = 0;
+    std::string message;
+    if (!read_end(h, t, &code, &origin, &reached, &message)) {
+      say(err, err_size, "%s sent a malformed end of the step", name_of(wait, t).c_str());
+      return TPU_UNAVAILABLE;
+    }
+    if (code != TPU_OK) {  // as wait_all words a peer's failed end
+      say(err, err_size, "%s", message.c_str());
+      return code == TPU_UNAVAILABLE || code == TPU_DEADLINE_EXCEEDED ? static_cast<tpu_status>(code) : TPU_ABORTED;
+    }
+    if (reached < seq) {
+      say(err, err_size, "%s finished the step without calling collective #%llu, which this task's replicas are in",
+          name_of(wait, t).c_str(), static_cast<unsigned long long>(seq));
+      return TPU_FAILED_PRECONDITION;
+    }
+  }
+  return TPU_OK;
 }
 
 tpu_status exchange_tagged(tpurt_mpi_handle* h, uint64_t seq, uint64_t digest, uint64_t tag_digest,

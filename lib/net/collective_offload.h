@@ -19,6 +19,11 @@ class CollectiveOffload {
  public:
   virtual ~CollectiveOffload() = default;
 
+  // Whether the transport carries the tasks' vote on a collective (exchange() with
+  // kVoteDigest, vote_skipped(), throw_if_ended()) apart from its data: an engine's
+  // waits would take a vote's messages for the collective's own.
+  virtual bool votes() const { return false; }
+
   // Whether all_reduce takes dtype and op.
   virtual bool can_all_reduce(tpu_dtype dtype, tpu_reduce_op op) const = 0;
 

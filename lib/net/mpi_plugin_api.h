@@ -106,6 +106,20 @@ typedef struct tpurt_mpi_plugin {
                                tpu_reduce_op op, const void *in, void *out, uint64_t block,
                                int32_t divisor, const tpurt_mpi_wait *wait, char *err,
                                size_t err_size);
+
+  /* Appended. A round of the vote on collective seq (ClusterCommunicator's ballots:
+   * round 0, then, when they differ, round 1): sends and receives as exchange's, each
+   * transfer's tag its round, on tags of their own (never matched with a collective's
+   * data, which the vote leaves alone). A peer whose end of the step came saying that
+   * it never sent this round (it ended the step without voting) is passed over:
+   * skipped[i] = 1 for receive i from it, else 0. Bounded as exchange (deadline,
+   * check); a peer that does not vote by the deadline is named. */
+  tpu_status (*vote)(tpurt_mpi_handle *h, uint64_t seq, const tpurt_mpi_transfer *sends,
+                     size_t num_sends, const tpurt_mpi_transfer *recvs, size_t num_recvs,
+                     const tpurt_mpi_wait *wait, int32_t *skipped, char *err, size_t err_size);
+  /* Appended with vote. Whether peer's end of this step has come (1, with its outcome
+   * in *out; message: the caller's buffer) or not (0). */
+  int (*peer_end)(tpurt_mpi_handle *h, int32_t peer, tpurt_mpi_outcome *out);
 } tpurt_mpi_plugin;
 
 /* The size of the first table of this version: every field up to abort. */

@@ -120,6 +120,11 @@ class MpiTransport : public Transport, public CollectiveOffload {
                 size_t num_recvs, Clock::time_point deadline, const std::function<void()>& check,
                 const std::function<std::string(int)>& name) override {
     if (has_failed_.load(std::memory_order_acquire)) throw_failed();
+    const bool voting = digest == kVoteDigest && votes();
+    if (voting) {
+      vote_skipped_.assign(num_tasks_, 0);
+      vote_seq_ = seq;
+    }
     // Send and Recv have the plugin's layout but for the constness of data.
     send_buf_.resize(num_sends);
     recv_buf_.resize(num_recvs);
@@ -130,9 +135,39 @@ class MpiTransport : public Transport, public CollectiveOffload {
     Wait w(this, deadline, &check, &name);
     char err[kErrorBytes];  // not zero-filled: a call's fixed cost at small sizes
     err[0] = '\0';
+    if (voting) {
+      // The vote's rounds (the transfers' tags) on tags of their own; a peer that
+      // ended the step without voting is passed over (vote_skipped).
+      skipped_.assign(num_recvs, 0);
+      tpu_status s = api_->vote(h_, seq, send_buf_.data(), num_sends, recv_buf_.data(), num_recvs, &w.wait,
+                                skipped_.data(), err, sizeof err);
+      if (s != TPU_OK) raise(s, err, w);
+      for (size_t i = 0; i < num_recvs; ++i)
+        if (skipped_[i]) vote_skipped_[recvs[i].peer] = 1;
+      return;
+    }
     tpu_status s = api_->exchange(h_, seq, digest, send_buf_.data(), num_sends, recv_buf_.data(), num_recvs,
                                   &w.wait, err, sizeof err);
     if (s != TPU_OK) raise(s, err, w);
+  }
+
+  bool votes() const override { return TPURT_MPI_PLUGIN_HAS(api_, vote) && TPURT_MPI_PLUGIN_HAS(api_, peer_end); }
+
+  bool vote_skipped(int peer) const override {
+    return peer >= 0 && peer < static_cast<int>(vote_skipped_.size()) && vote_skipped_[peer];
+  }
+
+  // As the stream transports word a peer's end (StreamTransport::throw_peer_ended).
+  void throw_if_ended(int peer, const std::function<std::string(int)>& name) override {
+    if (!votes()) return;
+    std::string text(kEndMessageBytes, '\0');
+    tpurt_mpi_outcome o{TPU_OK, -1, &text[0], text.size()};
+    if (!api_->peer_end(h_, peer, &o)) return;
+    const std::string message = text.c_str();
+    if (o.code == TPU_UNAVAILABLE || o.code == TPU_DEADLINE_EXCEEDED) tpurt::fail(static_cast<tpu_status>(o.code), message);
+    if (o.code != TPU_OK) tpurt::fail(TPU_ABORTED, message);
+    tpurt::fail(TPU_FAILED_PRECONDITION, name(peer), " finished the step without calling collective #", vote_seq_,
+                ", which this task's replicas are in");
   }
 
   bool can_all_reduce(tpu_dtype dtype, tpu_reduce_op op) const override {
@@ -306,6 +341,10 @@ class MpiTransport : public Transport, public CollectiveOffload {
   std::atomic<bool> interrupted_{false};
   bool reported_ = false;
   std::vector<tpurt_mpi_transfer> send_buf_, recv_buf_;
+  // The last vote's collective and the peers it passed over.
+  uint64_t vote_seq_ = 0;
+  std::vector<char> vote_skipped_;
+  std::vector<int32_t> skipped_;
 };
 
 }  // namespace

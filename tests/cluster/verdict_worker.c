@@ -28,7 +28,9 @@
  * not call it; culprit=yes when the message names "replica 1 core 1") and, after it,
  *   verdict P<p> message <the message>
  * The task then prints "task T: step STATUS: message". Exit 0 unless the setup failed.
- * Environment: VERDICT_TIMEOUT_MS, the collective deadline (default 2000).
+ * Environment: VERDICT_TIMEOUT_MS, the collective deadline (default 2000);
+ * VERDICT_ELEMENTS, the elements of each participant's tensor (default 4; the culprit's
+ * badarg tensor has one less): over MPI, above 512 the all-reduce is MPI_Iallreduce.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -43,6 +45,7 @@ static const char *g_kind;
 static int g_task;
 static int64_t g_timeout_ms = 2000;
 static int g_all;  /* LAYOUT "all": one group of everyone */
+static int64_t g_elements = 4;
 
 static void sleep_ms(long ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -70,11 +73,15 @@ static tpu_status step_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int n
   const int32_t together[2] = {0, 1}, apart[2] = {0, 1};
   tpu_group_assignment g_together = {together, 1, 2}, g_apart = {apart, 2, 1};
   const tpu_group_assignment *groups = NULL;
-  float v[4] = {(float)p, 1, 2, 3};
-  int64_t len = 4;
-  if (culprit && !strcmp(g_kind, "badarg")) len = 3;
+  int64_t len = g_elements;
+  if (culprit && !strcmp(g_kind, "badarg")) len = g_elements - 1;
+  float *v = calloc((size_t)g_elements, sizeof *v);
+  if (v == NULL) return TPU_RESOURCE_EXHAUSTED;
+  for (int64_t i = 0; i < g_elements; i++) v[i] = i == 0 ? (float)p : (float)(i % 4);
   tpu_tensor *x = NULL, *y = NULL;
-  if (tpu_tensor_create(TPU_FLOAT, &len, 1, v, sizeof(float) * (size_t)len, &x) != TPU_OK) return TPU_INTERNAL;
+  tpu_status made = tpu_tensor_create(TPU_FLOAT, &len, 1, v, sizeof(float) * (size_t)len, &x);
+  free(v);
+  if (made != TPU_OK) return TPU_INTERNAL;
   if (!strcmp(g_kind, "mode") && culprit) o.group_mode = TPU_GROUP_MODE_CROSS_PARTITION;
   if (!strcmp(g_kind, "groups")) groups = culprit ? &g_apart : &g_together;
   if (culprit && !strcmp(g_kind, "skip")) {
@@ -108,6 +115,8 @@ int main(int argc, char **argv) {
   const int span = g_all || !strcmp(argv[2], "span");
   const char *t = getenv("VERDICT_TIMEOUT_MS");
   if (t) g_timeout_ms = atoll(t);
+  const char *e = getenv("VERDICT_ELEMENTS");
+  if (e && atoll(e) >= 2) g_elements = atoll(e);
   tpu_system_options options = TPU_SYSTEM_OPTIONS_INIT;
   options.collective_timeout_ms = g_timeout_ms;
   tpu_system *system = NULL;
