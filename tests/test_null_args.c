@@ -870,6 +870,9 @@ static void test_null_args__cluster_resolver(void **state) {
   ARRAY_ARGS(tpu_cluster_resolver_cluster_spec, r);
   ARRAY_ARGS(tpu_cluster_resolver_task_address, r, NULL, 1);
   ARRAY_ARGS(tpu_cluster_resolver_master, r, NULL, -1, NULL);
+  ARRAY_ARGS(tpu_cluster_resolver_get_master, r);
+  NULL_ARG(tpu_cluster_resolver_task_num_accelerators(NULL, NULL, -1, &v), "'resolver'");
+  OUT_ARG(tpu_cluster_resolver_task_num_accelerators, r, NULL, -1);
   ARRAY_ARGS(tpu_cluster_resolver_job_name, r);
   ARRAY_ARGS(tpu_cluster_resolver_rpc_layer, r);
   ARRAY_ARGS(tpu_cluster_resolver_environment, r);

@@ -168,10 +168,10 @@ static void test_resolver__tpu_grpc_endpoints(void **state) {
   assert_string_equal(get(tpu_cluster_resolver_rpc_layer), "grpc");
   assert_string_equal(get(tpu_cluster_resolver_coordinator_address), "10.0.0.2:8470");
   size_t len;
-  CHECK_ERROR(tpu_cluster_resolver_master(g_r, "worker", 3, NULL, NULL, 0, &len), TPU_NOT_FOUND,
-              "no task 3");
-  CHECK_ERROR(tpu_cluster_resolver_master(g_r, "ps", 0, NULL, NULL, 0, &len), TPU_NOT_FOUND,
-              "job 'ps'");
+  CHECK_ERROR(tpu_cluster_resolver_master(g_r, "worker", 3, NULL, NULL, 0, &len),
+              TPU_INVALID_ARGUMENT, "No task with index 3 in job 'worker'");
+  CHECK_ERROR(tpu_cluster_resolver_master(g_r, "ps", 0, NULL, NULL, 0, &len),
+              TPU_INVALID_ARGUMENT, "No such job in cluster: 'ps'");
   CHECK_ERROR(tpu_cluster_resolver_master(g_r, NULL, -2, NULL, NULL, 0, &len),
               TPU_INVALID_ARGUMENT, "-2");
   CHECK_ERROR(tpu_cluster_resolver_task_address(g_r, "worker", 3, NULL, 0, &len), TPU_NOT_FOUND,
@@ -188,6 +188,56 @@ static void test_resolver__tpu_grpc_endpoints(void **state) {
   assert_string_equal(spec(), "{\"tpu_worker\":[\"[::1]:5\",\"[fe80::1%eth0]:8470\"]}");
   assert_string_equal(master(NULL, -1, NULL), "grpc://[::1]:5");
   assert_string_equal(get(tpu_cluster_resolver_job_name), "tpu_worker");
+}
+
+/* TensorFlow's tpu/client/client.py _environment_var_to_network_endpoints gives a
+ * grpc:// name without a port _DEFAULT_ENDPOINT_PORT 8470, and
+ * TPUClusterResolver.master formats it with format_master_url(master, 'grpc'), whatever
+ * rpc_layer says; a task not in the spec is ClusterSpec.task_address's ValueError. */
+static void test_resolver__tpu_grpc_name_gets_port_8470(void **state) {
+  tpu_cluster_resolver_options o = opts(TPU_RESOLVER_TPU);
+  o.tpu = "grpc://10.240.1.2";
+  create(&o);
+  assert_string_equal(spec(), "{\"worker\":[\"10.240.1.2:8470\"]}");
+  assert_string_equal(master(NULL, -1, NULL), "grpc://10.240.1.2:8470");
+  assert_string_equal(master(NULL, -1, "http"), "grpc://10.240.1.2:8470");
+  assert_string_equal(master("worker", 0, ""), "grpc://10.240.1.2:8470");
+  assert_string_equal(get(tpu_cluster_resolver_get_master), "grpc://10.240.1.2:8470");
+  size_t len;
+  CHECK_ERROR(tpu_cluster_resolver_master(g_r, "worker", 1, NULL, NULL, 0, &len),
+              TPU_INVALID_ARGUMENT, "No task with index 1 in job 'worker' (it has 1 task(s))");
+  CHECK_ERROR(tpu_cluster_resolver_master(g_r, "tpu_worker", 0, "grpc", NULL, 0, &len),
+              TPU_INVALID_ARGUMENT, "No such job in cluster: 'tpu_worker' (jobs: 'worker')");
+}
+
+/* TensorFlow's client.py _get_tpu_name: a tpu of '' is falsy, as None is, so the
+ * name comes from KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS or TPU_NAME, and with neither it is
+ * Client's ValueError "Please provide a TPU Name to connect to.". */
+static void test_resolver__empty_tpu_is_none_given(void **state) {
+  tpu_cluster_resolver_options o = opts(TPU_RESOLVER_TPU);
+  o.tpu = "";
+  EXPECT_CREATE_ERROR(&o, TPU_INVALID_ARGUMENT, "Please provide a TPU Name to connect to.");
+  setenv("TPU_NAME", "grpc://10.0.0.9", 1);
+  create(&o);
+  assert_string_equal(get(tpu_cluster_resolver_tpu_name), "grpc://10.0.0.9");
+  assert_string_equal(get(tpu_cluster_resolver_get_master), "grpc://10.0.0.9:8470");
+  tpu_cluster_resolver_options none = opts(TPU_RESOLVER_TPU); /* tpu NULL: the same */
+  create(&none);
+  assert_string_equal(get(tpu_cluster_resolver_tpu_name), "grpc://10.0.0.9");
+}
+
+/* TensorFlow's TPUClusterResolver.get_master: self.master(), for every source here. */
+static void test_resolver__get_master(void **state) {
+  create(NULL); /* local */
+  assert_string_equal(get(tpu_cluster_resolver_get_master), "");
+  setenv("TF_CONFIG", "{\"cluster\": {\"worker\": [\"a:1\", \"b:2\"]},"
+                      " \"task\": {\"type\": \"worker\", \"index\": 1}, \"rpc_layer\": \"grpc\"}", 1);
+  create(NULL);
+  assert_string_equal(get(tpu_cluster_resolver_get_master), master(NULL, -1, NULL));
+  assert_string_equal(get(tpu_cluster_resolver_get_master), "grpc://b:2");
+  size_t n = 0;
+  CHECK_OK(tpu_cluster_resolver_get_master(g_r, NULL, 0, &n)); /* a size query */
+  assert_int_equal(n, strlen("grpc://b:2"));
 }
 
 static void test_resolver__tpu_name_from_the_environment(void **state) {
@@ -590,6 +640,64 @@ static void test_resolver__dtensor_empty_jobs_is_local(void **state) {
   tpu_system_release(system);
 }
 
+/* DTensor's config.job_name(): os.environ.get(DTENSOR_JOB_NAME, default), so a set but
+ * empty name is "", not the default; no system starts under it. */
+static void test_resolver__dtensor_empty_job_name(void **state) {
+  setenv("DTENSOR_JOB_NAME", "", 1);
+  setenv("DTENSOR_JOBS", "a:1,b:2", 1);
+  create(NULL);
+  assert_string_equal(get(tpu_cluster_resolver_job_name), "");
+  assert_string_equal(spec(), "{\"\":[\"a:1\",\"b:2\"]}");
+  setenv("DTENSOR_JOBS", "", 1); /* local mode */
+  create(NULL);
+  assert_string_equal(get(tpu_cluster_resolver_job_name), "");
+  tpu_system *system = NULL;
+  CHECK_ERROR(tpu_initialize_tpu_system(g_r, NULL, NULL, &system, NULL), TPU_INVALID_ARGUMENT,
+              "DTENSOR_JOB_NAME is set but empty");
+  assert_null(system);
+}
+
+/* DTensor's local mode: config.job_name() is DTENSOR_JOB_NAME, and local_devices() names
+ * the devices after it; the system started from the resolver uses the same job. A local
+ * TPU resolver's job ("worker", TPUClusterResolver('local')) leaves them localhost's. */
+static void test_resolver__dtensor_local_job_names_the_system(void **state) {
+  setenv("TPURT_NUM_CORES", "1", 1);
+  setenv("DTENSOR_JOBS", "", 1);
+  setenv("DTENSOR_JOB_NAME", "trainer", 1);
+  create(NULL);
+  tpu_system *system = NULL;
+  CHECK_OK(tpu_initialize_tpu_system(g_r, NULL, NULL, &system, NULL));
+  char job[64];
+  size_t n = 0;
+  CHECK_OK(tpu_system_job_name(system, job, sizeof job, &n));
+  assert_string_equal(job, get(tpu_cluster_resolver_job_name));
+  assert_string_equal(job, "trainer");
+  CHECK_OK(tpu_system_shutdown(system));
+  tpu_system_release(system);
+  /* DTensor's own entry point reads the same variables */
+  system = NULL;
+  char type[8];
+  CHECK_OK(tpu_initialize_accelerator_system("CPU", 1, 0, 0, &system, type, sizeof type, &n));
+  CHECK_OK(tpu_system_job_name(system, job, sizeof job, &n));
+  assert_string_equal(job, "trainer");
+  CHECK_OK(tpu_shutdown_accelerator_system(system));
+  tpu_system_release(system);
+
+  unsetenv("DTENSOR_JOBS");
+  unsetenv("DTENSOR_JOB_NAME");
+  tpu_cluster_resolver_options o = opts(TPU_RESOLVER_TPU);
+  o.tpu = "local";
+  create(&o);
+  assert_string_equal(get(tpu_cluster_resolver_job_name), "worker");
+  system = NULL;
+  CHECK_OK(tpu_initialize_tpu_system(g_r, NULL, NULL, &system, NULL));
+  CHECK_OK(tpu_system_job_name(system, job, sizeof job, &n));
+  assert_string_equal(job, "localhost");
+  CHECK_OK(tpu_system_shutdown(system));
+  tpu_system_release(system);
+  unsetenv("TPURT_NUM_CORES");
+}
+
 /* TensorFlow's TFConfigClusterResolver: a cluster without a task type resolves and
  * master() is ''; tpurt cannot start a system from it (it is none of the tasks). */
 static void test_resolver__tf_config_cluster_without_task(void **state) {
@@ -932,6 +1040,39 @@ static void test_resolver__num_accelerators(void **state) {
   unsetenv("TPURT_NUM_CORES");
 }
 
+/* TensorFlow's ClusterResolver.num_accelerators(task_type, task_id, config_proto) counts
+ * the devices of master(task_type, task_id); TPUClusterResolver's checks every host has
+ * the same count. tpurt's tasks all have the same cores, so any task's count is this
+ * one's; the task must be in the spec, as master() (ValueError). */
+static void test_resolver__task_num_accelerators(void **state) {
+  setenv("TPURT_NUM_CORES", "3", 1);
+  setenv("TF_CONFIG", "{\"cluster\": {\"worker\": [\"a:1\", \"b:2\"], \"ps\": [\"c:3\"]},"
+                      " \"task\": {\"type\": \"worker\", \"index\": 1}}", 1);
+  create(NULL);
+  int n = 0;
+  CHECK_OK(tpu_cluster_resolver_task_num_accelerators(g_r, NULL, -1, &n));
+  assert_int_equal(n, 3);
+  n = 0;
+  CHECK_OK(tpu_cluster_resolver_task_num_accelerators(g_r, "worker", 0, &n));
+  assert_int_equal(n, 3);
+  n = 0;
+  CHECK_OK(tpu_cluster_resolver_task_num_accelerators(g_r, "ps", 0, &n));
+  assert_int_equal(n, 3);
+  CHECK_ERROR(tpu_cluster_resolver_task_num_accelerators(g_r, "worker", 2, &n),
+              TPU_INVALID_ARGUMENT, "No task with index 2 in job 'worker'");
+  CHECK_ERROR(tpu_cluster_resolver_task_num_accelerators(g_r, "chief", 0, &n),
+              TPU_INVALID_ARGUMENT, "No such job in cluster: 'chief'");
+  CHECK_ERROR(tpu_cluster_resolver_task_num_accelerators(g_r, NULL, -2, &n),
+              TPU_INVALID_ARGUMENT, "-2");
+  CHECK_ERROR(tpu_cluster_resolver_task_num_accelerators(g_r, NULL, -1, NULL),
+              TPU_INVALID_ARGUMENT, "out");
+  unsetenv("TF_CONFIG");
+  create(NULL); /* local: its own task only, the arguments ignored (TPUClusterResolver's) */
+  CHECK_OK(tpu_cluster_resolver_task_num_accelerators(g_r, "worker", 5, &n));
+  assert_int_equal(n, 3);
+  unsetenv("TPURT_NUM_CORES");
+}
+
 static void test_resolver__enter_exit(void **state) {
   create(NULL);
   CHECK_ERROR(tpu_cluster_resolver_exit(g_r), TPU_FAILED_PRECONDITION, "without a matching enter");
@@ -1023,7 +1164,7 @@ static void expect_ok_or_invalid(const tpu_cluster_resolver_options *o, const ch
     size_t n;
     CHECK_OK(tpu_cluster_resolver_cluster_spec(r, buf, sizeof buf, &n));
     tpu_status m = tpu_cluster_resolver_master(r, NULL, -1, NULL, buf, sizeof buf, &n);
-    CHECK(m == TPU_OK || m == TPU_NOT_FOUND);
+    CHECK(m == TPU_OK || m == TPU_INVALID_ARGUMENT);
   }
   tpu_cluster_resolver_release(r);
 }
@@ -1148,7 +1289,9 @@ int main(int argc, char **argv) {
       T(slurm), T(slurm_host_lists), T(slurm_malformed), T(openmpi), T(openmpi_malformed),
       T(auto_order), T(options), T(num_accelerators), T(enter_exit), T(out_arrays),
       T(null_arguments), T(random_tf_config), T(random_host_lists), T(is_a_snapshot),
-      T(zeroed_options_are_defaults),
+      T(zeroed_options_are_defaults), T(tpu_grpc_name_gets_port_8470), T(empty_tpu_is_none_given),
+      T(get_master), T(task_num_accelerators), T(dtensor_empty_job_name),
+      T(dtensor_local_job_names_the_system),
   };
   return RUN_TESTS(argc, argv, tests, clear_env, NULL);
 }

@@ -10,6 +10,8 @@ public partial class ClusterResolver {
   // TensorFlow's defaults: the resolver's own task type, task id and rpc layer.
   public string Master() { return Master("", -1, ""); }
   public string GetJobName() { return JobName(); }
+  // num_accelerators(task_type, task_id): "" and -1 mean the resolver's own.
+  public int NumAccelerators(string task_type, int task_id) { return NumAcceleratorsOf(task_type ?? "", task_id); }
   public int NumTasks() { return NumTasks(""); }
   public string TaskAddress(int taskId) { return TaskAddress("", taskId); }
 
@@ -37,12 +39,18 @@ public partial class ClusterResolver {
   }
 }
 
-// tf.distribute.cluster_resolver.TPUClusterResolver: tpu null reads
-// KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS or TPU_NAME; "local"; "grpc://host[:port],...". A
-// Cloud TPU name is a NotFoundError (tpurt has no Cloud TPU API).
+// tf.distribute.cluster_resolver.TPUClusterResolver, with TensorFlow's parameters in its
+// order, so positional calls from TensorFlow's documentation mean the same: tpu null or ""
+// reads KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS or TPU_NAME; "local"; "grpc://host[:port],...".
+// A Cloud TPU name is a NotFoundError (tpurt has no Cloud TPU API). zone, project,
+// credentials, service and discovery_url are Cloud TPU API parameters: as in TensorFlow
+// (its client uses them only for a name that is not grpc://, and 'local' makes no client)
+// they change nothing for the names tpurt resolves.
 public class TPUClusterResolver : ClusterResolver {
-  public TPUClusterResolver(string tpu = null, string job_name = null, string coordinator_name = null,
-                            string coordinator_address = null)
+  public TPUClusterResolver(string tpu = null, string zone = null, string project = null,
+                            string job_name = "worker", string coordinator_name = null,
+                            string coordinator_address = null, string credentials = "default",
+                            object service = null, string discovery_url = null)
       : base(Options(ResolverSource.Tpu, tpu, job_name, coordinator_name, coordinator_address)) {}
 }
 

@@ -79,6 +79,33 @@ func NewTPUClusterResolver(tpu string) (*ClusterResolver, error) {
 	return NewClusterResolver(ClusterResolverOptions{Source: ResolverTPU, TPU: tpu})
 }
 
+// TPUClusterResolverOptions are tf.distribute.cluster_resolver.TPUClusterResolver's
+// parameters, in its order. Zone, Project, Credentials, Service and DiscoveryURL are
+// Cloud TPU API parameters: as in TensorFlow (tpu/client/client.py uses them only for a
+// name that is not grpc://, and TPUClusterResolver('local') makes no client) they change
+// nothing for "local" and grpc:// names; a Cloud TPU name is ErrNotFound whatever they
+// say, since tpurt has no Cloud TPU API.
+type TPUClusterResolverOptions struct {
+	TPU                string // "": KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS, else TPU_NAME
+	Zone               string
+	Project            string
+	JobName            string // "": "worker"
+	CoordinatorName    string
+	CoordinatorAddress string
+	Credentials        string // TensorFlow's default is "default"
+	Service            any
+	DiscoveryURL       string
+}
+
+// NewTPUClusterResolverWithOptions is TPUClusterResolver(tpu, zone, project, job_name,
+// coordinator_name, coordinator_address, credentials, service, discovery_url).
+func NewTPUClusterResolverWithOptions(opts TPUClusterResolverOptions) (*ClusterResolver, error) {
+	return NewClusterResolver(ClusterResolverOptions{
+		Source: ResolverTPU, TPU: opts.TPU, JobName: opts.JobName,
+		CoordinatorName: opts.CoordinatorName, CoordinatorAddress: opts.CoordinatorAddress,
+	})
+}
+
 // Close releases the resolver.
 func (r *ClusterResolver) Close() error {
 	if r == nil {
@@ -140,6 +167,17 @@ func (r *ClusterResolver) Master() (string, error) { return r.MasterOf("", -1, "
 // MasterOf is master(task_type, task_id, rpc_layer); "" and -1 mean the resolver's own.
 func (r *ClusterResolver) MasterOf(taskType string, taskID int, rpcLayer string) (string, error) {
 	return resolverCall(r, func(x RawClusterResolver) string { return x.Master(taskType, taskID, rpcLayer) })
+}
+
+// GetMaster is get_master(): Master() with the resolver's own task.
+func (r *ClusterResolver) GetMaster() (string, error) {
+	return resolverCall(r, func(x RawClusterResolver) string { return x.GetMaster() })
+}
+
+// NumAcceleratorsOf is num_accelerators(task_type, task_id): "" and -1 mean the
+// resolver's own; a task not in the spec is ErrInvalidArgument, as MasterOf's.
+func (r *ClusterResolver) NumAcceleratorsOf(taskType string, taskID int) (int, error) {
+	return resolverCall(r, func(x RawClusterResolver) int { return x.NumAcceleratorsOf(taskType, taskID) })
 }
 
 // JobName is get_job_name() (the task type).

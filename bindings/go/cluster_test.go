@@ -214,3 +214,37 @@ func TestKeyValueStoreAndBarriers(t *testing.T) {
 		t.Errorf("task 5: %v", err)
 	}
 }
+
+// TensorFlow's TPUClusterResolver(tpu, zone, project, job_name, coordinator_name,
+// coordinator_address, credentials, service, discovery_url), get_master() and
+// ClusterResolver.num_accelerators(task_type, task_id); client.py's port 8470 for a
+// grpc:// name without one; master() of a task not in the spec is ClusterSpec's ValueError.
+func TestTPUClusterResolverInTensorFlowsOrder(t *testing.T) {
+	r := must(NewTPUClusterResolverWithOptions(TPUClusterResolverOptions{
+		TPU: "grpc://10.240.1.2", Zone: "us-central1-b", Project: "p", JobName: "tpu_worker",
+		CoordinatorName: "coordinator", CoordinatorAddress: "10.0.0.9:1234", Credentials: "default",
+	}))
+	defer r.Close()
+	if m := must(r.GetMaster()); m != "grpc://10.240.1.2:8470" {
+		t.Errorf("GetMaster %q", m)
+	}
+	if m := must(r.MasterOf("", -1, "http")); m != "grpc://10.240.1.2:8470" {
+		t.Errorf("MasterOf with rpc layer http: %q", m)
+	}
+	if spec := must(r.ClusterSpec()); spec != `{"coordinator":["10.0.0.9:1234"],"tpu_worker":["10.240.1.2:8470"]}` {
+		t.Errorf("ClusterSpec %s", spec)
+	}
+	if _, err := r.MasterOf("tpu_worker", 1, ""); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("MasterOf a missing task: %v", err)
+	}
+	n := must(r.NumAccelerators())
+	if got := must(r.NumAcceleratorsOf("coordinator", 0)); got != n {
+		t.Errorf("NumAcceleratorsOf(coordinator, 0) %d, want %d", got, n)
+	}
+	if _, err := r.NumAcceleratorsOf("tpu_worker", 3); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("NumAcceleratorsOf a missing task: %v", err)
+	}
+	if _, err := NewTPUClusterResolverWithOptions(TPUClusterResolverOptions{TPU: "my-tpu", Zone: "z"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a Cloud TPU name: %v", err)
+	}
+}

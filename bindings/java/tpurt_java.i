@@ -112,6 +112,11 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
     return jobName();
   }
 
+  /** TensorFlow's num_accelerators(task_type, task_id): "" and -1 mean this task. */
+  public int numAccelerators(String taskType, int taskId) {
+    return numAcceleratorsOf(taskType == null ? "" : taskType, taskId);
+  }
+
   /** The number of tasks of this resolver's job. */
   public int numTasks() {
     return numTasks("");

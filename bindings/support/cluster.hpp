@@ -103,6 +103,8 @@ class ClusterResolver {
                                          detail::c_str_or_null(rpcLayer), o, c, n);
     });
   }
+  // get_master(): master() with the resolver's own task type, task id and rpc layer.
+  std::string getMaster() const { return get_string(tpu_cluster_resolver_get_master); }
   std::string jobName() const { return get_string(tpu_cluster_resolver_job_name); }
   int taskId() const {
     int out = 0;
@@ -115,6 +117,14 @@ class ClusterResolver {
   int numAccelerators() const {
     int out = 0;
     detail::check(tpu_cluster_resolver_num_accelerators(handle(), &out));
+    return out;
+  }
+  // num_accelerators(task_type, task_id): "" / -1 mean the resolver's own; a task not in
+  // the spec is InvalidArgument, as master().
+  int numAcceleratorsOf(const std::string& taskType, int taskId) const {
+    int out = 0;
+    detail::check(tpu_cluster_resolver_task_num_accelerators(
+        handle(), detail::c_str_or_null(taskType), taskId, &out));
     return out;
   }
   // The context manager; exit without enter is FailedPrecondition.

@@ -27,8 +27,8 @@ extern "C" {
  * new resolver to re-read). Addresses are host:port with a port in [1, 65535], IPv6
  * as [addr]:port; a malformed one is TPU_INVALID_ARGUMENT naming it and the variable
  * or field it came from, and so is an address listed twice in one job. Launcher
- * variables set but empty count as unset, except DTENSOR_JOBS and DTENSOR_CLIENT_ID,
- * which DTensor reads as given. */
+ * variables set but empty count as unset, except DTENSOR_JOBS, DTENSOR_CLIENT_ID and
+ * DTENSOR_JOB_NAME, which DTensor reads as given. */
 typedef struct tpu_cluster_resolver tpu_cluster_resolver;
 
 /* Where a resolver takes the cluster from. */
@@ -55,7 +55,8 @@ typedef TPU_ENUM(tpu_resolver_source) {
   TPU_RESOLVER_TF_CONFIG = 2,
   /* DTENSOR_JOBS (host:port per client, index = client id), DTENSOR_CLIENT_ID (default
    * 0; 0 <= id < clients), DTENSOR_JOB_NAME (default "localhost" for one client, else
-   * "worker"; options->job_name wins). DTENSOR_NUM_CLIENTS is ignored, as DTensor
+   * "worker"; options->job_name wins; set but empty it is "", as DTensor's job_name(),
+   * and cannot start a system). In local mode too the job names the system's devices. DTENSOR_NUM_CLIENTS is ignored, as DTensor
    * removed it. /bns/ entries and DTENSOR_USE_PARALLEL_EXECUTOR=pw (Pathways) are
    * TPU_UNIMPLEMENTED. One client is a one-task cluster, not local; DTENSOR_JOBS set
    * but empty is DTensor's local mode (one client, id 0, job "localhost"). */
@@ -137,14 +138,19 @@ TPU_API tpu_status tpu_cluster_resolver_task_address(const tpu_cluster_resolver 
 /* master(task_type, task_id, rpc_layer): NULL/-1 mean the resolver's own. TF_CONFIG's
  * session_master verbatim if given; else "" when local, or when TF_CONFIG names no
  * task.type and task_type is NULL. TPU source: "grpc://" + the
- * task's address (rpc_layer ignored). TF_CONFIG: "" for a cluster of one job with one
+ * task's address (rpc_layer ignored, as TensorFlow's TPUClusterResolver ignores it).
+ * TF_CONFIG: "" for a cluster of one job with one
  * task; else rpc_layer + "://" + address, or the bare address when the rpc layer is
- * "". The others: as TF_CONFIG without session_master. TPU_NOT_FOUND for a task not
- * in the spec. */
+ * "". The others: as TF_CONFIG without session_master. A task not in the spec is
+ * TPU_INVALID_ARGUMENT ("No such job in cluster", "No task with index"), as
+ * TensorFlow's ClusterSpec.task_address raises ValueError. */
 TPU_API tpu_status tpu_cluster_resolver_master(const tpu_cluster_resolver *resolver,
                                                const char *task_type, int task_id,
                                                const char *rpc_layer, char *out,
                                                size_t capacity, size_t *count);
+/* get_master(): master() with the resolver's own task type, task id and rpc layer. */
+TPU_API tpu_status tpu_cluster_resolver_get_master(const tpu_cluster_resolver *resolver,
+                                                   char *out, size_t capacity, size_t *count);
 /* get_job_name() (= task_type), task_id, rpc_layer and environment. */
 TPU_API tpu_status tpu_cluster_resolver_job_name(const tpu_cluster_resolver *resolver, char *out,
                                                  size_t capacity, size_t *count);
@@ -165,6 +171,14 @@ TPU_API tpu_status tpu_cluster_resolver_coordinator_address(const tpu_cluster_re
  * else its default. */
 TPU_API tpu_status tpu_cluster_resolver_num_accelerators(const tpu_cluster_resolver *resolver,
                                                          int *out);
+/* num_accelerators(task_type, task_id): the logical cores of that task (NULL/-1: the
+ * resolver's own). The task must be in the spec: TPU_INVALID_ARGUMENT as master()
+ * (a local resolver has only its own task and ignores both). Every task of a system has
+ * the same cores (tpu_initialize_tpu_system refuses others, as TPUClusterResolver
+ * checks), so the count is the one tpu_cluster_resolver_num_accelerators gives; no
+ * task is contacted. */
+TPU_API tpu_status tpu_cluster_resolver_task_num_accelerators(
+    const tpu_cluster_resolver *resolver, const char *task_type, int task_id, int *out);
 /* The context manager: enter and exit nest; exit without enter is
  * TPU_FAILED_PRECONDITION. */
 TPU_API tpu_status tpu_cluster_resolver_enter(tpu_cluster_resolver *resolver);

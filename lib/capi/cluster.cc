@@ -54,11 +54,20 @@ std::shared_ptr<System> start_from(const ClusterResolver& r, const tpu_system_op
   if (!r.has_task())
     invalid_argument("TF_CONFIG names a cluster but no task.type (nor options->task_type): "
                      "tpurt needs to know which of its tasks this process is");
+  // DTensor's job_name() is os.environ.get(DTENSOR_JOB_NAME, ...): set but empty, it
+  // is "", which names no device.
+  if (r.source() == TPU_RESOLVER_DTENSOR && r.job_name().empty())
+    invalid_argument("DTENSOR_JOB_NAME is set but empty: DTensor's job_name() is then \"\", "
+                     "which names no device; unset it for DTensor's default or give a name");
   if (r.is_local() || r.task_addresses().size() <= 1) {
     read_options(cluster_options, sizeof(tpu_cluster_options), "tpu_cluster_options");
     tpu_system_options o = read_options(system_options, kSystemOptionsMinSize, "tpu_system_options");
     std::string job = r.job_name();
-    if (o.job_name == nullptr && !r.is_local()) o.job_name = job.c_str();
+    // The resolver's job names the devices; a local TPU resolver's ("worker", as
+    // TensorFlow's TPUClusterResolver('local')) does not: its devices are localhost's.
+    // DTensor's local mode names them after job_name(), as its local_devices() does.
+    if (o.job_name == nullptr && (!r.is_local() || r.source() == TPU_RESOLVER_DTENSOR))
+      o.job_name = job.c_str();
     return System::start(&o);
   }
   return System::start_cluster(system_options, setup_from(r, cluster_options));

@@ -115,6 +115,14 @@ TPU_EXPORT tpu_status tpu_cluster_resolver_master(const tpu_cluster_resolver* re
   });
 }
 
+TPU_EXPORT tpu_status tpu_cluster_resolver_get_master(const tpu_cluster_resolver* resolver,
+                                                      char* out, size_t capacity, size_t* count) {
+  return guarded([&] {
+    copy_string_out(resolver_of(resolver).master(nullptr, -1, nullptr), out, capacity, count,
+                    "the master");
+  });
+}
+
 TPU_EXPORT tpu_status tpu_cluster_resolver_job_name(const tpu_cluster_resolver* resolver,
                                                     char* out, size_t capacity, size_t* count) {
   return guarded(
@@ -157,6 +165,15 @@ TPU_EXPORT tpu_status tpu_cluster_resolver_num_accelerators(const tpu_cluster_re
     const ClusterResolver& r = resolver_of(resolver);
     require_not_null(out, "out");
     *out = r.num_accelerators();
+  });
+}
+
+TPU_EXPORT tpu_status tpu_cluster_resolver_task_num_accelerators(
+    const tpu_cluster_resolver* resolver, const char* task_type, int task_id, int* out) {
+  return guarded([&] {
+    const ClusterResolver& r = resolver_of(resolver);
+    require_not_null(out, "out");
+    *out = r.num_accelerators(task_type, task_id);
   });
 }
 

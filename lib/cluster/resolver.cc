@@ -199,18 +199,21 @@ const std::vector<std::string>& ClusterResolver::task_addresses() const {
 
 std::string ClusterResolver::coordinator_address() const { return coordinator_address_; }
 
-const std::string& ClusterResolver::address_of(const std::string& job, int task) const {
+// master()'s lookup, in the words of TensorFlow's ClusterSpec.task_address, whose
+// ValueError is TPU_INVALID_ARGUMENT here; task_address() and num_tasks() keep
+// TPU_NOT_FOUND.
+const std::string& ClusterResolver::master_address(const std::string& job, int task) const {
   auto it = spec_.find(job);
   if (it == spec_.end()) {
     std::string jobs;
     for (const auto& j : spec_) jobs += (jobs.empty() ? "'" : ", '") + j.first + "'";
-    fail(TPU_NOT_FOUND, "job '", job, "' is not in the cluster spec (",
-         jobs.empty() ? std::string("it has no jobs") : "jobs: " + jobs, ")");
+    invalid_argument("No such job in cluster: '", job, "' (",
+                     jobs.empty() ? std::string("it has no jobs") : "jobs: " + jobs, ")");
   }
   const std::vector<std::string>& tasks = it->second;
   if (task < 0 || static_cast<size_t>(task) >= tasks.size() || tasks[task].empty())
-    fail(TPU_NOT_FOUND, "job '", job, "' has no task ", task, " (it has ", count_tasks(tasks),
-         " task(s))");
+    invalid_argument("No task with index ", task, " in job '", job, "' (it has ",
+                     count_tasks(tasks), " task(s))");
   return tasks[task];
 }
 
@@ -226,14 +229,14 @@ std::string ClusterResolver::master(const char* task_type, int task_id,
   int id = task_id >= 0 ? task_id : task_id_;
   switch (source_) {
     case TPU_RESOLVER_TPU:  // rpc_layer is ignored: always grpc
-      return kGrpcPrefix + address_of(type, id);
+      return kGrpcPrefix + master_address(type, id);
     case TPU_RESOLVER_TF_CONFIG:
       if (spec_.size() == 1 && count_tasks(spec_.begin()->second) == 1) return "";
       break;
     default:
       break;
   }
-  return format_master_url(address_of(type, id), rpc_layer ? rpc_layer : rpc_layer_);
+  return format_master_url(master_address(type, id), rpc_layer ? rpc_layer : rpc_layer_);
 }
 
 std::string ClusterResolver::cluster_spec_json() const {
@@ -265,6 +268,19 @@ std::string ClusterResolver::cluster_spec_json() const {
 int ClusterResolver::num_accelerators() const {
   // The cores tpu_system_init would give this task: TPURT_NUM_CORES, else its default.
   return static_cast<int>(env_value(EnvVar::kNumCores));
+}
+
+int ClusterResolver::num_accelerators(const char* task_type, int task_id) const {
+  if (task_id < -1)
+    invalid_argument("task_id is ", task_id, "; expected >= 0, or -1 for the resolver's own");
+  // The task must be one of the spec's, as TensorFlow's ClusterResolver.num_accelerators
+  // finds it through master(task_type, task_id). Every task of a system has the same
+  // cores (tpu_initialize_tpu_system refuses others, as TPUClusterResolver's
+  // _verify_and_return_same_core_count), so the answer is this task's count.
+  if (!local_ && (task_type != nullptr || task_id >= 0) &&
+      (task_type != nullptr || has_task_))
+    master_address(task_type ? task_type : job_name_, task_id >= 0 ? task_id : task_id_);
+  return num_accelerators();
 }
 
 void ClusterResolver::enter() {

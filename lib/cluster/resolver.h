@@ -44,12 +44,15 @@ class ClusterResolver {
   // The coordination service's host:port ("" when local).
   std::string coordinator_address() const;
   // NULL / -1 mean the resolver's own task type, task id and rpc layer. Throws
-  // TPU_NOT_FOUND for a task that is not in the spec.
+  // TPU_INVALID_ARGUMENT for a task that is not in the spec (TensorFlow's ValueError).
   std::string master(const char* task_type, int task_id, const char* rpc_layer) const;
   // {"job": ["h:p", ...], "sparse": {"1": "h:p"}}, compact with sorted keys.
   std::string cluster_spec_json() const;
   // TPURT_NUM_CORES, else the system's default core count (read at each call).
   int num_accelerators() const;
+  // num_accelerators(task_type, task_id): NULL / -1 mean the resolver's own; the task
+  // must be in the spec (TPU_INVALID_ARGUMENT, as master()); ignored when local.
+  int num_accelerators(const char* task_type, int task_id) const;
 
   // A nesting counter; exit() without enter() throws TPU_FAILED_PRECONDITION.
   void enter();
@@ -66,8 +69,8 @@ class ClusterResolver {
   // Adds options->coordinator_name/_address and checks the spec.
   void finish(const tpu_cluster_resolver_options& o);
 
-  // The address of (job, task); throws TPU_NOT_FOUND naming them.
-  const std::string& address_of(const std::string& job, int task) const;
+  // The address of (job, task) for master(); throws TPU_INVALID_ARGUMENT naming them.
+  const std::string& master_address(const std::string& job, int task) const;
 
   tpu_resolver_source source_ = TPU_RESOLVER_TPU;
   bool local_ = false;

@@ -53,7 +53,8 @@ void ClusterResolver::resolve_dtensor(const tpu_cluster_resolver_options& o) {
   task_id_ = static_cast<int>(client_id);
   if (o.job_name != nullptr)
     job_name_ = o.job_name;
-  else if (const char* name = env("DTENSOR_JOB_NAME"))
+  // DTensor's os.environ.get(DTENSOR_JOB_NAME, default): a set but empty name is "".
+  else if (const char* name = env("DTENSOR_JOB_NAME", false))
     job_name_ = name;
   else  // DTensor's default, also for a multi-client run of one client
     job_name_ = jobs.size() <= 1 ? "localhost" : "worker";

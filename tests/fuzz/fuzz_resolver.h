@@ -69,9 +69,13 @@ inline void resolve(const tpu_cluster_resolver_options& options) {
       try {
         (void)r->master(job.first.c_str(), static_cast<int>(t), "grpc");
       } catch (const tpurt::Error&) {
-        // A sparse job's missing index, or one past the end: TPU_NOT_FOUND.
+        // A sparse job's missing index, or one past the end: TPU_INVALID_ARGUMENT.
       }
     }
+  }
+  try {
+    (void)r->num_accelerators(nullptr, -1);
+  } catch (const tpurt::Error&) {  // TPURT_NUM_CORES, if the fuzzer's environment sets it
   }
   r->enter();
   r->exit();

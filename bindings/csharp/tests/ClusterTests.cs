@@ -32,6 +32,29 @@ public class ClusterTests {
     }
   }
 
+  // TensorFlow's TPUClusterResolver(tpu, zone, project, job_name, coordinator_name,
+  // coordinator_address, credentials, service, discovery_url), positionally; get_master();
+  // ClusterResolver.num_accelerators(task_type, task_id); tpu/client/client.py's port 8470
+  // for a grpc:// name without one; master() of a task not in the spec is ClusterSpec's
+  // ValueError.
+  [Test]
+  public void TPUClusterResolverInTensorFlowsOrder() {
+    using (var r = new TPUClusterResolver("grpc://10.240.1.2", "us-central1-b", "my-project", "tpu_worker",
+                                          "coordinator", "10.0.0.9:1234", "default", null, null)) {
+      Assert.AreEqual("tpu_worker", r.GetJobName());
+      Assert.AreEqual("grpc://10.240.1.2:8470", r.GetMaster());
+      Assert.AreEqual("grpc://10.240.1.2:8470", r.Master("", -1, "http"));
+      Assert.AreEqual("{\"coordinator\":[\"10.0.0.9:1234\"],\"tpu_worker\":[\"10.240.1.2:8470\"]}", r.ClusterSpec());
+      Assert.Throws<InvalidArgumentError>(() => r.Master("tpu_worker", 1, ""));
+      Assert.AreEqual(r.NumAccelerators(), r.NumAcceleratorsOf("coordinator", 0));
+      Assert.AreEqual(r.NumAccelerators(), r.NumAccelerators("tpu_worker", 0));
+      Assert.Throws<InvalidArgumentError>(() => r.NumAcceleratorsOf("tpu_worker", 3));
+    }
+    using (var r = new TPUClusterResolver("grpc://10.0.0.1", null, null)) // connect(tpu, zone, project)'s call
+      Assert.AreEqual("worker", r.GetJobName());
+    Assert.Throws<NotFoundError>(() => new TPUClusterResolver("my-tpu", "us-central1-b", "my-project"));
+  }
+
   [Test]
   public void ResolverFromOptions() {
     using (var o = new ClusterResolverOptions { Source = ResolverSource.Tpu, Tpu = "grpc://127.0.0.1:9000",

@@ -19,6 +19,35 @@ import org.junit.Test;
  * (TpurtTest's shared system is closed before this class runs).
  */
 public class ClusterTest {
+  /**
+   * TensorFlow's TPUClusterResolver(tpu, zone, project, job_name, coordinator_name,
+   * coordinator_address, credentials, service, discovery_url), positionally; get_master();
+   * ClusterResolver.num_accelerators(task_type, task_id); tpu/client/client.py's port 8470 for
+   * a grpc:// name without one; master() of a task not in the spec is ClusterSpec's ValueError.
+   */
+  @Test
+  public void tpuClusterResolverInTensorFlowsOrder() {
+    try (TPUClusterResolver r = new TPUClusterResolver("grpc://10.240.1.2", "us-central1-b", "my-project",
+        "tpu_worker", "coordinator", "10.0.0.9:1234", "default", null, null)) {
+      assertEquals("tpu_worker", r.getJobName());
+      assertEquals("grpc://10.240.1.2:8470", r.getMaster());
+      assertEquals("grpc://10.240.1.2:8470", r.master("", -1, "http"));
+      assertEquals("{\"coordinator\":[\"10.0.0.9:1234\"],\"tpu_worker\":[\"10.240.1.2:8470\"]}",
+          r.clusterSpec());
+      assertThrows(InvalidArgumentError.class, () -> r.master("tpu_worker", 1, ""));
+      assertEquals(r.numAccelerators(), r.numAcceleratorsOf("coordinator", 0));
+      assertEquals(r.numAccelerators(), r.numAccelerators("tpu_worker", 0));
+      assertThrows(InvalidArgumentError.class, () -> r.numAcceleratorsOf("tpu_worker", 3));
+    }
+    try (TPUClusterResolver r = new TPUClusterResolver("grpc://10.0.0.1", null, null)) {
+      assertEquals("worker", r.getJobName()); // connect(tpu, zone, project)'s call
+    }
+    try (TPUClusterResolver r = new TPUClusterResolver("grpc://10.0.0.1", null, null, "trainer")) {
+      assertEquals("trainer", r.getJobName());
+    }
+    assertThrows(NotFoundError.class, () -> new TPUClusterResolver("my-tpu", "us-central1-b", "my-project"));
+  }
+
   @Test
   public void resolverOfGrpcEndpoints() {
     try (TPUClusterResolver r = new TPUClusterResolver("grpc://10.0.0.1:8470,10.0.0.2")) {
