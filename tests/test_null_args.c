@@ -797,6 +797,7 @@ static void test_null_args__replicate(void **state) {
   tpu_joined_step joined = TPU_JOINED_STEP_INIT;
   NULL_ARG(tpu_step_join(NULL, 0, 0, &joined), "'system'");
   NULL_ARG(tpu_step_join(s, 0, 0, NULL), "'out'");
+  NULL_ARG(tpu_step_join_cancel(NULL, 0), "'system'");
   NULL_ARG(tpu_step_leave(NULL, TPU_OK, NULL, 0), "'ctx'");
   CHECK_NO_WORKER_FAILURES();
 }
