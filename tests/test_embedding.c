@@ -1678,6 +1678,118 @@ static void test_embedding__config_bytes_fuzz(void **state) {
   assert_true(started > 50 && refused > 50);
 }
 
+/* ---- one-replica steps on one small table (issue 29) ---------------------------------- */
+
+/* One replica enqueues one feature (ragged), keeps its activation, and sends `grad`
+ * (NULL: no gradients sent, the mode must allow it). */
+typedef struct {
+  const int64_t *ids, *splits;
+  size_t num_ids, num_splits;
+  tpu_embedding_combiner combiner;
+  const float *grad; /* samples x dim */
+  size_t grad_len;
+  int64_t samples;
+  float act[16];
+} tiny_step;
+
+static tpu_status tiny_run(tpu_replica_context *ctx, tpu_tensor *const *in, int ni, tpu_tensor **out, int no,
+                           void *user) {
+  (void)in, (void)ni, (void)out, (void)no;
+  tiny_step *t = user;
+  tpu_embedding_feature_batch b = {0};
+  b.feature = 0;
+  b.ids = t->ids;
+  b.num_ids = t->num_ids;
+  b.row_splits = t->splits;
+  b.num_row_splits = t->num_splits;
+  b.combiner = t->combiner;
+  tpu_status st = tpu_embedding_enqueue(ctx, &b, 1);
+  if (st != TPU_OK) return st;
+  tpu_tensor *act = NULL;
+  if ((st = tpu_embedding_recv_activations(ctx, &act, 1)) != TPU_OK) return st;
+  const void *data = NULL;
+  size_t bytes = 0;
+  CHECK_OK(tpu_tensor_data(act, &data));
+  CHECK_OK(tpu_tensor_byte_size(act, &bytes));
+  CHECK(bytes <= sizeof t->act);
+  memcpy(t->act, data, bytes < sizeof t->act ? bytes : sizeof t->act);
+  tpu_tensor_release(act);
+  if (t->grad == NULL) return TPU_OK;
+  const int64_t dims[2] = {t->samples, (int64_t)(t->grad_len / (size_t)t->samples)};
+  tpu_tensor *g = NULL;
+  if ((st = tpu_tensor_create(TPU_FLOAT, dims, 2, t->grad, t->grad_len * sizeof(float), &g)) != TPU_OK) return st;
+  st = tpu_embedding_send_gradients(ctx, &g, 1, NULL, 0);
+  tpu_tensor_release(g);
+  return st;
+}
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Weight decay through a step, the smallest case of issue 29: a 1x1 SGD table, lr 0.1,
+ * weight_decay_factor 0.01, row 0.5, gradient 0.1. TensorFlow's rule (the proto's
+ * weight_decay_factor: "see weight_decay_optimizers.py", where
+ * DecoupledWeightDecayExtension._decay_weights_op decays the variable before the
+ * optimizer's update runs on it): 0.5 - 0.01*0.5 = 0.495, then 0.495 - 0.1*0.1 = 0.485;
+ * under multiply_weight_decay_factor_by_learning_rate the factor is 0.01*0.1. */
+static void test_embedding__weight_decay_step(void **state) {
+  (void)state;
+  for (int by_lr = 0; by_lr < 2; ++by_lr) {
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"table_descriptor\": [{\"name\": \"t\", \"vocabulary_size\": 1, \"dimension\": 1,"
+             " \"optimization_parameters\": {\"learning_rate\": {\"constant\": 0.1},"
+             " \"weight_decay_factor\": 0.01, \"multiply_weight_decay_factor_by_learning_rate\": %s,"
+             " \"stochastic_gradient_descent\": {}}}],"
+             " \"feature_descriptor\": [{\"name\": \"f\", \"table_id\": 0, \"input_shape\": [1]}],"
+             " \"mode\": \"TRAINING\"}",
+             by_lr ? "true" : "false");
+    tpu_system *s = start(1, json);
+    const float row = 0.5f;
+    CHECK_OK(tpu_embedding_load(s, 0, 0, 0, 1, &row, 1));
+    const int64_t ids[1] = {0}, splits[2] = {0, 1};
+    const float grad[1] = {0.1f};
+    tiny_step t = {ids, splits, 1, 2, TPU_EMBEDDING_COMBINER_SUM, grad, 1, 1, {0}};
+    CHECK_OK(tpu_replicate(s, tiny_run, &t, 1, 0, NULL, 0, NULL, NULL));
+    float got = 0;
+    size_t n = 0;
+    CHECK_OK(tpu_embedding_retrieve(s, 0, 0, 0, 1, &got, 1, &n));
+    const float d = by_lr ? 0.01f * 0.1f : 0.01f;
+    float want = 0.5f - d * 0.5f;
+    want = want - 0.1f * 0.1f;
+    if (!same_bits(got, want) || fabsf(got - (by_lr ? 0.4895f : 0.485f)) > 1e-6f)
+      fail_msg("by_lr %d: row %.9g, expected %.9g", by_lr, got, want);
+  }
+}
+
+/* A row holding -0.0 looked up alone keeps its sign. TensorFlow's combiner
+ * (embedding_ops.embedding_lookup_sparse: rows times weights, then math_ops.segment_sum)
+ * runs SegmentReductionOp (tensorflow/core/kernels/segment_reduction_ops_impl.h), which
+ * copies a one-element segment (`out_slice = in_slice`) and reduces longer ones with
+ * Eigen's SumReducer from +0 in order: -0.0 alone stays -0.0 (and so under MEAN and
+ * SQRTN, divided by 1), -0.0 + -0.0 summed from +0 is +0.0. */
+static void test_embedding__negative_zero_row(void **state) {
+  (void)state;
+  tpu_system *s = start(1,
+                        "{\"table_descriptor\": [{\"name\": \"t\", \"vocabulary_size\": 3, \"dimension\": 2,"
+                        " \"optimization_parameters\": {\"learning_rate\": {\"constant\": 0.1},"
+                        " \"stochastic_gradient_descent\": {}}}],"
+                        " \"feature_descriptor\": [{\"name\": \"f\", \"table_id\": 0, \"input_shape\": [3]}],"
+                        " \"mode\": \"INFERENCE\"}");
+  const float rows[6] = {-0.0f, -0.0f, -0.0f, 1.5f, 0.0f, -0.0f};
+  CHECK_OK(tpu_embedding_load(s, 0, 0, 0, 3, rows, 6));
+  /* Sample 0: row 0 alone. Sample 1: rows 0 and 0. Sample 2: row 2 alone. */
+  const int64_t ids[4] = {0, 0, 0, 2}, splits[4] = {0, 1, 3, 4};
+  for (int c = TPU_EMBEDDING_COMBINER_SUM; c <= TPU_EMBEDDING_COMBINER_SQRTN; ++c) {
+    tiny_step t = {ids, splits, 4, 4, (tpu_embedding_combiner)c, NULL, 0, 3, {0}};
+    CHECK_OK(tpu_replicate(s, tiny_run, &t, 1, 0, NULL, 0, NULL, NULL));
+    const float want[6] = {-0.0f, -0.0f, 0.0f, 0.0f, 0.0f, -0.0f};
+    for (int j = 0; j < 6; ++j)
+      if (!same_bits(t.act[j], want[j]))
+        fail_msg("combiner %d, activation[%d] = %g (sign %d), expected %g (sign %d)", c, j, t.act[j],
+                 signbit(t.act[j]) != 0, want[j], signbit(want[j]) != 0);
+  }
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_embedding__sharding, release_system),
@@ -1696,6 +1808,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_embedding__init_refuses, release_system),
       cmocka_unit_test_teardown(test_embedding__config_from_json_fuzz, release_system),
       cmocka_unit_test_teardown(test_embedding__config_bytes_fuzz, release_system),
+      cmocka_unit_test_teardown(test_embedding__weight_decay_step, release_system),
+      cmocka_unit_test_teardown(test_embedding__negative_zero_row, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }
