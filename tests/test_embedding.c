@@ -1790,6 +1790,91 @@ static void test_embedding__negative_zero_row(void **state) {
   }
 }
 
+/* proto3 JSON writes a google.protobuf wrapper (here ClippingLimits' FloatValue lower and
+ * upper, the configuration's wrapper fields) as its bare value; the object form
+ * {"value": x} is read too. Both give the same bytes, "NaN"/"Infinity" strings and
+ * integers included, and the limits reach the optimizer. */
+static void test_embedding__config_json_wrappers(void **state) {
+  (void)state;
+  static const char *const kFmt =
+      "{\"table_descriptor\": [{\"name\": \"t\", \"vocabulary_size\": 2, \"dimension\": 1,"
+      " \"optimization_parameters\": {\"learning_rate\": {\"constant\": 1},"
+      " \"clipping_limits\": {\"lower\": %s, \"upper\": %s},"
+      " \"gradient_clipping_limits\": {\"lower\": %s, \"upper\": %s},"
+      " \"stochastic_gradient_descent\": {}}}],"
+      " \"feature_descriptor\": [{\"name\": \"f\", \"table_id\": 0, \"input_shape\": [1]}]}";
+  static const char *const pairs[][2] = {
+      /* bare, object */
+      {"-1.5", "{\"value\": -1.5}"},
+      {"0.25", "{\"value\": 0.25}"},
+      {"-2", "{\"value\": -2}"},
+      {"3", "{\"value\": 3}"},
+      {"\"-Infinity\"", "{\"value\": \"-Infinity\"}"},
+      {"0", "{\"value\": 0}"},
+  };
+  const size_t np = sizeof pairs / sizeof pairs[0];
+  static unsigned char bare[2048], object[2048];
+  char json[1024];
+  size_t nb = 0, no = 0;
+  for (size_t i = 0; i < np; ++i) {
+    /* Each of the four wrapper fields in turn written bare, the others as objects. */
+    for (int field = 0; field < 4; ++field) {
+      const char *v[4];
+      for (int k = 0; k < 4; ++k) v[k] = pairs[(i + k) % np][k == field ? 0 : 1];
+      snprintf(json, sizeof json, kFmt, v[0], v[1], v[2], v[3]);
+      CHECK_OK(tpu_embedding_config_from_json(json, bare, sizeof bare, &nb));
+      for (int k = 0; k < 4; ++k) v[k] = pairs[(i + k) % np][1];
+      snprintf(json, sizeof json, kFmt, v[0], v[1], v[2], v[3]);
+      CHECK_OK(tpu_embedding_config_from_json(json, object, sizeof object, &no));
+      if (nb != no || memcmp(bare, object, nb) != 0)
+        fail_msg("pair %zu, field %d: the bare form gives other bytes than {\"value\": ...}", i, field);
+    }
+  }
+  /* The limits work: weights in [-1.5, 0.25], gradients in [-2, 3]. SGD, lr 1: row 0 = 0
+   * with gradient -10 -> clipped to -2 -> w = 2 -> clipped to 0.25; row 1 = 0 with
+   * gradient 10 -> 3 -> w = -3 -> -1.5. Written bare, null for unset. */
+  snprintf(json, sizeof json, kFmt, "-1.5", "0.25", "-2", "3");
+  tpu_system *s = start(1, json);
+  const int64_t ids[2] = {0, 1};
+  const int64_t splits[2] = {0, 1};
+  const float g0[1] = {-10.0f}, g1[1] = {10.0f};
+  tiny_step t0 = {ids, splits, 1, 2, TPU_EMBEDDING_COMBINER_SUM, g0, 1, 1, {0}};
+  CHECK_OK(tpu_replicate(s, tiny_run, &t0, 1, 0, NULL, 0, NULL, NULL));
+  tiny_step t1 = {ids + 1, splits, 1, 2, TPU_EMBEDDING_COMBINER_SUM, g1, 1, 1, {0}};
+  CHECK_OK(tpu_replicate(s, tiny_run, &t1, 1, 0, NULL, 0, NULL, NULL));
+  float got[2];
+  size_t n = 0;
+  CHECK_OK(tpu_embedding_retrieve(s, 0, 0, 0, 2, got, 2, &n));
+  if (got[0] != 0.25f || got[1] != -1.5f) fail_msg("rows %g %g, expected 0.25 -1.5", got[0], got[1]);
+  /* null is an unset wrapper: unbounded on that side. */
+  snprintf(json, sizeof json, kFmt, "null", "{\"value\": 0.25}", "null", "null");
+  CHECK_OK(tpu_embedding_config_from_json(json, bare, sizeof bare, &nb));
+  snprintf(json, sizeof json, kFmt, "null", "0.25", "null", "null");
+  CHECK_OK(tpu_embedding_config_from_json(json, object, sizeof object, &no));
+  assert_true(nb == no && memcmp(bare, object, nb) == 0);
+  /* A wrong type is refused with its path and what was there, in either form. */
+  static const struct {
+    const char *value, *message;
+  } wrong[] = {
+      {"\"low\"", "table_descriptor[0].optimization_parameters.clipping_limits.lower: expected a number, got a string"},
+      {"true", "table_descriptor[0].optimization_parameters.clipping_limits.lower: expected a number, got a boolean"},
+      {"[1]", "table_descriptor[0].optimization_parameters.clipping_limits.lower: expected a number, got a list"},
+      {"1e39", "table_descriptor[0].optimization_parameters.clipping_limits.lower: 1e+39 is outside float's range"},
+      {"{\"value\": \"low\"}",
+       "table_descriptor[0].optimization_parameters.clipping_limits.lower.value: expected a number, got a string"},
+      {"{\"value\": 1, \"v\": 2}",
+       "table_descriptor[0].optimization_parameters.clipping_limits.lower.v: tensorflow.tpu.FloatValue has no such field"},
+  };
+  for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; ++i) {
+    snprintf(json, sizeof json, kFmt, wrong[i].value, "1", "null", "null");
+    tpu_clear_last_error();
+    tpu_status st = tpu_embedding_config_from_json(json, bare, sizeof bare, &nb);
+    if (st != TPU_INVALID_ARGUMENT || strcmp(tpu_last_error(), wrong[i].message) != 0)
+      fail_msg("%s gave %s \"%s\", expected \"%s\"", wrong[i].value, tpu_status_name(st), tpu_last_error(),
+               wrong[i].message);
+  }
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_embedding__sharding, release_system),
@@ -1810,6 +1895,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_embedding__config_bytes_fuzz, release_system),
       cmocka_unit_test_teardown(test_embedding__weight_decay_step, release_system),
       cmocka_unit_test_teardown(test_embedding__negative_zero_row, release_system),
+      cmocka_unit_test_teardown(test_embedding__config_json_wrappers, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }
