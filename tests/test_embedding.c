@@ -1678,6 +1678,203 @@ static void test_embedding__config_bytes_fuzz(void **state) {
   assert_true(started > 50 && refused > 50);
 }
 
+/* ---- one-replica steps on one small table (issue 29) ---------------------------------- */
+
+/* One replica enqueues one feature (ragged), keeps its activation, and sends `grad`
+ * (NULL: no gradients sent, the mode must allow it). */
+typedef struct {
+  const int64_t *ids, *splits;
+  size_t num_ids, num_splits;
+  tpu_embedding_combiner combiner;
+  const float *grad; /* samples x dim */
+  size_t grad_len;
+  int64_t samples;
+  float act[16];
+} tiny_step;
+
+static tpu_status tiny_run(tpu_replica_context *ctx, tpu_tensor *const *in, int ni, tpu_tensor **out, int no,
+                           void *user) {
+  (void)in, (void)ni, (void)out, (void)no;
+  tiny_step *t = user;
+  tpu_embedding_feature_batch b = {0};
+  b.feature = 0;
+  b.ids = t->ids;
+  b.num_ids = t->num_ids;
+  b.row_splits = t->splits;
+  b.num_row_splits = t->num_splits;
+  b.combiner = t->combiner;
+  tpu_status st = tpu_embedding_enqueue(ctx, &b, 1);
+  if (st != TPU_OK) return st;
+  tpu_tensor *act = NULL;
+  if ((st = tpu_embedding_recv_activations(ctx, &act, 1)) != TPU_OK) return st;
+  const void *data = NULL;
+  size_t bytes = 0;
+  CHECK_OK(tpu_tensor_data(act, &data));
+  CHECK_OK(tpu_tensor_byte_size(act, &bytes));
+  CHECK(bytes <= sizeof t->act);
+  memcpy(t->act, data, bytes < sizeof t->act ? bytes : sizeof t->act);
+  tpu_tensor_release(act);
+  if (t->grad == NULL) return TPU_OK;
+  const int64_t dims[2] = {t->samples, (int64_t)(t->grad_len / (size_t)t->samples)};
+  tpu_tensor *g = NULL;
+  if ((st = tpu_tensor_create(TPU_FLOAT, dims, 2, t->grad, t->grad_len * sizeof(float), &g)) != TPU_OK) return st;
+  st = tpu_embedding_send_gradients(ctx, &g, 1, NULL, 0);
+  tpu_tensor_release(g);
+  return st;
+}
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Weight decay through a step, the smallest case of issue 29: a 1x1 SGD table, lr 0.1,
+ * weight_decay_factor 0.01, row 0.5, gradient 0.1. TensorFlow's rule (the proto's
+ * weight_decay_factor: "see weight_decay_optimizers.py", where
+ * DecoupledWeightDecayExtension._decay_weights_op decays the variable before the
+ * optimizer's update runs on it): 0.5 - 0.01*0.5 = 0.495, then 0.495 - 0.1*0.1 = 0.485;
+ * under multiply_weight_decay_factor_by_learning_rate the factor is 0.01*0.1. */
+static void test_embedding__weight_decay_step(void **state) {
+  (void)state;
+  for (int by_lr = 0; by_lr < 2; ++by_lr) {
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"table_descriptor\": [{\"name\": \"t\", \"vocabulary_size\": 1, \"dimension\": 1,"
+             " \"optimization_parameters\": {\"learning_rate\": {\"constant\": 0.1},"
+             " \"weight_decay_factor\": 0.01, \"multiply_weight_decay_factor_by_learning_rate\": %s,"
+             " \"stochastic_gradient_descent\": {}}}],"
+             " \"feature_descriptor\": [{\"name\": \"f\", \"table_id\": 0, \"input_shape\": [1]}],"
+             " \"mode\": \"TRAINING\"}",
+             by_lr ? "true" : "false");
+    tpu_system *s = start(1, json);
+    const float row = 0.5f;
+    CHECK_OK(tpu_embedding_load(s, 0, 0, 0, 1, &row, 1));
+    const int64_t ids[1] = {0}, splits[2] = {0, 1};
+    const float grad[1] = {0.1f};
+    tiny_step t = {ids, splits, 1, 2, TPU_EMBEDDING_COMBINER_SUM, grad, 1, 1, {0}};
+    CHECK_OK(tpu_replicate(s, tiny_run, &t, 1, 0, NULL, 0, NULL, NULL));
+    float got = 0;
+    size_t n = 0;
+    CHECK_OK(tpu_embedding_retrieve(s, 0, 0, 0, 1, &got, 1, &n));
+    const float d = by_lr ? 0.01f * 0.1f : 0.01f;
+    float want = 0.5f - d * 0.5f;
+    want = want - 0.1f * 0.1f;
+    if (!same_bits(got, want) || fabsf(got - (by_lr ? 0.4895f : 0.485f)) > 1e-6f)
+      fail_msg("by_lr %d: row %.9g, expected %.9g", by_lr, got, want);
+  }
+}
+
+/* A row holding -0.0 looked up alone keeps its sign. TensorFlow's combiner
+ * (embedding_ops.embedding_lookup_sparse: rows times weights, then math_ops.segment_sum)
+ * runs SegmentReductionOp (tensorflow/core/kernels/segment_reduction_ops_impl.h), which
+ * copies a one-element segment (`out_slice = in_slice`) and reduces longer ones with
+ * Eigen's SumReducer from +0 in order: -0.0 alone stays -0.0 (and so under MEAN and
+ * SQRTN, divided by 1), -0.0 + -0.0 summed from +0 is +0.0. */
+static void test_embedding__negative_zero_row(void **state) {
+  (void)state;
+  tpu_system *s = start(1,
+                        "{\"table_descriptor\": [{\"name\": \"t\", \"vocabulary_size\": 3, \"dimension\": 2,"
+                        " \"optimization_parameters\": {\"learning_rate\": {\"constant\": 0.1},"
+                        " \"stochastic_gradient_descent\": {}}}],"
+                        " \"feature_descriptor\": [{\"name\": \"f\", \"table_id\": 0, \"input_shape\": [3]}],"
+                        " \"mode\": \"INFERENCE\"}");
+  const float rows[6] = {-0.0f, -0.0f, -0.0f, 1.5f, 0.0f, -0.0f};
+  CHECK_OK(tpu_embedding_load(s, 0, 0, 0, 3, rows, 6));
+  /* Sample 0: row 0 alone. Sample 1: rows 0 and 0. Sample 2: row 2 alone. */
+  const int64_t ids[4] = {0, 0, 0, 2}, splits[4] = {0, 1, 3, 4};
+  for (int c = TPU_EMBEDDING_COMBINER_SUM; c <= TPU_EMBEDDING_COMBINER_SQRTN; ++c) {
+    tiny_step t = {ids, splits, 4, 4, (tpu_embedding_combiner)c, NULL, 0, 3, {0}};
+    CHECK_OK(tpu_replicate(s, tiny_run, &t, 1, 0, NULL, 0, NULL, NULL));
+    const float want[6] = {-0.0f, -0.0f, 0.0f, 0.0f, 0.0f, -0.0f};
+    for (int j = 0; j < 6; ++j)
+      if (!same_bits(t.act[j], want[j]))
+        fail_msg("combiner %d, activation[%d] = %g (sign %d), expected %g (sign %d)", c, j, t.act[j],
+                 signbit(t.act[j]) != 0, want[j], signbit(want[j]) != 0);
+  }
+}
+
+/* proto3 JSON writes a google.protobuf wrapper (here ClippingLimits' FloatValue lower and
+ * upper, the configuration's wrapper fields) as its bare value; the object form
+ * {"value": x} is read too. Both give the same bytes, "NaN"/"Infinity" strings and
+ * integers included, and the limits reach the optimizer. */
+static void test_embedding__config_json_wrappers(void **state) {
+  (void)state;
+  static const char *const kFmt =
+      "{\"table_descriptor\": [{\"name\": \"t\", \"vocabulary_size\": 2, \"dimension\": 1,"
+      " \"optimization_parameters\": {\"learning_rate\": {\"constant\": 1},"
+      " \"clipping_limits\": {\"lower\": %s, \"upper\": %s},"
+      " \"gradient_clipping_limits\": {\"lower\": %s, \"upper\": %s},"
+      " \"stochastic_gradient_descent\": {}}}],"
+      " \"feature_descriptor\": [{\"name\": \"f\", \"table_id\": 0, \"input_shape\": [1]}]}";
+  static const char *const pairs[][2] = {
+      /* bare, object */
+      {"-1.5", "{\"value\": -1.5}"},
+      {"0.25", "{\"value\": 0.25}"},
+      {"-2", "{\"value\": -2}"},
+      {"3", "{\"value\": 3}"},
+      {"\"-Infinity\"", "{\"value\": \"-Infinity\"}"},
+      {"0", "{\"value\": 0}"},
+  };
+  const size_t np = sizeof pairs / sizeof pairs[0];
+  static unsigned char bare[2048], object[2048];
+  char json[1024];
+  size_t nb = 0, no = 0;
+  for (size_t i = 0; i < np; ++i) {
+    /* Each of the four wrapper fields in turn written bare, the others as objects. */
+    for (int field = 0; field < 4; ++field) {
+      const char *v[4];
+      for (int k = 0; k < 4; ++k) v[k] = pairs[(i + k) % np][k == field ? 0 : 1];
+      snprintf(json, sizeof json, kFmt, v[0], v[1], v[2], v[3]);
+      CHECK_OK(tpu_embedding_config_from_json(json, bare, sizeof bare, &nb));
+      for (int k = 0; k < 4; ++k) v[k] = pairs[(i + k) % np][1];
+      snprintf(json, sizeof json, kFmt, v[0], v[1], v[2], v[3]);
+      CHECK_OK(tpu_embedding_config_from_json(json, object, sizeof object, &no));
+      if (nb != no || memcmp(bare, object, nb) != 0)
+        fail_msg("pair %zu, field %d: the bare form gives other bytes than {\"value\": ...}", i, field);
+    }
+  }
+  /* The limits work: weights in [-1.5, 0.25], gradients in [-2, 3]. SGD, lr 1: row 0 = 0
+   * with gradient -10 -> clipped to -2 -> w = 2 -> clipped to 0.25; row 1 = 0 with
+   * gradient 10 -> 3 -> w = -3 -> -1.5. Written bare, null for unset. */
+  snprintf(json, sizeof json, kFmt, "-1.5", "0.25", "-2", "3");
+  tpu_system *s = start(1, json);
+  const int64_t ids[2] = {0, 1};
+  const int64_t splits[2] = {0, 1};
+  const float g0[1] = {-10.0f}, g1[1] = {10.0f};
+  tiny_step t0 = {ids, splits, 1, 2, TPU_EMBEDDING_COMBINER_SUM, g0, 1, 1, {0}};
+  CHECK_OK(tpu_replicate(s, tiny_run, &t0, 1, 0, NULL, 0, NULL, NULL));
+  tiny_step t1 = {ids + 1, splits, 1, 2, TPU_EMBEDDING_COMBINER_SUM, g1, 1, 1, {0}};
+  CHECK_OK(tpu_replicate(s, tiny_run, &t1, 1, 0, NULL, 0, NULL, NULL));
+  float got[2];
+  size_t n = 0;
+  CHECK_OK(tpu_embedding_retrieve(s, 0, 0, 0, 2, got, 2, &n));
+  if (got[0] != 0.25f || got[1] != -1.5f) fail_msg("rows %g %g, expected 0.25 -1.5", got[0], got[1]);
+  /* null is an unset wrapper: unbounded on that side. */
+  snprintf(json, sizeof json, kFmt, "null", "{\"value\": 0.25}", "null", "null");
+  CHECK_OK(tpu_embedding_config_from_json(json, bare, sizeof bare, &nb));
+  snprintf(json, sizeof json, kFmt, "null", "0.25", "null", "null");
+  CHECK_OK(tpu_embedding_config_from_json(json, object, sizeof object, &no));
+  assert_true(nb == no && memcmp(bare, object, nb) == 0);
+  /* A wrong type is refused with its path and what was there, in either form. */
+  static const struct {
+    const char *value, *message;
+  } wrong[] = {
+      {"\"low\"", "table_descriptor[0].optimization_parameters.clipping_limits.lower: expected a number, got a string"},
+      {"true", "table_descriptor[0].optimization_parameters.clipping_limits.lower: expected a number, got a boolean"},
+      {"[1]", "table_descriptor[0].optimization_parameters.clipping_limits.lower: expected a number, got a list"},
+      {"1e39", "table_descriptor[0].optimization_parameters.clipping_limits.lower: 1e+39 is outside float's range"},
+      {"{\"value\": \"low\"}",
+       "table_descriptor[0].optimization_parameters.clipping_limits.lower.value: expected a number, got a string"},
+      {"{\"value\": 1, \"v\": 2}",
+       "table_descriptor[0].optimization_parameters.clipping_limits.lower.v: tensorflow.tpu.FloatValue has no such field"},
+  };
+  for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; ++i) {
+    snprintf(json, sizeof json, kFmt, wrong[i].value, "1", "null", "null");
+    tpu_clear_last_error();
+    tpu_status st = tpu_embedding_config_from_json(json, bare, sizeof bare, &nb);
+    if (st != TPU_INVALID_ARGUMENT || strcmp(tpu_last_error(), wrong[i].message) != 0)
+      fail_msg("%s gave %s \"%s\", expected \"%s\"", wrong[i].value, tpu_status_name(st), tpu_last_error(),
+               wrong[i].message);
+  }
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_embedding__sharding, release_system),
@@ -1696,6 +1893,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_embedding__init_refuses, release_system),
       cmocka_unit_test_teardown(test_embedding__config_from_json_fuzz, release_system),
       cmocka_unit_test_teardown(test_embedding__config_bytes_fuzz, release_system),
+      cmocka_unit_test_teardown(test_embedding__weight_decay_step, release_system),
+      cmocka_unit_test_teardown(test_embedding__negative_zero_row, release_system),
+      cmocka_unit_test_teardown(test_embedding__config_json_wrappers, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

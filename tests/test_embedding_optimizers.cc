@@ -14,6 +14,9 @@
 // which is the formula TensorFlow writes; Eigen's vectorized rsqrt may round the last
 // bit differently, which no test here can see.
 //
+// Every optimizer also with weight_decay_factor set (with and without
+// multiply_weight_decay_factor_by_learning_rate), against its reference after the
+// decoupled decay of TensorFlow's DecoupledWeightDecayExtension (decayed() below).
 // Then the shared pipeline: gradient clipping, weight decay, the update, weight
 // clipping, in that order; and parse errors.
 #include <cmath>
@@ -198,6 +201,37 @@ std::string label(const char* name, std::initializer_list<float> options) {
   return s;
 }
 
+// Decoupled weight decay, as TensorFlow's OptimizationParameters.weight_decay_factor
+// points to it ("see weight_decay_optimizers.py";
+// multiply_weight_decay_factor_by_learning_rate matches "the note in
+// DecoupledWeightDecayExtension"): tensorflow/contrib/opt/python/training/
+// weight_decay_optimizers.py, DecoupledWeightDecayExtension._decay_weights_op runs
+// var.assign_sub(weight_decay * var) and the optimizer's own update runs after it (a
+// control dependency), on the decayed variable, with the gradient unchanged. `rule` is
+// the optimizer's reference; the decay factor is `factor`, times lr when `by_lr`.
+Reference decayed(float factor, bool by_lr, const Reference& rule) {
+  return [=](float& w, std::vector<float>& s, float g, float lr) {
+    const float d = by_lr ? factor * lr : factor;
+    w = w - d * w;
+    rule(w, s, g, lr);
+  };
+}
+
+// check_rule with weight_decay_factor set, with and without
+// multiply_weight_decay_factor_by_learning_rate, against decayed(ref); p is left as it was.
+void check_decay(const std::string& what, Params& p, const std::vector<float>& initial, const Reference& ref,
+                 float base_lr = 0.05f) {
+  for (int by_lr : {0, 1}) {
+    const float factor = by_lr ? 0.3f : 0.02f;
+    p.op.weight_decay_factor = factor;
+    p.op.multiply_weight_decay_factor_by_learning_rate = by_lr;
+    check_rule((what + (by_lr ? ", weight decay times lr" : ", weight decay")).c_str(), p, initial,
+               decayed(factor, by_lr != 0, ref), base_lr);
+  }
+  p.op.weight_decay_factor = 0;
+  p.op.multiply_weight_decay_factor_by_learning_rate = 0;
+}
+
 void test_embedding_optimizers__sgd(void** state) {
   Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_STOCHASTIC_GRADIENT_DESCENT);
   std::unique_ptr<Optimizer> opt = p.parse();
@@ -205,7 +239,9 @@ void test_embedding_optimizers__sgd(void** state) {
   CHECK(opt->slot_names().empty());
   CHECK(opt->dynamic_tag() == -1 && opt->constant_learning_rate() == 0.05f);
   // BuildSgdOptimizerComputation: embedding_table - learning_rate * gradient.
-  check_rule("sgd", p, {}, [](float& w, std::vector<float>&, float g, float lr) { w = w - lr * g; });
+  const Reference ref = [](float& w, std::vector<float>&, float g, float lr) { w = w - lr * g; };
+  check_rule("sgd", p, {}, ref);
+  check_decay("sgd", p, {}, ref);
 }
 
 void test_embedding_optimizers__adagrad(void** state) {
@@ -224,6 +260,7 @@ void test_embedding_optimizers__adagrad(void** state) {
   // ... or TensorFlow 1.x's initial_accumulator.
   p.adagrad.initial_accumulator = 0.5f;
   check_rule("adagrad initial 0.5", p, {0.5f}, ref);
+  check_decay("adagrad initial 0.5", p, {0.5f}, ref);
 }
 
 void test_embedding_optimizers__adagrad_momentum(void** state) {
@@ -258,8 +295,9 @@ void test_embedding_optimizers__adagrad_momentum(void** state) {
               else
                 w = w - lr * mom;
             };
-            check_rule(label("adagrad_momentum", {momentum, float(nesterov), exponent, beta2, epsilon}).c_str(), p,
-                       {0.0f, 0.0f}, ref);
+            const std::string name = label("adagrad_momentum", {momentum, float(nesterov), exponent, beta2, epsilon});
+            check_rule(name.c_str(), p, {0.0f, 0.0f}, ref);
+            check_decay(name, p, {0.0f, 0.0f}, ref);
           }
 }
 
@@ -290,8 +328,9 @@ void test_embedding_optimizers__adam(void** state) {
             const float denom = sum_inside ? std::sqrt(v + epsilon * epsilon) + 0.0f : std::sqrt(v + 0.0f) + epsilon;
             w = w - lr * m / denom;
           };
-          check_rule(label("adam", {epsilon, float(sum_inside), float(non_lazy), initial}).c_str(), p,
-                     {initial, 2 * initial}, ref);
+          const std::string name = label("adam", {epsilon, float(sum_inside), float(non_lazy), initial});
+          check_rule(name.c_str(), p, {initial, 2 * initial}, ref);
+          check_decay(name, p, {initial, 2 * initial}, ref);
         }
   // A zero gradient (an untouched row of non-lazy Adam) still moves the row by momentum.
   p.adam.use_non_lazy_adam = 1;
@@ -349,8 +388,10 @@ void test_embedding_optimizers__ftrl(void** state) {
                   w = numer / denom;
                   acc = new_acc;
                 };
-                check_rule(label("ftrl", {float(by_lr), beta, l1, l2, power, float(allow_zero), initial}).c_str(),
-                           p, {initial == 0 ? 0.1f : initial, initial / 3}, ref);
+                const std::string name =
+                    label("ftrl", {float(by_lr), beta, l1, l2, power, float(allow_zero), initial});
+                check_rule(name.c_str(), p, {initial == 0 ? 0.1f : initial, initial / 3}, ref);
+                check_decay(name, p, {initial == 0 ? 0.1f : initial, initial / 3}, ref);
               }
   // With l1 large enough every weight is shrunk to exactly zero.
   p.ftrl.l1 = 100.0f;
@@ -402,7 +443,9 @@ void test_embedding_optimizers__momentum(void** state) {
           const float step = nesterov ? g * lr + accum * momentum * lr : accum * lr;
           w -= step;
         };
-        check_rule(label("momentum", {momentum, float(nesterov), initial}).c_str(), p, {initial}, ref);
+        const std::string name = label("momentum", {momentum, float(nesterov), initial});
+        check_rule(name.c_str(), p, {initial}, ref);
+        check_decay(name, p, {initial}, ref);
       }
 }
 
@@ -430,7 +473,9 @@ void test_embedding_optimizers__rms_prop(void** state) {
             mom = mom * momentum + (g * lr) / std::sqrt(ms + epsilon);
             w -= mom;
           };
-          check_rule(label("rms_prop", {rho, momentum, epsilon, initial}).c_str(), p, {initial, initial / 2}, ref);
+          const std::string name = label("rms_prop", {rho, momentum, epsilon, initial});
+          check_rule(name.c_str(), p, {initial, initial / 2}, ref);
+          check_decay(name, p, {initial, initial / 2}, ref);
         }
 }
 
@@ -461,8 +506,9 @@ void test_embedding_optimizers__centered_rms_prop(void** state) {
             mom = mom * momentum + (g * lr) / std::sqrt(denom);
             w -= mom;
           };
-          check_rule(label("centered_rms_prop", {rho, momentum, epsilon, initial}).c_str(), p,
-                     {initial, initial / 2, initial / 4}, ref);
+          const std::string name = label("centered_rms_prop", {rho, momentum, epsilon, initial});
+          check_rule(name.c_str(), p, {initial, initial / 2, initial / 4}, ref);
+          check_decay(name, p, {initial, initial / 2, initial / 4}, ref);
         }
 }
 
@@ -488,7 +534,9 @@ void test_embedding_optimizers__adadelta(void** state) {
           w -= update * lr;
           accum_update = accum_update * rho + update * update * (1.0f - rho);
         };
-        check_rule(label("adadelta", {rho, epsilon, initial}).c_str(), p, {initial, initial / 3}, ref, 1.0f);
+        const std::string name = label("adadelta", {rho, epsilon, initial});
+        check_rule(name.c_str(), p, {initial, initial / 3}, ref, 1.0f);
+        check_decay(name, p, {initial, initial / 3}, ref, 1.0f);
       }
 }
 
@@ -517,12 +565,14 @@ void test_embedding_optimizers__proximal_adagrad(void** state) {
             w = prox / (1.0f + l2 * learning_rate);
           }
         };
-        check_rule(label("proximal_adagrad", {l1, l2, initial}).c_str(), p, {initial == 0 ? 0.1f : initial}, ref);
+        const std::string name = label("proximal_adagrad", {l1, l2, initial});
+        check_rule(name.c_str(), p, {initial == 0 ? 0.1f : initial}, ref);
+        check_decay(name, p, {initial == 0 ? 0.1f : initial}, ref);
       }
 }
 
-// Gradient clipping, then weight decay added to the clipped gradient, then the update,
-// then weight clipping.
+// Gradient clipping, weight decay of the row, the update on the decayed row with the
+// clipped gradient, then weight clipping.
 void test_embedding_optimizers__clipping_and_weight_decay_order(void** state) {
   for (int by_lr : {0, 1}) {
     Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_ADAGRAD);
@@ -533,18 +583,29 @@ void test_embedding_optimizers__clipping_and_weight_decay_order(void** state) {
     const Reference ref = [=](float& w, std::vector<float>& s, float g, float lr) {
       const float clipped = g < -0.4f ? -0.4f : g > 0.3f ? 0.3f : g;
       const float decay = by_lr ? 0.2f * lr : 0.2f;
-      const float gd = clipped + decay * w;
+      w = w - decay * w;
       float& a = s[0];
-      a = a + gd * gd;
-      w = w - lr * gd / std::sqrt(a);
+      a = a + clipped * clipped;
+      w = w - lr * clipped / std::sqrt(a);
       w = w < -0.6f ? -0.6f : w > 0.5f ? 0.5f : w;
     };
     check_rule(by_lr ? "pipeline, decay times lr" : "pipeline", p, {0.1f}, ref, 0.5f);
   }
-  // The order is observable: SGD, lr 1, w = 1, g = 2, gradient limit 1, decay 0.5,
-  // weight limits [-10, 0.9]. Clip then decay: g' = 1 + 0.5 = 1.5, w = -0.5. Decay then
-  // clip would give g' = min(2.5, 1) = 1, w = 0. Weight clipping comes last: a row the
-  // update pushes over the limit ends at the limit.
+  // The decay does not reach the gradient: Adagrad, lr 1, w = 2, g = 1, decay 0.5,
+  // accumulator 0. Decoupled: w = 2 - 1 = 1, a = 1, w = 1 - 1/1 = 0. Were the decay added
+  // to the gradient (g' = 1 + 0.5*2 = 2) the accumulator would be 4 and w = 1.
+  {
+    Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_ADAGRAD);
+    p.op.weight_decay_factor = 0.5f;
+    std::unique_ptr<Optimizer> opt = p.parse();
+    float w = 2.0f, a = 0.0f, g = 1.0f, scratch;
+    float* slots[] = {&a};
+    opt->apply(&w, slots, &g, 1, 1.0f, &scratch);
+    CHECK(a == 1.0f && w == 0.0f);
+  }
+  // Gradient limits clip the summed gradient alone, weight limits the updated row: SGD,
+  // lr 1, w = 1, g = 2, gradient limit 1, decay 0.5, weight limits [-10, 0.9]:
+  // w = 1 - 0.5 = 0.5, then 0.5 - 1 = -0.5.
   Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_STOCHASTIC_GRADIENT_DESCENT);
   p.clip_gradients(-1.0f, 1.0f);
   p.clip_weights(-10.0f, 0.9f);
@@ -553,8 +614,10 @@ void test_embedding_optimizers__clipping_and_weight_decay_order(void** state) {
   float w[2] = {1.0f, 0.5f}, g[2] = {2.0f, -3.0f}, scratch[2];
   opt->apply(w, nullptr, g, 2, 1.0f, scratch);
   CHECK(w[0] == -0.5f);
-  // Second element: g' = -1 + 0.25 = -0.75, w = 1.25, clipped to 0.9.
+  // Second element: w = 0.5 - 0.25 = 0.25, g clipped to -1, w = 1.25, clipped to 0.9.
   CHECK(w[1] == 0.9f);
+  // The caller's gradient is not written.
+  CHECK(g[0] == 2.0f && g[1] == -3.0f);
   // Only the lower or the upper limit set: the other side is unbounded.
   Params q(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_STOCHASTIC_GRADIENT_DESCENT);
   q.clip_weights(-1.0f, 0.0f);
@@ -563,6 +626,27 @@ void test_embedding_optimizers__clipping_and_weight_decay_order(void** state) {
   float w2[2] = {0.0f, 0.0f}, g2[2] = {-5.0f, 5.0f};
   opt->apply(w2, nullptr, g2, 2, 1.0f, scratch);
   CHECK(w2[0] == 5.0f && w2[1] == -1.0f);
+}
+
+// The smallest case of issue 29: one SGD element, lr 0.1, weight_decay_factor 0.01, w 0.5,
+// g 0.1. DecoupledWeightDecayExtension: w = 0.5 - 0.01 * 0.5 = 0.495, then SGD:
+// 0.495 - 0.1 * 0.1 = 0.485 (coupled decay, g + d * w, would give 0.4895). With
+// multiply_weight_decay_factor_by_learning_rate the factor is 0.01 * 0.1:
+// w = 0.5 - 0.0005 = 0.4995, then 0.4895.
+void test_embedding_optimizers__weight_decay_is_decoupled(void** state) {
+  Params p(TENSORFLOW__TPU__OPTIMIZATION_PARAMETERS__PARAMETERS_STOCHASTIC_GRADIENT_DESCENT);
+  p.op.weight_decay_factor = 0.01f;
+  for (int by_lr : {0, 1}) {
+    p.op.multiply_weight_decay_factor_by_learning_rate = by_lr;
+    std::unique_ptr<Optimizer> opt = p.parse();
+    float w = 0.5f, g = 0.1f, scratch;
+    opt->apply(&w, nullptr, &g, 1, 0.1f, &scratch);
+    const float d = by_lr ? 0.01f * 0.1f : 0.01f;
+    float want = 0.5f - d * 0.5f;
+    want = want - 0.1f * 0.1f;
+    if (!same_bits(w, want)) CHECK_FAIL("by_lr %d: w %.9g, expected %.9g", by_lr, w, want);
+    CHECK(std::fabs(w - (by_lr ? 0.4895f : 0.485f)) < 1e-6f);
+  }
 }
 
 void test_embedding_optimizers__learning_rate(void** state) {
@@ -844,6 +928,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_embedding_optimizers__adadelta),
       cmocka_unit_test(test_embedding_optimizers__proximal_adagrad),
       cmocka_unit_test(test_embedding_optimizers__clipping_and_weight_decay_order),
+      cmocka_unit_test(test_embedding_optimizers__weight_decay_is_decoupled),
       cmocka_unit_test(test_embedding_optimizers__learning_rate),
       cmocka_unit_test(test_embedding_optimizers__parse_errors),
       cmocka_unit_test(test_embedding_optimizers__refused_parameters),

@@ -70,7 +70,8 @@ typedef TPU_ENUM(tpu_embedding_optimizer) {
 
 /* How a sample's rows combine (TensorFlow's combiners): SUM: sum of weight * row;
  * MEAN: that sum divided by the sum of the weights; SQRTN: divided by the square root
- * of the sum of the squared weights. A sample without ids gets zeros. */
+ * of the sum of the squared weights. A sample without ids gets zeros. A sample of one
+ * id gets exactly weight * row, a -0.0 included (TensorFlow's segment_sum). */
 typedef TPU_ENUM(tpu_embedding_combiner) {
   TPU_EMBEDDING_COMBINER_SUM = 0,
   TPU_EMBEDDING_COMBINER_MEAN = 1,
@@ -110,7 +111,9 @@ typedef struct tpu_embedding_feature_batch {
 /* ---- Writing a configuration without protobuf ------------------------------------
  * A serialized TPUEmbeddingConfiguration (for tpu_system_options.embedding_config) from
  * its JSON form, proto3's JSON mapping: field names as in the .proto or lowerCamelCase,
- * enums by name or number, 64-bit integers as numbers or strings, and each table's
+ * enums by name or number, 64-bit integers as numbers or strings, a wrapper
+ * (google.protobuf.FloatValue: ClippingLimits' lower and upper) as its bare value
+ * ("lower": -1.5) or as {"value": -1.5}, null for a field left unset, and each table's
  * optimization_parameters as an OptimizationParameters object, for example
  *   {"table_descriptor": [{"name": "video", "vocabulary_size": 1000, "dimension": 16,
  *     "optimization_parameters": {"learning_rate": {"constant": 0.1}, "adagrad": {}}}],

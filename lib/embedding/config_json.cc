@@ -100,6 +100,38 @@ class Builder {
     return nullptr;
   }
 
+  // The well-known wrapper types (google/protobuf/wrappers.proto): one field, `value` = 1.
+  // tpurt's protos spell google.protobuf.FloatValue as tensorflow.tpu.FloatValue (the same
+  // wire format), so that name counts too.
+  static bool is_wrapper(const ProtobufCMessageDescriptor* d) {
+    static const char* const kNames[] = {
+        "google.protobuf.DoubleValue", "google.protobuf.FloatValue",  "google.protobuf.Int64Value",
+        "google.protobuf.UInt64Value", "google.protobuf.Int32Value",  "google.protobuf.UInt32Value",
+        "google.protobuf.BoolValue",   "google.protobuf.StringValue", "google.protobuf.BytesValue",
+        "tensorflow.tpu.FloatValue",
+    };
+    if (d->n_fields != 1 || d->fields[0].id != 1 || std::strcmp(d->fields[0].name, "value") != 0 ||
+        d->fields[0].label == PROTOBUF_C_LABEL_REPEATED)
+      return false;
+    for (const char* name : kNames)
+      if (std::strcmp(d->name, name) == 0) return true;
+    return false;
+  }
+
+  // proto3 JSON writes a wrapper as its bare value ("lower": -1.5): read it as the
+  // wrapper's `value` field, with that field's type and the wrapper's path in errors.
+  ProtobufCMessage* wrapper(const ProtobufCMessageDescriptor* d, const json_t* v, const std::string& at, int depth) {
+    auto* m = static_cast<ProtobufCMessage*>(arena_.alloc(d->sizeof_message));
+    d->message_init(m);
+    const ProtobufCFieldDescriptor* f = &d->fields[0];
+    char* base = reinterpret_cast<char*>(m);
+    scalar(f, v, base + f->offset, at, depth);
+    if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->type != PROTOBUF_C_TYPE_MESSAGE &&
+        f->type != PROTOBUF_C_TYPE_STRING)
+      *reinterpret_cast<protobuf_c_boolean*>(base + f->quantifier_offset) = 1;
+    return m;
+  }
+
   static size_t element_size(const ProtobufCFieldDescriptor* f) {
     switch (f->type) {
       case PROTOBUF_C_TYPE_INT64:
@@ -244,10 +276,12 @@ class Builder {
         b->len = static_cast<size_t>(n) - pad;
         return;
       }
-      case PROTOBUF_C_TYPE_MESSAGE:
+      case PROTOBUF_C_TYPE_MESSAGE: {
+        const auto* d = static_cast<const ProtobufCMessageDescriptor*>(f->descriptor);
         *reinterpret_cast<ProtobufCMessage**>(out) =
-            message(static_cast<const ProtobufCMessageDescriptor*>(f->descriptor), v, at, depth + 1);
+            is_wrapper(d) && !json_is_object(v) ? wrapper(d, v, at, depth + 1) : message(d, v, at, depth + 1);
         return;
+      }
     }
     invalid_argument(at, ": a field type tpurt does not read");
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "core/status.h"
@@ -15,15 +16,26 @@
 namespace tpurt {
 namespace embedding {
 
+// TensorFlow's combiner (embedding_ops.embedding_lookup_sparse with weights): rows times
+// weights, then math_ops.segment_sum, whose CPU kernel (SegmentReductionOp in
+// tensorflow/core/kernels/segment_reduction_ops_impl.h) copies a segment of one element
+// (`out_slice = in_slice`) and reduces a longer one with Eigen's SumReducer, which starts
+// from +0 and adds the elements in order. The two differ only for a -0.0: a sample of one
+// id whose weighted row holds -0.0 keeps it, a sum from +0 would not. `out` is zeros.
 void Engine::combine(const FeatureInput& in, const FeatureSpec& f, const float* const* rows, float* out) const {
   const int dim = config_->tables[f.table].dimension;
   const size_t n = in.ids.size();
+  std::vector<uint32_t> ids_of(static_cast<size_t>(f.samples), 0);
+  for (size_t k = 0; k < n; ++k) ++ids_of[in.sample[k]];
   for (size_t k = 0; k < n; ++k) {
     if (k + kPrefetchAhead < n) prefetch_row(rows[k + kPrefetchAhead], dim);
     float* o = out + in.sample[k] * dim;
     const float* r = rows[k];
     const float w = in.weight[k];
-    for (int j = 0; j < dim; ++j) o[j] += w * r[j];
+    if (ids_of[in.sample[k]] == 1)
+      for (int j = 0; j < dim; ++j) o[j] = w * r[j];
+    else
+      for (int j = 0; j < dim; ++j) o[j] += w * r[j];
   }
   for (int64_t s = 0; s < f.samples; ++s) {
     const float d = in.denominator[s];

@@ -121,27 +121,31 @@ std::unique_ptr<Optimizer> Optimizer::parse(const void* bytes, size_t len, const
   return o;
 }
 
-// Order: gradient clipping, weight decay (added to the gradient), the update rule,
-// weight clipping. gradient_clipping_limits clip "the backward pass gradient before
-// using it for updates" (the proto), so before anything is added to it. Weight decay
-// is coupled, g + decay * w with decay = weight_decay_factor (times the learning rate
-// under multiply_weight_decay_factor_by_learning_rate), because that is what the one
-// published TPU update program that reads it does (jax_tpu_embedding's FTRL program:
-// grad + wd * table, before the update); TensorFlow's own SparseCore programs take no
-// weight decay. clipping_limits clip the updated weights last, as every program in
-// tensorflow/core/tpu/kernels/sparse_core_ops_utils.cc does (ApplyWeightClippingToTable
-// on the update's result). docs/EMBEDDING.md, "Optimizers", says the same.
+// Order: gradient clipping, weight decay, the update rule, weight clipping.
+// gradient_clipping_limits clip "the backward pass gradient before using it for
+// updates" (the proto). weight_decay_factor is decoupled weight decay: the proto says
+// "see weight_decay_optimizers.py", and multiply_weight_decay_factor_by_learning_rate
+// exists "to match the note in DecoupledWeightDecayExtension" there
+// (tensorflow/contrib/opt/python/training/weight_decay_optimizers.py,
+// DecoupledWeightDecayExtension._decay_weights_op / _decay_weights_sparse_op): the row
+// is decayed first, w = w - d * w with d = weight_decay_factor (times the learning rate
+// under the flag), and the update rule then runs on the decayed row with the clipped
+// gradient (TensorFlow's update op has a control dependency on the decay). The
+// gradient is not changed by the decay. clipping_limits clip the updated weights last,
+// as every program in tensorflow/core/tpu/kernels/sparse_core_ops_utils.cc does
+// (ApplyWeightClippingToTable on the update's result). docs/EMBEDDING.md, "Optimizers",
+// says the same.
 void Optimizer::apply(float* row, float* const* slots, const float* grad, int dim, float learning_rate,
                       float* scratch) const {
   const float* g = grad;
-  if (gradient_clip_.enabled() || weight_decay_ != 0) {
+  if (gradient_clip_.enabled()) {
     std::copy(grad, grad + dim, scratch);
-    if (gradient_clip_.enabled()) clip(scratch, dim, gradient_clip_);
-    if (weight_decay_ != 0) {
-      const float decay = decay_by_learning_rate_ ? weight_decay_ * learning_rate : weight_decay_;
-      for (int i = 0; i < dim; ++i) scratch[i] += decay * row[i];
-    }
+    clip(scratch, dim, gradient_clip_);
     g = scratch;
+  }
+  if (weight_decay_ != 0) {
+    const float decay = decay_by_learning_rate_ ? weight_decay_ * learning_rate : weight_decay_;
+    for (int i = 0; i < dim; ++i) row[i] = row[i] - decay * row[i];
   }
   rule_->update(row, slots, g, dim, learning_rate);
   if (weight_clip_.enabled()) clip(row, dim, weight_clip_);

@@ -17,7 +17,8 @@ namespace tpurt {
 namespace embedding {
 
 // One optimizer's update rule: a pure function of (row, slots, summed gradient, learning
-// rate) over `dim` elements, after gradient clipping and weight decay (optimizer.cc).
+// rate) over `dim` elements: the row is already decayed, the gradient already clipped
+// (optimizer.cc).
 class UpdateRule {
  public:
   virtual ~UpdateRule() = default;
@@ -56,8 +57,8 @@ class Optimizer {
   const std::vector<float>& slot_initial_values() const { return slot_initial_; }
   bool updates_every_row() const { return rule_->updates_every_row(); }
 
-  // Applies one row's summed gradient: gradient clipping, weight decay, the update rule,
-  // weight clipping. scratch[dim] is the caller's working space.
+  // Applies one row's summed gradient: gradient clipping, weight decay (of the row, not
+  // added to the gradient), the update rule, weight clipping. scratch[dim] is the caller's working space.
   void apply(float* row, float* const* slots, const float* grad, int dim, float learning_rate,
              float* scratch) const;
 
