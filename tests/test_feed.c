@@ -413,6 +413,31 @@ static void test_feed__shard_dimension_checks(void **state) {
   tpu_device_assignment_release(da);
 }
 
+/* An empty FIFO with 2 cores per replica: logical core 0's dequeue times out after the
+ * step's deadline and the step fails as one with that error (the other cores, waiting
+ * for the tuple with a longer bound, are woken by it), as with one core per replica. */
+static void test_feed__cores_of_a_replica_empty_fifo_fails_the_step(void **state) {
+  start(4, 0);
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in));
+  const int dims[2] = {0, -1};
+  CHECK_OK(tpu_infeed_queue_set_shard_dimensions(g_in, dims, 2));
+  tpu_device_assignment *da = cores_per_replica(2, 2);
+  tpu_step_options o = *FEED_OPTIONS(da);
+  o.collective_timeout_ms = 200;
+  double t0 = now();
+  CHECK_ERROR(tpu_replicate(g_sys, check_piece_shapes, NULL, 2, 0, NULL, 0, NULL, &o), TPU_DEADLINE_EXCEEDED,
+              "core 0: infeed dequeue for replica ");
+  assert_non_null(strstr(tpu_last_error(), "stayed empty"));
+  assert_true(now() - t0 < time_limit(3.0));
+  /* The system runs the next step: a tuple for each replica. */
+  tpu_tensor *t[2];
+  make_tuple(1, 7, t);
+  for (int r = 0; r < 2; ++r) CHECK_OK(tpu_infeed_enqueue(g_in, r, t, 2));
+  release_tuple(t);
+  CHECK_OK(tpu_replicate(g_sys, check_piece_shapes, NULL, 2, 0, NULL, 0, NULL, FEED_OPTIONS(da)));
+  tpu_device_assignment_release(da);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_feed__round_trip, teardown),
@@ -425,6 +450,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_feed__after_shutdown, teardown),
       cmocka_unit_test_teardown(test_feed__cores_of_a_replica_split_the_tuple, teardown),
       cmocka_unit_test_teardown(test_feed__shard_dimension_checks, teardown),
+      cmocka_unit_test_teardown(test_feed__cores_of_a_replica_empty_fifo_fails_the_step, teardown),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

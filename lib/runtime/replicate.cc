@@ -269,6 +269,20 @@ class InfeedStage : public StepStage {
         view = cores_of_replica.view();
         groups = &view;
       }
+      // The other cores wait for the tuple in the broadcast. Their wait is twice the
+      // step's deadline, so that an empty FIFO is reported as what it is (core 0's
+      // dequeue times out first and fails the step, which wakes them), not as a
+      // broadcast that timed out waiting for core 0 at the same moment.
+      const int64_t step_ms = ctx->comm->step_timeout_ms();
+      const bool longer = ctx->logical_core != 0 && step_ms > 0 && step_ms < INT64_MAX / 2;
+      if (longer) ctx->comm->set_call_timeout(ctx->participant, 2 * step_ms);
+      struct Restore {
+        tpu_replica_context* ctx;
+        bool on;
+        ~Restore() {
+          if (on) ctx->comm->set_call_timeout(ctx->participant, 0);
+        }
+      } restore{ctx, longer};
       for (int e = 0; e < n; ++e) {
         const tpu_shape& shape = queue_->shape(e);
         // The other cores pass a tensor of the element's dtype and shape: the
