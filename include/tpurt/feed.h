@@ -20,7 +20,8 @@
  * multiple of k) fails the step before it runs with TPU_INVALID_ARGUMENT naming the
  * element, its shape and the dimension. The replica's logical core 0 dequeues the
  * tuple, so it must run on the task that serves the replica; its other cores may run
- * on other tasks.
+ * on other tasks. They wait for the tuple up to twice the step's deadline, so that an
+ * empty FIFO fails the step as logical core 0's dequeue timing out.
  *
  * Many tasks: as TensorFlow feeds each host's cores from that host, each task creates
  * the queue (for the step's replicas of all tasks) and serves the replicas it runs:
