@@ -155,6 +155,15 @@ for TPURT_TRANSPORT in $TRANSPORTS; do
     else bad "[$TPURT_TRANSPORT] infeed and outfeed across $1 tasks of $2 cores (exit $rc)" "$out"; fi
   done
 
+  # An infeed queue with replicas of 2 cores whose logical core 1 runs on the other
+  # task: every core gets its piece of the tuple (TensorFlow's InfeedQueue sharding).
+  out=$(timeout 120 "$tpurt" launch -n 2 --cores-per-task 2 -- "$worker" feed_cores 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] && every_task_says 2 "feed_cores ok" "$out" &&
+     [ "$(grep -c 'replica [0-9] core [0-9]: piece ok' <<<"$out")" = 4 ]; then
+    ok "[$TPURT_TRANSPORT] infeed with replicas of 2 cores split over 2 tasks: each core gets its piece"
+  else bad "[$TPURT_TRANSPORT] infeed with replicas of 2 cores split over 2 tasks (exit $rc)" "$out"; fi
+
   out=$(timeout 120 "$tpurt" launch -n 3 --cores-per-task 2 -- "$worker" fail 1 2>&1)
   rc=$?
   if [ $rc -eq 0 ] && every_task_says 3 "fail ok" "$out"; then

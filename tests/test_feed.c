@@ -267,6 +267,177 @@ static void test_feed__after_shutdown(void **state) {
                TPU_FAILED_PRECONDITION, "shut down");
 }
 
+/* ---- several cores per replica (issue 29, 3.2) ----------------------------------
+ * TensorFlow: tpu_sharding.py's ShardingPolicy.get_sharded_shape cuts element e of a
+ * tuple number_of_shards equal ways along its shard dimension (default 0,
+ * _DEFAULT_SHARD_DIMENSION), failing with "cannot be sharded N ways along dimension d"
+ * or "does not contain shard_dimension d"; tpu_feed.py's InfeedQueue.set_shard_dimensions
+ * sets the dimension per element, and _PartitionedInfeedQueue feeds logical core c of a
+ * replica its piece c (partition_or_replicate_on_host), or the whole element to every
+ * core when its dims are None (tpurt: shard dimension -1). */
+
+/* A step that feeds g_in to its replicas, as TensorFlow's infeed_queue argument. */
+#define FEED_OPTIONS(da)                                                                    \
+  (&(tpu_step_options){.struct_size = sizeof(tpu_step_options), .device_assignment = (da), \
+                       .infeed_queue = g_in})
+
+/* R replicas of k cores, participant r * k + c on device r * k + c of task 0. */
+static tpu_device_assignment *cores_per_replica(int R, int k) {
+  tpu_topology *topo = NULL;
+  CHECK_OK(tpu_system_topology(g_sys, &topo));
+  int32_t coords[8][4];
+  for (int p = 0; p < R * k; ++p)
+    CHECK_OK(tpu_topology_device_coordinates(topo, 0, p, coords[p], 4, &(size_t){0}));
+  tpu_device_assignment *da = NULL;
+  CHECK_OK(tpu_device_assignment_create(topo, &coords[0][0], R, k, &da));
+  tpu_topology_release(topo);
+  return da;
+}
+
+/* What each participant (replica * 2 + logical core) found in its three elements. */
+static struct {
+  int64_t dims[3][2];
+  size_t rank[3];
+  float a[4], c[4];
+  int32_t b[3];
+  atomic_int runs;
+} g_seen[4];
+
+static tpu_status record_pieces(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                tpu_tensor **out, int no, void *user) {
+  int r = -1, c = -1;
+  tpu_replica_context_replica_id(ctx, &r);
+  tpu_replica_context_logical_core(ctx, &c);
+  if (ni != 3 || r < 0 || r > 1 || c < 0 || c > 1) return TPU_INTERNAL;
+  const int p = r * 2 + c;
+  for (int e = 0; e < 3; ++e)
+    if (tpu_tensor_dims(in[e], g_seen[p].dims[e], 2, &g_seen[p].rank[e]) != TPU_OK) return TPU_INTERNAL;
+  const void *d;
+  tpu_tensor_data(in[0], &d);
+  memcpy(g_seen[p].a, d, sizeof g_seen[p].a);
+  tpu_tensor_data(in[1], &d);
+  memcpy(g_seen[p].b, d, sizeof g_seen[p].b);
+  tpu_tensor_data(in[2], &d);
+  memcpy(g_seen[p].c, d, sizeof g_seen[p].c);
+  atomic_fetch_add(&g_seen[p].runs, 1);
+  return TPU_OK;
+}
+
+/* Elements float32[4,2] (dimension 0), int32[3] (-1: whole), float32[2,4]
+ * (dimension 1), over 2 replicas of 2 cores: core c gets rows 2c, 2c+1 of the first,
+ * the whole second, and columns 2c, 2c+1 of the third. */
+static void test_feed__cores_of_a_replica_split_the_tuple(void **state) {
+  start(4, 0);
+  memset(g_seen, 0, sizeof g_seen);
+  const tpu_dtype types[3] = {TPU_FLOAT, TPU_INT32, TPU_FLOAT};
+  const tpu_shape shapes[3] = {{2, {4, 2}}, {1, {3}}, {2, {2, 4}}};
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 3, types, shapes, 0, &g_in));
+  const int dims[3] = {0, -1, 1};
+  CHECK_OK(tpu_infeed_queue_set_shard_dimensions(g_in, dims, 3));
+  for (int r = 0; r < 2; ++r) {
+    float v[8];
+    for (int i = 0; i < 8; ++i) v[i] = (float)(100 * r + i);
+    int32_t b[3] = {r, 10 + r, 20 + r};
+    tpu_tensor *t[3];
+    CHECK_OK(tpu_tensor_create(TPU_FLOAT, shapes[0].dims, 2, v, sizeof v, &t[0]));
+    CHECK_OK(tpu_tensor_create(TPU_INT32, shapes[1].dims, 1, b, sizeof b, &t[1]));
+    CHECK_OK(tpu_tensor_create(TPU_FLOAT, shapes[2].dims, 2, v, sizeof v, &t[2]));
+    CHECK_OK(tpu_infeed_enqueue(g_in, r, t, 3));
+    for (int e = 0; e < 3; ++e) tpu_tensor_release(t[e]);
+  }
+  tpu_device_assignment *da = cores_per_replica(2, 2);
+  CHECK_OK(tpu_replicate(g_sys, record_pieces, NULL, 2, 0, NULL, 0, NULL, FEED_OPTIONS(da)));
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c) {
+      const int p = r * 2 + c;
+      assert_int_equal(atomic_load(&g_seen[p].runs), 1);
+      assert_int_equal(g_seen[p].rank[0], 2);
+      assert_int_equal(g_seen[p].dims[0][0], 2);
+      assert_int_equal(g_seen[p].dims[0][1], 2);
+      assert_int_equal(g_seen[p].rank[1], 1);
+      assert_int_equal(g_seen[p].dims[1][0], 3);
+      assert_int_equal(g_seen[p].rank[2], 2);
+      assert_int_equal(g_seen[p].dims[2][0], 2);
+      assert_int_equal(g_seen[p].dims[2][1], 2);
+      for (int i = 0; i < 4; ++i) /* rows 2c, 2c+1 of [4,2]: elements 4c .. 4c+3 */
+        assert_true(g_seen[p].a[i] == (float)(100 * r + 4 * c + i));
+      for (int i = 0; i < 3; ++i) assert_int_equal(g_seen[p].b[i], 10 * i + r);
+      for (int row = 0; row < 2; ++row) /* columns 2c, 2c+1 of [2,4] */
+        for (int col = 0; col < 2; ++col)
+          assert_true(g_seen[p].c[row * 2 + col] == (float)(100 * r + row * 4 + 2 * c + col));
+    }
+  tpu_device_assignment_release(da);
+}
+
+/* With (float32[2,3] along 0, int32 scalar whole) over 2 cores: [1,3] and [] on every core. */
+static tpu_status check_piece_shapes(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                                     tpu_tensor **out, int no, void *user) {
+  int64_t d[2];
+  size_t rank = 0;
+  if (ni != 2) return TPU_INTERNAL;
+  if (tpu_tensor_dims(in[0], d, 2, &rank) != TPU_OK || rank != 2 || d[0] != 1 || d[1] != 3)
+    return TPU_INTERNAL;
+  if (tpu_tensor_dims(in[1], d, 2, &rank) != TPU_OK || rank != 0) return TPU_INTERNAL;
+  return TPU_OK;
+}
+
+/* TensorFlow's sharding checks, before the step runs (nothing dequeued), and
+ * set_shard_dimensions' own. */
+static void test_feed__shard_dimension_checks(void **state) {
+  start(4, 500);
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in)); /* [2,3], [] */
+  const int bad_range[2] = {0, -2};
+  CHECK_ERROR(tpu_infeed_queue_set_shard_dimensions(g_in, bad_range, 2), TPU_INVALID_ARGUMENT,
+              "infeed tuple element 1: shard dimension -2 is outside [-1, ");
+  const int dims[2] = {0, -1};
+  CHECK_ERROR(tpu_infeed_queue_set_shard_dimensions(g_in, dims, 1), TPU_INVALID_ARGUMENT,
+              "shard_dimensions has 1 entries, but must have one per tuple element (2)");
+  CHECK_ERROR(tpu_infeed_queue_set_shard_dimensions(g_in, NULL, 2), TPU_INVALID_ARGUMENT,
+              "shard_dimensions");
+  tpu_tensor *t[2];
+  make_tuple(1, 7, t);
+  for (int r = 0; r < 2; ++r) CHECK_OK(tpu_infeed_enqueue(g_in, r, t, 2));
+  release_tuple(t);
+  tpu_device_assignment *da = cores_per_replica(2, 2);
+  /* The default (dimension 0 for every element): the int32 scalar has no dimension 0. */
+  CHECK_ERROR(tpu_replicate(g_sys, record_pieces, NULL, 2, 0, NULL, 0, NULL, FEED_OPTIONS(da)),
+              TPU_INVALID_ARGUMENT, "infeed tuple element 1: shape [] does not contain shard dimension 0");
+  /* [2,3] along dimension 1: 3 is not a multiple of 2. */
+  const int odd[2] = {1, -1};
+  CHECK_OK(tpu_infeed_queue_set_shard_dimensions(g_in, odd, 2));
+  CHECK_ERROR(tpu_replicate(g_sys, record_pieces, NULL, 2, 0, NULL, 0, NULL, FEED_OPTIONS(da)),
+              TPU_INVALID_ARGUMENT, "infeed tuple element 0: shape [2,3] cannot be sharded 2 ways along dimension 1");
+  /* Nothing was dequeued: with dimension 0 the step runs and takes the tuples. */
+  CHECK_OK(tpu_infeed_queue_set_shard_dimensions(g_in, dims, 2));
+  CHECK_OK(tpu_replicate(g_sys, check_piece_shapes, NULL, 2, 0, NULL, 0, NULL, FEED_OPTIONS(da)));
+  tpu_device_assignment_release(da);
+}
+
+/* An empty FIFO with 2 cores per replica: logical core 0's dequeue times out after the
+ * step's deadline and the step fails as one with that error (the other cores, waiting
+ * for the tuple with a longer bound, are woken by it), as with one core per replica. */
+static void test_feed__cores_of_a_replica_empty_fifo_fails_the_step(void **state) {
+  start(4, 0);
+  CHECK_OK(tpu_infeed_queue_create(g_sys, 2, 2, kTypes, kShapes, 0, &g_in));
+  const int dims[2] = {0, -1};
+  CHECK_OK(tpu_infeed_queue_set_shard_dimensions(g_in, dims, 2));
+  tpu_device_assignment *da = cores_per_replica(2, 2);
+  tpu_step_options o = *FEED_OPTIONS(da);
+  o.collective_timeout_ms = 200;
+  double t0 = now();
+  CHECK_ERROR(tpu_replicate(g_sys, check_piece_shapes, NULL, 2, 0, NULL, 0, NULL, &o), TPU_DEADLINE_EXCEEDED,
+              "core 0: infeed dequeue for replica ");
+  assert_non_null(strstr(tpu_last_error(), "stayed empty"));
+  assert_true(now() - t0 < time_limit(3.0));
+  /* The system runs the next step: a tuple for each replica. */
+  tpu_tensor *t[2];
+  make_tuple(1, 7, t);
+  for (int r = 0; r < 2; ++r) CHECK_OK(tpu_infeed_enqueue(g_in, r, t, 2));
+  release_tuple(t);
+  CHECK_OK(tpu_replicate(g_sys, check_piece_shapes, NULL, 2, 0, NULL, 0, NULL, FEED_OPTIONS(da)));
+  tpu_device_assignment_release(da);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_feed__round_trip, teardown),
@@ -277,6 +448,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_feed__full_fifo_blocks_until_the_deadline, teardown),
       cmocka_unit_test_teardown(test_feed__abort_wakes_dequeue, teardown),
       cmocka_unit_test_teardown(test_feed__after_shutdown, teardown),
+      cmocka_unit_test_teardown(test_feed__cores_of_a_replica_split_the_tuple, teardown),
+      cmocka_unit_test_teardown(test_feed__shard_dimension_checks, teardown),
+      cmocka_unit_test_teardown(test_feed__cores_of_a_replica_empty_fifo_fails_the_step, teardown),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

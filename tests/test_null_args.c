@@ -829,6 +829,9 @@ static void test_null_args__feed(void **state) {
   NULL_ARG(tpu_infeed_enqueue(NULL, 0, tuple, 1), "'queue'");
   NULL_ARG(tpu_infeed_enqueue(f->infeed, 0, NULL, 1), "'tuple'");
   NULL_ARG(tpu_infeed_enqueue(f->infeed, 0, null_tuple, 1), "tuple|element");
+  const int shard_dims[1] = {0};
+  NULL_ARG(tpu_infeed_queue_set_shard_dimensions(NULL, shard_dims, 1), "'queue'");
+  NULL_ARG(tpu_infeed_queue_set_shard_dimensions(f->infeed, NULL, 1), "'shard_dimensions'");
   NULL_ARG(tpu_outfeed_dequeue(NULL, 0, tuple, 1), "'queue'");
   NULL_ARG(tpu_outfeed_dequeue(f->outfeed, 0, NULL, 1), "'tuple'");
   CHECK_NO_WORKER_FAILURES();

@@ -884,7 +884,9 @@ static void test_partition__assembles_uneven_tiles(void **state) {
   tpu_device_assignment_release(da);
 }
 
-/* An infeed queue with several cores per replica is not supported yet: named. */
+/* An infeed queue with several cores per replica cuts each element over the cores
+ * (test_feed covers the pieces); a float32[2] cannot be cut 4 ways along dimension 0
+ * (tpu_sharding.py's get_sharded_shape): refused before anything runs. */
 static void test_partition__infeed_with_several_cores(void **state) {
   (void)state;
   start(8);
@@ -900,8 +902,8 @@ static void test_partition__infeed_with_several_cores(void **state) {
   o.infeed_queue = q;
   record rec;
   memset(&rec, 0, sizeof rec);
-  CHECK_ERROR(tpu_replicate(g_sys, echo, &rec, 2, 0, NULL, 0, NULL, &o), TPU_UNIMPLEMENTED,
-              "options->infeed_queue with 4 cores per replica");
+  CHECK_ERROR(tpu_replicate(g_sys, echo, &rec, 2, 0, NULL, 0, NULL, &o), TPU_INVALID_ARGUMENT,
+              "infeed tuple element 0: shape [2] cannot be sharded 4 ways along dimension 0");
   assert_int_equal(atomic_load(&rec.runs), 0);
   tpu_infeed_queue_release(q);
   tpu_device_assignment_release(da);

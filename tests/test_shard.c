@@ -152,6 +152,37 @@ static void test_shard__batch_parallel(void **state) {
   tpu_tensor_release(in);
 }
 
+/* Scalar outputs (issue 29, 3.1). TensorFlow's split_compile_and_shard (tpu.py), which
+ * batch_parallel calls with every output gathered, stacks an output whose shape has
+ * rank 0 (array_ops.stack, whatever output_shard_axes says) and concatenates the
+ * others; a scalar not gathered from all shards is shard 0's. The docstrings' "Inputs
+ * and outputs of the computation must be at least rank-1 Tensors" is not enforced
+ * for outputs there, so tpurt stacks too (docs/DEVIATIONS.md, "Steps and infeed"). */
+static void test_shard__scalar_outputs_are_stacked(void **state) {
+  const int64_t dims[2] = {8, 2};
+  tpu_tensor *in = iota(dims, 2), *out[2];
+  CHECK_OK(tpu_batch_parallel(g_sys, scale_and_id, NULL, 1, &in, 4, 2, out, NULL));
+  const int64_t stacked[1] = {4};
+  const float ids[4] = {0, 1, 2, 3};
+  expect_tensor(out[1], stacked, 1, ids);
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+  /* An output axis of 1 for the scalar: stacked all the same. */
+  const int out_axes[2] = {0, 1};
+  CHECK_OK(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, NULL, out_axes, 2, out, NULL));
+  expect_tensor(out[1], stacked, 1, ids);
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+  /* Not gathered: shard 0's scalar, rank 0. */
+  const int from_all[2] = {1, 0};
+  CHECK_OK(tpu_shard(g_sys, scale_and_id, NULL, 1, &in, 4, NULL, from_all, NULL, 2, out, NULL));
+  const float zero[1] = {0};
+  expect_tensor(out[1], NULL, 0, zero);
+  tpu_tensor_release(out[0]);
+  tpu_tensor_release(out[1]);
+  tpu_tensor_release(in);
+}
+
 static void test_shard__input_errors(void **state) {
   const int64_t dims[1] = {5};
   tpu_tensor *in = iota(dims, 1), *out = (tpu_tensor *)&dims;
@@ -385,6 +416,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shard__split_concat_and_stack),
       cmocka_unit_test(test_shard__batch_parallel),
+      cmocka_unit_test(test_shard__scalar_outputs_are_stacked),
       cmocka_unit_test(test_shard__input_errors),
       cmocka_unit_test(test_shard__output_errors),
       cmocka_unit_test(test_shard__output_checks_fail_the_step),

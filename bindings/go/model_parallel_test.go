@@ -515,3 +515,42 @@ func TestMeshFromTopology(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// An infeed queue with replicas of 2 cores: each core gets its piece of every tuple
+// element, cut along the element's shard dimension, or the whole element for -1, as
+// TensorFlow's InfeedQueue.set_shard_dimensions and its sharding policy
+// (tpu_sharding.py get_sharded_shape) say.
+func TestInfeedShardDimensionsOverTheCoresOfAReplica(t *testing.T) {
+	s := newTestSystem(t)
+	a := twoCoreAssignment(t, s)
+	spec := []FeedSpec{{DType: Float32, Shape: TensorShape{4}}, {DType: Float32, Shape: TensorShape{2}}}
+	in := must(NewInfeedQueue(s, mpReplicas, spec, 2))
+	defer in.Close()
+	if err := in.SetShardDimensions([]int{0}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("one shard dimension for two elements: %v", err)
+	}
+	if err := in.SetShardDimensions([]int{0, -1}); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < mpReplicas; r++ {
+		f := float32(10 * r)
+		tuple := []*Tensor{must(NewTensor([]int64{4}, []float32{f, f + 1, f + 2, f + 3})), must(NewTensor([]int64{2}, []float32{f, 7}))}
+		if err := in.Enqueue(r, tuple); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bad failures
+	_, err := ReplicateN(s, func(ctx *Context, inputs []*Tensor) ([]*Tensor, error) {
+		r, c := ctx.ReplicaID(), ctx.LogicalCore()
+		f := float32(10*r + 2*c)
+		piece, whole := must(Values[float32](inputs[0])), must(Values[float32](inputs[1]))
+		if !equal(piece, []float32{f, f + 1}) || !equal(whole, []float32{float32(10 * r), 7}) {
+			bad.add("replica %d core %d got %v and %v", r, c, piece, whole)
+		}
+		return nil, nil
+	}, mpReplicas, WithDeviceAssignment(a), WithInfeedQueue(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.check(t)
+}

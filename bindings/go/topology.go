@@ -1,6 +1,9 @@
 package tpurt
 
-import "runtime"
+import (
+	"math"
+	"runtime"
+)
 
 // Topology is the mesh of cores. Raw() exposes every query of the support layer.
 type Topology struct{ raw RawTopology }
@@ -178,6 +181,25 @@ func (q *InfeedQueue) Enqueue(replica int, tuple []*Tensor) error {
 	}
 	defer DeleteTensorVector(v)
 	return try0(func() { q.raw.Enqueue(replica, v) })
+}
+
+// SetShardDimensions is TensorFlow's InfeedQueue.set_shard_dimensions: the dimension
+// each tuple element is cut along over the cores of a replica, one per element (-1:
+// the whole element to every core; the default is 0).
+func (q *InfeedQueue) SetShardDimensions(dims []int) error {
+	if q == nil || q.raw == nil {
+		return newError(CodeInvalidArgument, "SetShardDimensions: the queue is nil or closed")
+	}
+	d := make([]int32, len(dims))
+	for i, x := range dims {
+		if x < math.MinInt32 || x > math.MaxInt32 {
+			return newError(CodeInvalidArgument, "SetShardDimensions: dimension %d (%d) is out of the int32 range", i, x)
+		}
+		d[i] = int32(x)
+	}
+	v := int32Vector(d)
+	defer DeleteInt32Vector(v)
+	return try0(func() { q.raw.SetShardDimensions(v) })
 }
 
 // Close releases the queue.

@@ -27,6 +27,12 @@ class InfeedQueue {
     std::vector<tpu_tensor*> h = Tensor::handles(tuple);
     detail::check(tpu_infeed_enqueue(handle(), replica, h.data(), detail::int_or_throw(h.size(), "tuple")));
   }
+  // TensorFlow's InfeedQueue.set_shard_dimensions: the dimension each tuple element is
+  // cut along over the cores of a replica (-1: whole to every core; default 0).
+  void setShardDimensions(const std::vector<int32_t>& dims) {
+    detail::check(tpu_infeed_queue_set_shard_dimensions(handle(), dims.data(),
+                                                        detail::int_or_throw(dims.size(), "shard dimensions")));
+  }
   tpu_infeed_queue* handle() const {
     detail::check_handle(q_, "the infeed queue");
     return q_;

@@ -10,6 +10,19 @@
  * A dequeue inside a computation also returns TPU_ABORTED when the step fails.
  * Queue operations are safe from any thread. A queue must not outlive its system.
  *
+ * Several cores per replica (tpu_step_options.device_assignment with
+ * num_cores_per_replica k > 1): as TensorFlow's InfeedQueue shards each tuple element
+ * (tpu_feed.py, tpu_sharding.py), the host enqueues a replica's whole tuple, and in
+ * the step logical core c of the replica gets piece c of element e cut k equal ways
+ * along the element's shard dimension (0 unless tpu_infeed_queue_set_shard_dimensions
+ * says otherwise), or the whole element when its shard dimension is -1. An element
+ * that cannot be cut so (rank <= its shard dimension, or that dimension not a
+ * multiple of k) fails the step before it runs with TPU_INVALID_ARGUMENT naming the
+ * element, its shape and the dimension. The replica's logical core 0 dequeues the
+ * tuple, so it must run on the task that serves the replica; its other cores may run
+ * on other tasks. They wait for the tuple up to twice the step's deadline, so that an
+ * empty FIFO fails the step as logical core 0's dequeue timing out.
+ *
  * Many tasks: as TensorFlow feeds each host's cores from that host, each task creates
  * the queue (for the step's replicas of all tasks) and serves the replicas it runs:
  * replica r belongs to task r / (cores per task), where a step without a device
@@ -43,6 +56,17 @@ TPU_API tpu_status tpu_infeed_queue_create(tpu_system *system, int num_replicas,
 /* NULL is accepted. From inside a computation it is refused (TPU_FAILED_PRECONDITION:
  * a step may be using the queue) and the queue stays valid. */
 TPU_API tpu_status tpu_infeed_queue_release(tpu_infeed_queue *queue);
+
+/* TensorFlow's InfeedQueue.set_shard_dimensions: shard_dimensions[num_elements] (one
+ * per tuple element, num_elements the queue's, TPU_INVALID_ARGUMENT otherwise) say
+ * along which dimension a step with several cores per replica cuts each element;
+ * each is -1 (the whole element to every core) or in [0, TPU_MAX_RANK). The default
+ * is 0 for every element. A step uses the dimensions set when it begins; a step with
+ * one core per replica ignores them. Safe to call concurrently with steps and with
+ * the queue's other functions. */
+TPU_API tpu_status tpu_infeed_queue_set_shard_dimensions(tpu_infeed_queue *queue,
+                                                         const int *shard_dimensions,
+                                                         int num_elements);
 
 /* Host side: enqueues tuple[0..num_elements) for `replica` (each tensor retained).
  * A tensor of the wrong dtype or shape is rejected (TPU_INVALID_ARGUMENT naming the

@@ -120,7 +120,7 @@ typedef struct tpu_step_options {
    * next tuple from this queue (created for the step's replica count) and receives
    * the tuple's tensors after its own inputs (and after any padding sizes). NULL:
    * none. An empty FIFO waits up to the collective deadline. With several cores per
-   * replica: TPU_UNIMPLEMENTED (give the tensors as partitioned inputs instead). */
+   * replica each core gets its piece of every element (tpurt/feed.h). */
   tpu_infeed_queue *infeed_queue;
   /* (1.3) NULL, or num_input_partitions == num_inputs entries: how input i is spread
    * over the cores of its replica (tpu_partition_spec). NULL: every input whole to

@@ -67,6 +67,12 @@ TPU_EXPORT tpu_status tpu_infeed_queue_release(tpu_infeed_queue* queue) {
   return release_queue(queue, "tpu_infeed_queue_release");
 }
 
+TPU_EXPORT tpu_status tpu_infeed_queue_set_shard_dimensions(tpu_infeed_queue* queue,
+                                                            const int* shard_dimensions,
+                                                            int num_elements) {
+  return guarded([&] { queue_of(queue).set_shard_dimensions(shard_dimensions, num_elements); });
+}
+
 TPU_EXPORT tpu_status tpu_infeed_enqueue(tpu_infeed_queue* queue, int replica,
                                          tpu_tensor* const* tuple, int num_elements) {
   return guarded([&] { queue_of(queue).push(replica, tuple, num_elements, nullptr); });

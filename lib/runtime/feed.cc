@@ -70,7 +70,44 @@ FeedQueue::FeedQueue(std::shared_ptr<System> system, const char* kind, int num_r
   }
   dtypes_.assign(dtypes, dtypes + num_elements);
   shapes_.assign(shapes, shapes + num_elements);
+  shard_dims_.assign(num_elements, 0);  // tpu_sharding.py's _DEFAULT_SHARD_DIMENSION
   fifos_.resize(num_replicas);
+}
+
+void FeedQueue::set_shard_dimensions(const int* dims, int num_elements) {
+  require_not_null(dims, "shard_dimensions");
+  if (num_elements != num_elements_)
+    invalid_argument("shard_dimensions has ", num_elements, " entries, but must have one per tuple element (",
+                     num_elements_, ")");
+  for (int e = 0; e < num_elements; ++e)
+    if (dims[e] < -1 || dims[e] >= TPU_MAX_RANK)
+      invalid_argument(kind_, " tuple element ", e, ": shard dimension ", dims[e],
+                       " is outside [-1, ", TPU_MAX_RANK, ") (-1: the element goes whole to every core)");
+  std::lock_guard<std::mutex> lock(mu_);
+  shard_dims_.assign(dims, dims + num_elements);
+}
+
+std::vector<int> FeedQueue::shard_dimensions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return shard_dims_;
+}
+
+void FeedQueue::check_shardable(const std::vector<int>& dims, int cores) const {
+  if (cores == 1) return;  // one shard: nothing to split (get_sharded_shape)
+  for (int e = 0; e < num_elements_; ++e) {
+    const int d = dims[e];
+    if (d < 0) continue;
+    const tpu_shape& s = shapes_[e];
+    if (s.rank <= d)
+      invalid_argument(kind_, " tuple element ", e, ": shape ", shape_string(s.dims, s.rank),
+                       " does not contain shard dimension ", d, ", so it cannot be split over the ",
+                       cores, " cores of a replica (tpu_infeed_queue_set_shard_dimensions; -1 gives "
+                       "every core the whole element)");
+    if (s.dims[d] % cores != 0)
+      invalid_argument(kind_, " tuple element ", e, ": shape ", shape_string(s.dims, s.rank),
+                       " cannot be sharded ", cores, " ways along dimension ", d,
+                       " (the cores of a replica)");
+  }
 }
 
 FeedQueue::~FeedQueue() {

@@ -40,6 +40,19 @@ class FeedQueue {
   System& system() const { return *system_; }
   int num_replicas() const { return num_replicas_; }
   int num_elements() const { return num_elements_; }
+  tpu_dtype dtype(int element) const { return dtypes_[element]; }
+  const tpu_shape& shape(int element) const { return shapes_[element]; }
+
+  // TensorFlow's InfeedQueue.set_shard_dimensions: the dimension each tuple element is
+  // split along over the cores of a replica (-1: every core gets it whole). Checks
+  // the count and each value's range (TPU_INVALID_ARGUMENT); whether an element can
+  // be split k ways is the step's check (check_shardable), as in tpu_sharding.py.
+  void set_shard_dimensions(const int* dims, int num_elements);
+  // A snapshot of the shard dimensions (all 0 until set).
+  std::vector<int> shard_dimensions() const;
+  // TPU_INVALID_ARGUMENT unless every element (shard dimension dims[e]) can be split
+  // `cores` equal ways: tpu_sharding.py's get_sharded_shape.
+  void check_shardable(const std::vector<int>& dims, int cores) const;
 
   // Checks every element, then appends the tuple (retained) to the replica's FIFO,
   // waiting while it is full. step: the caller's communicator when a replica
@@ -67,7 +80,8 @@ class FeedQueue {
   const size_t capacity_;  // tuples per replica
   std::vector<tpu_dtype> dtypes_;
   std::vector<tpu_shape> shapes_;
-  std::mutex mu_;
+  std::vector<int> shard_dims_;  // under mu_
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::deque<Tensor*>> fifos_;  // num_elements_ tensors per tuple
   std::atomic<int> refs_{1};

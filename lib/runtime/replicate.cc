@@ -234,10 +234,19 @@ tpu_status fail_participant(tpu_replica_context* ctx, const Error& e) {
 }
 
 // TensorFlow's infeed_queue argument: each replica dequeues its tuple and gets it
-// after its own inputs.
+// after its own inputs. With k cores per replica (tpu_feed.py's InfeedQueue with
+// number_of_shards k, or _PartitionedInfeedQueue): the replica's logical core 0
+// dequeues the tuple, broadcasts it to the replica's cores (which may run on other
+// tasks), and logical core c gets piece c of element e cut k equal ways along
+// shard_dims[e] (tpu_sharding.py's get_sharded_shape), or the whole element when
+// shard_dims[e] is -1 (partition_or_replicate_on_host with dims None). Every
+// participant runs the same broadcasts, in element order.
 class InfeedStage : public StepStage {
  public:
-  explicit InfeedStage(FeedQueue* queue) : queue_(queue) { queue_->ref(); }
+  InfeedStage(FeedQueue* queue, int cores, std::vector<int> shard_dims)
+      : queue_(queue), cores_(cores), shard_dims_(std::move(shard_dims)) {
+    queue_->ref();
+  }
   ~InfeedStage() override { FeedQueue::unref(queue_); }
   tpu_status before(tpu_replica_context* ctx, std::vector<tpu_tensor*>* inputs) const override {
     const size_t given = inputs->size();
@@ -246,7 +255,52 @@ class InfeedStage : public StepStage {
     try {
       // Given up on before it began: the tuple it would take is the next step's.
       if (ctx->late.load(std::memory_order_acquire)) fail(TPU_ABORTED, ctx->late_reason);
-      queue_->pop(ctx->replica_id, inputs->data() + given, n, ctx->comm);
+      if (cores_ == 1) {
+        queue_->pop(ctx->replica_id, inputs->data() + given, n, ctx->comm);
+        return TPU_OK;
+      }
+      TensorRefs whole(static_cast<size_t>(n));
+      if (ctx->logical_core == 0) queue_->pop(ctx->replica_id, whole.data(), n, ctx->comm);
+      ParticipantGroups cores_of_replica;
+      tpu_group_assignment view{};
+      const tpu_group_assignment* groups = nullptr;  // NULL: every participant (one replica)
+      if (participant_groups(TPU_GROUP_MODE_CROSS_PARTITION, nullptr, ctx->num_replicas, cores_,
+                             &cores_of_replica)) {
+        view = cores_of_replica.view();
+        groups = &view;
+      }
+      // The other cores wait for the tuple in the broadcast. Their wait is twice the
+      // step's deadline, so that an empty FIFO is reported as what it is (core 0's
+      // dequeue times out first and fails the step, which wakes them), not as a
+      // broadcast that timed out waiting for core 0 at the same moment.
+      const int64_t step_ms = ctx->comm->step_timeout_ms();
+      const bool longer = ctx->logical_core != 0 && step_ms > 0 && step_ms < INT64_MAX / 2;
+      if (longer) ctx->comm->set_call_timeout(ctx->participant, 2 * step_ms);
+      struct Restore {
+        tpu_replica_context* ctx;
+        bool on;
+        ~Restore() {
+          if (on) ctx->comm->set_call_timeout(ctx->participant, 0);
+        }
+      } restore{ctx, longer};
+      for (int e = 0; e < n; ++e) {
+        const tpu_shape& shape = queue_->shape(e);
+        // The other cores pass a tensor of the element's dtype and shape: the
+        // broadcast's descriptor; its bytes are not read.
+        TensorRef mine(ctx->logical_core == 0
+                           ? whole.take(e)
+                           : new_tensor_uninitialized(queue_->dtype(e), shape.dims, shape.rank));
+        TensorRef element(ctx->comm->broadcast(ctx->participant, mine.get(), 0, groups));
+        const int d = shard_dims_[e];
+        if (d < 0) {
+          (*inputs)[given + e] = element.take();
+          continue;
+        }
+        tpu_partition_spec piece{};
+        piece.num_dims = shape.rank;
+        for (int a = 0; a < shape.rank; ++a) piece.partition_dims[a] = a == d ? cores_ : 1;
+        (*inputs)[given + e] = partition_tile(element.get(), piece, ctx->logical_core);
+      }
     } catch (const Error& e) {
       return fail_participant(ctx, e);
     }
@@ -261,6 +315,8 @@ class InfeedStage : public StepStage {
 
  private:
   FeedQueue* const queue_;  // referenced: the caller may release it while a late participant runs
+  const int cores_;         // per replica
+  const std::vector<int> shard_dims_;  // the queue's, when the step began
 };
 
 // A partitioned output of a replica whose cores run on several tasks is assembled
@@ -427,10 +483,11 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
          std::shared_ptr<const StepStage> last = nullptr) {
   spec.timeout_ms = options.collective_timeout_ms;
   const int cores = cores_per_replica(options);
-  if (options.infeed_queue != nullptr && cores > 1)
-    fail(TPU_UNIMPLEMENTED, "options->infeed_queue with ", cores,
-         " cores per replica: a replica's tuple would have to be split over its cores, which "
-         "tpurt does not do yet; give the tuple's tensors as inputs with input_partitions");
+  std::vector<int> shard_dims;
+  if (options.infeed_queue != nullptr) {
+    shard_dims = options.infeed_queue->shard_dimensions();
+    options.infeed_queue->check_shardable(shard_dims, cores);
+  }
   // Every replica's input i has one rank; another task's replica may give NULL.
   for (size_t i = 0; i < options.num_input_partitions; ++i)
     for (int r = 0; r < spec.num_replicas; ++r)
@@ -439,7 +496,8 @@ void run(System& system, StepSpec spec, const StepOptions& options, tpu_tensor**
         break;
       }
   spec.caller_threads = options.caller_threads;
-  if (options.infeed_queue != nullptr) spec.stage = std::make_shared<InfeedStage>(options.infeed_queue);
+  if (options.infeed_queue != nullptr)
+    spec.stage = std::make_shared<InfeedStage>(options.infeed_queue, cores, std::move(shard_dims));
   // One core per replica and every output core 0's: today's path, nothing staged.
   if (cores == 1 && options.output_partitions == nullptr) {
     spec.stage = chain_stages(spec.stage, last);

@@ -29,6 +29,8 @@
  * replica (default 1000).
  *   cluster_worker feed            infeed and outfeed queues of every replica: each task
  *                                  feeds its own, another task's replica is refused
+ *   cluster_worker feed_cores      2 tasks of 2 cores, replicas of 2 cores split over
+ *                                  the tasks: each core gets its piece of the infeed tuple
  *   cluster_worker model_parallel  8 cores in all, replicas of 2 and 4 cores (explicit
  *                                  device assignments, a replica's cores on one task
  *                                  or several): every group mode x every collective,
@@ -849,6 +851,78 @@ static int scenario_feed(tpu_system *system) {
   free(outs);
   tpu_infeed_queue_release(infeed);
   tpu_outfeed_queue_release(g_outfeed);
+  return 0;
+}
+
+/* ---- feed_cores: an infeed queue with replicas of 2 cores split over 2 tasks ------
+ * 2 tasks of 2 cores, 2 replicas of 2 cores: replica r's logical core 0 on device r of
+ * task 0 (the task that serves both replicas, r / 2), its logical core 1 on device r
+ * of task 1. Task 0 enqueues (float32[4] = 10r + i cut along dimension 0, int32[2]
+ * whole, shard dimension -1); logical core c must get 10r + 2c + {0, 1} and the whole
+ * int32[2] = {r, 7}: TensorFlow's InfeedQueue sharding (tpu_sharding.py
+ * get_sharded_shape) over the cores of a replica, which may run on other tasks. */
+static tpu_status feed_cores_fn(tpu_replica_context *ctx, tpu_tensor *const *in, int nin,
+                                tpu_tensor **out, int nout, void *user) {
+  (void)out, (void)nout, (void)user;
+  int r = -1, c = -1;
+  OK(tpu_replica_context_replica_id(ctx, &r));
+  OK(tpu_replica_context_logical_core(ctx, &c));
+  int64_t d[2];
+  size_t rank = 0;
+  const void *a = NULL, *b = NULL;
+  if (nin != 2 || tpu_tensor_dims(in[0], d, 2, &rank) != TPU_OK || rank != 1 || d[0] != 2 ||
+      tpu_tensor_dims(in[1], d, 2, &rank) != TPU_OK || rank != 1 || d[0] != 2) {
+    printf("task %d: replica %d core %d: wrong infeed shapes\n", g_task, r, c);
+    return TPU_INTERNAL;
+  }
+  tpu_tensor_data(in[0], &a);
+  tpu_tensor_data(in[1], &b);
+  const float *f = a;
+  const int32_t *i = b;
+  if (f[0] != (float)(10 * r + 2 * c) || f[1] != (float)(10 * r + 2 * c + 1) || i[0] != r || i[1] != 7) {
+    printf("task %d: replica %d core %d: got %g %g %d %d\n", g_task, r, c, f[0], f[1], i[0], i[1]);
+    return TPU_INTERNAL;
+  }
+  printf("task %d: replica %d core %d: piece ok\n", g_task, r, c);
+  return TPU_OK;
+}
+
+static int scenario_feed_cores(tpu_system *system) {
+  EXPECT(g_tasks == 2 && g_local == 2, "feed_cores needs 2 tasks of 2 cores");
+  if (g_failures) return 1;
+  const tpu_dtype types[2] = {TPU_FLOAT, TPU_INT32};
+  const tpu_shape shapes[2] = {{1, {4}}, {1, {2}}};
+  tpu_infeed_queue *infeed = NULL;
+  OK(tpu_infeed_queue_create(system, 2, 2, types, shapes, 0, &infeed));
+  const int dims[2] = {0, -1};
+  OK(tpu_infeed_queue_set_shard_dimensions(infeed, dims, 2));
+  if (g_task == 0)
+    for (int r = 0; r < 2; r++) {
+      float v[4];
+      for (int k = 0; k < 4; k++) v[k] = (float)(10 * r + k);
+      int32_t w[2] = {r, 7};
+      tpu_tensor *t[2] = {NULL, NULL};
+      OK(tpu_tensor_create(TPU_FLOAT, shapes[0].dims, 1, v, sizeof v, &t[0]));
+      OK(tpu_tensor_create(TPU_INT32, shapes[1].dims, 1, w, sizeof w, &t[1]));
+      OK(tpu_infeed_enqueue(infeed, r, t, 2));
+      tpu_tensor_release(t[0]);
+      tpu_tensor_release(t[1]);
+    }
+  tpu_topology *topology = NULL;
+  OK(tpu_system_topology(system, &topology));
+  int32_t coords[2][2][4];
+  for (int r = 0; r < 2; r++)
+    for (int c = 0; c < 2; c++) OK(tpu_topology_device_coordinates(topology, c, r, coords[r][c], 4, &(size_t){0}));
+  tpu_device_assignment *da = NULL;
+  OK(tpu_device_assignment_create(topology, &coords[0][0][0], 2, 2, &da));
+  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+  o.device_assignment = da;
+  o.infeed_queue = infeed;
+  tpu_status s = tpu_replicate(system, feed_cores_fn, NULL, 2, 0, NULL, 0, NULL, &o);
+  EXPECT(s == TPU_OK, "feed_cores step: %s: %s", tpu_status_name(s), tpu_last_error());
+  tpu_device_assignment_release(da);
+  tpu_topology_release(topology);
+  tpu_infeed_queue_release(infeed);
   return 0;
 }
 
@@ -2160,6 +2234,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(scenario, "kv")) rc = scenario_kv(system);
   else if (!strcmp(scenario, "init")) rc = 0;
   else if (!strcmp(scenario, "feed")) rc = scenario_feed(system);
+  else if (!strcmp(scenario, "feed_cores")) rc = scenario_feed_cores(system);
   else if (!strcmp(scenario, "model_parallel")) rc = scenario_model_parallel(system);
   else if (!strcmp(scenario, "model_parallel_skip")) rc = scenario_model_parallel_skip(system);
   else if (!strcmp(scenario, "embedding")) rc = scenario_embedding(system);

@@ -427,4 +427,29 @@ public class ModelParallelTests {
       }
     }
   }
+  // An infeed queue with replicas of K cores: each core gets its piece of every tuple
+  // element, cut along the element's shard dimension, or the whole element for -1
+  // (TensorFlow's InfeedQueue.set_shard_dimensions, tpu_sharding.py get_sharded_shape).
+  [Test]
+  public void InfeedShardDimensionsOverTheCoresOfAReplica() {
+    var shapes = new ShapeVector { Shape.Of(new Int64Vector(new long[] { 4 })), Shape.Of(new Int64Vector(new long[] { 2 })) };
+    var dtypes = new Int32Vector(new[] { (int)DType.Float32, (int)DType.Float32 });
+    using (var queue = new InfeedQueue(system, Replicas, dtypes, shapes, 2)) {
+      var e = Assert.Throws<InvalidArgumentError>(() => queue.SetShardDimensions(new Int32Vector(new[] { 0 })));
+      StringAssert.Contains("one per tuple element (2)", e.Message);
+      queue.SetShardDimensions(new Int32Vector(new[] { 0, -1 }));
+      for (int r = 0; r < Replicas; ++r) {
+        float f = 10 * r;
+        queue.Enqueue(r, new TensorVector { Tensor.Of(new[] { f, f + 1, f + 2, f + 3 }), Tensor.Of(new[] { f, 7f }) });
+      }
+      var seen = new ConcurrentDictionary<(int, int), float[]>();
+      tpu.replicate((ctx, x) => {
+        seen[(ctx.ReplicaId(), ctx.LogicalCore)] = x[0].ToFloatArray().Concat(x[1].ToFloatArray()).ToArray();
+        return new Tensor[0];
+      }, infeed_queue: queue, device_assignment: assignment, system: system);
+      for (int r = 0; r < Replicas; ++r)
+        for (int c = 0; c < K; ++c)
+          CollectionAssert.AreEqual(new float[] { 10 * r + 2 * c, 10 * r + 2 * c + 1, 10 * r, 7 }, seen[(r, c)], $"replica {r} core {c}");
+    }
+  }
 }

@@ -4,6 +4,7 @@ import static org.tpurt.TpuArgs.requireComputation;
 import static org.tpurt.TpuArgs.rows;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 
@@ -105,8 +106,16 @@ final class TpuSteps {
       Tensor first = step.outputs(0)[j];
       for (int s = 0; s < numShards; s++) {
         Tensor t = step.outputs(s)[j];
-        if (t.rank() != first.rank() || t.dtype() != first.dtype())
-          throw new InvalidArgumentError("shard " + s + "'s output " + j + " cannot be concatenated with shard 0's");
+        if (t == null)
+          throw new InvalidArgumentError("shard " + s + "'s output " + j + " is null; a concatenated output cannot be");
+        // Concatenation along axis 0 (as C#'s and Go's joins): one dtype and rank, and
+        // every other dimension equal; scalars are stacked.
+        boolean same = t.rank() == first.rank() && t.dtype() == first.dtype();
+        for (int a = 1; same && a < t.rank(); a++) same = t.dim(a) == first.dim(a);
+        if (!same)
+          throw new InvalidArgumentError("shard " + s + "'s output " + j + " (" + t.dtype() + " " + Arrays.toString(t.dims())
+                                         + ") cannot be concatenated with shard 0's (" + first.dtype() + " "
+                                         + Arrays.toString(first.dims()) + ")");
         rows += t.rank() == 0 ? 1 : t.dim(0);
         bytes += t.byteSize();
       }

@@ -469,4 +469,42 @@ public class ModelParallelTest {
       }
     }
   }
+  /**
+   * An infeed queue with replicas of K cores: each core gets its piece of every tuple
+   * element, cut along the element's shard dimension, or the whole element for -1
+   * (TensorFlow's InfeedQueue.set_shard_dimensions, tpu_sharding.py get_sharded_shape).
+   */
+  @Test
+  public void infeedShardDimensionsOverTheCoresOfAReplica() {
+    ShapeVector shapes = new ShapeVector();
+    shapes.add(Shape.of(new long[] {4}));
+    shapes.add(Shape.of(new long[] {2}));
+    int[] dtypes = {DType.Float32.swigValue(), DType.Float32.swigValue()};
+    try (DeviceAssignment a = twoCoresPerReplica(); InfeedQueue in = new InfeedQueue(system, R, dtypes, shapes, 2)) {
+      try {
+        in.setShardDimensions(new int[] {0});
+        fail("one shard dimension for two elements");
+      } catch (InvalidArgumentError e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("one per tuple element (2)"));
+      }
+      in.setShardDimensions(new int[] {0, -1});
+      for (int r = 0; r < R; r++) {
+        float f = 10f * r;
+        TensorVector tuple = new TensorVector();
+        tuple.add(vec(f, f + 1, f + 2, f + 3));
+        tuple.add(vec(f, 7));
+        in.enqueue(r, tuple);
+      }
+      Map<Integer, float[]> seen = new ConcurrentHashMap<>();
+      tpu.replicate((ctx, x) -> {
+        float[] piece = x[0].toFloat32Vector(), whole = x[1].toFloat32Vector();
+        seen.put(ctx.replicaId() * K + ctx.logicalCore(), new float[] {piece.length, piece[0], piece[1], whole[0], whole[1]});
+        return null;
+      }, Replicas.none(R), in, a);
+      for (int r = 0; r < R; r++)
+        for (int c = 0; c < K; c++)
+          assertArrayEquals("replica " + r + " core " + c, new float[] {2, 10f * r + 2 * c, 10f * r + 2 * c + 1, 10f * r, 7},
+                            seen.get(r * K + c), 0f);
+    }
+  }
 }

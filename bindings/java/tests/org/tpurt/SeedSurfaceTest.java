@@ -177,6 +177,29 @@ public class SeedSurfaceTest {
     assertArrayEquals(new float[] {2f, 3f}, out[0].toFloat32Vector(), 0f);
   }
 
+  /**
+   * TensorFlow's shard (tpu.py split_compile_and_shard) stacks scalar outputs with
+   * array_ops.stack and concatenates the others with array_ops.concat along axis 0, which
+   * needs every other dimension equal: shards whose outputs differ there are refused,
+   * naming the shard and both shapes, as in C# and Go.
+   */
+  @Test
+  public void shardRefusesOutputsThatCannotBeConcatenated() {
+    DeviceAssignment two;
+    try (Topology t = system.topology()) {
+      two = DeviceAssignment.build(t, new int[0], new int[0], 2, DeviceOrderMode.Auto);
+    }
+    Tensor x = vec(1f, 2f, 3f, 4f);
+    try {
+      tpu.shard((ctx, in) -> new Tensor[] {Tensor.fromFloat32(new long[] {1, 2 + ctx.replicaId()}, new float[2 + ctx.replicaId()])},
+          Arrays.asList(x), 2, null, null, two);
+      fail("[1,2] and [1,3] concatenated along axis 0");
+    } catch (InvalidArgumentError e) {
+      assertTrue(e.getMessage(), e.getMessage().contains("shard 1's output 0") && e.getMessage().contains("[1, 3]")
+                                     && e.getMessage().contains("[1, 2]"));
+    }
+  }
+
   private static void expect(List<String> problems, String what, boolean ok) {
     if (!ok) problems.add(what);
   }
