@@ -173,7 +173,8 @@ TPU_API tpu_status tpu_device_assignment_lookup_replicas(const tpu_device_assign
 /* ---- Group assignment ------------------------------------------------------- */
 
 /* replica_ids[num_groups][group_size] (flattened): row g lists the replica ids of
- * group g. Collectives take a pointer to one; NULL means one group of all replicas. */
+ * group g. Collectives take a pointer to one; NULL means one group of all replicas.
+ * Groups of different sizes: group_size TPU_GROUP_SIZE_RAGGED (tpurt/collectives.h). */
 typedef struct tpu_group_assignment {
   const int32_t *replica_ids;
   int num_groups;
