@@ -68,7 +68,6 @@ const tpu_group_assignment* participants(Communicator& comm, const tpu_replica_c
 // reduce-scatter (HandleReduceScatter) and all-to-all (HandleAllToAll) keep the default
 // true, "Replica groups expected to be of uniform size". HandleCollectiveBroadcast checks
 // no groups at all: broadcast takes them, with a root every group has.
-enum class Ragged { kAccepted, kRefused };
 
 // The refusal, after participant_groups (which turned rows of one length into uniform
 // groups): the caller's groups, named as given, and XLA's reason.
