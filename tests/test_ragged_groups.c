@@ -310,11 +310,44 @@ static void test_ragged_groups__rows_of_one_length_are_uniform(void **state) {
   CHECK_NO_WORKER_FAILURES();
 }
 
+/* Participants that disagree on the groups (replica 3 passes {{0, 1, 2}, {3, ..., 7}},
+ * the others pairs): TPU_INVALID_ARGUMENT on every participant, never a hang
+ * or a wrong sum. */
+static atomic_int g_disagreed;
+static tpu_status disagree_computation(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out,
+                                       int nout, void *user) {
+  (void)in, (void)nin, (void)out, (void)nout, (void)user;
+  int r = 0;
+  CHECK_OK(tpu_replica_context_replica_id(ctx, &r));
+  const int32_t pairs[8] = {0, 1, 2, 3, 4, 5, 6, 7}, ragged[10] = {3, 0, 1, 2, 5, 3, 4, 5, 6, 7};
+  tpu_group_assignment g = r == 3 ? (tpu_group_assignment){ragged, 2, TPU_GROUP_SIZE_RAGGED}
+                                  : (tpu_group_assignment){pairs, 4, 2};
+  tpu_tensor *x = input(r, 3), *y = NULL;
+  tpu_status st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, &g, &y, NULL);
+  if (st == TPU_INVALID_ARGUMENT) atomic_fetch_add(&g_disagreed, 1);
+  else CHECK_FAIL("replica %d: %s \"%s\"; want INVALID_ARGUMENT", r, tpu_status_name(st), tpu_last_error());
+  tpu_tensor_release(x);
+  tpu_tensor_release(y);
+  return st;
+}
+
+static void test_ragged_groups__participants_that_disagree(void **state) {
+  (void)state;
+  start();
+  atomic_store(&g_disagreed, 0);
+  CHECK_ERROR(tpu_replicate(g_sys, disagree_computation, NULL, NUM_CORES, 0, NULL, 0, NULL, NULL),
+              TPU_INVALID_ARGUMENT, "replica");
+  CHECK_NO_WORKER_FAILURES();
+  /* Replicas that had not started when the step failed do not run. */
+  CHECK(atomic_load(&g_disagreed) >= 1);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_ragged_groups__all_reduce_and_broadcast_every_mode, release_system),
       cmocka_unit_test_teardown(test_ragged_groups__refused_where_xla_refuses, release_system),
       cmocka_unit_test_teardown(test_ragged_groups__rows_of_one_length_are_uniform, release_system),
+      cmocka_unit_test_teardown(test_ragged_groups__participants_that_disagree, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }
