@@ -80,6 +80,66 @@ static void test_group_assignment__errors(void **state) {
   CHECK_ERROR(validate(dup_across, 2, 2, 2147483647), TPU_INVALID_ARGUMENT, "2147483647");
 }
 
+/* Groups of different sizes (tpurt/collectives.h, issue 29): XLA's verifier checks the
+ * same partition rules for them (CheckReplicaGroups in xla/service/hlo_verifier.cc: no
+ * empty group, no id twice, every id named), only not the equal sizes. */
+static void test_group_assignment__ragged(void **state) {
+  (void)state;
+  /* {{0, 1, 2}, {3}}: XLA's all-reduce test groups. */
+  const int32_t ids[4] = {0, 1, 2, 3}, sizes[2] = {3, 1};
+  int32_t storage[6];
+  size_t count = 0;
+  tpu_group_assignment g = {NULL, 0, 0};
+  /* A size query, then too little room: *count either way, nothing else written. */
+  CHECK_OK(tpu_group_assignment_ragged(ids, sizes, 2, NULL, 0, &count, &g));
+  CHECK(count == 6 && g.replica_ids == NULL);
+  count = 0;
+  CHECK_ERROR(tpu_group_assignment_ragged(ids, sizes, 2, storage, 5, &count, &g), TPU_OUT_OF_RANGE,
+              "needs 6");
+  CHECK(count == 6 && g.replica_ids == NULL);
+  CHECK_OK(tpu_group_assignment_ragged(ids, sizes, 2, storage, 6, &count, &g));
+  const int32_t want[6] = {3, 0, 1, 2, 1, 3};
+  CHECK(memcmp(storage, want, sizeof want) == 0);
+  CHECK(g.replica_ids == storage && g.num_groups == 2 && g.group_size == TPU_GROUP_SIZE_RAGGED);
+  CHECK_OK(tpu_group_assignment_validate(&g, 4));
+  /* XLA's {{0}, {1, 2}, {3, 4, 5}} (collective_ops_utils_test.cc flattened_id_test_cases[0]). */
+  const int32_t three[9] = {1, 0, 2, 1, 2, 3, 3, 4, 5};
+  CHECK_OK(validate(three, 3, TPU_GROUP_SIZE_RAGGED, 6));
+  /* Rows of one length are valid too (the uniform groups of that length). */
+  const int32_t pairs[6] = {2, 1, 0, 2, 3, 2};
+  CHECK_OK(validate(pairs, 2, TPU_GROUP_SIZE_RAGGED, 4));
+
+  /* The constructor's own errors. */
+  const int32_t zero[2] = {3, 0}, negative[2] = {-1, 4};
+  CHECK_ERROR(tpu_group_assignment_ragged(ids, sizes, 0, storage, 6, &count, &g), TPU_INVALID_ARGUMENT,
+              "num_groups is 0");
+  CHECK_ERROR(tpu_group_assignment_ragged(ids, zero, 2, storage, 6, &count, &g), TPU_INVALID_ARGUMENT,
+              "group_sizes[1] is 0");
+  CHECK_ERROR(tpu_group_assignment_ragged(ids, negative, 2, storage, 6, &count, &g), TPU_INVALID_ARGUMENT,
+              "group_sizes[0] is -1");
+  CHECK_ERROR(tpu_group_assignment_ragged(NULL, sizes, 2, storage, 6, &count, &g), TPU_INVALID_ARGUMENT,
+              "replica_ids");
+
+  /* Validation, as for uniform groups: XLA's "Instruction cannot have an empty replica
+   * group", "Replica %d is repeated", "Replica %d is not named". */
+  const int32_t empty[5] = {0, 3, 0, 1, 2};
+  CHECK_ERROR(validate(empty, 2, TPU_GROUP_SIZE_RAGGED, 3), TPU_INVALID_ARGUMENT,
+              "group 0 of group_assignment has length 0");
+  const int32_t dup[6] = {3, 0, 1, 2, 1, 1};
+  CHECK_ERROR(validate(dup, 2, TPU_GROUP_SIZE_RAGGED, 4), TPU_INVALID_ARGUMENT,
+              "replica 1 appears twice in group_assignment (group 0 and group 1)");
+  const int32_t missing[5] = {3, 0, 1, 3, 0};
+  CHECK_ERROR(validate(missing, 1, TPU_GROUP_SIZE_RAGGED, 4), TPU_INVALID_ARGUMENT,
+              "replica 2 is in no group (group_assignment {{0,1,3}} has 3 replicas of 4)");
+  const int32_t outside[6] = {3, 0, 1, 2, 1, 4};
+  CHECK_ERROR(validate(outside, 2, TPU_GROUP_SIZE_RAGGED, 4), TPU_INVALID_ARGUMENT,
+              "replica 4 in group 1 is outside [0, 4)");
+  const int32_t long_row[3] = {9, 0, 1};
+  CHECK_ERROR(validate(long_row, 1, TPU_GROUP_SIZE_RAGGED, 4), TPU_INVALID_ARGUMENT,
+              "group 0 of group_assignment has length 9; it must be in [1, 4]");
+  CHECK_ERROR(validate(ids, 2, -2, 4), TPU_INVALID_ARGUMENT, "group_size must be >= 1; got -2");
+}
+
 /* A failure leaves the message; a later success does not clear it (common.h). */
 static void test_group_assignment__message_survives_success(void **state) {
   (void)state;
@@ -95,6 +155,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_group_assignment__valid),
       cmocka_unit_test(test_group_assignment__sizes),
       cmocka_unit_test(test_group_assignment__errors),
+      cmocka_unit_test(test_group_assignment__ragged),
       cmocka_unit_test(test_group_assignment__message_survives_success),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);

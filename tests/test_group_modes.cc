@@ -11,7 +11,7 @@
 // GetParticipatingFlattenedIdGroups (tpurt lists the groups of one logical core, or
 // of one replica, together; XLA lists each replica group's copies together: the group
 // order carries no meaning). XLA's cases with groups of different sizes ({{0}, {1, 2}})
-// have no tpurt form: tpu_group_assignment has one group_size.
+// are ragged assignments (TPU_GROUP_SIZE_RAGGED, issue 29).
 //
 // Then tpurt's own validation (ids of the wrong kind or range, duplicates, missing
 // ids, permute pairs) with its messages, and tpu_collective_options' group_mode
@@ -47,11 +47,18 @@ static_assert(TPU_GROUP_MODE_CROSS_REPLICA == 0 && TPU_GROUP_MODE_CROSS_PARTITIO
                   TPU_GROUP_MODE_FLATTENED_ID == 3,
               "tpu_group_mode follows XLA's enum order");
 
-// Flattens rows into a tpu_group_assignment's storage (empty rows: NULL groups).
+// Flattens rows into a tpu_group_assignment's storage (empty rows: NULL groups); rows
+// of different sizes become a ragged assignment, each row after its length.
 struct Groups {
   explicit Groups(const Rows& rows) {
-    for (const auto& row : rows) ids.insert(ids.end(), row.begin(), row.end());
-    view = {ids.data(), int(rows.size()), rows.empty() ? 0 : int(rows[0].size())};
+    bool ragged = false;
+    for (const auto& row : rows) ragged |= row.size() != rows[0].size();
+    for (const auto& row : rows) {
+      if (ragged) ids.push_back(int32_t(row.size()));
+      ids.insert(ids.end(), row.begin(), row.end());
+    }
+    view = {ids.data(), int(rows.size()),
+            ragged ? TPU_GROUP_SIZE_RAGGED : rows.empty() ? 0 : int(rows[0].size())};
     null = rows.empty();
   }
   const tpu_group_assignment* get() const { return null ? nullptr : &view; }
@@ -68,8 +75,12 @@ Rows participant_rows(int mode, const Rows& rows, int replicas, int cores) {
   tpurt::ParticipantGroups out;
   if (tpurt::participant_groups(mode, g.get(), replicas, cores, &out)) {
     Rows r(out.num_groups);
-    for (int i = 0; i < out.num_groups; ++i)
-      r[i].assign(out.ids.begin() + i * out.group_size, out.ids.begin() + (i + 1) * out.group_size);
+    size_t at = 0;
+    for (int i = 0; i < out.num_groups; ++i) {
+      const size_t size = out.group_size == TPU_GROUP_SIZE_RAGGED ? size_t(out.ids[at++]) : size_t(out.group_size);
+      r[i].assign(out.ids.begin() + at, out.ids.begin() + at + size);
+      at += size;
+    }
     return r;
   }
   if (!rows.empty()) return rows;
@@ -133,6 +144,18 @@ void check_xla_case(const XlaCase& tc) {
     CHECK_FAIL("%s: participant groups %s differ from XLA's flattened-id groups", tc.source,
                s.c_str());
   }
+  // XLA counts the participants of each group; with groups of different sizes, as a
+  // multiset of the rows' sizes.
+  std::vector<int> sizes, counts = tc.participant_counts;
+  for (const auto& r : got) sizes.push_back(int(r.size()));
+  if (std::adjacent_find(sizes.begin(), sizes.end(), std::not_equal_to<int>()) != sizes.end()) {
+    std::sort(sizes.begin(), sizes.end());
+    std::sort(counts.begin(), counts.end());
+    if (sizes != counts)
+      CHECK_FAIL("%s: XLA counts %s participants, tpurt %s", tc.source, str(counts).c_str(),
+                 str(sizes).c_str());
+    return;
+  }
   for (int count : tc.participant_counts)
     if (count != int(got[0].size()))
       CHECK_FAIL("%s: XLA counts %d participants per group, tpurt %zu", tc.source, count,
@@ -148,7 +171,7 @@ const Rows k3x4 = {{33, 34, 35, 36}, {44, 45, 46, 47}, {55, 56, 57, 58}};
 
 // GetParticipatingTest's cross_replica_test_cases, each run by XLA twice (use_global_
 // device_ids false and unset: both kCrossReplica). [2] and [3] ({{0}, {1, 2}}) have
-// unequal groups.
+// unequal groups: ragged assignments.
 static void test_group_modes__xla_cross_replica(void** state) {
   (void)state;
   check_xla_case({"GetParticipatingTest cross_replica_test_cases[0]: 3r x 1p, no replica groups",
@@ -159,6 +182,14 @@ static void test_group_modes__xla_cross_replica(void** state) {
                   TPU_GROUP_MODE_CROSS_REPLICA, k3x2, {},
                   {{33, {33, 44, 55}}, {34, {34, 45, 56}}, {45, {34, 45, 56}}},
                   {{0, 2, 4}, {1, 3, 5}}, {3, 3}});
+  check_xla_case({"GetParticipatingTest cross_replica_test_cases[2]: 3r x 1p, {{0}, {1, 2}}",
+                  TPU_GROUP_MODE_CROSS_REPLICA, k3x1, {{0}, {1, 2}},
+                  {{33, {33}}, {44, {44, 55}}},
+                  {{0}, {1, 2}}, {1, 2}});
+  check_xla_case({"GetParticipatingTest cross_replica_test_cases[3]: 3r x 2p, {{0}, {1, 2}}",
+                  TPU_GROUP_MODE_CROSS_REPLICA, k3x2, {{0}, {1, 2}},
+                  {{33, {33}}, {34, {34}}, {45, {45, 56}}},
+                  {{0}, {1}, {2, 4}, {3, 5}}, {1, 1, 2, 2}});
   CHECK_NO_WORKER_FAILURES();
 }
 
@@ -173,9 +204,14 @@ static void test_group_modes__xla_cross_partition(void** state) {
 }
 
 // GetParticipatingTest's cross_replica_and_partition_test_cases; [0] ({{0}, {1, 2}})
-// has unequal groups.
+// has unequal groups (a ragged assignment).
 static void test_group_modes__xla_cross_replica_and_partition(void** state) {
   (void)state;
+  check_xla_case({"GetParticipatingTest cross_replica_and_partition_test_cases[0]: 3r x 2p, "
+                  "{{0}, {1, 2}}",
+                  TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION, k3x2, {{0}, {1, 2}},
+                  {{33, {33, 34}}, {34, {33, 34}}, {45, {44, 45, 55, 56}}},
+                  {{0, 1}, {2, 3, 4, 5}}, {2, 4}});
   check_xla_case({"GetParticipatingTest cross_replica_and_partition_test_cases[1]: 3r x 2p, "
                   "no replica groups",
                   TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION, k3x2, {},
@@ -190,6 +226,11 @@ static void test_group_modes__xla_cross_replica_and_partition(void** state) {
 // unequal groups) and CollectiveOpsUtilsTest.GetParticipatingIDs_*.
 static void test_group_modes__xla_flattened_id(void** state) {
   (void)state;
+  check_xla_case({"GetParticipatingTest flattened_id_test_cases[0]: 3r x 2p, {{0}, {1, 2}, {3, 4, 5}}",
+                  TPU_GROUP_MODE_FLATTENED_ID, k3x2, {{0}, {1, 2}, {3, 4, 5}},
+                  {{33, {33}}, {34, {34, 44}}, {44, {34, 44}}, {45, {45, 55, 56}}, {55, {45, 55, 56}},
+                   {56, {45, 55, 56}}},
+                  {{0}, {1, 2}, {3, 4, 5}}, {1, 2, 3}});
   // XLA: "empty replica groups not allowed" in kFlattenedID (expected_failure). tpurt
   // departs on purpose: NULL groups mean everyone in every mode (tpurt/collectives.h),
   // as GetParticipatingIDs itself does with no groups (next case).

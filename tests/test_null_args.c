@@ -354,6 +354,18 @@ static void test_null_args__device_assignment(void **state) {
   NULL_EITHER(tpu_group_assignment_validate(NULL, 2), "'groups'");
   const tpu_group_assignment no_ids = {NULL, 1, 2};
   NULL_ARG(tpu_group_assignment_validate(&no_ids, 2), "replica_ids");
+  /* Groups of different sizes: every pointer but storage (NULL with capacity 0 is a
+   * size query, the out-array rule). */
+  const int32_t rag_ids[3] = {0, 1, 2}, rag_sizes[2] = {2, 1};
+  int32_t rag[5];
+  tpu_group_assignment rag_out;
+  NULL_ARG(tpu_group_assignment_ragged(NULL, rag_sizes, 2, rag, 5, &count, &rag_out), "'replica_ids'");
+  NULL_ARG(tpu_group_assignment_ragged(rag_ids, NULL, 2, rag, 5, &count, &rag_out), "'group_sizes'");
+  NULL_ARG(tpu_group_assignment_ragged(rag_ids, rag_sizes, 2, NULL, 5, &count, &rag_out), "'storage'");
+  NULL_ARG(tpu_group_assignment_ragged(rag_ids, rag_sizes, 2, rag, 5, NULL, &rag_out), "'count'");
+  NULL_ARG(tpu_group_assignment_ragged(rag_ids, rag_sizes, 2, rag, 5, &count, NULL), "'out'");
+  CHECK_OK(tpu_group_assignment_ragged(rag_ids, rag_sizes, 2, NULL, 0, &count, &rag_out));
+  CHECK(count == 5);
 
   tpu_device_assignment_release(da);
   tpu_topology_release(t);

@@ -61,13 +61,17 @@ internal sealed class CollectiveCall : IDisposable {
                                   "; expected int[][], int[,], a nested IEnumerable<int>, a GroupAssignment or mesh axes", what);
     }
     int size = rows.Count == 0 ? 0 : rows[0].Length;
-    using (var flat = new Int32Vector()) {
+    bool ragged = false;
+    using (var flat = new Int32Vector())
+    using (var sizes = new Int32Vector()) {
       for (int g = 0; g < rows.Count; ++g) {
-        if (rows[g].Length != size)
-          throw new ArgumentException("group " + g + " has " + rows[g].Length + " replicas, group 0 has " + size, what);
+        ragged |= rows[g].Length != size;
+        sizes.Add(rows[g].Length);
         foreach (int id in rows[g]) flat.Add(id);
       }
-      return new GroupAssignment(flat, rows.Count, size);
+      // Rows of different lengths ({{0, 1, 2}, {3}}): all-reduce and broadcast take them,
+      // as XLA does; all-gather, reduce-scatter and all-to-all refuse them (InvalidArgumentError).
+      return ragged ? GroupAssignment.Ragged(flat, sizes) : new GroupAssignment(flat, rows.Count, size);
     }
   }
 

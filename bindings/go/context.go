@@ -123,17 +123,23 @@ func (c Collective) raw() (RawGroupAssignment, RawCollectiveOptions, error) {
 	if len(c.Groups) == 0 {
 		return NewRawGroupAssignment(), opts, nil
 	}
-	var ids []int32
-	for i, g := range c.Groups {
-		if len(g) != len(c.Groups[0]) {
-			DeleteRawCollectiveOptions(opts)
-			return nil, nil, newError(CodeInvalidArgument, "group %d has %d replicas, group 0 has %d", i, len(g), len(c.Groups[0]))
-		}
+	var ids, sizes []int32
+	ragged := false
+	for _, g := range c.Groups {
+		ragged = ragged || len(g) != len(c.Groups[0])
+		sizes = append(sizes, int32(len(g)))
 		ids = append(ids, g...)
 	}
-	v := int32Vector(ids)
+	v, s := int32Vector(ids), int32Vector(sizes)
 	defer DeleteInt32Vector(v)
+	defer DeleteInt32Vector(s)
+	// Rows of different lengths ({{0, 1, 2}, {3}}): AllReduce, CrossReplicaSum and
+	// Broadcast take them, as XLA does; AllGather, ReduceScatter and AllToAll refuse them
+	// (CodeInvalidArgument).
 	g, err := try(func() RawGroupAssignment {
+		if ragged {
+			return RawGroupAssignmentRagged(v, s)
+		}
 		return NewRawGroupAssignment(v, len(c.Groups), len(c.Groups[0])).(RawGroupAssignment)
 	})
 	if err != nil {

@@ -202,6 +202,94 @@ func TestCollectivesInEveryGroupMode(t *testing.T) {
 	bad.check(t)
 }
 
+// Groups of different sizes (issue 29): XLA's verifier allows them for all-reduce only
+// (CheckReplicaGroups' uniform_replica_group_size in xla/service/hlo_verifier.cc);
+// broadcast checks no groups (HandleCollectiveBroadcast); all-gather refuses them.
+func TestGroupsOfDifferentSizes(t *testing.T) {
+	ids, sizes := int32Vector([]int32{3, 0, 1, 2}), int32Vector([]int32{3, 1})
+	defer DeleteInt32Vector(ids)
+	defer DeleteInt32Vector(sizes)
+	g := RawGroupAssignmentRagged(ids, sizes)
+	defer DeleteRawGroupAssignment(g)
+	if err := Try(func() { g.Validate(4) }); err != nil || g.GroupSize() != -1 || !g.IsRagged() || g.GroupSizes().Size() != 2 {
+		t.Errorf("RawGroupAssignmentRagged: %v, group size %d", err, g.GroupSize())
+	}
+	zero := int32Vector([]int32{1, 0, 1})
+	defer DeleteInt32Vector(zero)
+	if _, err := try(func() RawGroupAssignment { return RawGroupAssignmentRagged(ids, zero) }); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a group of 0 ids: %v", err)
+	}
+
+	s := newTestSystem(t)
+	a := twoCoreAssignment(t, s)
+	value := func(r, c int) float32 { return float32(10*r + c + 1) }
+	cases := []Collective{
+		{GroupMode: CrossReplica, Groups: [][]int32{{3, 0, 1}, {2}}},
+		{GroupMode: CrossReplicaAndPartition, Groups: [][]int32{{2}, {1, 3, 0}}},
+		{GroupMode: FlattenedID, Groups: [][]int32{{7, 2, 4}, {1}, {0, 5, 3, 6}}},
+	}
+	var bad failures
+	_, err := ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		r, c := ctx.ReplicaID(), ctx.LogicalCore()
+		for _, opt := range cases {
+			got, err := CrossReplicaSum(ctx, []float32{value(r, c), 1}, opt)
+			if err != nil {
+				return nil, err
+			}
+			var want, members float32
+			first := -1.0
+			for r2 := 0; r2 < mpReplicas; r2++ {
+				for c2 := 0; c2 < coresPerReplica; c2++ {
+					if inSameGroup(opt.GroupMode, opt.Groups, coresPerReplica, r, c, r2, c2) {
+						want += value(r2, c2)
+						members++
+					}
+				}
+			}
+			if got[0] != want || got[1] != members {
+				bad.add("%v groups %v, replica %d core %d: sum %v, want [%v %v]", opt.GroupMode, opt.Groups, r, c, got, want, members)
+			}
+			// Broadcast from position 0 of each group: its first id's participant.
+			for _, row := range opt.Groups {
+				for _, id := range row {
+					p := int(row[0])
+					switch opt.GroupMode {
+					case CrossReplica:
+						if int(id) == r {
+							first = float64(value(p, c))
+						}
+					case CrossReplicaAndPartition:
+						if int(id) == r {
+							first = float64(value(p, 0))
+						}
+					case FlattenedID:
+						if int(id) == r*coresPerReplica+c {
+							first = float64(value(p/coresPerReplica, p%coresPerReplica))
+						}
+					}
+				}
+			}
+			mine := must(NewTensor([]int64{1}, []float32{value(r, c)}))
+			if got := must(Values[float32](must(ctx.Broadcast(mine, 0, opt)))); !equal(got, []float32{float32(first)}) {
+				bad.add("%v groups %v, replica %d core %d: Broadcast %v, want %v", opt.GroupMode, opt.Groups, r, c, got, first)
+			}
+		}
+		return nil, nil
+	}, mpReplicas, WithDeviceAssignment(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.check(t)
+	_, err = ReplicateN(s, func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		_, err := ctx.AllGather(must(NewTensor([]int64{1}, []float32{1})), 0, cases[0])
+		return nil, err
+	}, mpReplicas, WithDeviceAssignment(a))
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "Replica groups expected to be of uniform size") ||
+		!strings.Contains(err.Error(), "{{3,0,1},{2}}") {
+		t.Errorf("AllGather over groups of different sizes: %v", err)
+	}
+}
+
 func TestBadGroupModeIsInvalidArgumentWithMessage(t *testing.T) {
 	s := newTestSystem(t)
 	a := twoCoreAssignment(t, s)

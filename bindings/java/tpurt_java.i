@@ -414,14 +414,20 @@ TPURT_JAVA_ARRAY(uint16_t, jshort, short, jshortArray, Short)
     if (groups == null) return new GroupAssignment();
     for (int g = 0; g < groups.length; g++)
       if (groups[g] == null) throw new IllegalArgumentException("groupAssignment[" + g + "] is null");
-    int size = groups.length == 0 ? 0 : groups[0].length;
-    int[] ids = new int[groups.length * size];
+    int size = groups.length == 0 ? 0 : groups[0].length, total = 0;
+    boolean ragged = false;
+    int[] sizes = new int[groups.length];
     for (int g = 0; g < groups.length; g++) {
-      if (groups[g].length != size)
-        throw new InvalidArgumentError("groupAssignment[" + g + "] has " + groups[g].length + " ids; group 0 has " + size);
-      System.arraycopy(groups[g], 0, ids, g * size, size);
+      ragged |= groups[g].length != size;
+      sizes[g] = groups[g].length;
+      total += groups[g].length;
     }
-    return new GroupAssignment(ids, groups.length, size);
+    int[] ids = new int[total];
+    for (int g = 0, at = 0; g < groups.length; at += groups[g].length, g++)
+      System.arraycopy(groups[g], 0, ids, at, groups[g].length);
+    // Rows of different lengths ({{0, 1, 2}, {3}}): all-reduce and broadcast take them, as
+    // XLA does; all-gather, reduce-scatter and all-to-all refuse them (InvalidArgumentError).
+    return ragged ? ragged(ids, sizes) : new GroupAssignment(ids, groups.length, size);
   }
 %}
 

@@ -253,10 +253,47 @@ class GroupAssignment {
                   std::to_string(ids_.size()) + " replica ids do not make " +
                       std::to_string(numGroups) + " groups of " + std::to_string(groupSize));
   }
+  // Groups of different sizes (tpu_group_assignment_ragged): row g holds groupSizes[g]
+  // ids, taken in order from replicaIds. All-reduce and broadcast take them;
+  // all-gather, reduce-scatter and all-to-all refuse them (tpurt/collectives.h).
+  static GroupAssignment ragged(const std::vector<int32_t>& replicaIds,
+                                const std::vector<int32_t>& groupSizes) {
+    int64_t total = 0;
+    for (int32_t n : groupSizes) total += n;
+    if (total != static_cast<int64_t>(replicaIds.size()))
+      throw Error(TPU_INVALID_ARGUMENT, std::to_string(replicaIds.size()) +
+                                            " replica ids do not fill groups of " +
+                                            std::to_string(total) + " ids in all");
+    GroupAssignment g;
+    const int n = static_cast<int>(groupSizes.size());
+    size_t count = 0;
+    tpu_group_assignment view{};
+    detail::check(tpu_group_assignment_ragged(replicaIds.data(), groupSizes.data(), n, nullptr, 0,
+                                              &count, &view));
+    g.ids_.resize(count);
+    detail::check(tpu_group_assignment_ragged(replicaIds.data(), groupSizes.data(), n, g.ids_.data(),
+                                              count, &count, &view));
+    g.num_groups_ = n;
+    g.group_size_ = TPU_GROUP_SIZE_RAGGED;
+    return g;
+  }
   bool isEmpty() const { return ids_.empty() && num_groups_ == 0; }
   int numGroups() const { return num_groups_; }
+  // TPU_GROUP_SIZE_RAGGED (-1) for groups of different sizes (groupSizes has each).
   int groupSize() const { return group_size_; }
-  std::vector<int32_t> replicaIds() const { return ids_; }
+  bool isRagged() const { return group_size_ == TPU_GROUP_SIZE_RAGGED; }
+  std::vector<int32_t> groupSizes() const {
+    std::vector<int32_t> sizes;
+    forEachRow([&](const int32_t*, int32_t n) { sizes.push_back(n); });
+    return sizes;
+  }
+  // The ids, row after row (without the ragged form's lengths).
+  std::vector<int32_t> replicaIds() const {
+    if (!isRagged()) return ids_;
+    std::vector<int32_t> ids;
+    forEachRow([&](const int32_t* row, int32_t n) { ids.insert(ids.end(), row, row + n); });
+    return ids;
+  }
   void validate(int numReplicas) const {
     tpu_group_assignment g = toC();
     detail::check(tpu_group_assignment_validate(&g, numReplicas));
@@ -270,6 +307,15 @@ class GroupAssignment {
 
  private:
   tpu_group_assignment toC() const { return {ids_.data(), num_groups_, group_size_}; }
+  template <typename Fn>
+  void forEachRow(Fn&& fn) const {
+    size_t at = 0;
+    for (int g = 0; g < num_groups_; ++g) {
+      const int32_t n = isRagged() ? ids_[at++] : group_size_;
+      fn(ids_.data() + at, n);
+      at += static_cast<size_t>(n);
+    }
+  }
   std::vector<int32_t> ids_;
   int num_groups_ = 0;
   int group_size_ = 0;

@@ -77,6 +77,29 @@ typedef TPU_ENUM(tpu_group_mode) {
   TPU_GROUP_MODE_FLATTENED_ID = 3
 } tpu_group_mode;
 
+/* (29) Groups of different sizes ({{0, 1, 2}, {3}}), which XLA's verifier allows for
+ * all-reduce only (CheckReplicaGroups in xla/service/hlo_verifier.cc). A
+ * tpu_group_assignment whose group_size is TPU_GROUP_SIZE_RAGGED holds num_groups
+ * rows in replica_ids, each preceded by its length: {3, 0, 1, 2, 1, 3} for
+ * {{0, 1, 2}, {3}}. tpu_group_assignment_ragged builds one. All-reduce,
+ * cross_replica_sum and broadcast accept such groups in every group mode (a broadcast's
+ * root must then be a position of every group). All-gather, reduce-scatter and
+ * all-to-all refuse them with TPU_INVALID_ARGUMENT naming the groups, as XLA does.
+ * Rows that all have one length are the uniform groups of that length. */
+#define TPU_GROUP_SIZE_RAGGED (-1)
+
+/* Encodes rows of different lengths: row g has group_sizes[g] ids, taken in order
+ * from replica_ids (the rows one after another). Writes num_groups plus the sum of
+ * group_sizes int32 values to storage (the out-array rule) and fills *out with
+ * {storage, num_groups, TPU_GROUP_SIZE_RAGGED}, which points into the caller's
+ * storage. The ids themselves are checked where the groups are used
+ * (tpu_group_assignment_validate). Errors: TPU_INVALID_ARGUMENT for num_groups < 1 or a
+ * group size < 1, naming the group. */
+TPU_API tpu_status tpu_group_assignment_ragged(const int32_t *replica_ids,
+                                               const int32_t *group_sizes, int num_groups,
+                                               int32_t *storage, size_t capacity,
+                                               size_t *count, tpu_group_assignment *out);
+
 /* Per-call options, as Gloo's per-operation options: every collective takes a
  * pointer to one as its last argument; NULL or zeros mean the defaults. */
 typedef struct tpu_collective_options {

@@ -173,7 +173,8 @@ TPU_API tpu_status tpu_device_assignment_lookup_replicas(const tpu_device_assign
 /* ---- Group assignment ------------------------------------------------------- */
 
 /* replica_ids[num_groups][group_size] (flattened): row g lists the replica ids of
- * group g. Collectives take a pointer to one; NULL means one group of all replicas. */
+ * group g. Collectives take a pointer to one; NULL means one group of all replicas.
+ * Groups of different sizes: group_size TPU_GROUP_SIZE_RAGGED (tpurt/collectives.h). */
 typedef struct tpu_group_assignment {
   const int32_t *replica_ids;
   int num_groups;
@@ -181,8 +182,10 @@ typedef struct tpu_group_assignment {
 } tpu_group_assignment;
 
 /* Checks a group assignment for `num_replicas` replicas: at least one group, equal
- * positive group sizes, every id in [0, num_replicas) exactly once. Errors:
- * TPU_INVALID_ARGUMENT naming the offending id and group. */
+ * positive group sizes, every id in [0, num_replicas) exactly once. Rows of
+ * different lengths (group_size TPU_GROUP_SIZE_RAGGED, tpurt/collectives.h) are valid
+ * when each length is positive. Errors: TPU_INVALID_ARGUMENT naming the offending id
+ * and group. */
 TPU_API tpu_status tpu_group_assignment_validate(const tpu_group_assignment *groups,
                                                  int num_replicas);
 

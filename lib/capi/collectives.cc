@@ -6,6 +6,7 @@
 #include "collectives/communicator.h"
 #include "core/options.h"
 #include "runtime/replica_context.h"
+#include "topology/group_assignment.h"
 #include "topology/group_modes.h"
 
 using namespace tpurt;
@@ -48,7 +49,8 @@ auto checked_by_all(Communicator& comm, const tpu_replica_context* ctx, Fn&& che
 // they already are). The storage is per thread: one collective at a time per thread.
 const tpu_group_assignment* participants(Communicator& comm, const tpu_replica_context* ctx,
                                          int mode, const tpu_group_assignment* groups) {
-  if (mode == TPU_GROUP_MODE_CROSS_REPLICA && ctx->num_cores_per_replica == 1) return groups;
+  if (mode == TPU_GROUP_MODE_CROSS_REPLICA && ctx->num_cores_per_replica == 1 && !is_ragged(groups))
+    return groups;
   static thread_local ParticipantGroups storage;
   static thread_local tpu_group_assignment view;
   return checked_by_all(comm, ctx, [&]() -> const tpu_group_assignment* {
@@ -59,19 +61,40 @@ const tpu_group_assignment* participants(Communicator& comm, const tpu_replica_c
   });
 }
 
+// Which collectives take groups of different sizes: XLA's verifier
+// (xla/service/hlo_verifier.cc) calls CheckReplicaGroups with
+// uniform_replica_group_size = false for all-reduce (HandleAllReduce,
+// HandleAllReduceStart) only; all-gather (CheckCommonAllGatherInvariants),
+// reduce-scatter (HandleReduceScatter) and all-to-all (HandleAllToAll) keep the default
+// true, "Replica groups expected to be of uniform size". HandleCollectiveBroadcast checks
+// no groups at all: broadcast takes them, with a root every group has.
+
+// The refusal, after participant_groups (which turned rows of one length into uniform
+// groups): the caller's groups, named as given, and XLA's reason.
+void refuse_ragged(const char* op, const tpu_group_assignment* given, int mode,
+                   const tpu_group_assignment* participant_groups) {
+  if (!is_ragged(participant_groups)) return;
+  invalid_argument(op, " needs groups of one size, as XLA's verifier (\"Replica groups expected to be "
+                   "of uniform size\"; only all-reduce takes groups of different sizes): group_assignment ",
+                   groups_text(*given), " (group mode ", group_mode_name(mode), ")");
+}
+
 // Collectives return their result through *out; check it before any meeting so a
 // bad out pointer fails only this call's argument check. fn gets the communicator
 // and the call's groups as participant groups.
 template <typename Fn>
 tpu_status collective(tpu_replica_context* ctx, const tpu_tensor* x,
                       const tpu_group_assignment* groups, tpu_tensor** out,
-                      const tpu_collective_options* options, Fn&& fn) {
+                      const tpu_collective_options* options, Fn&& fn,
+                      const char* op = nullptr) {
   return guarded([&] {
     int mode = 0;
     Communicator& comm = prepare(ctx, options, &mode);
     require_not_null(x, "x");
     require_not_null(out, "out");
-    *out = fn(comm, participants(comm, ctx, mode, groups));
+    const tpu_group_assignment* g = participants(comm, ctx, mode, groups);
+    if (op != nullptr) checked_by_all(comm, ctx, [&] { refuse_ragged(op, groups, mode, g); });
+    *out = fn(comm, g);
   });
 }
 
@@ -100,7 +123,7 @@ TPU_EXPORT tpu_status tpu_all_gather(tpu_replica_context* ctx, const tpu_tensor*
                                      const tpu_collective_options* options) {
   return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
     return c.all_gather(ctx->participant, x, axis, g);
-  });
+  }, "all_gather");
 }
 
 TPU_EXPORT tpu_status tpu_reduce_scatter(tpu_replica_context* ctx, const tpu_tensor* x,
@@ -109,7 +132,7 @@ TPU_EXPORT tpu_status tpu_reduce_scatter(tpu_replica_context* ctx, const tpu_ten
                                          const tpu_collective_options* options) {
   return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
     return c.reduce_scatter(ctx->participant, x, op, scatter_axis, g, bf16_wire(ctx));
-  });
+  }, "reduce_scatter");
 }
 
 TPU_EXPORT tpu_status tpu_all_to_all(tpu_replica_context* ctx, const tpu_tensor* x,
@@ -118,7 +141,7 @@ TPU_EXPORT tpu_status tpu_all_to_all(tpu_replica_context* ctx, const tpu_tensor*
                                      const tpu_collective_options* options) {
   return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
     return c.all_to_all(ctx->participant, x, concat_dimension, split_dimension, split_count, g);
-  });
+  }, "all_to_all");
 }
 
 TPU_EXPORT tpu_status tpu_collective_permute(tpu_replica_context* ctx, const tpu_tensor* x,
@@ -148,6 +171,16 @@ TPU_EXPORT tpu_status tpu_broadcast(tpu_replica_context* ctx, const tpu_tensor* 
                                     const tpu_group_assignment* groups, tpu_tensor** out,
                                     const tpu_collective_options* options) {
   return collective(ctx, x, groups, out, options, [&](Communicator& c, const tpu_group_assignment* g) {
+    // Groups of different sizes: the root must be a position of every group, checked
+    // on the whole assignment so that every member says the same.
+    if (is_ragged(g))
+      checked_by_all(c, ctx, [&] {
+        for_each_row(*g, [&](int gi, const int32_t*, int size) {
+          if (root < 0 || root >= size)
+            invalid_argument("root ", root, " is outside group ", gi, " of ", size, " (group_assignment ",
+                             groups_text(*g), " in participant ids)");
+        });
+      });
     return c.broadcast(ctx->participant, x, root, g);
   });
 }
@@ -158,6 +191,35 @@ TPU_EXPORT tpu_status tpu_barrier(tpu_replica_context* ctx, const tpu_collective
     Communicator& comm = prepare(ctx, options, &mode);
     checked_by_all(comm, ctx, [&] { check_group_mode(mode); });
     comm.barrier(ctx->participant);
+  });
+}
+
+TPU_EXPORT tpu_status tpu_group_assignment_ragged(const int32_t* replica_ids, const int32_t* group_sizes,
+                                                  int num_groups, int32_t* storage, size_t capacity,
+                                                  size_t* count, tpu_group_assignment* out) {
+  return guarded([&] {
+    if (num_groups < 1) invalid_argument("num_groups is ", num_groups, "; it must be at least 1");
+    require_not_null(group_sizes, "group_sizes");
+    require_not_null(count, "count");
+    require_not_null(out, "out");
+    size_t total = static_cast<size_t>(num_groups);
+    for (int g = 0; g < num_groups; ++g) {
+      if (group_sizes[g] < 1)
+        invalid_argument("group_sizes[", g, "] is ", group_sizes[g], "; every group needs at least one id");
+      total += static_cast<size_t>(group_sizes[g]);
+    }
+    require_not_null(replica_ids, "replica_ids");
+    *count = total;
+    if (storage == nullptr && capacity == 0) return;  // a size query
+    require_not_null(storage, "storage");
+    if (capacity < total)
+      fail(TPU_OUT_OF_RANGE, "storage holds ", capacity, " int32 values; the encoding needs ", total);
+    size_t at = 0, id = 0;
+    for (int g = 0; g < num_groups; ++g) {
+      storage[at++] = group_sizes[g];
+      for (int32_t k = 0; k < group_sizes[g]; ++k) storage[at++] = replica_ids[id++];
+    }
+    *out = {storage, num_groups, TPU_GROUP_SIZE_RAGGED};
   });
 }
 

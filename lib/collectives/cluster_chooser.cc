@@ -55,9 +55,9 @@ void gather_groups(ClusterContext& cx, ClusterCall& call, const Groups& g, size_
     posted::gather(cx, call, g, bytes, use);
     return;
   }
-  std::vector<const void*> inputs(g.group_size);
+  std::vector<const void*> inputs(g.max_size());
   for (int gi = 0; gi < g.num_groups; ++gi) {
-    const Row row{g.row(gi), g.group_size, gi, cx.split(g.row(gi), g.group_size)};
+    const Row row{g.row(gi), g.size(gi), gi, cx.split(g.row(gi), g.size(gi))};
     if (row.split.mine < 0) continue;
     first_applying(kGatherers, cx, row, bytes).run(cx, call, row, bytes, inputs.data(), use);
   }
@@ -71,7 +71,7 @@ void reduce_groups(ClusterContext& cx, ClusterCall& call, const Groups& g, const
     return;
   }
   for (int gi = 0; gi < g.num_groups; ++gi) {
-    const Row row{g.row(gi), g.group_size, gi, cx.split(g.row(gi), g.group_size)};
+    const Row row{g.row(gi), g.size(gi), gi, cx.split(g.row(gi), g.size(gi))};
     if (row.split.mine < 0) continue;
     const RowReducer& algorithm = first_applying(kReducers, cx, r, row);
     if (algorithm.writes_outputs) {

@@ -145,6 +145,16 @@ Groups ClusterCommunicator::groups_of(const tpu_group_assignment* groups, Descri
   validate_group_assignment(groups, num_participants());
   desc->num_groups = groups->num_groups;
   desc->group_size = groups->group_size;
+  if (is_ragged(groups)) {
+    Groups g{groups->replica_ids, groups->num_groups, groups->group_size};
+    int64_t at = 0;
+    for (int gi = 0; gi < g.num_groups; ++gi) {
+      g.starts.push_back(at + 1);
+      at += 1 + g.ids[at];
+    }
+    desc->groups_hash = hash_ids(groups->replica_ids, at);
+    return g;
+  }
   desc->groups_hash = hash_ids(groups->replica_ids, int64_t(groups->num_groups) * groups->group_size);
   return {groups->replica_ids, groups->num_groups, groups->group_size};
 }
@@ -153,9 +163,10 @@ int ClusterCommunicator::shares_with(int rank, const Groups& g, size_t bytes) co
   if (private_results() || bytes <= kInlineBytes) return -1;
   for (int gi = 0; gi < g.num_groups; ++gi) {
     const int32_t* row = g.row(gi);
-    if (std::find(row, row + g.group_size, rank) == row + g.group_size) continue;
+    const int size = g.size(gi);
+    if (std::find(row, row + size, rank) == row + size) continue;
     int first = -1, here = 0;
-    for (int k = 0; k < g.group_size; ++k) {
+    for (int k = 0; k < size; ++k) {
       if (!cx_.is_local(row[k])) continue;
       if (first < 0) first = row[k];
       ++here;
@@ -173,7 +184,7 @@ bool ClusterCommunicator::folds(const Groups* g, const Tensor* x) const {
   int tasks = 0;
   for (int t = 0; t < cx_.num_tasks(); ++t) tasks += cx_.participants_on(t) > 0;
   for (int gi = 0; gi < g->num_groups; ++gi)
-    if (static_cast<int>(cx_.split(g->row(gi), g->group_size).tasks.size()) != tasks) return false;
+    if (static_cast<int>(cx_.split(g->row(gi), g->size(gi)).tasks.size()) != tasks) return false;
   return true;
 }
 
@@ -501,8 +512,9 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
     require_not_null(x, "x");
     fill_desc(&desc, CollectiveKind::kBroadcast, x);
     g = groups_of(groups, &desc);
-    if (root < 0 || root >= g.group_size)
-      invalid_argument("root ", root, " is outside the group of ", g.group_size);
+    for (int gi = 0; gi < g.num_groups; ++gi)
+      if (root < 0 || root >= g.size(gi))
+        invalid_argument("root ", root, " is outside the group of ", g.size(gi));
     shared_with = shares_with(rank, g, x->byte_size);
     if (shared_with < 0 || shared_with == rank) out.t = new_tensor_like(x);
   });
@@ -511,7 +523,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
     const size_t bytes = x->byte_size;
     for (int gi = 0; gi < g.num_groups; ++gi) {
       const int32_t* row = g.row(gi);
-      TaskSplit split = cx_.split(row, g.group_size);
+      TaskSplit split = cx_.split(row, g.size(gi));
       if (split.mine < 0) continue;
       const int root_task = cx_.task_of(row[root]);
       std::vector<net::Send> sends;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include "net/transport.h"
@@ -33,11 +34,22 @@ struct ClusterCall {
 };
 
 // The rows of a group assignment.
+// Rows of different sizes (group_size TPU_GROUP_SIZE_RAGGED): ids is the encoding, each
+// row after its length, and starts[gi] the offset of row gi's first id.
 struct Groups {
   const int32_t* ids;
   int num_groups;
   int group_size;
-  const int32_t* row(int gi) const { return ids + int64_t(gi) * group_size; }
+  std::vector<int64_t> starts = {};
+  const int32_t* row(int gi) const {
+    return starts.empty() ? ids + int64_t(gi) * group_size : ids + starts[gi];
+  }
+  int size(int gi) const { return starts.empty() ? group_size : ids[starts[gi] - 1]; }
+  int max_size() const {
+    int m = group_size;
+    for (int gi = 0; gi < num_groups && !starts.empty(); ++gi) m = std::max(m, size(gi));
+    return m;
+  }
 };
 
 // The tasks of a group row, sorted, and each task's members in member order.

@@ -137,8 +137,23 @@ void Communicator::setup(int rank, CollectiveKind kind, const Tensor* x,
   validate_group_assignment(groups, n);
   desc->num_groups = groups->num_groups;
   desc->group_size = groups->group_size;
+  if (is_ragged(groups)) {  // rows of different sizes, each after its length
+    desc->groups_hash = hash_ids(groups->replica_ids, ragged_length(*groups));
+    bool found = false;
+    for_each_row(*groups, [&](int, const int32_t* row, int size) {
+      for (int k = 0; k < size && !found; ++k)
+        if (row[k] == rank) {
+          *group = GroupInfo{};
+          group->members = row;
+          group->size = size;
+          group->pos = k;
+          found = true;
+        }
+    });
+    if (found) return;
+  }
   desc->groups_hash = hash_ids(groups->replica_ids, int64_t(groups->num_groups) * groups->group_size);
-  for (int g = 0; g < groups->num_groups; ++g) {
+  for (int g = 0; g < groups->num_groups && !is_ragged(groups); ++g) {
     const int32_t* row = groups->replica_ids + int64_t(g) * groups->group_size;
     for (int k = 0; k < groups->group_size; ++k) {
       if (row[k] == rank) {

@@ -37,10 +37,10 @@ void gather(ClusterContext& cx, ClusterCall& call, const Groups& g, size_t bytes
     for (int gi = 0; gi < g.num_groups; ++gi) {
       const int32_t* row = g.row(gi);
       bool here = false;
-      for (int k = 0; k < g.group_size && !here; ++k) here = cx.is_local(row[k]);
+      for (int k = 0; k < g.size(gi) && !here; ++k) here = cx.is_local(row[k]);
       if (!here) continue;
       plan.rows.push_back(gi);
-      for (int k = 0; k < g.group_size; ++k) {
+      for (int k = 0; k < g.size(gi); ++k) {
         const int t = cx.task_of(row[k]);
         if (t == me || plan.at[t] != SIZE_MAX) continue;
         plan.at[t] = total;
@@ -56,15 +56,15 @@ void gather(ClusterContext& cx, ClusterCall& call, const Groups& g, size_t bytes
   }
   cx.posts()->gather_posts(call.seq, call.digest, mine, n_local * bytes, plan.from.data(), plan.from.size(),
                            call.deadline, cx.check(), cx.namer());
-  plan.inputs.resize(g.group_size);
+  plan.inputs.resize(g.max_size());
   for (int gi : plan.rows) {
     const int32_t* row = g.row(gi);
-    for (int k = 0; k < g.group_size; ++k) {
+    for (int k = 0; k < g.size(gi); ++k) {
       const int p = row[k], t = cx.task_of(p);
       plan.inputs[k] = t == me ? cx.input(call, p)
                                : plan.in.data() + plan.at[t] + static_cast<size_t>(cx.index_on_task(p)) * bytes;
     }
-    use(row, g.group_size, plan.inputs.data());
+    use(row, g.size(gi), plan.inputs.data());
   }
 }
 

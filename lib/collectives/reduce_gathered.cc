@@ -23,7 +23,7 @@ void run(ClusterContext& cx, ClusterCall& call, const Reduction& r, const Row& r
 namespace posted {
 
 bool reduce_takes(const ClusterContext& cx, const Groups& g, const Reduction& r) {
-  return take(cx, r.x->byte_size) && r.x->byte_size * static_cast<size_t>(g.group_size) <= kGatherReduceBytes;
+  return take(cx, r.x->byte_size) && r.x->byte_size * static_cast<size_t>(g.max_size()) <= kGatherReduceBytes;
 }
 
 void reduce(ClusterContext& cx, ClusterCall& call, const Groups& g, const Reduction& r, Deliver deliver) {

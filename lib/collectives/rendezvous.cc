@@ -57,6 +57,8 @@ std::string Descriptor::describe() const {
   }
   if (kind == CollectiveKind::kCollectivePermute)
     os << " pairs=" << num_groups << " (hash " << std::hex << groups_hash << std::dec << ')';
+  else if (group_size == TPU_GROUP_SIZE_RAGGED)
+    os << " groups=" << num_groups << "xragged (hash " << std::hex << groups_hash << std::dec << ')';
   else
     os << " groups=" << num_groups << 'x' << group_size << " (hash " << std::hex << groups_hash
        << std::dec << ')';

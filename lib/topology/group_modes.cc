@@ -63,9 +63,14 @@ bool participant_groups(int mode, const tpu_group_assignment* groups, int num_re
   const int k = cores_per_replica;
   const int n = id_count(mode, num_replicas, k);
   validate_group_assignment(groups, n, id_kind(mode), where(mode));
+  // Rows of different sizes that all have one size are the uniform groups of it.
+  std::vector<int32_t> flat;
+  tpu_group_assignment uniform;
+  const bool normalized = is_ragged(groups) && uniform_form(*groups, &flat, &uniform);
+  if (normalized) groups = &uniform;
   const bool as_given = mode == TPU_GROUP_MODE_FLATTENED_ID ||
                         (k == 1 && mode != TPU_GROUP_MODE_CROSS_PARTITION);
-  if (as_given) return false;
+  if (as_given && !normalized) return false;
   // One group of every participant in flattened order is what NULL means below: keep
   // the communicator's all-participants path (cross-partition with one replica,
   // cross-replica-and-partition over everyone).
@@ -74,36 +79,54 @@ bool participant_groups(int mode, const tpu_group_assignment* groups, int num_re
     return false;
 
   // The caller's groups, or the mode's default: one group of every id.
-  int num_groups = 1, group_size = n;
-  const int32_t* ids = nullptr;
-  if (groups != nullptr) {
-    num_groups = groups->num_groups;
-    group_size = groups->group_size;
-    ids = groups->replica_ids;
+  std::vector<int32_t> all;
+  tpu_group_assignment everyone;
+  if (groups == nullptr) {
+    all.resize(n);
+    for (int i = 0; i < n; ++i) all[i] = i;
+    everyone = {all.data(), 1, n};
+    groups = &everyone;
   }
-  auto id = [&](int g, int i) { return ids ? ids[int64_t(g) * group_size + i] : i; };
+  const bool ragged = is_ragged(groups);
   out->ids.clear();
+  if (as_given) {  // normalized: the uniform form itself
+    out->ids = flat;
+    out->num_groups = uniform.num_groups;
+    out->group_size = uniform.group_size;
+    return true;
+  }
+  // Each row in participant ids, preceded by its length when the rows differ.
+  auto emit = [&](int size, auto&& ids_of_row) {
+    if (ragged) out->ids.push_back(size);
+    ids_of_row();
+  };
+  const int num_groups = groups->num_groups;
   switch (mode) {
     case TPU_GROUP_MODE_CROSS_REPLICA:  // per logical core, the same replica groups
       out->num_groups = num_groups * k;
-      out->group_size = group_size;
+      out->group_size = groups->group_size;
       for (int c = 0; c < k; ++c)
-        for (int g = 0; g < num_groups; ++g)
-          for (int i = 0; i < group_size; ++i) out->ids.push_back(id(g, i) * k + c);
+        for_each_row(*groups, [&](int, const int32_t* row, int size) {
+          emit(size, [&] { for (int i = 0; i < size; ++i) out->ids.push_back(row[i] * k + c); });
+        });
       break;
     case TPU_GROUP_MODE_CROSS_PARTITION:  // per replica, the same core groups
       out->num_groups = num_groups * num_replicas;
-      out->group_size = group_size;
+      out->group_size = groups->group_size;
       for (int r = 0; r < num_replicas; ++r)
-        for (int g = 0; g < num_groups; ++g)
-          for (int i = 0; i < group_size; ++i) out->ids.push_back(r * k + id(g, i));
+        for_each_row(*groups, [&](int, const int32_t* row, int size) {
+          emit(size, [&] { for (int i = 0; i < size; ++i) out->ids.push_back(r * k + row[i]); });
+        });
       break;
     default:  // CROSS_REPLICA_AND_PARTITION: every core of the group's replicas
       out->num_groups = num_groups;
-      out->group_size = group_size * k;
-      for (int g = 0; g < num_groups; ++g)
-        for (int i = 0; i < group_size; ++i)
-          for (int c = 0; c < k; ++c) out->ids.push_back(id(g, i) * k + c);
+      out->group_size = ragged ? TPU_GROUP_SIZE_RAGGED : groups->group_size * k;
+      for_each_row(*groups, [&](int, const int32_t* row, int size) {
+        emit(size * k, [&] {
+          for (int i = 0; i < size; ++i)
+            for (int c = 0; c < k; ++c) out->ids.push_back(row[i] * k + c);
+        });
+      });
       break;
   }
   return true;

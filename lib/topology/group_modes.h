@@ -15,7 +15,7 @@ namespace tpurt {
 
 // A group assignment over participants, owning its ids.
 struct ParticipantGroups {
-  std::vector<int32_t> ids;  // [num_groups][group_size]
+  std::vector<int32_t> ids;  // [num_groups][group_size], or ragged (TPU_GROUP_SIZE_RAGGED)
   int num_groups = 0;
   int group_size = 0;
   tpu_group_assignment view() const { return {ids.data(), num_groups, group_size}; }
@@ -32,7 +32,9 @@ void check_group_mode(int mode);
 // the mode's own ids: TPU_INVALID_ARGUMENT naming the id, its kind, the group and the
 // mode. Returns false, leaving *out untouched, when the caller's groups already are
 // participant groups (k == 1 in any mode but CROSS_PARTITION, or FLATTENED_ID): then
-// the caller passes `groups` on as they are (validated).
+// the caller passes `groups` on as they are (validated). Groups of different sizes
+// (TPU_GROUP_SIZE_RAGGED) give ragged participant groups; ragged rows of one length
+// give uniform ones (true, also where the groups would have been passed on).
 bool participant_groups(int mode, const tpu_group_assignment* groups, int num_replicas,
                         int cores_per_replica, ParticipantGroups* out);
 

@@ -1118,6 +1118,52 @@ static tpu_status mp_mode(tpu_replica_context *ctx, const mp_layout *lay, int mo
     tpu_tensor_release(y), y = NULL;
   }
   tpu_tensor_release(x);
+  /* Groups of different sizes (issue 29; XLA's verifier allows them for all-reduce,
+   * CheckReplicaGroups in xla/service/hlo_verifier.cc), where the mode has at least
+   * four ids: {{m-1, 0, 1}, {2, ..., m-2}} in the mode's ids, rows preceded by their
+   * lengths. all_reduce small and large, and broadcast from position 0. */
+  const int m = mode == TPU_GROUP_MODE_CROSS_PARTITION ? k : mode == TPU_GROUP_MODE_FLATTENED_ID ? n : R;
+  if (m >= 4) {
+    int32_t rag[10], rmembers[8];
+    int at = 0, rpos = 0, rsize = 0;
+    rag[at++] = 3, rag[at++] = m - 1, rag[at++] = 0, rag[at++] = 1;
+    rag[at++] = m - 3;
+    for (int q = 2; q <= m - 2; q++) rag[at++] = q;
+    const tpu_group_assignment rg = {rag, 2, TPU_GROUP_SIZE_RAGGED};
+    /* p's group, as mp_my_group finds it in the uniform form of each row. */
+    const int rows[2][2] = {{1, 3}, {5, m - 3}};
+    for (int row = 0; row < 2 && rsize == 0; row++) {
+      const tpu_group_assignment one = {rag + rows[row][0], 1, rows[row][1]};
+      const int mine = mode == TPU_GROUP_MODE_CROSS_PARTITION ? c : mode == TPU_GROUP_MODE_FLATTENED_ID ? p : r;
+      for (int i = 0; i < rows[row][1]; i++)
+        if (rag[rows[row][0] + i] == mine) {
+          /* mp_my_group over this row alone (the other ids are in the other row). */
+          const int kk = mode == TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION ? k : 1;
+          for (int j = 0; j < rows[row][1]; j++) {
+            const int id = one.replica_ids[j];
+            if (mode == TPU_GROUP_MODE_CROSS_REPLICA) rmembers[rsize++] = id * k + c;
+            else if (mode == TPU_GROUP_MODE_CROSS_PARTITION) rmembers[rsize++] = r * k + id;
+            else if (mode == TPU_GROUP_MODE_FLATTENED_ID) rmembers[rsize++] = id;
+            else
+              for (int cc = 0; cc < kk; cc++) rmembers[rsize++] = id * k + cc;
+          }
+          rpos = mode == TPU_GROUP_MODE_CROSS_REPLICA_AND_PARTITION ? i * k + c : i;
+        }
+    }
+    EXPECT(rsize > 0, "%s %s: participant %d is in no ragged group", lay->name, g_mode_names[mode], p);
+    (void)rpos;
+    for (int s = 0; s < 2; s++) {
+      x = mp_input(p, &counts[s], 1);
+      OK(tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, &rg, &y, &o));
+      MP_CHECK("all_reduce (groups of different sizes)", y, counts[s], mp_fold(rmembers, rsize, j));
+      *h = mp_digest(*h, y);
+      tpu_tensor_release(y), y = NULL;
+      OK(tpu_broadcast(ctx, x, 0, &rg, &y, &o));
+      MP_CHECK("broadcast (groups of different sizes)", y, counts[s], mp_value(rmembers[0], j));
+      *h = mp_digest(*h, y);
+      tpu_tensor_release(x), tpu_tensor_release(y), y = NULL;
+    }
+  }
   OK(tpu_barrier(ctx, &o));
   return TPU_OK;
 }

@@ -123,6 +123,41 @@ public class ModelParallelTests {
     }
   }
 
+  // Groups of different sizes (issue 29): XLA's verifier allows them for all-reduce only
+  // (CheckReplicaGroups' uniform_replica_group_size in xla/service/hlo_verifier.cc);
+  // broadcast checks no groups (HandleCollectiveBroadcast), all-gather refuses them.
+  [Test]
+  public void GroupsOfDifferentSizes() {
+    using (GroupAssignment g = GroupAssignment.Ragged(new Int32Vector(new[] { 3, 0, 1, 2 }), new Int32Vector(new[] { 3, 1 }))) {
+      g.Validate(4);
+      Assert.AreEqual(-1, g.GroupSize());
+      Assert.IsTrue(g.IsRagged());
+      CollectionAssert.AreEqual(new[] { 3, 1 }, g.GroupSizes());
+      CollectionAssert.AreEqual(new[] { 3, 0, 1, 2 }, g.ReplicaIds());
+    }
+    Assert.Throws<InvalidArgumentError>(() => GroupAssignment.Ragged(new Int32Vector(new[] { 0, 1 }), new Int32Vector(new[] { 1, 0, 1 })));
+    int[][] replicas = { new[] { 3, 0, 1 }, new[] { 2 } };
+    int[][] flattened = { new[] { 7, 2, 4 }, new[] { 1 }, new[] { 0, 5, 3, 6 } };
+    var seen = OnEveryCore(ctx => new[] {
+      ctx.AllReduce(Mine(ctx), ReduceOp.Sum, replicas, GroupMode.CrossReplica),
+      tpu.cross_replica_sum(Mine(ctx), flattened, group_mode: GroupMode.FlattenedId),
+      ctx.Broadcast(Mine(ctx), 0, replicas, GroupMode.CrossReplicaAndPartition),
+    });
+    AssertEveryParticipant(seen);
+    foreach (var p in seen) {
+      int r = p.Key.Item1, c = p.Key.Item2, f = r * K + c;
+      int[] mine = replicas.First(row => row.Contains(r));
+      int[] myFlat = flattened.First(row => row.Contains(f));
+      CollectionAssert.AreEqual(Sum((rr, cc) => cc == c && mine.Contains(rr)), p.Value[0], p.Key.ToString());
+      CollectionAssert.AreEqual(Sum((rr, cc) => myFlat.Contains(rr * K + cc)), p.Value[1], p.Key.ToString());
+      CollectionAssert.AreEqual(Value(mine[0], 0), p.Value[2], p.Key.ToString());
+    }
+    var e = Assert.Throws<InvalidArgumentError>(() => OnEveryCore(ctx => new[] {
+      ctx.AllGather(Mine(ctx), 0, replicas, GroupMode.CrossReplica) }));
+    StringAssert.Contains("Replica groups expected to be of uniform size", e.Message);
+    StringAssert.Contains("{{3,0,1},{2}}", e.Message);
+  }
+
   [Test]
   public void EveryGroupModeAgainstTheNaiveSum() {
     int[][] replicaPairs = { new[] { 0, 1 }, new[] { 2, 3 } };

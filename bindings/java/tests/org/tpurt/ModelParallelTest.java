@@ -173,6 +173,70 @@ public class ModelParallelTest {
     }
   }
 
+  /**
+   * Groups of different sizes (issue 29): XLA's verifier allows them for all-reduce only
+   * (CheckReplicaGroups' uniform_replica_group_size in xla/service/hlo_verifier.cc); broadcast
+   * checks no groups (HandleCollectiveBroadcast); all-gather refuses them.
+   */
+  @Test
+  public void groupsOfDifferentSizes() {
+    GroupAssignment g = GroupAssignment.ragged(new int[] {3, 0, 1, 2}, new int[] {3, 1});
+    g.validate(4);
+    assertEquals(-1, g.groupSize());
+    assertTrue(g.isRagged());
+    assertArrayEquals(new int[] {3, 1}, g.groupSizes());
+    assertArrayEquals(new int[] {3, 0, 1, 2}, g.replicaIds());
+    g.delete();
+    try {
+      GroupAssignment.ragged(new int[] {0, 1}, new int[] {1, 0, 1});
+      fail("a group of 0 ids");
+    } catch (InvalidArgumentError e) {
+      assertTrue(e.getMessage(), e.getMessage().contains("group_sizes[1] is 0"));
+    }
+    int[][] replicas = {{3, 0, 1}, {2}};
+    int[][] flattened = {{7, 2, 4}, {1}, {0, 5, 3, 6}};
+    Map<Integer, float[][]> got = new ConcurrentHashMap<>();
+    try (DeviceAssignment a = twoCoresPerReplica()) {
+      tpu.replicate((ctx, in) -> {
+        int p = participant(ctx);
+        Tensor x = vec(contribution(p));
+        float[][] r = new float[3][];
+        r[0] = ctx.allReduce(x, ReduceOp.Sum, replicas, GroupMode.CrossReplica).toFloat32Vector();
+        r[1] = ctx.crossReplicaSum(x, flattened, GroupMode.FlattenedId).toFloat32Vector();
+        r[2] = ctx.broadcast(x, 0, replicas, GroupMode.CrossReplicaAndPartition).toFloat32Vector();
+        got.put(p, r);
+        return null;
+      }, null, null, a);
+      for (int pp = 0; pp < CORES; pp++) {
+        final int p = pp, r = p / K, c = p % K;
+        int[] mine = Arrays.stream(replicas).filter(row -> Arrays.stream(row).anyMatch(v -> v == r)).findFirst().get();
+        int[] myFlat = Arrays.stream(flattened).filter(row -> Arrays.stream(row).anyMatch(v -> v == p)).findFirst().get();
+        float[] sum = new float[2], flat = new float[2];
+        for (int q = 0; q < CORES; q++) {
+          final int qr = q / K, qq = q;
+          for (int i = 0; i < 2; i++) {
+            if (q % K == c && Arrays.stream(mine).anyMatch(v -> v == qr)) sum[i] += contribution(q)[i];
+            if (Arrays.stream(myFlat).anyMatch(v -> v == qq)) flat[i] += contribution(q)[i];
+          }
+        }
+        float[][] g2 = got.get(p);
+        assertArrayEquals("all-reduce, participant " + p, sum, g2[0], 0f);
+        assertArrayEquals("flattened id, participant " + p, flat, g2[1], 0f);
+        assertArrayEquals("broadcast, participant " + p, contribution(mine[0] * K), g2[2], 0f);
+      }
+      try {
+        tpu.replicate((ctx, in) -> {
+          ctx.allGather(vec(1f), 0, replicas, GroupMode.CrossReplica);
+          return null;
+        }, null, null, a);
+        fail("all-gather over groups of different sizes");
+      } catch (InvalidArgumentError e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("Replica groups expected to be of uniform size"));
+        assertTrue(e.getMessage(), e.getMessage().contains("{{3,0,1},{2}}"));
+      }
+    }
+  }
+
   @Test
   public void everyCollectiveAcrossTheCoresOfAReplica() {
     int[][] cores = {{0, 1}};
@@ -229,12 +293,11 @@ public class ModelParallelTest {
       // The system still runs steps.
       assertEquals(R, tpu.replicate((ctx, in) -> null, null, null, a).size());
     }
-    try {
-      GroupAssignment.of(new int[][] {{0, 1}, {2}});
-      fail("ragged groups");
-    } catch (InvalidArgumentError e) {
-      assertTrue(e.getMessage(), e.getMessage().contains("groupAssignment[1] has 1 ids; group 0 has 2"));
-    }
+    // Rows of different lengths are groups of different sizes (issue 29), not an error.
+    GroupAssignment ragged = GroupAssignment.of(new int[][] {{0, 1}, {2}});
+    assertTrue(ragged.isRagged());
+    assertArrayEquals(new int[] {2, 1}, ragged.groupSizes());
+    ragged.delete();
     try {
       CollectiveOptions.of(null);
       fail("a null group mode");
