@@ -19,7 +19,7 @@ JAVA_JUNIT_CP := /usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar
 JAVA_JNIDIR ?= $(LIBDIR)/jni
 JAVA_RUN := $(JAVA) -Djava.library.path=$(abspath $(JAVA_DIR)/native)
 
-$(JAVA_WRAP): bindings/java/tpurt_java.i $(BINDING_SUPPORT)
+$(JAVA_WRAP): bindings/java/tpurt_java.i bindings/java/pool_java.i $(BINDING_SUPPORT)
 	@rm -rf $(JAVA_GEN) && mkdir -p $(JAVA_GEN)
 	$(SWIG) -c++ -java -package org.tpurt -Ibindings -outdir $(JAVA_GEN) -o $@ bindings/java/tpurt_java.i
 
