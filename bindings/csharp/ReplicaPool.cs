@@ -126,9 +126,10 @@ internal sealed class ReplicaPool {
   readonly IntPtr pool;      // the one replica pool (replica_pool.hpp) the threads sit in
   readonly int[] endedCores; // ThrowIfAThreadEnded's buffer: no allocation per step
   int stopped;
+  int freed;  // the finalizer ran: a system finalized in the same collection must not call in
 
   // A replica of a failed step may still run on the pool.
-  internal bool Running { get { return Native.TpurtCsPoolRunning(pool) > 0; } }
+  internal bool Running { get { return Volatile.Read(ref freed) == 0 && Native.TpurtCsPoolRunning(pool) > 0; } }
 
   internal ReplicaPool(TpuSystem system) : this(system, system.NumCores()) {}
 
@@ -162,13 +163,14 @@ internal sealed class ReplicaPool {
   // returns once none is inside tpu_step_join; a thread still inside a late computation
   // ends when it leaves it.
   internal void Stop(bool shutDown) {
-    if (Interlocked.Exchange(ref stopped, 1) != 0) return;
+    if (Volatile.Read(ref freed) != 0 || Interlocked.Exchange(ref stopped, 1) != 0) return;
     if (shutDown) Native.TpurtCsShutdown(native);
     Native.TpurtCsPoolStop(pool);
   }
 
   // Freed once no thread can use it: its threads hold this object.
   ~ReplicaPool() {
+    Volatile.Write(ref freed, 1);
     Native.TpurtCsPoolFree(pool);
   }
 

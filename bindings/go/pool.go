@@ -28,6 +28,7 @@ type pool struct {
 	steps map[int64]Computation // by the key a step's caller passes as user data
 	// tids are the OS threads serving each core (what tests check computations on).
 	tids []int
+	closed bool // guarded by mu: close freed the native pool
 	// takeEnded's buffers (guarded by mu): every step asks, none allocates.
 	endedCores   []C.int
 	endedMessage [300]C.char
@@ -82,14 +83,17 @@ func (p *pool) lookup(key int64) Computation {
 func (p *pool) serve(core int) {
 	defer atomic.AddInt32(&p.running, -1)
 	runtime.LockOSThread()
-	seat := C.tpurtgo_seat(p.native, C.int(core))
-	if seat == 0 { // a core out of the pool's range: never asked for
+	p.mu.Lock()
+	var seat C.uintptr_t
+	if !p.closed { // a goroutine started as the pool closed takes no seat
+		seat = C.tpurtgo_seat(p.native, C.int(core))
+		p.tids[core] = syscall.Gettid()
+	}
+	p.mu.Unlock()
+	if seat == 0 { // closed, or a core out of the pool's range (never asked for)
 		runtime.UnlockOSThread()
 		return
 	}
-	p.mu.Lock()
-	p.tids[core] = syscall.Gettid()
-	p.mu.Unlock()
 	var turn C.tpurtgo_turn
 	status := C.int(0)
 	for {
@@ -139,6 +143,9 @@ func (p *pool) run(core int, seat C.uintptr_t, turn *C.tpurtgo_turn, status *C.i
 func (p *pool) takeEnded() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return newError(CodeFailedPrecondition, "the system is closed")
+	}
 	var n C.int
 	code := C.tpurtgo_pool_take_ended(p.native, &p.endedMessage[0], C.int(len(p.endedMessage)), &p.endedCores[0],
 		C.int(len(p.endedCores)), &n)
@@ -157,6 +164,9 @@ func (p *pool) takeEnded() error {
 func (p *pool) close() {
 	defer lowerProcs()
 	C.tpurtgo_pool_stop(p.native)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true // the seats keep what they need; nothing here touches the pool again
 	C.tpurtgo_pool_free(p.native)
 }
 

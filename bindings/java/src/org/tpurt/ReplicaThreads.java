@@ -129,7 +129,11 @@ final class ReplicaThreads {
    * down first if it is closing it.
    */
   void stop() {
-    pool.stop();
+    // A system and its stopped pool collected together finalize in any order: the
+    // pool's delete() (synchronized on it) may have freed the native pool already.
+    synchronized (pool) {
+      if (JavaReplicaPool.getCPtr(pool) != 0) pool.stop();
+    }
   }
 
   /** An unexpected Throwable ends core's thread: kept as is (no allocation), reported by the next step. */
