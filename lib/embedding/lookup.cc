@@ -21,21 +21,30 @@ namespace embedding {
 // tensorflow/core/kernels/segment_reduction_ops_impl.h) copies a segment of one element
 // (`out_slice = in_slice`) and reduces a longer one with Eigen's SumReducer, which starts
 // from +0 and adds the elements in order. The two differ only for a -0.0: a sample of one
-// id whose weighted row holds -0.0 keeps it, a sum from +0 would not. `out` is zeros.
+// id whose weighted row holds -0.0 keeps it, a sum from +0 would not. `out` is not
+// initialized: each sample's first id writes it (from +0 when more follow), so the
+// activations are written once rather than zero-filled first.
 void Engine::combine(const FeatureInput& in, const FeatureSpec& f, const float* const* rows, float* out) const {
   const int dim = config_->tables[f.table].dimension;
   const size_t n = in.ids.size();
   std::vector<uint32_t> ids_of(static_cast<size_t>(f.samples), 0);
   for (size_t k = 0; k < n; ++k) ++ids_of[in.sample[k]];
+  for (int64_t s = 0; s < f.samples; ++s)
+    if (ids_of[s] == 0) std::memset(out + s * dim, 0, dim * sizeof(float));
+  std::vector<uint8_t> started(static_cast<size_t>(f.samples), 0);
   for (size_t k = 0; k < n; ++k) {
     if (k + kPrefetchAhead < n) prefetch_row(rows[k + kPrefetchAhead], dim);
-    float* o = out + in.sample[k] * dim;
+    const int64_t s = in.sample[k];
+    float* o = out + s * dim;
     const float* r = rows[k];
     const float w = in.weight[k];
-    if (ids_of[in.sample[k]] == 1)
+    if (ids_of[s] == 1)
       for (int j = 0; j < dim; ++j) o[j] = w * r[j];
+    else if (!started[s])
+      for (int j = 0; j < dim; ++j) o[j] = 0.0f + w * r[j];
     else
       for (int j = 0; j < dim; ++j) o[j] += w * r[j];
+    started[s] = 1;
   }
   for (int64_t s = 0; s < f.samples; ++s) {
     const float d = in.denominator[s];
@@ -79,7 +88,7 @@ void Engine::recv_activations(const Caller& caller, Communicator& comm, tpu_tens
       const int dim = config_->tables[t].dimension;
       std::vector<int64_t> dims = spec.input_shape;
       dims.push_back(dim);
-      made[f] = new_tensor(TPU_FLOAT, dims.data(), static_cast<int>(dims.size()));
+      made[f] = new_tensor_uninitialized(TPU_FLOAT, dims.data(), static_cast<int>(dims.size()));
       rows.resize(in.ids.size());
       for (size_t k = 0; k < in.ids.size(); ++k)
         rows[k] = num_tasks_ > 1 ? st.rows[t].data() + static_cast<size_t>(in.slot[k]) * dim

@@ -40,6 +40,7 @@ struct ParticipantStep {
   std::vector<std::vector<int32_t>> server;    // by table: each unique id's server (across tasks)
   std::vector<std::vector<std::vector<int32_t>>> by_worker;  // by table, worker: unique indices (one process)
   std::vector<std::vector<float>> grads;       // by table: the unique ids' summed gradients
+  std::vector<std::vector<uint8_t>> written;   // by table: whether a unique id's sum has a term
   std::vector<float> learning_rates;
   std::vector<Received> received;              // by sender (as a server, across tasks)
   // The rows this participant updated in place (as the worker for them) and their old
@@ -60,12 +61,12 @@ struct ParticipantStep {
     server.resize(num_tables);
     by_worker.resize(num_tables);
     grads.resize(num_tables);
+    written.resize(num_tables);
     undo_rows.resize(num_tables);
     undo_values.resize(num_tables);
     undo_count.assign(num_tables, 0);
     for (auto& u : unique) u.clear();
     for (auto& r : undo_rows) r.clear();
-    for (auto& v : undo_values) v.clear();
     received.resize(participants);
     for (Received& r : received) {
       r.table.clear();

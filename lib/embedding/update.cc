@@ -81,9 +81,13 @@ void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor
       }
     }
 
-  // Each unique row's gradient, summed over this participant's ids in feature order.
-  for (size_t t = 0; t < config_->tables.size(); ++t)
-    st.grads[t].assign(st.unique[t].size() * config_->tables[t].dimension, 0.0f);
+  // Each unique row's gradient, summed from +0 over this participant's ids in feature
+  // order. A row's first contribution writes its sum (0 + x, as the sum from zeros
+  // would), so the sums are written once rather than zero-filled first.
+  for (size_t t = 0; t < config_->tables.size(); ++t) {
+    st.grads[t].resize(st.unique[t].size() * config_->tables[t].dimension);
+    st.written[t].assign(st.unique[t].size(), 0);
+  }
   for (int f = 0; f < nf; ++f) {
     const FeatureInput& in = st.features[f];
     if (!in.present) continue;
@@ -91,17 +95,32 @@ void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor
     const int dim = config_->tables[t].dimension;
     const float* g = static_cast<const float*>(gradients[f]->data);
     float* acc = st.grads[t].data();
+    uint8_t* written = st.written[t].data();
     for (size_t k = 0; k < in.ids.size(); ++k) {
       const float* gs = g + in.sample[k] * dim;
       const float d = in.denominator[in.sample[k]], w = in.weight[k];
-      float* a = acc + static_cast<size_t>(in.slot[k]) * dim;
+      const int32_t slot = in.slot[k];
+      float* a = acc + static_cast<size_t>(slot) * dim;
       if (d == 0.0f) continue;  // div_no_nan's gradient is zero there too
+      const bool first = !written[slot];
+      written[slot] = 1;
       if (d == 1.0f) {  // x / 1 is x exactly: the same sums without a division each
-        for (int j = 0; j < dim; ++j) a[j] += gs[j] * w;
+        if (first)
+          for (int j = 0; j < dim; ++j) a[j] = 0.0f + gs[j] * w;
+        else
+          for (int j = 0; j < dim; ++j) a[j] += gs[j] * w;
         continue;
       }
-      for (int j = 0; j < dim; ++j) a[j] += gs[j] / d * w;
+      if (first)
+        for (int j = 0; j < dim; ++j) a[j] = 0.0f + gs[j] / d * w;
+      else
+        for (int j = 0; j < dim; ++j) a[j] += gs[j] / d * w;
     }
+  }
+  for (size_t t = 0; t < config_->tables.size(); ++t) {  // rows whose every id had no gradient
+    const size_t dim = config_->tables[t].dimension;
+    for (size_t u = 0; u < st.written[t].size(); ++u)
+      if (!st.written[t][u]) std::memset(st.grads[t].data() + u * dim, 0, dim * sizeof(float));
   }
   // In one process: which of the unique rows each worker updates, so that each reads
   // only its own.
@@ -231,17 +250,21 @@ void Engine::update_rows(StepState& step, int me, ParticipantStep& st) {
     const TableSpec& spec = config_->tables[t];
     const int dim = spec.dimension;
     std::vector<int64_t>& rows = st.undo_rows[t];
+    // sums only grows: a row's first gradient writes its sum (0 + g, as from zeros).
     std::vector<float>& sums = st.sums;
-    sums.clear();
     st.index.reset(1024);
     auto add = [&](int64_t row, const float* g) {
       bool fresh = false;
       const int32_t i = st.index.insert(row, &fresh);
+      float* acc;
       if (fresh) {
         rows.push_back(row);
-        sums.resize(sums.size() + dim, 0.0f);
+        if (sums.size() < rows.size() * dim) sums.resize(std::max(2 * sums.size(), rows.size() * dim));
+        acc = sums.data() + static_cast<size_t>(i) * dim;
+        for (int j = 0; j < dim; ++j) acc[j] = 0.0f + g[j];
+        return;
       }
-      float* acc = sums.data() + static_cast<size_t>(i) * dim;
+      acc = sums.data() + static_cast<size_t>(i) * dim;
       for (int j = 0; j < dim; ++j) acc[j] += g[j];
     };
     for (int q = 0; q < P; ++q) {
@@ -261,8 +284,8 @@ void Engine::update_rows(StepState& step, int me, ParticipantStep& st) {
     const float lr = opt.dynamic_tag() >= 0 ? st.learning_rates[opt.dynamic_tag()] : opt.constant_learning_rate();
     TableStorage& s = *storage_[t];
     const int nv = s.num_variables();
-    std::vector<float>& old = st.undo_values[t];
-    old.resize(rows.size() * nv * dim);
+    std::vector<float>& old = st.undo_values[t];  // only grows: each row's copy overwrites
+    if (old.size() < rows.size() * nv * dim) old.resize(rows.size() * nv * dim);
     st.scratch.resize(dim);
     float* slots[kMaxVariables];
     for (size_t i = 0; i < rows.size(); ++i) {
