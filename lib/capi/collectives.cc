@@ -1,4 +1,5 @@
 // C API: collectives and the bfloat16 scope, called from inside a computation.
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -45,18 +46,54 @@ auto checked_by_all(Communicator& comm, const tpu_replica_context* ctx, Fn&& che
   }
 }
 
+// The last groups a thread translated, and what they became: a step's collectives
+// usually repeat their groups, so the next call with the same ones (compared by
+// content: the caller may rewrite its array) skips the validation and translation.
+// Ragged groups are not kept: their length is only known by walking them.
+struct TranslatedGroups {
+  bool valid = false;
+  int mode = 0, num_replicas = 0, cores_per_replica = 0;
+  bool given = false;  // groups were not NULL
+  int num_groups = 0, group_size = 0;
+  std::vector<int32_t> ids;  // the caller's
+  bool translated = false;   // false: the caller's groups are the participant groups
+  ParticipantGroups storage;
+
+  bool same(int m, const tpu_group_assignment* g, int r, int k) const {
+    if (!valid || m != mode || r != num_replicas || k != cores_per_replica || given != (g != nullptr)) return false;
+    if (g == nullptr) return true;
+    return g->num_groups == num_groups && g->group_size == group_size && g->replica_ids != nullptr &&
+           std::equal(ids.begin(), ids.end(), g->replica_ids);
+  }
+};
+
 // The caller's groups in its group mode as participant groups (the same pointer when
 // they already are). The storage is per thread: one collective at a time per thread.
 const tpu_group_assignment* participants(Communicator& comm, const tpu_replica_context* ctx,
                                          int mode, const tpu_group_assignment* groups) {
   if (mode == TPU_GROUP_MODE_CROSS_REPLICA && ctx->num_cores_per_replica == 1 && !is_ragged(groups))
     return groups;
-  static thread_local ParticipantGroups storage;
+  static thread_local TranslatedGroups last;
   static thread_local tpu_group_assignment view;
+  const int r = ctx->num_replicas, k = ctx->num_cores_per_replica;
+  if (!is_ragged(groups) && last.same(mode, groups, r, k)) {
+    if (!last.translated) return groups;
+    view = last.storage.view();
+    return &view;
+  }
+  last.valid = false;
   return checked_by_all(comm, ctx, [&]() -> const tpu_group_assignment* {
-    if (!participant_groups(mode, groups, ctx->num_replicas, ctx->num_cores_per_replica, &storage))
-      return groups;
-    view = storage.view();
+    last.translated = participant_groups(mode, groups, r, k, &last.storage);
+    if (!is_ragged(groups)) {  // validated: its uniform size is its length
+      last.mode = mode, last.num_replicas = r, last.cores_per_replica = k, last.given = groups != nullptr;
+      last.num_groups = groups ? groups->num_groups : 0;
+      last.group_size = groups ? groups->group_size : 0;
+      if (groups) last.ids.assign(groups->replica_ids, groups->replica_ids + int64_t{groups->num_groups} * groups->group_size);
+      else last.ids.clear();
+      last.valid = true;
+    }
+    if (!last.translated) return groups;
+    view = last.storage.view();
     return &view;
   });
 }

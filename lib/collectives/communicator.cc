@@ -134,6 +134,27 @@ void Communicator::setup(int rank, CollectiveKind kind, const Tensor* x,
     desc->groups_hash = identity_hash_;
     return;
   }
+  // A thread's collectives usually repeat their groups: the last uniform ones it
+  // checked, compared by content, skip the validation, the hash and the search.
+  struct Checked {
+    bool valid = false;
+    int n = 0, rank = 0, num_groups = 0, group_size = 0, row = 0, pos = 0;
+    uint64_t hash = 0;
+    std::vector<int32_t> ids;
+  };
+  static thread_local Checked last;
+  const bool uniform = !is_ragged(groups) && groups->replica_ids != nullptr;
+  if (uniform && last.valid && last.n == n && last.rank == rank && last.num_groups == groups->num_groups &&
+      last.group_size == groups->group_size && std::equal(last.ids.begin(), last.ids.end(), groups->replica_ids)) {
+    desc->num_groups = last.num_groups;
+    desc->group_size = last.group_size;
+    desc->groups_hash = last.hash;
+    group->members = groups->replica_ids + int64_t(last.row) * last.group_size;
+    group->size = last.group_size;
+    group->pos = last.pos;
+    return;
+  }
+  last.valid = false;
   validate_group_assignment(groups, n);
   desc->num_groups = groups->num_groups;
   desc->group_size = groups->group_size;
@@ -160,6 +181,10 @@ void Communicator::setup(int rank, CollectiveKind kind, const Tensor* x,
         group->members = row;
         group->size = groups->group_size;
         group->pos = k;
+        last.ids.assign(groups->replica_ids, groups->replica_ids + int64_t(groups->num_groups) * groups->group_size);
+        last.n = n, last.rank = rank, last.num_groups = groups->num_groups, last.group_size = groups->group_size;
+        last.row = g, last.pos = k, last.hash = desc->groups_hash;
+        last.valid = true;
         return;
       }
     }
