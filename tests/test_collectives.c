@@ -1146,6 +1146,81 @@ static void test_collectives__thousand_random_steps(void **state) {
   release_system(NULL);
 }
 
+/* One array of groups, rewritten in place between three calls of one step: the
+ * second call's sums follow the new groups, and the third (an id twice) is refused.
+ * The library keeps a thread's last groups to skip checking them again; it must
+ * compare what the array holds, not where it is. */
+typedef struct {
+  int mode, cores_per_replica;
+  float first[8], second[8];
+  tpu_status third[8];
+} rewritten_case;
+
+static tpu_status rewritten_groups_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs, int ni,
+                                               tpu_tensor **outputs, int no, void *user_data) {
+  rewritten_case *c = user_data;
+  int r = 0, core = 0;
+  tpu_replica_context_replica_id(ctx, &r);
+  tpu_replica_context_logical_core(ctx, &core);
+  const int me = r * c->cores_per_replica + core;
+  /* ids are replicas (cross-replica) or a replica's cores (cross-partition): 4 of them */
+  int32_t ids[4] = {0, 1, 2, 3};
+  tpu_group_assignment g = {ids, 2, 2};
+  tpu_collective_options o = TPU_COLLECTIVE_OPTIONS_INIT;
+  o.group_mode = c->mode;
+  const float v = (float)(1 << (c->mode == TPU_GROUP_MODE_CROSS_PARTITION ? core : r));
+  tpu_tensor *x = NULL, *out = NULL;
+  tpu_status st = tpu_tensor_create(TPU_FLOAT, NULL, 0, &v, sizeof v, &x);
+  const void *data = NULL;
+  if (st == TPU_OK) st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, &g, &out, &o);
+  if (st == TPU_OK && tpu_tensor_data(out, &data) == TPU_OK) c->first[me] = *(const float *)data;
+  tpu_tensor_release(out);
+  out = NULL;
+  ids[1] = 2, ids[2] = 1; /* {{0,2},{1,3}} */
+  if (st == TPU_OK) st = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, &g, &out, &o);
+  if (st == TPU_OK && tpu_tensor_data(out, &data) == TPU_OK) c->second[me] = *(const float *)data;
+  tpu_tensor_release(out);
+  out = NULL;
+  ids[1] = 0; /* {{0,0},{1,3}}: 0 twice, 2 nowhere */
+  if (st == TPU_OK) st = c->third[me] = tpu_all_reduce(ctx, x, TPU_REDUCE_SUM, &g, &out, &o);
+  tpu_tensor_release(out);
+  tpu_tensor_release(x);
+  return st;
+}
+
+static void test_collectives__groups_rewritten_between_calls(void **state) {
+  (void)state;
+  const struct {
+    int mode, replicas, cores_per_replica;
+  } cases[] = {{TPU_GROUP_MODE_CROSS_REPLICA, 4, 1}, {TPU_GROUP_MODE_CROSS_PARTITION, 2, 4}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    tpu_system *sys = start_system(8, time_limit_ms(20000));
+    rewritten_case c = {cases[i].mode, cases[i].cores_per_replica, {0}, {0}, {0}};
+    tpu_topology *topo = NULL;
+    CHECK_OK(tpu_system_topology(sys, &topo));
+    int32_t coords[8][4];
+    for (int p = 0; p < 8; ++p) CHECK_OK(tpu_topology_device_coordinates(topo, 0, p, coords[p], 4, &(size_t){0}));
+    tpu_device_assignment *da = NULL;
+    CHECK_OK(tpu_device_assignment_create(topo, &coords[0][0], cases[i].replicas, cases[i].cores_per_replica, &da));
+    tpu_topology_release(topo);
+    tpu_step_options so = TPU_STEP_OPTIONS_INIT;
+    so.device_assignment = da;
+    /* the step fails: the third call is refused on every participant */
+    tpu_status st = tpu_replicate(sys, rewritten_groups_computation, &c, cases[i].replicas, 0, NULL, 0, NULL, &so);
+    assert_int_equal(st, TPU_INVALID_ARGUMENT);
+    const int n = cases[i].replicas * cases[i].cores_per_replica;
+    for (int p = 0; p < n; ++p) {
+      const int id = cases[i].mode == TPU_GROUP_MODE_CROSS_PARTITION ? p % 4 : p;
+      /* values 1,2,4,8 by id: {{0,1},{2,3}} gives 3 or 12, {{0,2},{1,3}} 5 or 10 */
+      assert_float_equal(c.first[p], id < 2 ? 3.0f : 12.0f, 0.0f);
+      assert_float_equal(c.second[p], id == 0 || id == 2 ? 5.0f : 10.0f, 0.0f);
+      assert_int_equal(c.third[p], TPU_INVALID_ARGUMENT);
+    }
+    tpu_device_assignment_release(da);
+    release_system(NULL);
+  }
+}
+
 static void test_collectives__outside_a_computation(void **state) {
   (void)state;
   tpu_tensor *x = NULL, *out = NULL;
@@ -1177,6 +1252,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_collectives__bfloat16_scope_nests, release_system),
       cmocka_unit_test_teardown(test_collectives__every_placement, release_system),
       cmocka_unit_test_teardown(test_collectives__thousand_random_steps, release_system),
+      cmocka_unit_test_teardown(test_collectives__groups_rewritten_between_calls, release_system),
       cmocka_unit_test_teardown(test_collectives__outside_a_computation, release_system),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
