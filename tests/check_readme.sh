@@ -25,7 +25,7 @@ if [ -z "${SANITIZE:-}" ]; then
     "$BUILD/bindings/python/_tpurt$(python3-config --extension-suffix)" >/dev/null
 fi
 exec python3 - "$BUILD" "${SANITIZE:-}" <<'PY'
-import glob, os, re, shutil, subprocess, sys, tempfile
+import atexit, glob, os, re, shutil, subprocess, sys, tempfile
 
 build, sanitize = sys.argv[1], sys.argv[2]
 root = os.getcwd()
@@ -138,6 +138,7 @@ def blocks(text):
 
 LANGS = {'c', 'csharp', 'java', 'go', 'python', 'sh', 'text'}
 tmp = tempfile.mkdtemp(prefix='check_readme.')
+atexit.register(shutil.rmtree, tmp, True)
 env0 = dict(os.environ)
 env0.pop('LD_LIBRARY_PATH', None)
 bdir = os.path.join(root, build)
@@ -203,13 +204,13 @@ for line, lang, body, marks in blocks(readme):
     if sanitize:
         continue
     d = tempfile.mkdtemp(dir=tmp)
-    rc, out, cmd, env = program(lang, body, d)
-    if rc != 0:
-        problems.append('%s: does not build:\n%s' % (where, out)); continue
     try:
+        rc, out, cmd, env = program(lang, body, d)
+        if rc != 0:
+            problems.append('%s: does not build:\n%s' % (where, out)); continue
         rc, out = run(cmd, root if lang == 'sh' else d, env)
-    except subprocess.TimeoutExpired:
-        problems.append('%s: ran out of time' % where); continue
+    except subprocess.TimeoutExpired as e:
+        problems.append('%s: ran out of time (%s)' % (where, ' '.join(e.cmd))); continue
     ran += 1
     if rc != 0:
         problems.append('%s: exited %d:\n%s' % (where, rc, out)); continue
@@ -224,15 +225,16 @@ if not sanitize:
         problems.append('bindings/csharp/README.md: no csharp block')
     else:
         d = tempfile.mkdtemp(dir=tmp)
-        rc, out, cmd, env = program('csharp', m.group(1), d)
-        if rc == 0:
-            rc, out = run(cmd, d, env)
+        try:
+            rc, out, cmd, env = program('csharp', m.group(1), d)
+            if rc == 0:
+                rc, out = run(cmd, d, env)
+        except subprocess.TimeoutExpired:
+            rc, out = -1, 'ran out of time'
         if rc != 0 or out.strip() != '28 8':
             problems.append('bindings/csharp/README.md: its C# snippet (exit %d) printed\n%s\nnot 28 8' % (rc, out.strip()))
         else:
             ran += 1
-shutil.rmtree(tmp, ignore_errors=True)
-
 for p in problems:
     print('check_readme: ' + p, file=sys.stderr)
 if problems:
