@@ -60,7 +60,8 @@ check_deb() {
   # libtpurt1: the library under its SONAME, with a symbols file naming every export.
   [ "$(readlink "$lib/libtpurt.so.1")" = "libtpurt.so.$VERSION" ] && [ -f "$lib/libtpurt.so.$VERSION" ] ||
     { fail "libtpurt1: no libtpurt.so.1 -> libtpurt.so.$VERSION"; return 1; }
-  readelf -d "$lib/libtpurt.so.$VERSION" | grep -q 'SONAME.*\[libtpurt\.so\.1\]' || { fail "libtpurt1: SONAME is not libtpurt.so.1"; return 1; }
+  # Outputs are read whole before grep: grep -q stops early, and pipefail would count the writer's SIGPIPE.
+  grep -q 'SONAME.*\[libtpurt\.so\.1\]' <<<"$(readelf -d "$lib/libtpurt.so.$VERSION")" || { fail "libtpurt1: SONAME is not libtpurt.so.1"; return 1; }
   dpkg-deb -e "$BUILD/deb/libtpurt1_$VERSION-1_$ARCH.deb" "$tmp/libtpurt1.control"
   local exports listed
   exports=$(nm -D --defined-only "$lib/libtpurt.so.$VERSION" | awk '$2 == "T" { print $3 }' | sort)
@@ -84,7 +85,7 @@ check_deb() {
   fi
   # tpurt: the CLI, without the build tree's rpath, and its man page.
   [ -x "$sysroot/usr/bin/tpurt" ] && [ -f "$sysroot/usr/share/man/man1/tpurt.1.gz" ] || { fail "tpurt: no usr/bin/tpurt or man page"; return 1; }
-  ! readelf -d "$sysroot/usr/bin/tpurt" | grep -qE 'RPATH|RUNPATH' || { fail "tpurt: the CLI keeps an rpath"; return 1; }
+  ! grep -qE 'RPATH|RUNPATH' <<<"$(readelf -d "$sysroot/usr/bin/tpurt")" || { fail "tpurt: the CLI keeps an rpath"; return 1; }
   local out
   out=$(LD_LIBRARY_PATH=$lib "$sysroot/usr/bin/tpurt" --version) && [[ $out == "tpurt $VERSION (runtime $VERSION"* ]] ||
     { fail "the unpacked CLI printed '$out'"; return 1; }
@@ -103,7 +104,7 @@ check_deb() {
   [[ $flags == *"-I$sysroot/usr/include"* && $flags == *"-L$lib"* ]] || { fail "pkg-config gave '$flags', not the unpacked paths"; return 1; }
   # shellcheck disable=SC2086 # pkg-config's flags are words
   gcc -o "$tmp/c/hello" "$tmp/c/hello.c" $flags || { fail "the README's C program does not build"; return 1; }
-  LD_LIBRARY_PATH=$lib ldd "$tmp/c/hello" | grep -q "libtpurt.so.1 => $lib/" || { fail "hello does not load the unpacked libtpurt"; return 1; }
+  grep -q "libtpurt.so.1 => $lib/" <<<"$(LD_LIBRARY_PATH=$lib ldd "$tmp/c/hello")" || { fail "hello does not load the unpacked libtpurt"; return 1; }
   out=$(LD_LIBRARY_PATH=$lib timeout 30 "$tmp/c/hello") || { fail "the README's C program failed: $out"; return 1; }
   # The values the snippet's printf line promises in its comment (/* 10 20 */), on every line.
   local want
