@@ -8,6 +8,7 @@
 #   make mpi                 the MPI plugin, libtpurt_mpi.so (needs mpicxx or mpicc)
 #   make bindings            the C#, Java and Go bindings (bindings/<lang>/<lang>.mk)
 #   make bench-bindings      one step from C, C#, Java and Go (bench/bindings.sh)
+#   make deb | nupkg | jar-pom | go-proxy   packages at VERSION (packaging/packaging.mk)
 #   make fuzz [FUZZ_TIME=300]   every libFuzzer target for FUZZ_TIME s (tests/fuzz/fuzz.mk)
 #   make install PREFIX=/usr/local DESTDIR=   (also BINDIR, LIBDIR, INCLUDEDIR, MANDIR, DOCDIR)
 #   make SANITIZE=address|undefined|thread test   (builds into build/<sanitizer>)
@@ -347,4 +348,5 @@ $(PY_DIR)/_tpurt$(PY_EXT): $(PY_DIR)/tpurt_wrap.cxx $(BUILD)/lib/libtpurt.so
 test-python: $(PY_DIR)/_tpurt$(PY_EXT)
 	PYTHONPATH=$(PY_DIR) python3 tests/python/test_generated_python.py
 
+include packaging/packaging.mk
 include tests/fuzz/fuzz.mk

@@ -46,6 +46,14 @@ PKGS=(
   default-jdk         "have javac && have jar"                  # Java
   junit4              "[ -e /usr/share/java/junit4.jar ]"
   golang-go           "have go"                                 # Go
+  # The packages (make deb, nupkg, jar-pom, go-proxy; tests/check_packages.sh)
+  dpkg-dev            "have dpkg-buildpackage && have dpkg-architecture"
+  debhelper           "have dh"
+  lintian             "have lintian"
+  nuget               "have nuget"
+  maven               "have mvn"
+  libmaven-install-plugin-java "[ -d /usr/share/maven-repo/org/apache/maven/plugins/maven-install-plugin ]"
+  zip                 "have zip"                                # the Go module proxy's zip
 )
 
 missing=()

@@ -58,11 +58,14 @@ bench-go: bindings-go
 
 # Debian's layout for Go sources; the installed flags point at the installed library.
 GO_INSTALL_DIR := $(DESTDIR)$(PREFIX)/share/gocode/src/$(GO_MODULE)
+# The module's top-level files as installed and as packaged (make go-proxy), without
+# the build tree's cgo flags; support/*.hpp goes with them.
+GO_MODULE_FILES = $(filter-out %_test.go $(GO_MOD)/cgo_flags.go,$(wildcard $(GO_MOD)/*.go)) \
+  $(GO_MOD)/go.mod $(GO_MOD)/tpurt_wrap.cxx $(GO_MOD)/tpurt_wrap.h $(GO_MOD)/tpurt_binding.hpp \
+  $(GO_MOD)/replica_pool.hpp $(GO_MOD)/pool.cxx $(GO_MOD)/pool.h
 install-go: bindings-go
 	install -d $(GO_INSTALL_DIR)
-	install -m 644 $(filter-out %_test.go $(GO_MOD)/cgo_flags.go,$(wildcard $(GO_MOD)/*.go)) \
-	  $(GO_MOD)/go.mod $(GO_MOD)/tpurt_wrap.cxx $(GO_MOD)/tpurt_wrap.h $(GO_MOD)/tpurt_binding.hpp \
-  $(GO_MOD)/replica_pool.hpp $(GO_MOD)/pool.cxx $(GO_MOD)/pool.h $(GO_INSTALL_DIR)/
+	install -m 644 $(GO_MODULE_FILES) $(GO_INSTALL_DIR)/
 	install -d $(GO_INSTALL_DIR)/support
 	install -m 644 $(GO_MOD)/support/*.hpp $(GO_INSTALL_DIR)/support/
 	printf '%s\n' 'package tpurt' '' \
