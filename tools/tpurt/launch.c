@@ -467,7 +467,10 @@ static int reap(launcher *l, int stopping) {
 }
 
 static void signal_group(const launcher *l, int sig) {
-  if (l->pgid > 0) kill(-l->pgid, sig);
+  if (l->pgid <= 0) return;
+  kill(-l->pgid, sig);
+  /* A stopped task acts on SIGTERM only once continued (SIGKILL needs no help). */
+  if (sig == SIGTERM) kill(-l->pgid, SIGCONT);
 }
 
 static int open_streams(const launcher *l) {
