@@ -69,6 +69,8 @@ static const char launch_usage[] =
     "                         by a signal is one fewer; one that exited, with its\n"
     "                         step's named error or any other, is not), and never on\n"
     "                         fewer than M (default: N, no fewer)\n"
+    "  --checkpoint-dir DIR   elastic: the program's checkpoint directory; a restart's log\n"
+    "                         names its newest complete checkpoint (tpu_checkpoint_latest)\n"
     "  -h, --help             this text\n"
     "As soon as a task exits non-zero or is killed by a signal, the others get SIGTERM,\n"
     "then SIGKILL 5 s later, and the launcher exits 1 naming that task. SIGINT, SIGTERM\n"
@@ -77,7 +79,8 @@ static const char launch_usage[] =
     "at step 41; restarting on 3 tasks from the checkpoint of step 40\"): the steps come\n"
     "from lines the program prints, \"tpurt-progress: step N\" (step N is done),\n"
     "\"tpurt-progress: checkpoint N\" (a complete checkpoint of N steps) and\n"
-    "\"tpurt-progress: restored N\", which the launcher reads and does not relay; the\n"
+    "\"tpurt-progress: restored N\", which the launcher reads and does not relay (with\n"
+    "--checkpoint-dir the checkpoint's step is read from DIR instead); the\n"
     "program learns the new count from TPURT_LAUNCH_TASKS and DTENSOR_JOBS.\n"
     "Exit status: 0 every task exited 0, 1 a task failed (with no restart left, or\n"
     "fewer than --min-tasks left) or the timeout passed, 2 bad usage.\n";
@@ -92,6 +95,7 @@ typedef struct launch_options {
   int keep_going;
   int min_tasks;       /* elastic: the fewest tasks a restart may run on */
   int max_restarts;
+  const char *checkpoint_dir; /* elastic: where the restart's step is read; NULL: none */
   char **program;      /* NULL-terminated argv */
 } launch_options;
 
@@ -145,7 +149,7 @@ static void install_handlers(void) {
 /* ---- Options ------------------------------------------------------------------- */
 
 enum { OPT_CORES_PER_TASK = 256, OPT_BIND, OPT_PORT_BASE, OPT_HOST, OPT_TIMEOUT, OPT_KEEP_GOING,
-       OPT_MIN_TASKS, OPT_MAX_RESTARTS };
+       OPT_MIN_TASKS, OPT_MAX_RESTARTS, OPT_CHECKPOINT_DIR };
 
 /* Returns 1 after printing the help. Everything after the first "--" is the program;
  * getopt sees only what comes before it, so the program's own options stay its own. */
@@ -160,6 +164,7 @@ static int parse_options(int argc, char **argv, launch_options *o) {
       {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
       {"min-tasks", required_argument, NULL, OPT_MIN_TASKS},
       {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+      {"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int dashes = 1;
@@ -189,6 +194,10 @@ static int parse_options(int argc, char **argv, launch_options *o) {
       case OPT_KEEP_GOING: o->keep_going = 1; break;
       case OPT_MIN_TASKS:
         o->min_tasks = (int)parse_long("launch", "--min-tasks", optarg, 1, MAX_TASKS);
+        break;
+      case OPT_CHECKPOINT_DIR:
+        if (!optarg[0]) usage_error("launch", "--checkpoint-dir: an empty directory name");
+        o->checkpoint_dir = optarg;
         break;
       case OPT_MAX_RESTARTS:
         o->max_restarts = (int)parse_long("launch", "--max-restarts", optarg, 0, 1000);
@@ -299,6 +308,7 @@ typedef struct launcher {
   int cause;              /* the first task to fail on its own, -1: none */
   double cause_at;        /* when the launcher saw it end */
   int lost;               /* tasks killed by a signal the launcher did not send */
+  int first_lost;         /* the first of them, -1: none */
   int start_failed;       /* a task could not start: no restart helps */
   int timed_out;
   pid_t pgid;             /* task 0's pid once started */
@@ -435,8 +445,8 @@ static void describe_end(const task *t, int index, char *buf, size_t cap) {
 }
 
 /* Notes the tasks that ended; returns how many are still running. Task 0 stays a zombie
- * (WNOWAIT) until the end: see the top of the file. */
-static int reap(launcher *l, int stopping) {
+ * (WNOWAIT) until the end: see the top of the file. `killed`: the launcher sent SIGKILL. */
+static int reap(launcher *l, int stopping, int killed) {
   int running = 0;
   for (int i = 0; i < l->started; i++) {
     task *t = &l->tasks[i];
@@ -451,13 +461,19 @@ static int reap(launcher *l, int stopping) {
     }
     t->running = 0;
     t->end = info;
+    /* Lost even when the launcher was already stopping: a killed task's peers can see
+     * its sockets close, and exit, before it is a zombie the launcher can see. */
+    int sig = info.si_code == CLD_EXITED ? 0 : info.si_status;
+    if (sig && !(stopping && sig == SIGTERM) && !(killed && sig == SIGKILL)) {
+      if (l->first_lost < 0) l->first_lost = i;
+      l->lost++;
+    }
     /* Ends the launcher caused by stopping the tasks are not failures of their own. */
     if (!stopping && !(info.si_code == CLD_EXITED && info.si_status == 0)) {
       if (l->cause < 0) {
         l->cause = i;
         l->cause_at = now_seconds();
       }
-      l->lost += info.si_code != CLD_EXITED;
       char message[256];
       describe_end(t, i, message, sizeof message);
       record_failure(l, message);
@@ -539,7 +555,7 @@ static int supervise(launcher *l) {
   }
   for (;;) {
     int failures_before = l->failures;
-    int running = reap(l, stopping);
+    int running = reap(l, stopping, killed_at != 0);
     double now = now_seconds();
     if (l->failures > failures_before && !o->keep_going && !stopping) {
       stopping = 1;
@@ -658,7 +674,7 @@ static int run_tasks(launcher *l) {
   memset(l->tasks, 0, (size_t)n * sizeof *l->tasks);
   l->started = l->failures = l->lost = l->start_failed = 0;
   l->pgid = 0;
-  l->cause = -1;
+  l->cause = l->first_lost = -1;
   l->first_failure[0] = '\0';
   int *ports = xcalloc((size_t)n, sizeof *ports);
   int *sockets = xcalloc((size_t)n, sizeof *sockets);
@@ -687,8 +703,10 @@ static int plan_restart(launcher *l, int restarts) {
   const launch_options *o = l->options;
   if (!o->max_restarts || l->cause < 0 || l->start_failed || l->timed_out || signal_count)
     return 0;
-  char death[160], from[96];
-  describe_death(l->cause, &l->tasks[l->cause].end, death, sizeof death);
+  char death[160], from[512];
+  /* The task that died names the restart, not a peer that exited first. */
+  int who = l->first_lost >= 0 ? l->first_lost : l->cause;
+  describe_death(who, &l->tasks[who].end, death, sizeof death);
   int left = l->count - l->lost;
   if (restarts >= o->max_restarts) {
     fprintf(stderr, "tpurt launch: %s; no restart left (--max-restarts %d: all used); giving up\n",
@@ -700,7 +718,7 @@ static int plan_restart(launcher *l, int restarts) {
             death, left, left == 1 ? "" : "s", o->min_tasks);
     return 0;
   }
-  describe_resume(from, sizeof from);
+  describe_resume(o->checkpoint_dir, from, sizeof from);
   /* On stderr with the failures it follows; flushed, the relay writes with write(2). */
   fprintf(stderr, "tpurt launch: %s; restarting on %d task%s%s (restart %d of %d)\n", death,
           left, left == 1 ? "" : "s", from, restarts + 1, o->max_restarts);

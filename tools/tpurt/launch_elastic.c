@@ -11,6 +11,8 @@
 
 #include "common.h"
 
+#include <tpurt/checkpoint.h>
+
 static long last_step = -1;   /* the last step any task reported done, over every run */
 static long checkpoint = -1;  /* steps in the newest complete checkpoint */
 static long restored = -1;    /* this run's checkpoint, once a task said so */
@@ -86,7 +88,21 @@ void describe_death(int index, const siginfo_t *how, char *buf, size_t cap) {
   snprintf(buf, cap, "task %d %s%s", index, what, when);
 }
 
-void describe_resume(char *buf, size_t cap) {
-  if (checkpoint >= 0) snprintf(buf, cap, " from the checkpoint of step %ld", checkpoint);
-  else snprintf(buf, cap, " from the start (no checkpoint reported)");
+void describe_resume(const char *dir, char *buf, size_t cap) {
+  if (dir) {
+    /* The tasks have all ended: what is on disk now is what the restart restores, even
+     * a save that completed after its last progress line. */
+    int64_t step;
+    tpu_status status = tpu_checkpoint_latest(dir, &step);
+    if (status == TPU_OK)
+      snprintf(buf, cap, " from the checkpoint of step %lld", (long long)step);
+    else if (status == TPU_NOT_FOUND)
+      snprintf(buf, cap, " from the start (no complete checkpoint in %s)", dir);
+    else
+      snprintf(buf, cap, " (its checkpoint: %s)", tpu_last_error());
+  } else if (checkpoint >= 0) {
+    snprintf(buf, cap, " from the checkpoint of step %ld (the newest reported)", checkpoint);
+  } else {
+    snprintf(buf, cap, " from the start (no checkpoint reported)");
+  }
 }

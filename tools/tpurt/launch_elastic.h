@@ -25,7 +25,8 @@ void progress_new_run(double death_at);
  * run, the step being the one after the last any task reported. */
 void describe_death(int index, const siginfo_t *how, char *buf, size_t cap);
 
-/* " from the checkpoint of step 40", or " from the start (no checkpoint reported)". */
-void describe_resume(char *buf, size_t cap);
+/* " from the checkpoint of step 40": the newest complete one in dir (tpu_checkpoint_latest)
+ * when dir is given, else the newest a task reported; or " from the start (...)". */
+void describe_resume(const char *dir, char *buf, size_t cap);
 
 #endif
