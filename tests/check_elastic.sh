@@ -150,6 +150,21 @@ grep -qx 'tpurt launch: task 2 died (SIGKILL) at step 3; 2 tasks left, fewer tha
   fail "--min-tasks out of reach: $(cat "$dir/e")"
 grep -q restarting "$dir/e" && fail "--min-tasks out of reach restarted: $(cat "$dir/e")"
 
+# Bad usage: exit 2 naming the value.
+for bad in "demo --checkpoint-every 5|--checkpoint-every: only with --checkpoint DIR" \
+  "demo --mesh 2,2 --checkpoint $dir/x|--checkpoint: not with --mesh" \
+  "demo --checkpoint $dir/x --checkpoint-every 0|--checkpoint-every: 0 is outside"; do
+  rc=0
+  # shellcheck disable=SC2086
+  timeout 30 "$TPURT" ${bad%%|*} >"$dir/o" 2>"$dir/e" || rc=$?
+  [ "$rc" -eq 2 ] && grep -qF -- "${bad#*|}" "$dir/e" || fail "tpurt ${bad%%|*}: exit $rc: $(cat "$dir/e")"
+done
+
+rc=0
+timeout 30 "$TPURT" launch -n 2 --checkpoint-dir '' -- true >"$dir/o" 2>"$dir/e" || rc=$?
+[ "$rc" -eq 2 ] && grep -qF -- "--checkpoint-dir: an empty directory name" "$dir/e" ||
+  fail "launch --checkpoint-dir '': exit $rc: $(cat "$dir/e")"
+
 echo "check_elastic: SIGKILL in training restarts on 3 tasks (CTR demo over shm and tcp, linear demo)," \
   "a kill inside tpu_checkpoint_save restores the previous checkpoint, restarts used up and" \
-  "--min-tasks out of reach named OK"
+  "--min-tasks out of reach named, usage errors OK"

@@ -209,7 +209,7 @@ for m in 2,2 1,2; do
 done
 # The embedding demo across tasks: each task checks the rows it holds and its replicas'
 # dense weights; bench --embedding's first step across tasks, over shm.
-run rc -n 2 -- "$TPURT" demo --embedding --steps 30
+run rc -n 2 --cores-per-task 2 -- "$TPURT" demo --embedding --steps 30
 [ "$rc" -eq 0 ] || fail "demo --embedding under launch: exit $rc: $(cat "$out" "$err")"
 for i in 0 1; do
   grep -qx "\[$i\] demo: OK" "$out" && grep -q "^\[$i\] rows held by other tasks left as they were by retrieve: yes" "$out" ||

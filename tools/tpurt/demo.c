@@ -302,22 +302,8 @@ static int cmd_demo(int argc, char **argv) {
                   .params = xcalloc((size_t)n, sizeof *run.params),
                   .losses = xcalloc((size_t)steps, sizeof *run.losses)};
   /* The weights and the step from the newest checkpoint; every replica starts there. */
-  const char *const weights_name[1] = {"weights"};
-  tpu_tensor *weights = NULL;
-  int resume = (int)demo_restore(system, &ckpt, weights_name, &weights, 1);
-  if (weights) {
-    const void *w;
-    size_t bytes;
-    CHECK(tpu_tensor_data(weights, &w));
-    CHECK(tpu_tensor_byte_size(weights, &bytes));
-    if (bytes != sizeof run.params[0]) {
-      fprintf(stderr, "tpurt demo: the checkpoint's weights have %zu bytes, not %zu\n", bytes,
-              sizeof run.params[0]);
-      return 1;
-    }
-    for (int r = 0; r < n; r++) memcpy(run.params[r], w, sizeof run.params[r]);
-    CHECK(tpu_tensor_release(weights));
-  }
+  int resume = (int)demo_restore(system, &ckpt, "weights", run.params[0], PARAMS);
+  for (int r = 1; r < n; r++) memcpy(run.params[r], run.params[0], sizeof run.params[r]);
   if (resume > steps) resume = steps;
   tpu_tensor **inputs = xcalloc((size_t)n * 2, sizeof *inputs);
   /* Replica r borrows rows [r*N/n, (r+1)*N/n): shards differ by at most one row. */
@@ -353,10 +339,7 @@ static int cmd_demo(int argc, char **argv) {
                  ? run.from + every - run.from % every
                  : steps;
     CHECK(tpu_replicate(system, train, &run, n, 2, inputs, 0, NULL, &options));
-    int64_t dims[1] = {PARAMS};
-    CHECK(tpu_tensor_create(TPU_FLOAT, dims, 1, run.params[first], sizeof run.params[0], &weights));
-    demo_maybe_save(system, &ckpt, run.to, steps, weights_name, &weights, 1);
-    CHECK(tpu_tensor_release(weights));
+    demo_maybe_save(system, &ckpt, run.to, steps, "weights", run.params[first], PARAMS);
   }
   double elapsed = now_seconds() - t0;
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <tpurt/checkpoint.h>
 
@@ -18,8 +19,8 @@ void demo_checkpoint_setup(demo_checkpoint *c, tpu_system *system, const char *d
   CHECK(tpu_system_task_id(system, &c->task));
 }
 
-int64_t demo_restore(tpu_system *system, const demo_checkpoint *c, const char *const *names,
-                     tpu_tensor **tensors, int n) {
+int64_t demo_restore(tpu_system *system, const demo_checkpoint *c, const char *name,
+                     float *values, int64_t count) {
   if (!c->dir) return 0;
   int64_t step = 0;
   tpu_status status = tpu_checkpoint_latest(c->dir, &step);
@@ -29,8 +30,20 @@ int64_t demo_restore(tpu_system *system, const demo_checkpoint *c, const char *c
   }
   CHECK_DOING(status, "looking for a checkpoint");
   double t0 = now_seconds();
-  CHECK_DOING(tpu_checkpoint_restore(system, c->dir, step, names, tensors, n, &step, NULL),
+  tpu_tensor *tensor = NULL;
+  const void *data;
+  size_t bytes;
+  CHECK_DOING(tpu_checkpoint_restore(system, c->dir, step, &name, &tensor, 1, &step, NULL),
               "restoring a checkpoint");
+  CHECK(tpu_tensor_data(tensor, &data));
+  CHECK(tpu_tensor_byte_size(tensor, &bytes));
+  if (bytes != (size_t)count * sizeof *values) {
+    fprintf(stderr, "tpurt demo: the checkpoint's '%s' has %zu bytes, not %zu\n", name, bytes,
+            (size_t)count * sizeof *values);
+    exit(1);
+  }
+  memcpy(values, data, bytes);
+  CHECK(tpu_tensor_release(tensor));
   printf("demo: restored the checkpoint of step %lld from %s in %.1f ms\n", (long long)step,
          c->dir, (now_seconds() - t0) * 1e3);
   if (c->launched) printf("tpurt-progress: restored %lld\n", (long long)step);
@@ -50,15 +63,19 @@ static void stop_if_asked(const demo_checkpoint *c, int64_t step) {
 }
 
 void demo_maybe_save(tpu_system *system, const demo_checkpoint *c, int64_t done, int64_t total,
-                     const char *const *names, tpu_tensor *const *tensors, int n) {
+                     const char *name, float *values, int64_t count) {
   if (!c->dir || (done % c->every && done != total)) return;
+  tpu_tensor *tensor;
+  CHECK(tpu_tensor_wrap(TPU_FLOAT, &count, 1, values, (size_t)count * sizeof *values, NULL, NULL,
+                        &tensor));
   printf("demo: saving the checkpoint of step %lld\n", (long long)done);
   fflush(stdout);
   stop_if_asked(c, done);
   tpu_checkpoint_options options = TPU_CHECKPOINT_OPTIONS_INIT;
   options.keep = KEEP;
   double t0 = now_seconds();
-  tpu_status status = tpu_checkpoint_save(system, c->dir, done, names, tensors, n, &options);
+  tpu_status status = tpu_checkpoint_save(system, c->dir, done, &name, &tensor, 1, &options);
+  CHECK(tpu_tensor_release(tensor));
   /* A restarted run that resumed from an older checkpoint saves the same steps again. */
   if (status == TPU_ALREADY_EXISTS) status = TPU_OK;
   CHECK_DOING(status, "saving a checkpoint");

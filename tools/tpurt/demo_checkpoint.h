@@ -16,14 +16,15 @@ typedef struct demo_checkpoint {
 void demo_checkpoint_setup(demo_checkpoint *c, tpu_system *system, const char *dir, int every);
 
 /* The steps done by the newest complete checkpoint in c->dir, restored into the system's
- * tables and into tensors[n] (new tensors, the caller's) of those names; 0 with the
- * tensors untouched when there is none (or no --checkpoint). Exits 1 on a refusal. */
-int64_t demo_restore(tpu_system *system, const demo_checkpoint *c, const char *const *names,
-                     tpu_tensor **tensors, int n);
+ * tables and into values[count] (the float vector saved as `name`); 0 with values
+ * untouched when there is none (or no --checkpoint). Exits 1 on a refusal. */
+int64_t demo_restore(tpu_system *system, const demo_checkpoint *c, const char *name,
+                     float *values, int64_t count);
 
-/* After `done` steps of `total`: saves when a checkpoint is due. Collective. */
+/* After `done` steps of `total`: saves the tables and values[count] as `name` when a
+ * checkpoint is due. Collective. */
 void demo_maybe_save(tpu_system *system, const demo_checkpoint *c, int64_t done, int64_t total,
-                     const char *const *names, tpu_tensor *const *tensors, int n);
+                     const char *name, float *values, int64_t count);
 
 /* Step `step` (from 0) is done: the progress line under tpurt launch. */
 void demo_step_done(const demo_checkpoint *c, int64_t step);

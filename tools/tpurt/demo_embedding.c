@@ -449,22 +449,9 @@ int demo_embedding(const demo_embedding_options *opt) {
   /* From the newest checkpoint (tables, slots, dense weights, step), else from start. */
   demo_checkpoint ckpt;
   demo_checkpoint_setup(&ckpt, system, opt->checkpoint_dir, opt->checkpoint_every);
-  const char *const dense_name[1] = {"dense"};
-  tpu_tensor *dense = NULL;
-  int resume = (int)demo_restore(system, &ckpt, dense_name, &dense, 1);
-  const float *p0 = start.p;
-  if (dense) {
-    const void *w;
-    size_t bytes;
-    CHECK(tpu_tensor_data(dense, &w));
-    CHECK(tpu_tensor_byte_size(dense, &bytes));
-    if (bytes != sizeof start.p) {
-      fprintf(stderr, "tpurt demo: the checkpoint's dense weights have %zu bytes, not %zu\n",
-              bytes, sizeof start.p);
-      return 1;
-    }
-    p0 = w;
-  } else {
+  int resume = (int)demo_restore(system, &ckpt, "dense", run.params[0], PARAMS);
+  if (!resume) {
+    memcpy(run.params[0], start.p, sizeof start.p);
     for (int t = 0; t < TABLES; t++) {
       CHECK_DOING(tpu_embedding_load(system, t, 0, 0, vocabulary[t], start.table[t],
                                      (size_t)vocabulary[t] * DIM), "loading a table");
@@ -472,11 +459,10 @@ int demo_embedding(const demo_embedding_options *opt) {
                                      (size_t)vocabulary[t] * DIM), "loading the accumulators");
     }
   }
-  for (int r = 0; r < R; r++) memcpy(run.params[r], p0, sizeof start.p);
+  for (int r = 1; r < R; r++) memcpy(run.params[r], run.params[0], sizeof start.p);
+  if (resume > steps) resume = steps;
   /* This task's replicas hold the restored weights even if no step is left to run. */
   for (int r = task * local; r < task * local + local && resume > 0; r++) run.ran[r] = 1;
-  if (dense) CHECK(tpu_tensor_release(dense));
-  if (resume > steps) resume = steps;
   run.losses = xcalloc((size_t)steps, sizeof *run.losses);
   run.iota = xcalloc((size_t)run.rows, sizeof *run.iota);
   for (int i = 0; i < run.rows; i++) run.iota[i] = i;
@@ -494,11 +480,7 @@ int demo_embedding(const demo_embedding_options *opt) {
     CHECK_DOING(tpu_replicate(system, ctr_step, &run, R, 0, NULL, 0, NULL, NULL),
                 "running a training step");
     demo_step_done(&ckpt, run.step);
-    const int64_t dims[1] = {PARAMS};
-    CHECK(tpu_tensor_wrap(TPU_FLOAT, dims, 1, run.params[task * local], sizeof start.p, NULL,
-                          NULL, &dense));
-    demo_maybe_save(system, &ckpt, run.step + 1, steps, dense_name, &dense, 1);
-    CHECK(tpu_tensor_release(dense));
+    demo_maybe_save(system, &ckpt, run.step + 1, steps, "dense", run.params[task * local], PARAMS);
   }
   double elapsed = now_seconds() - t0;
 
