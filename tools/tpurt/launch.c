@@ -1,6 +1,7 @@
 /* tpurt launch: starts N local tasks of one cluster with the environment DTensor's
  * multi-client resolver reads, prefixes every line they print with the task's index,
- * and takes them all down when one fails.
+ * and takes them all down when one fails; with --max-restarts it then starts them
+ * again on the tasks left (the restart's rules here, its log in launch_elastic.c).
  *
  * The tasks share one new process group (led by task 0) so that a kill(-pgid) also
  * reaches whatever they started. Task 0 is observed with WNOWAIT and reaped only once
