@@ -444,6 +444,32 @@ static void test_checkpoint__arguments(void **state) {
   tpu_tensor_release(t);
 }
 
+/* From inside a computation: refused, as tpu_embedding_load is. */
+static tpu_status save_inside(tpu_replica_context *ctx, tpu_tensor *const *in, int nin, tpu_tensor **out, int nout,
+                              void *user) {
+  (void)in, (void)nin, (void)out, (void)nout, (void)user;
+  tpu_system *s = NULL;
+  CHECK_OK(tpu_replica_context_system(ctx, &s));
+  CHECK_ERROR(tpu_checkpoint_save(s, g_dir, 1, NULL, NULL, 0, NULL), TPU_FAILED_PRECONDITION, "inside a computation");
+  CHECK_ERROR(tpu_checkpoint_restore(s, g_dir, -1, NULL, NULL, 0, NULL, NULL), TPU_FAILED_PRECONDITION,
+              "inside a computation");
+  return TPU_OK;
+}
+
+static void test_checkpoint__inside_a_computation(void **state) {
+  (void)state;
+  tpu_system *s = start(2, "MOD");
+  CHECK_OK(tpu_checkpoint_save(s, g_dir, 0, NULL, NULL, 0, NULL));
+  CHECK_OK(tpu_replicate(s, save_inside, NULL, 2, 0, NULL, 0, NULL, NULL));
+  CHECK_NO_WORKER_FAILURES();
+  int64_t latest = -1;
+  CHECK_OK(tpu_checkpoint_latest(g_dir, &latest));
+  CHECK(latest == 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/ckpt-1", g_dir);
+  CHECK(access(path, F_OK) != 0); /* refused before anything was written */
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_checkpoint__round_trip, make_dir, teardown),
@@ -452,6 +478,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_checkpoint__crash_leftovers, make_dir, teardown),
       cmocka_unit_test_setup_teardown(test_checkpoint__keep, make_dir, teardown),
       cmocka_unit_test_setup_teardown(test_checkpoint__arguments, make_dir, teardown),
+      cmocka_unit_test_setup_teardown(test_checkpoint__inside_a_computation, make_dir, teardown),
   };
   return RUN_TESTS(argc, argv, tests, NULL, NULL);
 }

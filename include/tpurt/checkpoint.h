@@ -40,7 +40,7 @@ extern "C" {
 
 typedef struct tpu_checkpoint_options {
   size_t struct_size; /* sizeof(tpu_checkpoint_options) */
-  int64_t timeout_ms; /* 0: the system's collective timeout. The wait for the other tasks */
+  int64_t timeout_ms; /* 0: the system's collective timeout; the wait for the other tasks */
   int keep;           /* save: complete checkpoints kept, the newest; 0 keeps every one */
 } tpu_checkpoint_options;
 

@@ -68,9 +68,10 @@ class Votes {
         timeout_ms_(timeout_ms) {}
 
   void post(const std::string& name, const std::string& value) { sys_.internal_kv_set(prefix_ + name, value); }
-  // Waits for the value, up to the call's deadline; TPU_DEADLINE_EXCEEDED names `who`.
-  Vote wait(const std::string& name, const std::string& who, const std::string& doing) {
-    const int64_t left = std::max<int64_t>(1, deadline_ - now_ms());
+  // Waits for the value, up to the call's deadline plus grace_ms; TPU_DEADLINE_EXCEEDED
+  // names `who`.
+  Vote wait(const std::string& name, const std::string& who, const std::string& doing, int64_t grace_ms = 0) {
+    const int64_t left = std::max<int64_t>(1, deadline_ - now_ms()) + grace_ms;
     try {
       return parse_vote(sys_.internal_kv_get(prefix_ + name, left));
     } catch (const Error& e) {
@@ -326,6 +327,7 @@ void save(System& sys, const std::string& dir, int64_t step, const std::vector<N
   std::vector<TensorEntry> tensor_entries;
   FileEntry tensor_file;
   try {
+    sys.between_steps([] {});  // refused inside a computation before anything is written
     if (has_manifest(sdir)) fail(TPU_ALREADY_EXISTS, "checkpoint ", sdir, " exists and is complete");
     make_dir(dir);
     make_dir(sdir);
@@ -337,22 +339,29 @@ void save(System& sys, const std::string& dir, int64_t step, const std::vector<N
     sync_dir(dir);
   } catch (const Error& e) {
     votes.post(str_cat("written/", me), vote(e.code(), e.message()));
+    if (me == 0) votes.post("done", vote(e.code(), from_task(sys, 0, {e.code(), e.message()}).message()));
     throw;
   }
   votes.post(str_cat("written/", me), vote(TPU_OK, files_text(mine)));
 
   if (me != 0) {
-    const Vote done = votes.wait("done", "task 0", str_cat("complete checkpoint ", sdir));
-    if (done.code != TPU_OK) throw from_task(sys, 0, done);
+    // Task 0's verdict names the task that failed or stayed away: wait past its deadline.
+    const Vote done = votes.wait("done", "task 0", str_cat("complete checkpoint ", sdir),
+                                 std::min<int64_t>(timeout_ms, 10000));
+    if (done.code != TPU_OK) throw Error(done.code, done.text);
     return;
   }
+  bool named = false;  // the error already names its task
   try {
     std::vector<std::vector<FileEntry>> by_task(n);
-    for (int t = 0; t < n; ++t) {
+    for (int t = 1; t < n; ++t) {
+      named = true;
       const Vote v = votes.wait(str_cat("written/", t), str_cat("task ", t), str_cat("write its shards of ", sdir));
       if (v.code != TPU_OK) throw from_task(sys, t, v);
       by_task[t] = parse_files_text(v.text, num_tables, t);
+      named = false;
     }
+    by_task[0] = mine;
     Manifest m = build_manifest(sys, step, by_task);
     m.tensors = std::move(tensor_entries);
     m.tensor_file = tensor_file;
@@ -361,7 +370,7 @@ void save(System& sys, const std::string& dir, int64_t step, const std::vector<N
     f.write(text.data(), text.size());
     f.finish();
   } catch (const Error& e) {
-    votes.post("done", vote(e.code(), e.message()));
+    votes.post("done", vote(e.code(), named ? e.message() : from_task(sys, 0, {e.code(), e.message()}).message()));
     throw;
   }
   votes.post("done", vote(TPU_OK, ""));
@@ -390,6 +399,7 @@ int64_t restore(System& sys, const std::string& dir, int64_t step, const std::ve
   std::vector<const TensorEntry*> wanted;
   std::string sdir;
   try {
+    sys.between_steps([] {});  // refused inside a computation
     const int64_t s = step >= 0 ? step : latest(dir);
     sdir = step_dir(dir, s);
     if (!has_manifest(sdir)) fail(TPU_NOT_FOUND, "no complete checkpoint of step ", s, " in ", dir, " (", sdir, "/",
