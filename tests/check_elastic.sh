@@ -78,7 +78,8 @@ kill_in_training() {
   start_launch "$name" "$transport" "$ck" "$TPURT" demo "$@" --checkpoint "$ck"
   wait_for "$out" "^\[0\] demo: checkpoint of step $at saved" 200 ||
     fail "$name: no checkpoint of step $at: $(cat "$err"; tail -n 20 "$out")"
-  victim=$(task_pid "$launcher" 2) || fail "$name: no task 2 under launcher $launcher"
+  victim=$(task_pid "$launcher" 2) ||
+    fail "$name: no task 2 under launcher $launcher (did training end before the kill?)"
   kill -KILL "$victim"
   end_launch "$name"
   grep -Eq "^tpurt launch: task 2 died \(SIGKILL\) at step [0-9]+; restarting on 3 tasks from the checkpoint of step [0-9]+ \(restart 1 of 1\)$" "$err" ||
@@ -91,13 +92,14 @@ kill_in_training() {
 }
 
 # The CTR demo: 4 replicas, then 3 (one per core of every task); 240 samples a step,
-# which both counts divide.
-ctr=(--embedding --batch 240 --steps 200 --checkpoint-every 20)
+# which both counts divide. Enough steps after the kill's checkpoint that training is
+# still running when the kill lands (0.1-0.3 s later).
+ctr=(--embedding --batch 240 --steps 400 --checkpoint-every 20)
 kill_in_training ctr_shm shm 40 "${ctr[@]}"
 grep -q '^\[0\] tpurt demo --embedding: click-through-rate logistic regression, 3 replicas,' "$out" ||
   fail "ctr_shm: the restart did not run 3 replicas: $(grep 'replicas' "$out")"
 kill_in_training ctr_tcp tcp 40 "${ctr[@]}"
-kill_in_training linear_shm shm 200 --steps 2000 --checkpoint-every 100 --check
+kill_in_training linear_shm shm 400 --steps 6000 --checkpoint-every 200 --check
 
 # A task killed while the others are inside tpu_checkpoint_save: task 3 stops itself
 # before its save of step 60 (the demo's test hook), so the others wait for its shards
