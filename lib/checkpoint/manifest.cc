@@ -2,10 +2,11 @@
 
 #include <jansson.h>
 
+#include <algorithm>
+
 #include "cluster/resolver_parse.h"
 #include "core/dtype.h"
 #include "core/status.h"
-#include "embedding/config.h"
 
 namespace tpurt {
 namespace checkpoint {
@@ -87,11 +88,13 @@ bool dtype_from_name(const std::string& name, tpu_dtype* out) {
 
 }  // namespace
 
-uint64_t shard_file_bytes(const TableEntry& t, int64_t shards, bool mod, int64_t first_shard,
-                          int64_t num_shards) {
-  const embedding::ShardMap map(t.vocabulary_size, shards, mod);
-  uint64_t rows = 0;
-  for (int64_t s = first_shard; s < first_shard + num_shards; ++s) rows += map.rows_in(s);
+uint64_t shard_file_bytes(const TableEntry& t, int64_t shards, int64_t first_shard, int64_t num_shards) {
+  // DIV and MOD alike give the first V % S shards one row more than V / S (embedding.h):
+  // the rows of shards [0, k) are k * (V / S) + min(k, V % S), in O(1) whatever a
+  // manifest claims.
+  const int64_t V = t.vocabulary_size;
+  auto before = [&](int64_t k) { return k * (V / shards) + std::min(k, V % shards); };
+  const uint64_t rows = static_cast<uint64_t>(before(first_shard + num_shards) - before(first_shard));
   return rows * t.variables.size() * static_cast<uint64_t>(t.dimension) * sizeof(float);
 }
 
@@ -188,7 +191,7 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
                                 int64_t{task} * m.cores_per_task);
       s.num_shards = r.integer(jf, fp, "num_shards", m.cores_per_task, m.cores_per_task);
       s.file = r.file(jf, fp);
-      const uint64_t want = shard_file_bytes(t, shards, m.mod, s.first_shard, s.num_shards);
+      const uint64_t want = shard_file_bytes(t, shards, s.first_shard, s.num_shards);
       if (s.file.bytes != want)
         r.bad(fp + ".bytes", str_cat(s.file.bytes, " bytes, but the table's rows there take ", want));
       t.shards.push_back(std::move(s));

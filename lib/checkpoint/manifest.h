@@ -59,8 +59,7 @@ std::string manifest_to_json(const Manifest& m);
 Manifest parse_manifest(const std::string& text, const std::string& where);
 
 // The bytes of one task's shard file of a table (the layout above).
-uint64_t shard_file_bytes(const TableEntry& t, int64_t shards, bool mod, int64_t first_shard,
-                          int64_t num_shards);
+uint64_t shard_file_bytes(const TableEntry& t, int64_t shards, int64_t first_shard, int64_t num_shards);
 
 }  // namespace checkpoint
 }  // namespace tpurt
