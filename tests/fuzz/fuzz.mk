@@ -9,6 +9,7 @@
 #   hostlist          Slurm's host and tasks-per-node lists, and the Slurm resolver
 #   dtensor_jobs      DTENSOR_JOBS and DTENSOR_CLIENT_ID
 #   grpc_name         grpc:// names (options->tpu, TPU_NAME)
+#   checkpoint_manifest a checkpoint's manifest.json (lib/checkpoint/manifest.cc)
 # Each is built with clang, -fsanitize=fuzzer,address,undefined and no recovery
 # (clang's UBSan also checks enum and bool loads, which gcc's does not), from the
 # few lib/ sources it needs.
@@ -31,7 +32,7 @@ FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_COMPILE := -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(CPPFLAGS_COMMON)
 FUZZ_TARGETS := wire topology device_assignment embedding_config embedding_json tf_config \
-  hostlist dtensor_jobs grpc_name
+  hostlist dtensor_jobs grpc_name checkpoint_manifest
 
 # The decoded protobufs' enum checks (where the tree has them).
 FUZZ_PROTO_SRCS := $(wildcard lib/core/proto_enums.cc)
@@ -47,6 +48,7 @@ FUZZ_SRCS_embedding_config := lib/topology/embedding_config.cc lib/core/status.c
   $(FUZZ_PROTO_SRCS) gen/tpu_embedding_configuration.pb-c.c gen/optimization_parameters.pb-c.c
 FUZZ_SRCS_embedding_json := $(FUZZ_SRCS_embedding_config) lib/embedding/config_json.cc \
   $(filter-out lib/core/status.cc,$(FUZZ_RESOLVER_SRCS))
+FUZZ_SRCS_checkpoint_manifest := lib/checkpoint/manifest.cc lib/core/dtype.cc $(FUZZ_RESOLVER_SRCS)
 FUZZ_SRCS_tf_config := $(FUZZ_RESOLVER_SRCS)
 FUZZ_SRCS_hostlist := $(FUZZ_RESOLVER_SRCS)
 FUZZ_SRCS_dtensor_jobs := $(FUZZ_RESOLVER_SRCS)
