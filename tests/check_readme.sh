@@ -11,8 +11,8 @@
 #   block without a language, or an indented one, fails: nothing escapes the check.
 # - the C# snippet of bindings/csharp/README.md compiles and prints "28 8" (once
 #   tests/check_readme_csharp.sh);
-# - the README's plot, docs/standing.svg, is what bench/plot_standing.py draws from
-#   docs/PERFORMANCE.md's table.
+# - the README's plot, docs/standing.svg, is what bench/plot_standing.sh (gnuplot) draws
+#   from docs/PERFORMANCE.md's table, byte for byte.
 # Under SANITIZE the links are checked and no block runs (the managed runtimes load the
 # plain library).
 set -euo pipefail
@@ -93,7 +93,7 @@ for doc in docs:
                     problems.append('%s: %s has no heading or <a id> "%s"' % (where, full, frag))
 
 # The README's plot draws docs/PERFORMANCE.md's table: the two must agree.
-p = subprocess.run([sys.executable, 'bench/plot_standing.py', '--check'], stderr=subprocess.PIPE)
+p = subprocess.run(['bash', 'bench/plot_standing.sh', '--check'], stderr=subprocess.PIPE)
 if p.returncode != 0:
     problems.append(p.stderr.decode().strip())
 

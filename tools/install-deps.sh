@@ -30,6 +30,7 @@ PKGS=(
   libjansson-dev      "module jansson"                          # TF_CONFIG; the tests' JSON vectors
   libcmocka-dev       "module cmocka"                           # tests
   iproute2            "have ip"                                 # the tests' network namespaces
+  gnuplot-nox         "have gnuplot"                            # the README's plot (bench/plot_standing.sh)
   # The fuzzers (make fuzz; tests/check_fuzz.sh in make test): clang, and libFuzzer's
   # and the sanitizers' runtime, which clang only recommends
   clang               "have clang && have clang++"
