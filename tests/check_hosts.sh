@@ -2,11 +2,13 @@
 # Four hosts that are not localhost: network namespaces, each with one veth into a Linux
 # bridge in a fifth namespace, all made here and removed on any exit (nothing touches
 # the machine's own interfaces). Tasks are started by hand in them with DTensor's
-# environment, as on real machines: the demo across 4 hosts, then 4 tasks on 3 hosts
-# (shared memory within one, TCP between), a kill -9 of a task (of task 0 too, which
-# holds the service), a host unplugged from the bridge, and a token-protected join
-# with a wrong and a missing token. Skipped with the reason where `ip netns` is not
-# allowed. Every task is bounded (timeout -s KILL), every wait polled a bounded time.
+# environment, as on real machines: the demo across 4 hosts, the CTR demo on 3 (two
+# tasks on one), every collective on 2 hosts (over TCP; of two tasks each, shared
+# memory within a host), shared memory refused across hosts, a kill -9 of a task (of
+# task 0 too, which holds the service), a host unplugged from the bridge (only the
+# heartbeats can tell), and a token-protected join with a wrong and a missing token.
+# Skipped with the reason where `ip netns` is not allowed. Every task is bounded
+# (timeout -s KILL), every wait polled a bounded time.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
@@ -142,6 +144,28 @@ if [ -n "${TPURT_TEST_UNEVEN_HOSTS:-}" ]; then
     ok "4 tasks on 3 hosts (two on one): every collective, shared memory within the host and TCP across the bridge"
   else bad "4 tasks on 3 hosts (exits ${rcs[*]})" "$out"; fi
 fi
+
+# Two hosts of one task: every collective over TCP (chosen: another host). Two hosts
+# of two tasks: shared memory within a host and TCP between, in one step. Shared
+# memory asked for across hosts: refused by both, naming the other host.
+on_hosts "0 1" 90 TPURT_NUM_CORES=2 "$worker" collectives
+on_hosts_wait
+if [ "${rcs[*]}" = "0 0" ] && [ "$(grep -c 'task [01]: collectives ok' <<<"$out")" = 2 ] &&
+   [ "$(grep -c 'transport tcp (no other task runs on this host)' <<<"$out")" = 2 ]; then
+  ok "two hosts: every collective, over TCP (chosen: another host)"
+else bad "two hosts (exits ${rcs[*]})" "$out"; fi
+on_hosts "0 0 1 1" 120 TPURT_NUM_CORES=2 "$worker" collectives
+on_hosts_wait
+if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: collectives ok' <<<"$out")" = 4 ] &&
+   grep -q '^\[0\] task 0: transport shm+tcp (tasks 0, 1 share this host' <<<"$out" &&
+   grep -q '^\[3\] task 3: transport shm+tcp (tasks 2, 3 share this host' <<<"$out"; then
+  ok "two hosts of two tasks: every collective, shared memory within a host and TCP between"
+else bad "two hosts of two tasks (exits ${rcs[*]})" "$out"; fi
+on_hosts "0 1" 60 "TPURT_NUM_CORES=1 TPURT_TRANSPORT=shm" "$worker" init
+on_hosts_wait
+if [ "${rcs[*]}" = "3 3" ] && [ "$(grep -c 'init: INVALID_ARGUMENT.*TPURT_TRANSPORT=shm.*another host' <<<"$out")" = 2 ]; then
+  ok "TPURT_TRANSPORT=shm across two hosts: both get TPU_INVALID_ARGUMENT naming the other host"
+else bad "shm across two hosts (exits ${rcs[*]})" "$out"; fi
 
 # kill -9 of one task from outside, while all four run steps: the survivors, who are on
 # other hosts, end (exit 1) naming it with TPU_UNAVAILABLE, within 15 s of the kill.
