@@ -142,6 +142,15 @@ if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: collectives ok' <<<"
   ok "4 tasks on 3 hosts (two on one): every collective, shared memory within the host and TCP across the bridge"
 else bad "4 tasks on 3 hosts (exits ${rcs[*]})" "$out"; fi
 
+# ... and task 3, alone on its host, skips an all-reduce of 400 KB: every task names it
+# at once (TPU_FAILED_PRECONDITION), through shared memory and TCP alike.
+on_hosts "0 0 1 2" 60 "TPURT_NUM_CORES=1 TEST_FAULT_ELEMENTS=100000" "$worker" skip 3
+on_hosts_wait
+if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: skip ok' <<<"$out")" = 4 ] &&
+   [ "$(grep -c 'skip of task 3: FAILED_PRECONDITION .*task 3 (replica 3) finished the step without calling' <<<"$out")" = 4 ]; then
+  ok "4 tasks on 3 hosts: task 3 skipping an all-reduce of 400 KB is named on every task (TPU_FAILED_PRECONDITION)"
+else bad "4 tasks on 3 hosts, task 3 skipping a collective (exits ${rcs[*]})" "$out"; fi
+
 # Two hosts of one task: every collective over TCP (chosen: another host). Two hosts
 # of two tasks: shared memory within a host and TCP between, in one step. Shared
 # memory asked for across hosts: refused by both, naming the other host.
