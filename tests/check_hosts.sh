@@ -104,6 +104,15 @@ until_logs() {
   done
   return 1
 }
+# all_ok SCENARIO: every task exited 0 and printed "task i: SCENARIO ok".
+all_ok() {
+  local i
+  for i in "${!rcs[@]}"; do
+    [ "${rcs[$i]}" = 0 ] && grep -q "^\[$i\] task $i: $1 ok" <<<"$out" || return 1
+  done
+}
+# says I TEXT: task I printed "task I: TEXT...".
+says() { grep -qF "[$1] task $1: $2" <<<"$out"; }
 # ms: milliseconds of the clock, for the time a failure takes to be named.
 ms() { date +%s%3N; }
 # kill_host_tasks H: kill -9 of every process in host H (its task), from outside.
@@ -136,9 +145,8 @@ else bad "the CTR demo on 3 hosts (exits ${rcs[*]})" "$out"; fi
 # still decide alike whether a reduction votes before its exchange.
 on_hosts "0 0 1 2" 120 TPURT_NUM_CORES=1 "$worker" collectives
 on_hosts_wait
-if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: collectives ok' <<<"$out")" = 4 ] &&
-   grep -q '^\[0\] task 0: transport shm+tcp (tasks 0, 1 share this host' <<<"$out" &&
-   grep -q '^\[3\] task 3: transport tcp (no other task runs on this host)' <<<"$out"; then
+if all_ok collectives && says 0 "transport shm+tcp (tasks 0, 1 share this host" &&
+   says 3 "transport tcp (no other task runs on this host)"; then
   ok "4 tasks on 3 hosts (two on one): every collective, shared memory within the host and TCP across the bridge"
 else bad "4 tasks on 3 hosts (exits ${rcs[*]})" "$out"; fi
 
@@ -146,8 +154,7 @@ else bad "4 tasks on 3 hosts (exits ${rcs[*]})" "$out"; fi
 # at once (TPU_FAILED_PRECONDITION), through shared memory and TCP alike.
 on_hosts "0 0 1 2" 60 "TPURT_NUM_CORES=1 TEST_FAULT_ELEMENTS=100000" "$worker" skip 3
 on_hosts_wait
-if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: skip ok' <<<"$out")" = 4 ] &&
-   [ "$(grep -c 'skip of task 3: FAILED_PRECONDITION .*task 3 (replica 3) finished the step without calling' <<<"$out")" = 4 ]; then
+if all_ok skip && [ "$(grep -c 'skip of task 3: FAILED_PRECONDITION .*task 3 (replica 3) finished the step without calling' <<<"$out")" = 4 ]; then
   ok "4 tasks on 3 hosts: task 3 skipping an all-reduce of 400 KB is named on every task (TPU_FAILED_PRECONDITION)"
 else bad "4 tasks on 3 hosts, task 3 skipping a collective (exits ${rcs[*]})" "$out"; fi
 
@@ -156,15 +163,14 @@ else bad "4 tasks on 3 hosts, task 3 skipping a collective (exits ${rcs[*]})" "$
 # memory asked for across hosts: refused by both, naming the other host.
 on_hosts "0 1" 90 TPURT_NUM_CORES=2 "$worker" collectives
 on_hosts_wait
-if [ "${rcs[*]}" = "0 0" ] && [ "$(grep -c 'task [01]: collectives ok' <<<"$out")" = 2 ] &&
-   [ "$(grep -c 'transport tcp (no other task runs on this host)' <<<"$out")" = 2 ]; then
+if all_ok collectives && says 0 "transport tcp (no other task runs on this host)" &&
+   says 1 "transport tcp (no other task runs on this host)"; then
   ok "two hosts: every collective, over TCP (chosen: another host)"
 else bad "two hosts (exits ${rcs[*]})" "$out"; fi
 on_hosts "0 0 1 1" 120 TPURT_NUM_CORES=2 "$worker" collectives
 on_hosts_wait
-if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: collectives ok' <<<"$out")" = 4 ] &&
-   grep -q '^\[0\] task 0: transport shm+tcp (tasks 0, 1 share this host' <<<"$out" &&
-   grep -q '^\[3\] task 3: transport shm+tcp (tasks 2, 3 share this host' <<<"$out"; then
+if all_ok collectives && says 0 "transport shm+tcp (tasks 0, 1 share this host" &&
+   says 3 "transport shm+tcp (tasks 2, 3 share this host"; then
   ok "two hosts of two tasks: every collective, shared memory within a host and TCP between"
 else bad "two hosts of two tasks (exits ${rcs[*]})" "$out"; fi
 on_hosts "0 1" 60 "TPURT_NUM_CORES=1 TPURT_TRANSPORT=shm" "$worker" init
@@ -222,7 +228,7 @@ else bad "a host unplugged from the bridge (exits ${rcs[*]})" "$out"; fi
 # ... lost").
 on_hosts "0 1 2 3" 60 "TPURT_NUM_CORES=1 TPURT_CLUSTER_TOKEN=secret" "$worker" init
 on_hosts_wait
-if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: init ok' <<<"$out")" = 4 ]; then
+if all_ok init; then
   ok "4 hosts with one cluster token join (HMAC handshake over the bridge)"
 else bad "4 hosts with one cluster token (exits ${rcs[*]})" "$out"; fi
 for case in wrong missing; do
