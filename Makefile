@@ -157,7 +157,8 @@ $(TOOL): $(TOOL_SRCS) $(wildcard tools/tpurt/*.h) $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
 	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $(TOOL_SRCS) -ltpurt -lm $(RPATH)
 
-tests: $(TEST_BINS) $(BUILD)/tests/cluster_worker $(BUILD)/tests/lifetime_worker $(BUILD)/tests/verdict_worker
+tests: $(TEST_BINS) $(BUILD)/tests/cluster_worker $(BUILD)/tests/lifetime_worker $(BUILD)/tests/verdict_worker \
+  $(BUILD)/tests/checkpoint_worker
 # The tests find their data (tests/data) from any working directory.
 # One task of the multi-process tests (tests/check_cluster.sh).
 $(BUILD)/tests/cluster_worker: tests/cluster/worker.c $(BUILD)/lib/libtpurt.so
@@ -165,6 +166,10 @@ $(BUILD)/tests/cluster_worker: tests/cluster/worker.c $(BUILD)/lib/libtpurt.so
 	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt -lm -pthread $(RPATH)
 # One task of the cluster-lifetime tests (tests/check_cluster_lifetime.sh).
 $(BUILD)/tests/lifetime_worker: tests/cluster/lifetime_worker.c $(BUILD)/lib/libtpurt.so
+	@mkdir -p $(@D)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt $(RPATH)
+# One task of tests/check_checkpoint_cluster.sh (checkpoints across tasks).
+$(BUILD)/tests/checkpoint_worker: tests/cluster/checkpoint_worker.c $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
 	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $< -ltpurt $(RPATH)
 # One task of tests/check_verdict.sh (one verdict on every task).

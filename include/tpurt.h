@@ -12,5 +12,6 @@
 #include "tpurt/cluster.h"
 #include "tpurt/mesh.h"
 #include "tpurt/embedding.h"
+#include "tpurt/checkpoint.h"
 
 #endif /* TPURT_H */

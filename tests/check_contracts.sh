@@ -51,6 +51,7 @@ show_all = '-a' in sys.argv[1:]
 COVERED = ['docs/ABI.md', 'include/tpurt/replicate.h', 'include/tpurt/system.h', 'include/tpurt/feed.h']
 COVERED += ['include/tpurt/cluster.h', 'include/tpurt/common.h', 'include/tpurt/topology.h']
 COVERED += ['include/tpurt/collectives.h', 'include/tpurt/embedding.h', 'include/tpurt/mesh.h', 'include/tpurt/tensor.h']
+COVERED += ['include/tpurt/checkpoint.h']
 # The cmocka binaries whose cases are these documents' tests (their unnamed cases are
 # counted; test_contracts' fail).
 MODULES = ['test_system', 'test_replicate', 'test_caller_threads', 'test_contracts']

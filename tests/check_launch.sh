@@ -209,7 +209,7 @@ for m in 2,2 1,2; do
 done
 # The embedding demo across tasks: each task checks the rows it holds and its replicas'
 # dense weights; bench --embedding's first step across tasks, over shm.
-run rc -n 2 -- "$TPURT" demo --embedding --steps 30
+run rc -n 2 --cores-per-task 2 -- "$TPURT" demo --embedding --steps 30
 [ "$rc" -eq 0 ] || fail "demo --embedding under launch: exit $rc: $(cat "$out" "$err")"
 for i in 0 1; do
   grep -qx "\[$i\] demo: OK" "$out" && grep -q "^\[$i\] rows held by other tasks left as they were by retrieve: yes" "$out" ||
@@ -244,6 +244,12 @@ expect_usage "--cores-per-task 0" "--cores-per-task: 0 is outside" -n 2 --cores-
 expect_usage "unknown option" "unknown option '--bogus'" -n 2 --bogus -- true
 expect_usage "--bind bogus" "--bind: unknown mode 'bogus' (spread or none)" -n 2 --bind bogus -- true
 expect_usage "--host with a comma" "--host: 'a,b'" -n 2 --host a,b -- true
+expect_usage "--min-tasks above -n" "--min-tasks: 3 is more than the 2 tasks of -n" \
+  -n 2 --min-tasks 3 -- true
+expect_usage "--min-tasks 0" "--min-tasks: 0 is outside [1, 1024]" -n 2 --min-tasks 0 -- true
+expect_usage "--max-restarts -1" "--max-restarts: -1 is outside [0, 1000]" -n 2 --max-restarts -1 -- true
+expect_usage "--keep-going with --max-restarts" "--keep-going and --max-restarts" \
+  -n 2 --keep-going --max-restarts 1 -- true
 
 echo "check_launch: environment, ports, CPU binding, prefixed streams, long and partial lines, first failure," \
   "signals, --keep-going, --timeout, unrunnable program, SIGTERM/SIGINT, demo --mesh, demo and bench --embedding, bench" \

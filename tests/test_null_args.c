@@ -6,12 +6,14 @@
  * Checks also run on worker threads inside computations, where the test_util.h checks
  * count failures instead of failing (cmocka's asserts cannot be used there): each test
  * ends with CHECK_NO_WORKER_FAILURES(). */
+#define _GNU_SOURCE /* mkdtemp */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -1052,6 +1054,40 @@ static void test_null_args__embedding(void **state) {
   CHECK_OK(tpu_system_release(s));
 }
 
+static void test_null_args__checkpoint(void **state) {
+  fixture *f = *state;
+  tpu_system *s = f->system;
+  char dir[] = "/tmp/tpurt-null-args-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  tpu_tensor *t = vector2(), *out = NULL;
+  const char *name = "w";
+  int64_t step = 0;
+  tpu_checkpoint_options o = TPU_CHECKPOINT_OPTIONS_INIT;
+  NULL_ARG(tpu_checkpoint_options_init(NULL, sizeof o), "'options'");
+  NULL_ARG(tpu_checkpoint_save(NULL, dir, 1, &name, &t, 1, NULL), "'system'");
+  NULL_ARG(tpu_checkpoint_save(s, NULL, 1, &name, &t, 1, NULL), "'dir'");
+  NULL_ARG(tpu_checkpoint_save(s, dir, 1, NULL, &t, 1, NULL), "'names'");
+  NULL_ARG(tpu_checkpoint_save(s, dir, 1, &name, NULL, 1, NULL), "'tensors'");
+  NULL_ARG(tpu_checkpoint_save(s, dir, 1, (const char *[]){NULL}, &t, 1, NULL), "names[0] is NULL");
+  NULL_ARG(tpu_checkpoint_save(s, dir, 1, &name, (tpu_tensor *[]){NULL}, 1, NULL), "tensors[0] is NULL");
+  NULL_ARG(tpu_checkpoint_latest(NULL, &step), "'dir'");
+  NULL_ARG(tpu_checkpoint_latest(dir, NULL), "'step'");
+  /* NULL names and tensors with no tensors, and NULL options, are allowed */
+  CHECK_OK(tpu_checkpoint_save(s, dir, 1, NULL, NULL, 0, NULL));
+  CHECK_OK(tpu_checkpoint_save(s, dir, 2, &name, &t, 1, NULL));
+  NULL_ARG(tpu_checkpoint_restore(NULL, dir, -1, &name, &out, 1, &step, NULL), "'system'");
+  NULL_ARG(tpu_checkpoint_restore(s, NULL, -1, &name, &out, 1, &step, NULL), "'dir'");
+  NULL_ARG(tpu_checkpoint_restore(s, dir, -1, NULL, &out, 1, &step, NULL), "'names'");
+  NULL_ARG(tpu_checkpoint_restore(s, dir, -1, &name, NULL, 1, &step, NULL), "'tensors'");
+  CHECK_OK(tpu_checkpoint_restore(s, dir, -1, &name, &out, 1, NULL, NULL)); /* restored_step may be NULL */
+  CHECK(out != NULL);
+  tpu_tensor_release(out);
+  tpu_tensor_release(t);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest no_system[] = {
       cmocka_unit_test(test_null_args__common),
@@ -1071,6 +1107,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_null_args__feed),
       cmocka_unit_test(test_null_args__fail_null_message),
       cmocka_unit_test(test_null_args__cluster_system),
+      cmocka_unit_test(test_null_args__checkpoint),
   };
   int failed = RUN_TESTS(argc, argv, no_system, NULL, NULL);
   failed += RUN_TESTS(argc, argv, with_system, setup_system, teardown_system);

@@ -487,6 +487,19 @@ void check_not_reserved(const char* what, const std::string& name, bool is_key =
 void System::kv_set(const std::string& key, const std::string& value) {
   check_live();
   check_not_reserved("key", key);
+  internal_kv_set_unchecked(key, value);
+}
+
+void System::internal_kv_set(const std::string& key, const std::string& value) {
+  check_live();
+  internal_kv_set_unchecked(kReservedKeyPrefix + key, value);
+}
+
+std::string System::internal_kv_get(const std::string& key, int64_t timeout_ms) {
+  return kv_get(kReservedKeyPrefix + key, timeout_ms);
+}
+
+void System::internal_kv_set_unchecked(const std::string& key, const std::string& value) {
   if (coordination_) return coordination_->kv_set(key, value);
   const std::string k = normalize_key(key);
   std::lock_guard<std::mutex> lock(kv_mu_);

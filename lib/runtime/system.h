@@ -96,6 +96,13 @@ class System {
   bool kv_try_get(const std::string& key, std::string* value);
   void kv_delete(const std::string& key);
   void barrier(const std::string& id, int64_t timeout_ms, const std::vector<int32_t>& tasks);
+  // The same store under tpurt's own prefix (kReservedKeyPrefix + key), which users'
+  // keys cannot reach: lib/checkpoint's votes between the tasks.
+  void internal_kv_set(const std::string& key, const std::string& value);
+  std::string internal_kv_get(const std::string& key, int64_t timeout_ms);
+  // Numbers this system's checkpoint calls (every task makes them in the same order),
+  // so that each call's keys are its own.
+  uint64_t next_checkpoint_call() { return checkpoint_calls_.fetch_add(1) + 1; }
   const std::string& serialized_topology() const { return serialized_topology_; }
 
   // TPU_FAILED_PRECONDITION once shut down.
@@ -161,6 +168,7 @@ class System {
   void run_cluster_step(const StepSpec& spec, const int* cores, int cores_per_replica,
                         tpu_tensor** outputs);
   void close(const std::string& why);
+  void internal_kv_set_unchecked(const std::string& key, const std::string& value);
 
   const SystemConfig config_;
   std::shared_ptr<const Topology> topology_;
@@ -197,6 +205,7 @@ class System {
   std::map<std::string, std::string> kv_;
 
   std::unique_ptr<embedding::Engine> embedding_;
+  std::atomic<uint64_t> checkpoint_calls_{0};
   tpu_system* c_handle_ = nullptr;
 
   Executor executor_;

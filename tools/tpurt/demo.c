@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "demo.h"
+#include "demo_checkpoint.h"
 
 #define SAMPLES 4096
 #define FEATURES 8
@@ -35,8 +36,10 @@ static const double true_weights[FEATURES] = {0.5, -1.25, 2.0, 0.75, -0.3, 1.5, 
 static const double true_bias = 0.7;
 
 typedef struct demo_run {
-  int steps;
-  float (*params)[PARAMS];  /* [replicas]: each replica's model */
+  int from, to;             /* this tpu_replicate runs steps [from, to) */
+  int reporter;             /* the replica that reports progress: this task's first */
+  const demo_checkpoint *checkpoint;
+  float (*params)[PARAMS];  /* [replicas]: each replica's model, kept between calls */
   float *losses;            /* [steps]: the loss before each update, from replica 0 */
 } demo_run;
 
@@ -132,9 +135,8 @@ static tpu_status train(tpu_replica_context *ctx, tpu_tensor *const *inputs, int
   RETURN_IF_ERROR(tpu_tensor_data(inputs[1], &yp));
   const float *x = xp, *y = yp;
   float *params = run->params[k];
-  memset(params, 0, PARAMS * sizeof(float));
 
-  for (int step = 0; step < run->steps; step++) {
+  for (int step = run->from; step < run->to; step++) {
     float sums[SUMS] = {0};
     for (int64_t i = 0; i < rows; i++) {
       const float *xi = x + i * FEATURES;
@@ -148,6 +150,7 @@ static tpu_status train(tpu_replica_context *ctx, tpu_tensor *const *inputs, int
     /* d/dp of mean((Ap - y)^2) = 2/N * sum(err * a) over the global batch. */
     for (int j = 0; j < PARAMS; j++) params[j] -= LEARNING_RATE * 2.0f * sums[j] / SAMPLES;
     if (k == 0) run->losses[step] = sums[PARAMS] / SAMPLES;
+    if (k == run->reporter) demo_step_done(run->checkpoint, step);
   }
   return TPU_OK;
 }
@@ -164,6 +167,10 @@ static const char demo_usage[] =
     "                       least-squares solution (without it, the distance is reported)\n"
     "  -t, --tolerance T    the tolerance of --check (default 1e-3); implies --check\n"
     "  -h, --help           this text\n"
+    "  --checkpoint DIR     resume from DIR's newest complete checkpoint (the weights and\n"
+    "                       the step; none: from step 0) and save one there every\n"
+    "                       --checkpoint-every steps and after the last (docs/LAUNCH.md)\n"
+    "  --checkpoint-every S the steps between checkpoints (default 10; needs --checkpoint)\n"
     "Replicas that end with different weights always fail (exit 1).\n"
     "\n"
     "  --mesh R,K           instead: a two-layer MLP on the mesh (\"batch\", R) x\n"
@@ -186,9 +193,16 @@ static const char demo_usage[] =
     "                       on one core (relative max-norm distance, -t, default 1e-6).\n"
     "                       -r replicas (default 4, over tpurt launch's tasks: R/N each\n"
     "                       unless TPURT_NUM_CORES says), -s steps (default 300),\n"
-    "                       --batch: the global batch, a multiple of R (default 256)\n";
+    "                       --batch: the global batch, a multiple of R (default 256).\n"
+    "                       Under tpurt launch without -r: one replica per core of every\n"
+    "                       task, so that a restart on fewer tasks keeps the batch\n"
+    "                       (pick one that every replica count divides, e.g. 240).\n"
+    "                       --checkpoint as above: the tables, their slots and the dense\n"
+    "                       weights\n";
 
-enum { OPT_CHECK = 256, OPT_MESH, OPT_BATCH, OPT_HIDDEN, OPT_EMBEDDING };
+enum { OPT_CHECK = 256, OPT_MESH, OPT_BATCH, OPT_HIDDEN, OPT_EMBEDDING, OPT_CHECKPOINT,
+       OPT_CHECKPOINT_EVERY };
+#define DEFAULT_CHECKPOINT_EVERY 10
 
 static int cmd_demo(int argc, char **argv) {
   static const struct option longopts[] = {{"replicas", required_argument, NULL, 'r'},
@@ -200,9 +214,13 @@ static int cmd_demo(int argc, char **argv) {
                                            {"batch", required_argument, NULL, OPT_BATCH},
                                            {"hidden", required_argument, NULL, OPT_HIDDEN},
                                            {"embedding", no_argument, NULL, OPT_EMBEDDING},
+                                           {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
+                                           {"checkpoint-every", required_argument, NULL,
+                                            OPT_CHECKPOINT_EVERY},
                                            {NULL, 0, NULL, 0}};
   int replicas = 0, steps = 0, check = 0, mesh = 0, tolerance_given = 0, embedding = 0,
-      batch_given = 0;
+      batch_given = 0, every = 0;
+  const char *checkpoint_dir = NULL;
   double tolerance = DEFAULT_TOLERANCE;
   demo_mesh_options mesh_options = {.batch = MESH_BATCH, .hidden = MESH_HIDDEN};
   for (int c; (c = next_option("demo", argc, argv, "r:s:t:h", longopts)) != -1;) {
@@ -228,19 +246,31 @@ static int cmd_demo(int argc, char **argv) {
         batch_given = 1;
         break;
       case OPT_EMBEDDING: embedding = 1; break;
+      case OPT_CHECKPOINT:
+        if (!optarg[0]) usage_error("demo", "--checkpoint: an empty directory name");
+        checkpoint_dir = optarg;
+        break;
+      case OPT_CHECKPOINT_EVERY:
+        every = (int)parse_long("demo", "--checkpoint-every", optarg, 1, 1000000);
+        break;
       case OPT_HIDDEN:
         mesh_options.hidden = (int)parse_long("demo", "--hidden", optarg, 1, 1 << 16);
         break;
       case 'h': return print_usage(demo_usage);
     }
   }
+  if (every && !checkpoint_dir) usage_error("demo", "--checkpoint-every: only with --checkpoint DIR");
+  if (!every) every = DEFAULT_CHECKPOINT_EVERY;
+  if (mesh && checkpoint_dir) usage_error("demo", "--checkpoint: not with --mesh");
   if (embedding) {
     if (mesh) usage_error("demo", "--embedding and --mesh: one demo at a time");
     if (mesh_options.hidden != MESH_HIDDEN) usage_error("demo", "--hidden: only with --mesh R,K");
     demo_embedding_options e = {.replicas = replicas ? replicas : EMBEDDING_REPLICAS,
                                 .steps = steps ? steps : EMBEDDING_STEPS,
                                 .batch = batch_given ? mesh_options.batch : EMBEDDING_BATCH,
-                                .tolerance = tolerance_given ? tolerance : EMBEDDING_TOLERANCE};
+                                .tolerance = tolerance_given ? tolerance : EMBEDDING_TOLERANCE,
+                                .replicas_given = replicas != 0,
+                                .checkpoint_dir = checkpoint_dir, .checkpoint_every = every};
     return demo_embedding(&e);
   }
   if (mesh) {
@@ -266,8 +296,15 @@ static int cmd_demo(int argc, char **argv) {
   CHECK(tpu_system_num_tasks(system, &tasks));
   CHECK(tpu_system_task_id(system, &task));
   const int n = local * tasks, first = task * local;
-  demo_run run = {steps, xcalloc((size_t)n, sizeof *run.params),
-                  xcalloc((size_t)steps, sizeof *run.losses)};
+  demo_checkpoint ckpt;
+  demo_checkpoint_setup(&ckpt, system, checkpoint_dir, every);
+  demo_run run = {.reporter = first, .checkpoint = &ckpt,
+                  .params = xcalloc((size_t)n, sizeof *run.params),
+                  .losses = xcalloc((size_t)steps, sizeof *run.losses)};
+  /* The weights and the step from the newest checkpoint; every replica starts there. */
+  int resume = (int)demo_restore(system, &ckpt, "weights", run.params[0], PARAMS);
+  for (int r = 1; r < n; r++) memcpy(run.params[r], run.params[0], sizeof run.params[r]);
+  if (resume > steps) resume = steps;
   tpu_tensor **inputs = xcalloc((size_t)n * 2, sizeof *inputs);
   /* Replica r borrows rows [r*N/n, (r+1)*N/n): shards differ by at most one row. */
   for (int r = 0; r < n; r++) {
@@ -296,14 +333,21 @@ static int cmd_demo(int argc, char **argv) {
   tpu_step_options options = TPU_STEP_OPTIONS_INIT;
   options.maximum_shapes = max_shapes;
   options.num_maximum_shapes = 2;
-  CHECK(tpu_replicate(system, train, &run, n, 2, inputs, 0, NULL, &options));
+  /* One tpu_replicate per span between checkpoints: the weights stay in run.params. */
+  for (run.from = resume; run.from < steps; run.from = run.to) {
+    run.to = checkpoint_dir && steps - run.from > every - run.from % every
+                 ? run.from + every - run.from % every
+                 : steps;
+    CHECK(tpu_replicate(system, train, &run, n, 2, inputs, 0, NULL, &options));
+    demo_maybe_save(system, &ckpt, run.to, steps, "weights", run.params[first], PARAMS);
+  }
   double elapsed = now_seconds() - t0;
 
-  int every = steps >= 10 ? steps / 10 : 1;
+  int print_every = steps >= 10 ? steps / 10 : 1;
   if (task == 0) { /* replica 0, which records the loss, is task 0's */
     printf("%6s  %14s\n", "step", "loss (MSE)");
-    for (int s = 0; s < steps; s++)
-      if (s % every == 0 || s == steps - 1) printf("%6d  %14.8f\n", s, run.losses[s]);
+    for (int s = resume; s < steps; s++)
+      if (s % print_every == 0 || s == steps - 1) printf("%6d  %14.8f\n", s, run.losses[s]);
   }
   printf("\ntrained in %.1f ms (one tpu_replicate step of %d replicas)\n\n", elapsed * 1e3, n);
 

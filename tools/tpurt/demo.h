@@ -15,6 +15,9 @@ typedef struct demo_mesh_options {
 typedef struct demo_embedding_options {
   int replicas, steps, batch; /* batch: the global batch of a step, a multiple of replicas */
   double tolerance;           /* relative, against the same training on one core */
+  int replicas_given;         /* -r: else under tpurt launch, one per core of every task */
+  const char *checkpoint_dir; /* --checkpoint; NULL: none */
+  int checkpoint_every;
 } demo_embedding_options;
 
 /* A fixed-seed LCG (Knuth's MMIX constants): uniform in [-1, 1). */

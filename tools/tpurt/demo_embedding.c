@@ -22,7 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "demo.h"
+#include "demo_checkpoint.h"
 
 #define DIM 4          /* both tables' dimension */
 #define DENSE 4        /* dense features */
@@ -393,15 +396,26 @@ static char *config_json(int rows) {
   return json;
 }
 
+/* Under tpurt launch without -r: one replica per core of every task, the cores being
+ * what the system will take (TPURT_NUM_CORES, else the online CPUs); 0 otherwise. */
+static int replicas_of_launch(void) {
+  const char *launched = getenv("TPURT_LAUNCH_TASKS"), *cores = getenv("TPURT_NUM_CORES");
+  long local = cores ? atol(cores) : sysconf(_SC_NPROCESSORS_ONLN);
+  return launched && atoi(launched) > 0 && local > 0 ? atoi(launched) * (int)local : 0;
+}
+
 int demo_embedding(const demo_embedding_options *opt) {
-  const int R = opt->replicas, B = opt->batch, steps = opt->steps;
+  const int follow = !opt->replicas_given && replicas_of_launch() > 0;
+  const int R = follow ? replicas_of_launch() : opt->replicas, B = opt->batch, steps = opt->steps;
   if (B % R)
-    usage_error("demo", "--batch %d is not a multiple of the %d replicas", B, R);
+    usage_error("demo", "--batch %d is not a multiple of the %d replicas%s", B, R,
+                follow ? " (one per core of every task: choose a batch every count divides)" : "");
   /* Cores per process: R in one process; under tpurt launch -n T, R/T each; an explicit
-   * TPURT_NUM_CORES (tpurt launch --cores-per-task) wins. */
+   * TPURT_NUM_CORES (tpurt launch --cores-per-task) wins, as do the default cores when
+   * the replicas follow the tasks. */
   const char *launched = getenv("TPURT_LAUNCH_TASKS");
   int want = R;
-  if (getenv("TPURT_NUM_CORES")) want = 0;
+  if (getenv("TPURT_NUM_CORES") || follow) want = 0;
   else if (launched && atoi(launched) > 0 && R % atoi(launched) == 0) want /= atoi(launched);
   char *json = config_json(B / R);
   tpu_system *system = start_embedding_system(want, json, TPU_PIN_AUTO);
@@ -428,17 +442,27 @@ int demo_embedding(const demo_embedding_options *opt) {
   make_data(&train, B * steps, 1, &truth);
   make_data(&eval, EVAL_SAMPLES, 2, &truth);
 
-  for (int t = 0; t < TABLES; t++) {
-    CHECK_DOING(tpu_embedding_load(system, t, 0, 0, vocabulary[t], start.table[t],
-                                   (size_t)vocabulary[t] * DIM), "loading a table");
-    CHECK_DOING(tpu_embedding_load(system, t, 1, 0, vocabulary[t], start.acc[t],
-                                   (size_t)vocabulary[t] * DIM), "loading the accumulators");
-  }
   ctr_run run = {.data = &train, .replicas = R, .rows = B / R, .batch = B,
                  .reporter = task * local};
   run.params = xcalloc((size_t)R, sizeof *run.params);
-  for (int r = 0; r < R; r++) memcpy(run.params[r], start.p, sizeof start.p);
   run.ran = xcalloc((size_t)R, sizeof *run.ran);
+  /* From the newest checkpoint (tables, slots, dense weights, step), else from start. */
+  demo_checkpoint ckpt;
+  demo_checkpoint_setup(&ckpt, system, opt->checkpoint_dir, opt->checkpoint_every);
+  int resume = (int)demo_restore(system, &ckpt, "dense", run.params[0], PARAMS);
+  if (!resume) {
+    memcpy(run.params[0], start.p, sizeof start.p);
+    for (int t = 0; t < TABLES; t++) {
+      CHECK_DOING(tpu_embedding_load(system, t, 0, 0, vocabulary[t], start.table[t],
+                                     (size_t)vocabulary[t] * DIM), "loading a table");
+      CHECK_DOING(tpu_embedding_load(system, t, 1, 0, vocabulary[t], start.acc[t],
+                                     (size_t)vocabulary[t] * DIM), "loading the accumulators");
+    }
+  }
+  for (int r = 1; r < R; r++) memcpy(run.params[r], run.params[0], sizeof start.p);
+  if (resume > steps) resume = steps;
+  /* This task's replicas hold the restored weights even if no step is left to run. */
+  for (int r = task * local; r < task * local + local && resume > 0; r++) run.ran[r] = 1;
   run.losses = xcalloc((size_t)steps, sizeof *run.losses);
   run.iota = xcalloc((size_t)run.rows, sizeof *run.iota);
   for (int i = 0; i < run.rows; i++) run.iota[i] = i;
@@ -452,16 +476,20 @@ int demo_embedding(const demo_embedding_options *opt) {
   if (tasks > 1) printf("task %d of %d runs replicas %d to %d\n", task, tasks, task * local,
                         task * local + local - 1);
   double t0 = now_seconds();
-  for (run.step = 0; run.step < steps; run.step++)
+  for (run.step = resume; run.step < steps; run.step++) {
     CHECK_DOING(tpu_replicate(system, ctr_step, &run, R, 0, NULL, 0, NULL, NULL),
                 "running a training step");
+    demo_step_done(&ckpt, run.step);
+    demo_maybe_save(system, &ckpt, run.step + 1, steps, "dense", run.params[task * local], PARAMS);
+  }
   double elapsed = now_seconds() - t0;
 
   int every = steps >= 5 ? steps / 5 : 1;
   printf("\n%6s  %12s\n", "step", "loss");
-  for (int st = 0; st < steps; st++)
+  for (int st = resume; st < steps; st++)
     if (st % every == 0 || st == steps - 1) printf("%6d  %12.6f\n", st, run.losses[st]);
-  printf("\n%d steps in %.1f ms (%.2f ms a step)\n", steps, elapsed * 1e3, elapsed * 1e3 / steps);
+  printf("\n%d steps in %.1f ms (%.2f ms a step)\n", steps - resume, elapsed * 1e3,
+         elapsed * 1e3 / (steps > resume ? steps - resume : 1));
 
   /* Against one core: every row and slot held here, and this task's dense weights. */
   model_copy(&ref, &start);

@@ -1,6 +1,7 @@
 /* tpurt launch: starts N local tasks of one cluster with the environment DTensor's
  * multi-client resolver reads, prefixes every line they print with the task's index,
- * and takes them all down when one fails.
+ * and takes them all down when one fails; with --max-restarts it then starts them
+ * again on the tasks left (the restart's rules here, its log in launch_elastic.c).
  *
  * The tasks share one new process group (led by task 0) so that a kill(-pgid) also
  * reaches whatever they started. Task 0 is observed with WNOWAIT and reaped only once
@@ -30,6 +31,7 @@
 #include <netinet/in.h>
 
 #include "common.h"
+#include "launch_elastic.h"
 #include "launch_output.h"
 
 #define MAX_TASKS 1024
@@ -62,12 +64,27 @@ static const char launch_usage[] =
     "  --host H               the tasks' host in DTENSOR_JOBS (default 127.0.0.1)\n"
     "  --timeout SECONDS      kill every task and fail when they run longer\n"
     "  --keep-going           a failing task does not stop the others\n"
+    "  --max-restarts K       elastic: when a task fails, stop the others and start the\n"
+    "                         program again, at most K times (default 0)\n"
+    "  --min-tasks M          elastic: a restart runs on the tasks left (a task killed\n"
+    "                         by a signal is one fewer; one that exited, with its\n"
+    "                         step's named error or any other, is not), and never on\n"
+    "                         fewer than M (default: N, no fewer)\n"
+    "  --checkpoint-dir DIR   elastic: the program's checkpoint directory; a restart's log\n"
+    "                         names its newest complete checkpoint (tpu_checkpoint_latest)\n"
     "  -h, --help             this text\n"
     "As soon as a task exits non-zero or is killed by a signal, the others get SIGTERM,\n"
     "then SIGKILL 5 s later, and the launcher exits 1 naming that task. SIGINT, SIGTERM\n"
     "and SIGHUP are forwarded to the tasks; the launcher then exits 128 + the signal.\n"
-    "Exit status: 0 every task exited 0, 1 a task failed or the timeout passed, 2 bad\n"
-    "usage.\n";
+    "With --max-restarts, each restart is logged with its cause (\"task 2 died (SIGKILL)\n"
+    "at step 41; restarting on 3 tasks from the checkpoint of step 40\"): the steps come\n"
+    "from lines the program prints, \"tpurt-progress: step N\" (step N is done),\n"
+    "\"tpurt-progress: checkpoint N\" (a complete checkpoint of N steps) and\n"
+    "\"tpurt-progress: restored N\", which the launcher reads and does not relay (with\n"
+    "--checkpoint-dir the checkpoint's step is read from DIR instead); the\n"
+    "program learns the new count from TPURT_LAUNCH_TASKS and DTENSOR_JOBS.\n"
+    "Exit status: 0 every task exited 0, 1 a task failed (with no restart left, or\n"
+    "fewer than --min-tasks left) or the timeout passed, 2 bad usage.\n";
 
 typedef struct launch_options {
   int tasks;
@@ -77,6 +94,9 @@ typedef struct launch_options {
   const char *host;
   double timeout;      /* seconds; 0: none */
   int keep_going;
+  int min_tasks;       /* elastic: the fewest tasks a restart may run on */
+  int max_restarts;
+  const char *checkpoint_dir; /* elastic: where the restart's step is read; NULL: none */
   char **program;      /* NULL-terminated argv */
 } launch_options;
 
@@ -127,23 +147,10 @@ static void install_handlers(void) {
   sigaction(SIGPIPE, &sa, NULL);
 }
 
-static const char *signal_name(int sig) {
-  static const struct { int sig; const char *name; } names[] = {
-      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
-      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
-      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
-      {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGTTIN, "SIGTTIN"},
-      {SIGTTOU, "SIGTTOU"}, {SIGURG, "SIGURG"},   {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"},
-      {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"}, {SIGSYS, "SIGSYS"}};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (names[i].sig == sig) return names[i].name;
-  return "signal";
-}
-
 /* ---- Options ------------------------------------------------------------------- */
 
-enum { OPT_CORES_PER_TASK = 256, OPT_BIND, OPT_PORT_BASE, OPT_HOST, OPT_TIMEOUT, OPT_KEEP_GOING };
+enum { OPT_CORES_PER_TASK = 256, OPT_BIND, OPT_PORT_BASE, OPT_HOST, OPT_TIMEOUT, OPT_KEEP_GOING,
+       OPT_MIN_TASKS, OPT_MAX_RESTARTS, OPT_CHECKPOINT_DIR };
 
 /* Returns 1 after printing the help. Everything after the first "--" is the program;
  * getopt sees only what comes before it, so the program's own options stay its own. */
@@ -156,6 +163,9 @@ static int parse_options(int argc, char **argv, launch_options *o) {
       {"host", required_argument, NULL, OPT_HOST},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
+      {"min-tasks", required_argument, NULL, OPT_MIN_TASKS},
+      {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+      {"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   int dashes = 1;
@@ -183,6 +193,16 @@ static int parse_options(int argc, char **argv, launch_options *o) {
       case OPT_HOST: o->host = optarg; break;
       case OPT_TIMEOUT: o->timeout = parse_double("launch", "--timeout", optarg); break;
       case OPT_KEEP_GOING: o->keep_going = 1; break;
+      case OPT_MIN_TASKS:
+        o->min_tasks = (int)parse_long("launch", "--min-tasks", optarg, 1, MAX_TASKS);
+        break;
+      case OPT_CHECKPOINT_DIR:
+        if (!optarg[0]) usage_error("launch", "--checkpoint-dir: an empty directory name");
+        o->checkpoint_dir = optarg;
+        break;
+      case OPT_MAX_RESTARTS:
+        o->max_restarts = (int)parse_long("launch", "--max-restarts", optarg, 0, 1000);
+        break;
       case 'h': return 1;
       case ':': usage_error("launch", "option '%s' needs a value", argv[optind - 1]);
       default:
@@ -203,6 +223,13 @@ static int parse_options(int argc, char **argv, launch_options *o) {
   if (o->port_base && o->port_base + o->tasks - 1 > 65535)
     usage_error("launch", "--port-base: %d + %d tasks passes port 65535", o->port_base,
                 o->tasks);
+  if (o->min_tasks > o->tasks)
+    usage_error("launch", "--min-tasks: %d is more than the %d tasks of -n", o->min_tasks,
+                o->tasks);
+  if (!o->min_tasks) o->min_tasks = o->tasks;
+  if (o->keep_going && o->max_restarts)
+    usage_error("launch", "--keep-going and --max-restarts: a failure either stops the "
+                          "others or restarts them, not both");
   if (o->timeout > 1e9) usage_error("launch", "--timeout: '%g' is too long", o->timeout);
   o->program = argv + dashes + 1;
   return 0;
@@ -253,11 +280,11 @@ static void set_env(const char *name, const char *value) {
 
 /* The launcher's own environment becomes the tasks' (the launcher itself reads none of
  * it), so a child only execs; DTENSOR_CLIENT_ID is set before each fork. */
-static void prepare_environment(const launch_options *o, const char *jobs) {
+static void prepare_environment(const launch_options *o, int count, const char *jobs) {
   char number[32];
   set_env("DTENSOR_JOBS", jobs);
   set_env("DTENSOR_JOB_NAME", "worker");
-  snprintf(number, sizeof number, "%d", o->tasks);
+  snprintf(number, sizeof number, "%d", count);
   set_env("TPURT_LAUNCH_TASKS", number);
   if (o->cores_per_task) {
     snprintf(number, sizeof number, "%d", o->cores_per_task);
@@ -276,7 +303,15 @@ static void prepare_environment(const launch_options *o, const char *jobs) {
 typedef struct launcher {
   const launch_options *options;
   task *tasks;
+  int count;              /* this run's tasks: -n, fewer after an elastic restart */
   int started;
+  double deadline;        /* --timeout over every run; 0: none */
+  int cause;              /* the first task to fail on its own, -1: none */
+  double cause_at;        /* when the launcher saw it end */
+  int lost;               /* tasks killed by a signal the launcher did not send */
+  int first_lost;         /* the first of them, -1: none */
+  int start_failed;       /* a task could not start: no restart helps */
+  int timed_out;
   pid_t pgid;             /* task 0's pid once started */
   int failures;
   char first_failure[256]; /* "" until a task fails */
@@ -382,6 +417,7 @@ static int start_task(launcher *l, int i) {
     /* Said here, on the launcher's stderr; its exit 127 is then the failure. */
     fprintf(stderr, "tpurt launch: task %d: cannot run '%s': %s\n", i, l->options->program[0],
             strerror(exec_errno));
+    l->start_failed = 1;
     return -1;
   }
   return 0;
@@ -392,6 +428,7 @@ fail:
     if (err[k] >= 0) close(err[k]);
     if (exec_pipe[k] >= 0) close(exec_pipe[k]);
   }
+  l->start_failed = 1;
   record_failure(l, message);
   return -1;
 }
@@ -409,8 +446,8 @@ static void describe_end(const task *t, int index, char *buf, size_t cap) {
 }
 
 /* Notes the tasks that ended; returns how many are still running. Task 0 stays a zombie
- * (WNOWAIT) until the end: see the top of the file. */
-static int reap(launcher *l, int stopping) {
+ * (WNOWAIT) until the end: see the top of the file. `killed`: the launcher sent SIGKILL. */
+static int reap(launcher *l, int stopping, int killed) {
   int running = 0;
   for (int i = 0; i < l->started; i++) {
     task *t = &l->tasks[i];
@@ -425,8 +462,19 @@ static int reap(launcher *l, int stopping) {
     }
     t->running = 0;
     t->end = info;
+    /* Lost even when the launcher was already stopping: a killed task's peers can see
+     * its sockets close, and exit, before it is a zombie the launcher can see. */
+    int sig = info.si_code == CLD_EXITED ? 0 : info.si_status;
+    if (sig && !(stopping && sig == SIGTERM) && !(killed && sig == SIGKILL)) {
+      if (l->first_lost < 0) l->first_lost = i;
+      l->lost++;
+    }
     /* Ends the launcher caused by stopping the tasks are not failures of their own. */
     if (!stopping && !(info.si_code == CLD_EXITED && info.si_status == 0)) {
+      if (l->cause < 0) {
+        l->cause = i;
+        l->cause_at = now_seconds();
+      }
       char message[256];
       describe_end(t, i, message, sizeof message);
       record_failure(l, message);
@@ -436,7 +484,10 @@ static int reap(launcher *l, int stopping) {
 }
 
 static void signal_group(const launcher *l, int sig) {
-  if (l->pgid > 0) kill(-l->pgid, sig);
+  if (l->pgid <= 0) return;
+  kill(-l->pgid, sig);
+  /* A stopped task acts on SIGTERM only once continued (SIGKILL needs no help). */
+  if (sig == SIGTERM) kill(-l->pgid, SIGCONT);
 }
 
 static int open_streams(const launcher *l) {
@@ -495,18 +546,17 @@ static int supervise(launcher *l) {
   struct pollfd *fds = xcalloc((size_t)(2 * n + 1), sizeof *fds);
   out_stream **streams = xcalloc((size_t)(2 * n + 1), sizeof *streams);
   int *owner = xcalloc((size_t)(2 * n + 1), sizeof *owner);
-  double start = now_seconds();
-  double deadline = o->timeout > 0 ? start + o->timeout : 0;
+  double deadline = l->deadline;
   double term_at = 0, kill_at = 0, killed_at = 0;
   int stopping = l->failures > 0 && !o->keep_going;  /* a task failed to start */
-  int forwarded = 0, signals_seen = 0, timed_out = 0, cleanup = 0, status = 0;
+  int forwarded = 0, signals_seen = 0, cleanup = 0, status = 0;
   if (stopping) {
     signal_group(l, SIGTERM);
     term_at = now_seconds();
   }
   for (;;) {
     int failures_before = l->failures;
-    int running = reap(l, stopping);
+    int running = reap(l, stopping, killed_at != 0);
     double now = now_seconds();
     if (l->failures > failures_before && !o->keep_going && !stopping) {
       stopping = 1;
@@ -526,7 +576,7 @@ static int supervise(launcher *l) {
     }
     if (deadline && now >= deadline && running && !stopping) {
       print_still_running(l);
-      timed_out = 1;
+      l->timed_out = 1;
       stopping = 1;
       signal_group(l, SIGTERM);
       term_at = now;
@@ -592,10 +642,10 @@ static int supervise(launcher *l) {
   if (l->failures) {
     if (o->keep_going && l->failures > 1)
       fprintf(stderr, "tpurt launch: %d of %d tasks failed; the first: %s\n", l->failures,
-              o->tasks, l->first_failure);
+              l->count, l->first_failure);
     return 1;
   }
-  if (timed_out) return 1;
+  if (l->timed_out) return 1;
   return status;
 }
 
@@ -618,42 +668,89 @@ static void prepare_descriptors(launcher *l, int tasks) {
   }
 }
 
+/* Starts `l->count` tasks on fresh ports and supervises them; the exit status. */
+static int run_tasks(launcher *l) {
+  const launch_options *o = l->options;
+  int n = l->count;
+  memset(l->tasks, 0, (size_t)n * sizeof *l->tasks);
+  l->started = l->failures = l->lost = l->start_failed = 0;
+  l->pgid = 0;
+  l->cause = l->first_lost = -1;
+  l->first_failure[0] = '\0';
+  int *ports = xcalloc((size_t)n, sizeof *ports);
+  int *sockets = xcalloc((size_t)n, sizeof *sockets);
+  if (o->port_base)
+    for (int i = 0; i < n; i++) ports[i] = o->port_base + i;
+  else
+    pick_ports(o->host, n, ports, sockets);
+  char *jobs = jobs_list(o->host, n, ports);
+  prepare_environment(o, n, jobs);
+  if (!o->port_base)
+    for (int i = 0; i < n; i++) close(sockets[i]);  /* just before the tasks start */
+  for (int i = 0; i < n; i++) {
+    if (start_task(l, i) && !o->keep_going) break;
+    if (signal_count) break;  /* interrupted while starting: supervise takes them down */
+  }
+  int status = supervise(l);
+  free(ports);
+  free(sockets);
+  free(jobs);
+  return status;
+}
+
+/* After a run that failed: 1 when it is to run again on l->count tasks (logged with its
+ * cause), 0 when the launch ends (said why when it is the elastic rules). */
+static int plan_restart(launcher *l, int restarts) {
+  const launch_options *o = l->options;
+  if (!o->max_restarts || l->cause < 0 || l->start_failed || l->timed_out || signal_count)
+    return 0;
+  char death[160], from[512];
+  /* The task that died names the restart, not a peer that exited first. */
+  int who = l->first_lost >= 0 ? l->first_lost : l->cause;
+  describe_death(who, &l->tasks[who].end, death, sizeof death);
+  int left = l->count - l->lost;
+  if (restarts >= o->max_restarts) {
+    fprintf(stderr, "tpurt launch: %s; no restart left (--max-restarts %d: all used); giving up\n",
+            death, o->max_restarts);
+    return 0;
+  }
+  if (left < o->min_tasks) {
+    fprintf(stderr, "tpurt launch: %s; %d task%s left, fewer than --min-tasks %d; giving up\n",
+            death, left, left == 1 ? "" : "s", o->min_tasks);
+    return 0;
+  }
+  describe_resume(o->checkpoint_dir, from, sizeof from);
+  /* On stderr with the failures it follows; flushed, the relay writes with write(2). */
+  fprintf(stderr, "tpurt launch: %s; restarting on %d task%s%s (restart %d of %d)\n", death,
+          left, left == 1 ? "" : "s", from, restarts + 1, o->max_restarts);
+  fflush(stderr);
+  l->count = left;
+  progress_new_run(l->cause_at);
+  return 1;
+}
+
 static int cmd_launch(int argc, char **argv) {
   launch_options o;
   if (parse_options(argc, argv, &o)) return print_usage(launch_usage);
   launcher l;
   memset(&l, 0, sizeof l);
   l.options = &o;
+  l.count = o.tasks;
+  l.deadline = o.timeout > 0 ? now_seconds() + o.timeout : 0;
   l.tasks = xcalloc((size_t)o.tasks, sizeof *l.tasks);
   prepare_descriptors(&l, o.tasks);
   cpu_set_t mine;
   if (sched_getaffinity(0, sizeof mine, &mine) == 0)
     for (int c = 0; c < CPU_SETSIZE; c++)
       if (CPU_ISSET(c, &mine)) l.cpus[l.num_cpus++] = c;
-
-  int *ports = xcalloc((size_t)o.tasks, sizeof *ports);
-  int *sockets = xcalloc((size_t)o.tasks, sizeof *sockets);
-  if (o.port_base)
-    for (int i = 0; i < o.tasks; i++) ports[i] = o.port_base + i;
-  else
-    pick_ports(o.host, o.tasks, ports, sockets);
-  char *jobs = jobs_list(o.host, o.tasks, ports);
-  prepare_environment(&o, jobs);
   install_handlers();
+  set_line_hook(progress_line);
 #ifdef PR_SET_CHILD_SUBREAPER
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 #endif
-
-  if (!o.port_base)
-    for (int i = 0; i < o.tasks; i++) close(sockets[i]);  /* just before the tasks start */
-  for (int i = 0; i < o.tasks; i++) {
-    if (start_task(&l, i) && !o.keep_going) break;
-    if (signal_count) break;  /* interrupted while starting: supervise takes them down */
-  }
-  int status = supervise(&l);
-  free(ports);
-  free(sockets);
-  free(jobs);
+  int status = run_tasks(&l);
+  for (int restarts = 0; status == 1 && plan_restart(&l, restarts); restarts++)
+    status = run_tasks(&l);
   free(l.tasks);
   return status;
 }

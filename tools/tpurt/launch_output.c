@@ -15,6 +15,9 @@
 #include "common.h"
 
 static int dest_broken[3];  /* a write to this fd failed: its output is dropped */
+static line_hook hook;
+
+void set_line_hook(line_hook h) { hook = h; }
 
 static void write_all(int fd, const char *p, size_t n) {
   while (n && !dest_broken[fd]) {
@@ -46,7 +49,8 @@ static void emit_lines(int index, out_stream *s, int eof) {
     char *nl = memchr(s->line + start, '\n', s->len - start);
     if (!nl) break;
     size_t end = (size_t)(nl - s->line);
-    emit_line(index, s->dest, s->line + start, end - start);
+    if (!(hook && s->dest == STDOUT_FILENO && hook(index, s->line + start, end - start)))
+      emit_line(index, s->dest, s->line + start, end - start);
     start = end + 1;
   }
   size_t rest = s->len - start;

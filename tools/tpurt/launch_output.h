@@ -16,6 +16,11 @@ typedef struct out_stream {
   size_t len;
 } out_stream;
 
+/* Called with every complete line a task prints on stdout, before it is relayed; a
+ * non-zero return consumes the line (tpurt launch's progress lines, launch.c). */
+typedef int (*line_hook)(int index, const char *text, size_t len);
+void set_line_hook(line_hook hook);
+
 /* One read of s->fd, relaying its complete lines; EOF or an error closes the stream. */
 void read_stream(int index, out_stream *s);
 /* Relays what is left (the unfinished line too) and closes the stream. */
