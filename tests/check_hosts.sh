@@ -4,11 +4,13 @@
 # the machine's own interfaces). Tasks are started by hand in them with DTensor's
 # environment, as on real machines: the demo across 4 hosts, the CTR demo and every
 # collective on 3 (two tasks on one), every collective on 2 hosts (over TCP; of two
-# tasks each, shared memory within a host), shared memory refused across hosts, a kill -9 of a task (of
-# task 0 too, which holds the service), a host unplugged from the bridge (only the
-# heartbeats can tell), and a token-protected join with a wrong and a missing token.
-# Skipped with the reason where `ip netns` is not allowed. Every task is bounded
-# (timeout -s KILL), every wait polled a bounded time.
+# tasks each, shared memory within a host), shared memory refused across hosts, a
+# kill -9 of a task (of task 0 too, which holds the service), an elastic restart by
+# tpurt launch whose tasks are moved into the hosts (tests/check_elastic.sh has the
+# launcher's rules), a host unplugged from the bridge (only the heartbeats can tell),
+# and a token-protected join with a wrong and a missing token. Skipped with the reason
+# where `ip netns` is not allowed. Every task is bounded (timeout), every wait polled a
+# bounded time.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
@@ -204,6 +206,50 @@ for victim in 2 0; do
     ok "kill -9 of task $victim on its host: the 3 tasks on the other hosts end with TPU_UNAVAILABLE naming it, $took ms after the kill"
   else bad "kill -9 of task $victim on its host (exits ${rcs[*]}, ended after $took ms, $named of $survivors named it)" "$out"; fi
 done
+
+# Elastic restart across the hosts: tpurt launch -n 4 --min-tasks 3 --max-restarts 1
+# runs the CTR demo with checkpoints; on_host.sh moves each task into its host (task i
+# of 4 on host i; of 3, on hosts 0, 1 and 3), DTENSOR_JOBS' 127.0.0.1 made each task's
+# address. Task 2 gets kill -9 once the checkpoint of step 40 is saved: the launcher
+# restarts the demo on 3 tasks, away from host 2, from the newest checkpoint, and
+# every task's final check passes.
+cat >"$logs/on_host.sh" <<'HOST'
+#!/usr/bin/env bash
+# on_host.sh PROG ARGS...: runs this launched task in its host's namespace.
+set -u
+hosts_var=HOSTS_OF_$TPURT_LAUNCH_TASKS
+read -r -a map <<<"${!hosts_var}"
+jobs= k=0
+for address in ${DTENSOR_JOBS//,/ }; do
+  jobs+=${jobs:+,}10.77.0.$((map[k] + 1)):${address##*:}
+  k=$((k + 1))
+done
+echo "on host ${map[$DTENSOR_CLIENT_ID]}" >&2
+DTENSOR_JOBS=$jobs exec ip netns exec "$NS_PREFIX${map[$DTENSOR_CLIENT_ID]}" "$@"
+HOST
+ck=$logs/ctr.ck
+NS_PREFIX=$prefix$$-h HOSTS_OF_4="0 1 2 3" HOSTS_OF_3="0 1 3" timeout 150 "$tpurt" launch -n 4 \
+  --cores-per-task 1 --min-tasks 3 --max-restarts 1 --checkpoint-dir "$ck" -- \
+  bash "$logs/on_host.sh" "$tpurt" demo --embedding --batch 240 --steps 200 --checkpoint-every 20 \
+  --checkpoint "$ck" >"$logs/elastic.out" 2>"$logs/elastic.err" &
+launcher=$!
+for ((i = 0; i < 600; i++)); do
+  grep -q '^\[0\] demo: checkpoint of step 40 saved' "$logs/elastic.out" 2>/dev/null && break
+  sleep 0.1
+done
+kill_host_tasks 2
+wait $launcher
+rc=$?
+out=$(cat "$logs/elastic.out" "$logs/elastic.err")
+restart=$(grep -o 'task 2 died (SIGKILL) at step [0-9]*; restarting on 3 tasks from the checkpoint of step [0-9]* (restart 1 of 1)' <<<"$out")
+from=${restart##*checkpoint of step }
+from=${from%% *}
+if [ $rc -eq 0 ] && [ -n "$restart" ] && [ "$from" -ge 40 ] &&
+   grep -q "^\[0\] demo: restored the checkpoint of step $from from " <<<"$out" &&
+   grep -q '^\[2\] on host 3$' <<<"$out" && [ "$(grep -c '^\[[0-2]\] demo: OK$' <<<"$out")" = 3 ] &&
+   [ "$(grep -c 'demo: OK$' <<<"$out")" = 3 ]; then
+  ok "elastic: kill -9 of task 2 of 4 hosts in training; tpurt launch restarts the CTR demo on hosts 0, 1 and 3 from the checkpoint of step $from, every check passes ($(grep -o '[0-9.]* s from the death to the first step after the restore' <<<"$out"))"
+else bad "elastic restart across the hosts (exit $rc)" "$out"; fi
 
 # A host unplugged from the bridge (its port down: no socket closes, no packet
 # arrives): the others name its task from the heartbeats, and it names theirs.
