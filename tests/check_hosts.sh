@@ -210,9 +210,9 @@ done
 # Elastic restart across the hosts: tpurt launch -n 4 --min-tasks 3 --max-restarts 1
 # runs the CTR demo with checkpoints; on_host.sh moves each task into its host (task i
 # of 4 on host i; of 3, on hosts 0, 1 and 3), DTENSOR_JOBS' 127.0.0.1 made each task's
-# address. Task 2 gets kill -9 once the checkpoint of step 40 is saved: the launcher
-# restarts the demo on 3 tasks, away from host 2, from the newest checkpoint, and
-# every task's final check passes.
+# address. Task 2 gets kill -9 once the checkpoint of step 40 is saved (of 400 steps: a
+# faster machine is still training then): the launcher restarts the demo on 3 tasks,
+# away from host 2, from the newest checkpoint, and every task's final check passes.
 cat >"$logs/on_host.sh" <<'HOST'
 #!/usr/bin/env bash
 # on_host.sh PROG ARGS...: runs this launched task in its host's namespace.
@@ -230,7 +230,7 @@ HOST
 ck=$logs/ctr.ck
 NS_PREFIX=$prefix$$-h HOSTS_OF_4="0 1 2 3" HOSTS_OF_3="0 1 3" timeout 150 "$tpurt" launch -n 4 \
   --cores-per-task 1 --min-tasks 3 --max-restarts 1 --checkpoint-dir "$ck" -- \
-  bash "$logs/on_host.sh" "$tpurt" demo --embedding --batch 240 --steps 200 --checkpoint-every 20 \
+  bash "$logs/on_host.sh" "$tpurt" demo --embedding --batch 240 --steps 400 --checkpoint-every 20 \
   --checkpoint "$ck" >"$logs/elastic.out" 2>"$logs/elastic.err" &
 launcher=$!
 for ((i = 0; i < 600; i++)); do
