@@ -370,76 +370,7 @@ if [ $rc -eq 0 ] && every_task_says 2 "soak ok" "$out"; then
   ok "random bytes, a truncated frame and oversized lengths on every port: dropped, the steps go on"
 else bad "garbage on the ports (exit $rc)" "$out"; fi
 
-# Two hosts: network namespaces joined by a veth pair, made (and removed) here. The
-# tasks meet over a real interface; then the link goes down under them, which closes
-# no socket: only the heartbeats can tell, and both sides must.
-ns0=tpurt-test-a-$$ ns1=tpurt-test-b-$$
-cleanup_netns() { ip netns del "$ns0" 2>/dev/null; ip netns del "$ns1" 2>/dev/null; }
-if ip netns add "$ns0" 2>/dev/null && ip netns add "$ns1" 2>/dev/null &&
-   ip link add veth-tpa-$$ netns "$ns0" type veth peer name veth-tpb-$$ netns "$ns1" 2>/dev/null; then
-  trap cleanup_netns EXIT
-  ip -n "$ns0" addr add 192.168.77.1/24 dev veth-tpa-$$
-  ip -n "$ns1" addr add 192.168.77.2/24 dev veth-tpb-$$
-  for ns in "$ns0" "$ns1"; do ip -n "$ns" link set lo up; done
-  ip -n "$ns0" link set veth-tpa-$$ up
-  ip -n "$ns1" link set veth-tpb-$$ up
-  # on_hosts JOBS BOUND "VAR=VALUE..." ARGS...: starts task i of JOBS (host:port, ...) in
-  # the namespace that holds its address, running the worker with ARGS, each bounded by
-  # BOUND seconds; sets pids. on_hosts_wait: their exits in rcs, their logs in out.
-  on_hosts() {
-    local jobs=$1 bound=$2 vars=$3 i=0 address ns
-    shift 3
-    pids=()
-    for address in ${jobs//,/ }; do
-      ns=$ns0; [[ $address == 192.168.77.2:* ]] && ns=$ns1
-      (exec env $vars DTENSOR_JOBS=$jobs DTENSOR_CLIENT_ID=$i \
-         timeout "$bound" ip netns exec "$ns" "$worker" "$@" >"$BUILD/hosts.$i.log" 2>&1) &
-      pids+=($!)
-      i=$((i + 1))
-    done
-  }
-  on_hosts_wait() {
-    local p
-    rcs=()
-    for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
-    out=$(cat "$BUILD"/hosts.*.log)
-    rm -f "$BUILD"/hosts.*.log
-  }
-  jobs=192.168.77.1:29500,192.168.77.2:29500
-  on_hosts $jobs 60 TPURT_NUM_CORES=2 collectives
-  on_hosts_wait
-  if [ "${rcs[*]}" = "0 0" ] && grep -q 'task 0: collectives ok' <<<"$out" && grep -q 'task 1: collectives ok' <<<"$out" &&
-     [ "$(grep -c 'transport tcp (no other task runs on this host)' <<<"$out")" = 2 ]; then
-    ok "two hosts (network namespaces over a veth pair): every collective, over TCP (chosen: another host)"
-  else bad "two hosts (exits ${rcs[*]})" "$out"; fi
-  # Two tasks on each host: shared memory within a host, TCP between, in one step.
-  on_hosts 192.168.77.1:29510,192.168.77.1:29511,192.168.77.2:29510,192.168.77.2:29511 90 \
-    TPURT_NUM_CORES=2 collectives
-  on_hosts_wait
-  if [ "${rcs[*]}" = "0 0 0 0" ] && [ "$(grep -c 'task [0-3]: collectives ok' <<<"$out")" = 4 ] &&
-     grep -q 'task 0: transport shm+tcp (tasks 0, 1 share this host' <<<"$out" &&
-     grep -q 'task 3: transport shm+tcp (tasks 2, 3 share this host' <<<"$out"; then
-    ok "two hosts of two tasks: every collective, shared memory within a host and TCP between"
-  else bad "two hosts of two tasks (exits ${rcs[*]})" "$out"; fi
-  on_hosts $jobs 60 "TPURT_NUM_CORES=1 TPURT_TRANSPORT=shm" init
-  on_hosts_wait
-  if [ "${rcs[*]}" = "3 3" ] && [ "$(grep -c 'init: INVALID_ARGUMENT.*TPURT_TRANSPORT=shm.*another host' <<<"$out")" = 2 ]; then
-    ok "TPURT_TRANSPORT=shm across two hosts: both get TPU_INVALID_ARGUMENT naming the other host"
-  else bad "shm across two hosts (exits ${rcs[*]})" "$out"; fi
-  on_hosts $jobs 60 TPURT_NUM_CORES=1 soak 100000
-  sleep 2
-  ip -n "$ns1" link set veth-tpb-$$ down
-  on_hosts_wait
-  if [ "${rcs[*]}" = "1 1" ] && grep -q 'task 0:.*UNAVAILABLE.*task 1' <<<"$out" &&
-     grep -q 'task 1:.*UNAVAILABLE.*task 0' <<<"$out"; then
-    ok "a host whose link goes down (no socket closes): both sides get TPU_UNAVAILABLE from the heartbeats"
-  else bad "a vanished host (exits ${rcs[*]})" "$out"; fi
-  cleanup_netns
-  trap - EXIT
-else
-  cleanup_netns
-  echo "check_cluster: skipped the two-host tests: cannot make network namespaces here (needs root and ip netns)"
-fi
+# Hosts that are not localhost (network namespaces on a bridge): tests/check_hosts.sh.
 
 shm_after=$(ls -A /dev/shm 2>/dev/null | sort)
 new_entries=$(comm -13 <(printf '%s\n' "$shm_before") <(printf '%s\n' "$shm_after") | grep -v '^$')

@@ -179,7 +179,10 @@ int ClusterCommunicator::shares_with(int rank, const Groups& g, size_t bytes) co
 bool ClusterCommunicator::folds(const Groups* g, const Tensor* x) const {
   // Shared windows' waits and MPI's do not read the peers' frames; windows serve
   // reductions of 128 KiB and more (reduce_staged.cc), where a vote costs nothing.
-  if (g == nullptr || cx_.offload() != nullptr || (cx_.windows() != nullptr && x && x->byte_size >= 128 * 1024))
+  // Only when every peer is in shared memory (as staged::applies asks): a task alone
+  // on its host has no windows, and every task must decide alike.
+  if (g == nullptr || cx_.offload() != nullptr ||
+      (cx_.windows() != nullptr && cx_.transport()->fans_out_cheaply() && x && x->byte_size >= 128 * 1024))
     return false;
   int tasks = 0;
   for (int t = 0; t < cx_.num_tasks(); ++t) tasks += cx_.participants_on(t) > 0;
