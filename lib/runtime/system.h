@@ -37,6 +37,9 @@ class DataConnections;
 namespace net {
 class Transport;
 }
+namespace trace {
+class Recorder;
+}
 
 // The options after defaults and validation.
 struct SystemConfig {
@@ -49,6 +52,7 @@ struct SystemConfig {
   bool close_on_failure = false;
   std::string embedding_config;
   bool private_collective_results = false;
+  std::string trace_path;  // "": no trace (options->trace_path, else TPURT_TRACE)
   int num_tasks = 1;  // tasks of the cluster; each has num_cores cores
   int task_id = 0;
 };
@@ -161,6 +165,8 @@ class System {
   void run_cluster_step(const StepSpec& spec, const int* cores, int cores_per_replica,
                         tpu_tensor** outputs);
   void close(const std::string& why);
+  // Opens the trace config_.trace_path names, if any, and turns the hooks on.
+  void start_trace();
 
   const SystemConfig config_;
   std::shared_ptr<const Topology> topology_;
@@ -197,6 +203,7 @@ class System {
   std::map<std::string, std::string> kv_;
 
   std::unique_ptr<embedding::Engine> embedding_;
+  std::unique_ptr<trace::Recorder> trace_;  // NULL unless tracing (lib/trace/trace.h)
   tpu_system* c_handle_ = nullptr;
 
   Executor executor_;
