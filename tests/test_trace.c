@@ -201,6 +201,10 @@ static void test_trace__late_replica_waits_least(void **state) {
 }
 
 static void test_trace__environment_variable(void **state) {
+  FILE *old = fopen(g_path, "w"); /* what was there goes: the file is truncated */
+  assert_non_null(old);
+  fputs("not a trace {", old);
+  fclose(old);
   setenv("TPURT_TRACE", g_path, 1);
   start(NULL);
   unsetenv("TPURT_TRACE");
