@@ -200,7 +200,7 @@ void Executor::run_participant(Core& core) {
 // False when the stage failed the participant (then it has left already).
 bool Executor::enter_participant(Core& core) {
   clear_last_error();
-  trace::enter(core.ctx.core, core.ctx.participant, core.ctx.replica_id, core.ctx.logical_core);
+  trace::enter(core.ctx.core, core.ctx.participant, core.ctx.replica_id, core.ctx.logical_core, core.ctx.num_cores_per_replica);
   const StepStage* stage = core.run->spec.stage.get();
   if (stage == nullptr) return true;
   StepRun::Slot& slot = core.my_slot();

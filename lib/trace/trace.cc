@@ -153,7 +153,7 @@ void Recorder::end_step(int code, const std::string& message) {
   flush_locked();
 }
 
-void Recorder::enter(int core, int participant, int replica, int logical_core) {
+void Recorder::enter(int core, int participant, int replica, int logical_core, int cores_per_replica) {
   const int tid = participant + 1;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -161,7 +161,7 @@ void Recorder::enter(int core, int participant, int replica, int logical_core) {
     if (!named_[tid]) {
       named_[tid] = true;
       std::string name = "replica " + std::to_string(replica);
-      if (participant != replica || logical_core != 0) name += " core " + std::to_string(logical_core);
+      if (cores_per_replica > 1) name += " core " + std::to_string(logical_core);
       std::fprintf(file_,
                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}"
                    ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
@@ -176,8 +176,9 @@ void Recorder::enter(int core, int participant, int replica, int logical_core) {
   t_state.computation_begin = now_ns();
 }
 
-void enter_slow(int core, int participant, int replica, int logical_core) {
-  if (Recorder* r = g_recorder.load(std::memory_order_acquire)) r->enter(core, participant, replica, logical_core);
+void enter_slow(int core, int participant, int replica, int logical_core, int cores_per_replica) {
+  if (Recorder* r = g_recorder.load(std::memory_order_acquire))
+    r->enter(core, participant, replica, logical_core, cores_per_replica);
 }
 
 void leave_slow() { t_state.buffer.reset(); }

@@ -63,7 +63,7 @@ class Recorder {
 
   // A participant starts on `core` (its thread): later hooks on this thread record
   // as its tid.
-  void enter(int core, int participant, int replica, int logical_core);
+  void enter(int core, int participant, int replica, int logical_core, int cores_per_replica);
   const std::string& transport() const { return transport_; }
   int64_t step() const { return step_; }
 
@@ -91,7 +91,7 @@ class Recorder {
 void install(Recorder* recorder);
 
 // Out-of-line halves of the hooks below.
-void enter_slow(int core, int participant, int replica, int logical_core);
+void enter_slow(int core, int participant, int replica, int logical_core, int cores_per_replica);
 void leave_slow();
 void computation_begins_slow();
 void computation_ends_slow(int status);
@@ -105,8 +105,8 @@ void wait_end(int64_t begin_ns);
 void note_algorithm_slow(const char* algorithm);
 
 // A participant's thread enters and leaves its step.
-inline void enter(int core, int participant, int replica, int logical_core) {
-  if (on()) enter_slow(core, participant, replica, logical_core);
+inline void enter(int core, int participant, int replica, int logical_core, int cores_per_replica) {
+  if (on()) enter_slow(core, participant, replica, logical_core, cores_per_replica);
 }
 inline void leave() {
   if (on()) leave_slow();
