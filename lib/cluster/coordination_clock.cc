@@ -1,6 +1,6 @@
 // The offset of this process's clock from the coordination service's, for traces.
 #include "cluster/coordination_impl.h"
-#include "trace/trace.h"
+#include "core/deadline.h"
 
 namespace tpurt {
 
@@ -16,9 +16,9 @@ int64_t Coordination::clock_offset_ns() {
   // The round trip with the least delay bounds the error best (half of it).
   int64_t best_rtt = INT64_MAX, offset = 0;
   for (int i = 0; i < 5; ++i) {
-    const int64_t sent = trace::now_ns();
+    const int64_t sent = now_ns();
     std::shared_ptr<Pending> p = impl_->request(e, impl_->slack(), "the clock's round trip");
-    const int64_t got = trace::now_ns();
+    const int64_t got = now_ns();
     if (got - sent < best_rtt) {
       best_rtt = got - sent;
       offset = p->clock_ns - (sent + got) / 2;

@@ -1,13 +1,12 @@
 #include "trace/trace.h"
 
-#include <time.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
 #include <utility>
 
+#include "core/deadline.h"
 #include "core/status.h"
 #include "core/tensor.h"  // tpu_tensor::byte_size
 #include "topology/group_assignment.h"
@@ -63,12 +62,6 @@ void push(Event e) {
 }
 
 }  // namespace
-
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 void install(Recorder* recorder) {
   g_recorder.store(recorder, std::memory_order_release);

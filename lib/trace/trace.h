@@ -24,9 +24,6 @@ namespace trace {
 extern bool g_on;
 inline bool on() { return __builtin_expect(g_on, false); }
 
-// CLOCK_MONOTONIC in nanoseconds: the clock of every event and of the service's offsets.
-int64_t now_ns();
-
 struct Event {
   const char* name;      // static: "computation", "all_reduce", ...
   const char* cat;       // static: "compute", "collective", "feed", "embedding"
