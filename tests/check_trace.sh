@@ -12,6 +12,12 @@ fail() { echo "check_trace: $*" >&2; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
+# --- the command -----------------------------------------------------------------
+"$TPURT" trace --help | grep -q '^usage: tpurt trace merge' || fail "tpurt trace --help"
+"$TPURT" --help | grep -q '^  trace ' || fail "tpurt --help does not list trace"
+rc=0; "$TPURT" trace merge "$dir/none.json" >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "merge without -o exited $rc, not 2 (bad usage)"
+
 # --- two tasks --------------------------------------------------------------------
 TPURT_TRACE=$dir/two.json timeout 120 "$TPURT" launch -n 2 -- "$TPURT" demo --mesh 2,2 --steps 3 \
   >"$dir/out" 2>&1 || fail "the traced 2-task demo failed: $(tail -5 "$dir/out")"

@@ -309,6 +309,10 @@ static int cmd_summary(int argc, char **argv) {
 
 static int cmd_trace(int argc, char **argv) {
   if (argc < 2) usage_error("trace", "needs merge or summary");
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    fputs(trace_usage, stdout);
+    return 0;
+  }
   if (!strcmp(argv[1], "merge")) return cmd_merge(argc, argv);
   if (!strcmp(argv[1], "summary")) return cmd_summary(argc, argv);
   usage_error("trace", "'%s' is not merge or summary", argv[1]);
