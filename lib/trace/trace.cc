@@ -14,7 +14,7 @@
 namespace tpurt {
 namespace trace {
 
-bool g_on = false;
+std::atomic<bool> g_on{false};
 
 namespace {
 
@@ -65,7 +65,7 @@ void push(Event e) {
 
 void install(Recorder* recorder) {
   g_recorder.store(recorder, std::memory_order_release);
-  g_on = recorder != nullptr;
+  g_on.store(recorder != nullptr, std::memory_order_relaxed);
 }
 
 std::string Recorder::path_for_task(const std::string& path, int task, int num_tasks) {

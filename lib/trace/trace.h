@@ -6,6 +6,7 @@
 // the hooks below are inline and call out of line only when tracing is on.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -20,9 +21,12 @@ struct tpu_tensor;
 namespace tpurt {
 namespace trace {
 
-// True while a live system traces (set once at init, cleared at shutdown).
-extern bool g_on;
-inline bool on() { return __builtin_expect(g_on, false); }
+// True while a live system traces (set once at init, cleared at shutdown). Atomic so
+// that a late participant reading it at shutdown is no data race; a relaxed load is a
+// plain load.
+// Hidden: a hook reads it straight, not through the GOT.
+extern std::atomic<bool> g_on __attribute__((visibility("hidden")));
+inline bool on() { return __builtin_expect(g_on.load(std::memory_order_relaxed), false); }
 
 struct Event {
   const char* name;      // static: "computation", "all_reduce", ...
