@@ -30,6 +30,7 @@ PKGS=(
   libjansson-dev      "module jansson"                          # TF_CONFIG; the tests' JSON vectors
   libcmocka-dev       "module cmocka"                           # tests
   iproute2            "have ip"                                 # the tests' network namespaces
+  jq                  "have jq"                                 # tests/check_trace.sh reads traces
   # The fuzzers (make fuzz; tests/check_fuzz.sh in make test): clang, and libFuzzer's
   # and the sanitizers' runtime, which clang only recommends
   clang               "have clang && have clang++"
