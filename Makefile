@@ -79,6 +79,8 @@ STLIB := $(BUILD)/lib/libtpurt.a
 
 TOOL_SRCS := $(wildcard tools/tpurt/*.c)
 TOOL := $(BUILD)/bin/tpurt
+# jansson: `tpurt trace` reads traces.
+JANSSON_LIBS := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 TEST_SRCS := $(wildcard tests/test_*.c)
 # C++ tests of internal modules, linked with the static library.
 TEST_CXX_SRCS := $(wildcard tests/test_*.cc)
@@ -156,7 +158,7 @@ $(BUILD)/pkgconfig/%.pc: pkgconfig/%.pc.in include/tpurt/common.h
 tool: $(if $(TOOL_SRCS),$(TOOL))
 $(TOOL): $(TOOL_SRCS) $(wildcard tools/tpurt/*.h) $(BUILD)/lib/libtpurt.so
 	@mkdir -p $(@D)
-	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $(TOOL_SRCS) -ltpurt -lm $(RPATH)
+	$(CC) -Iinclude $(TPURT_CFLAGS) -L$(BUILD)/lib $(TPURT_LDFLAGS) -o $@ $(TOOL_SRCS) -ltpurt -lm $(JANSSON_LIBS) $(RPATH)
 
 tests: $(TEST_BINS) $(BUILD)/tests/cluster_worker $(BUILD)/tests/lifetime_worker $(BUILD)/tests/verdict_worker \
   $(BUILD)/tests/checkpoint_worker

@@ -7,7 +7,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # DESIGN.md's layers, top first (checkpoint: lib/checkpoint, over the runtime and embeddings). The MPI plugin (lib/mpi_plugin) sits on net's floor.
-layers=(capi checkpoint runtime embedding collectives topology cluster net core)
+# lib/trace (traces of steps) sits under the layers whose hooks call it, on topology.
+layers=(capi checkpoint runtime embedding collectives trace topology cluster net core)
 rank() {
   local name=$1 i
   [ "$name" = mpi_plugin ] && name=net

@@ -241,6 +241,7 @@ static void test_contracts__options_fields_keep_their_offsets(void **state) {
   AT(tpu_system_options, embedding_config, 72, 8);
   AT(tpu_system_options, embedding_config_len, 80, 8);
   AT(tpu_system_options, private_collective_results, 88, 4);
+  AT(tpu_system_options, trace_path, 96, 8); /* 1.4 */
 
   AT(tpu_step_options, struct_size, 0, 8);
   AT(tpu_step_options, device_assignment, 8, 8);

@@ -31,6 +31,7 @@ PKGS=(
   libcmocka-dev       "module cmocka"                           # tests
   iproute2            "have ip"                                 # the tests' network namespaces
   gnuplot-nox         "have gnuplot"                            # the README's plot (bench/plot_standing.sh)
+  jq                  "have jq"                                 # tests/check_trace.sh reads traces
   # The fuzzers (make fuzz; tests/check_fuzz.sh in make test): clang, and libFuzzer's
   # and the sanitizers' runtime, which clang only recommends
   clang               "have clang && have clang++"

@@ -25,6 +25,9 @@ type SystemOptions struct {
 	// (the default) pins core N to usable CPU N mod C when cores outnumber the CPUs.
 	// A pool goroutine's thread gets its CPUs back before Go's scheduler has it again.
 	PinThreads ThreadPinning
+	// TracePath names the file that receives a Chrome trace-event trace of every
+	// step (docs/TRACING.md); empty: the environment's TPURT_TRACE, else none.
+	TracePath string
 }
 
 // ThreadPinning is tpu_thread_pinning (tpurt/system.h).
@@ -54,6 +57,7 @@ func (o SystemOptions) raw() RawSystemOptions {
 	r.SetEmbeddingConfig(emb)
 	DeleteByteVector(emb)
 	r.SetPrivateCollectiveResults(o.PrivateCollectiveResults)
+	r.SetTracePath(o.TracePath)
 	return r
 }
 

@@ -23,6 +23,9 @@ class SystemOptions {
   bool closeOnFailure = false;
   std::vector<uint8_t> embeddingConfig;
   bool privateCollectiveResults = false;
+  // (1.4) The file of a Chrome trace-event trace of every step (docs/TRACING.md);
+  // empty: the environment's TPURT_TRACE, else none.
+  std::string tracePath;
   // A C view valid while this object is unchanged.
   const tpu_system_options* toC() const {
     if (meshShape.size() > 4)
@@ -39,6 +42,7 @@ class SystemOptions {
     o.embedding_config = embeddingConfig.empty() ? nullptr : embeddingConfig.data();
     o.embedding_config_len = embeddingConfig.size();
     o.private_collective_results = privateCollectiveResults ? 1 : 0;
+    o.trace_path = tracePath.empty() ? nullptr : tracePath.c_str();
     return &o;
   }
 

@@ -52,10 +52,18 @@ typedef struct tpu_system_options {
    * all-gather or broadcast (copy-on-write, see tensor.h), written once. Nonzero: every member gets a private copy, as before
    * shared results (for comparison; each copy costs a write of the whole result). */
   int private_collective_results;
+  /* (1.4) NULL (default): the environment's TPURT_TRACE, and no trace when it is unset
+   * or empty. Else the file that receives a trace of every step in Chrome's
+   * trace-event JSON (Perfetto and chrome://tracing open it; docs/TRACING.md): one
+   * process per task, one thread per participant. "%t" in the path becomes the task
+   * id; without it, a system of several tasks writes "<stem>.task<T><ext>". The file
+   * is truncated at init (TPU_INVALID_ARGUMENT naming it when it cannot be written)
+   * and complete once the system is shut down. */
+  const char *trace_path;
 } tpu_system_options;
 
 #define TPU_SYSTEM_OPTIONS_INIT \
-  { sizeof(tpu_system_options), 0, {0, 0, 0, 0}, NULL, NULL, 0, 0, 0, NULL, 0, 0 }
+  { sizeof(tpu_system_options), 0, {0, 0, 0, 0}, NULL, NULL, 0, 0, 0, NULL, 0, 0, NULL }
 
 /* Fills *options with the defaults (zeros) and struct_size. For bindings that cannot
  * use the macro. struct_size is the caller's sizeof: at least the first release's

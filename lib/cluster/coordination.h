@@ -97,6 +97,10 @@ class Coordination {
   void kv_set(const std::string& key, const std::string& value);
   std::string kv_get(const std::string& key, int64_t timeout_ms);
   bool kv_try_get(const std::string& key, std::string* value);
+  // What to add to this process's CLOCK_MONOTONIC (now_ns, core/deadline.h) to read the
+  // service's: from the fastest of a few round trips (each bounded like kv_try_get),
+  // as NTP estimates it. Task 0's is 0.
+  int64_t clock_offset_ns();
   void kv_delete(const std::string& key);
   void barrier(const std::string& id, int64_t timeout_ms, const std::vector<int32_t>& tasks);
 

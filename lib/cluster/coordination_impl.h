@@ -49,6 +49,7 @@ struct Pending {
   std::string value;
   bool found = false;
   std::vector<TaskInfo> tasks;
+  int64_t clock_ns = 0;  // the service's clock when it answered
 
   void complete(tpu_status c, std::string m) {
     std::lock_guard<std::mutex> lock(mu);
@@ -281,6 +282,7 @@ struct Coordination::Impl {
         std::lock_guard<std::mutex> lock(p->mu);
         p->value = wire::bytes(r.value);
         p->found = r.found;
+        p->clock_ns = r.clock_ns;
         for (size_t i = 0; i < r.n_tasks; ++i) {
           TaskInfo t;
           t.task_id = r.tasks[i]->task_id;

@@ -112,6 +112,7 @@ void CoordinationService::respond(uint64_t conn, uint64_t seq, tpu_status code,
   r.message = const_cast<char*>(message.c_str());
   if (value) r.value = wire::binary(*value);
   r.found = found;
+  r.clock_ns = now_ns();
   std::vector<Tpurt__Wire__TaskInfo> infos;
   std::vector<Tpurt__Wire__TaskInfo*> ptrs;
   if (with_tasks) {

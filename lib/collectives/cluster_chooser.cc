@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "trace/trace.h"
 
 namespace tpurt {
 namespace {
@@ -52,6 +53,7 @@ const Algorithm& first_applying(const Algorithm (&table)[N], const Args&... args
 void gather_groups(ClusterContext& cx, ClusterCall& call, const Groups& g, size_t bytes, UseRow use) {
   // Small ones over shared memory: every row here at once (a task posts once).
   if (posted::take(cx, bytes)) {
+    trace::note_algorithm("posted gather");
     posted::gather(cx, call, g, bytes, use);
     return;
   }
@@ -59,7 +61,9 @@ void gather_groups(ClusterContext& cx, ClusterCall& call, const Groups& g, size_
   for (int gi = 0; gi < g.num_groups; ++gi) {
     const Row row{g.row(gi), g.size(gi), gi, cx.split(g.row(gi), g.size(gi))};
     if (row.split.mine < 0) continue;
-    first_applying(kGatherers, cx, row, bytes).run(cx, call, row, bytes, inputs.data(), use);
+    const RowGatherer& algorithm = first_applying(kGatherers, cx, row, bytes);
+    trace::note_algorithm(algorithm.name);
+    algorithm.run(cx, call, row, bytes, inputs.data(), use);
   }
 }
 
@@ -67,6 +71,7 @@ void reduce_groups(ClusterContext& cx, ClusterCall& call, const Groups& g, const
                    Deliver deliver) {
   // Small ones over shared memory: every row here at once (a task posts once).
   if (posted::reduce_takes(cx, g, r)) {
+    trace::note_algorithm("posted reduce");
     posted::reduce(cx, call, g, r, deliver);
     return;
   }
@@ -74,6 +79,7 @@ void reduce_groups(ClusterContext& cx, ClusterCall& call, const Groups& g, const
     const Row row{g.row(gi), g.size(gi), gi, cx.split(g.row(gi), g.size(gi))};
     if (row.split.mine < 0) continue;
     const RowReducer& algorithm = first_applying(kReducers, cx, r, row);
+    trace::note_algorithm(algorithm.name);
     if (algorithm.writes_outputs) {
       algorithm.run(cx, call, r, row, nullptr);
       continue;

@@ -16,6 +16,7 @@
 #include "core/tensor_ref.h"
 #include "topology/group_assignment.h"
 #include "topology/group_modes.h"
+#include "trace/trace.h"
 
 namespace tpurt {
 namespace {
@@ -254,6 +255,7 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
     Verdict v;
     if (!folded) {
       try {
+        trace::WaitSpan waiting;  // for the other tasks' ballots
         v = vote(seq, TPU_OK, -1, std::string(), false, with_grace(timeout));
       } catch (const Error& e) {
         v = {e.code(), -1, e.message()};
@@ -298,6 +300,7 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
   }
   // The others wait for the leader, whose vote and exchange are bounded (a deadline
   // each, with grace).
+  trace::note_algorithm("the task's leader's exchange");
   if (!votes()) {
     rv.finish(lr, seq);
     return;
@@ -311,6 +314,7 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
 
 Tensor* ClusterCommunicator::all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
                                         const tpu_group_assignment* groups, bool bf16_wire) {
+  trace::CollectiveSpan span("all_reduce", x, groups);
   if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT)
     return through_bfloat16(x, [&](const Tensor* wire) { return reduce_impl(rank, wire, op, groups, true); });
   return reduce_impl(rank, x, op, groups, false);
@@ -346,6 +350,7 @@ Tensor* ClusterCommunicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_o
 
 Tensor* ClusterCommunicator::reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
                                             const tpu_group_assignment* groups, bool bf16_wire) {
+  trace::CollectiveSpan span("reduce_scatter", x, groups);
   if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT)
     return through_bfloat16(x, [&](const Tensor* wire) { return scatter_impl(rank, wire, op, axis, groups, true); });
   return scatter_impl(rank, x, op, axis, groups, false);
@@ -394,6 +399,7 @@ Tensor* ClusterCommunicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_
 
 Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
                                         const tpu_group_assignment* groups) {
+  trace::CollectiveSpan span("all_gather", x, groups);
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   Descriptor desc;
@@ -430,6 +436,7 @@ Tensor* ClusterCommunicator::all_gather(int rank, const Tensor* x, int axis,
 
 Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_dim, int split_dim,
                                         int split_count, const tpu_group_assignment* groups) {
+  trace::CollectiveSpan span("all_to_all", x, groups);
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   Descriptor desc;
@@ -466,6 +473,7 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
 
 Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const int32_t* pairs,
                                                 int num_pairs) {
+  trace::CollectiveSpan span("collective_permute", x, nullptr);
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   Descriptor desc;
@@ -505,6 +513,7 @@ Tensor* ClusterCommunicator::collective_permute(int rank, const Tensor* x, const
 
 Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
                                        const tpu_group_assignment* groups) {
+  trace::CollectiveSpan span("broadcast", x, groups);
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   Descriptor desc;
@@ -553,6 +562,7 @@ Tensor* ClusterCommunicator::broadcast(int rank, const Tensor* x, int root,
 }
 
 void ClusterCommunicator::barrier(int rank) {
+  trace::CollectiveSpan span("barrier", nullptr, nullptr);
   const int lr = local_rank(rank);
   Descriptor desc;
   guard(lr, rank, [&] {

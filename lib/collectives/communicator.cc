@@ -25,6 +25,7 @@
 #include "core/tensor_ref.h"
 #include "topology/group_assignment.h"
 #include "topology/group_modes.h"
+#include "trace/trace.h"
 
 namespace tpurt {
 namespace {
@@ -241,6 +242,7 @@ void Communicator::join_result(const GroupInfo& g, bool shared, uint64_t seq, Te
 
 Tensor* Communicator::all_reduce(int rank, const Tensor* x, tpu_reduce_op op,
                                  const tpu_group_assignment* groups, bool bf16_wire) {
+  trace::CollectiveSpan span("all_reduce", x, groups);
   if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT)
     return through_bfloat16(x, [&](const Tensor* wire) { return reduce_impl(rank, wire, op, groups, true); });
   return reduce_impl(rank, x, op, groups, false);
@@ -313,6 +315,7 @@ Tensor* Communicator::reduce_impl(int rank, const Tensor* x, tpu_reduce_op op,
 
 Tensor* Communicator::all_gather(int rank, const Tensor* x, int axis,
                                  const tpu_group_assignment* groups) {
+  trace::CollectiveSpan span("all_gather", x, groups);
   Descriptor desc;
   GroupInfo g;
   int a = 0;
@@ -361,6 +364,7 @@ Tensor* Communicator::all_gather(int rank, const Tensor* x, int axis,
 
 Tensor* Communicator::reduce_scatter(int rank, const Tensor* x, tpu_reduce_op op, int axis,
                                      const tpu_group_assignment* groups, bool bf16_wire) {
+  trace::CollectiveSpan span("reduce_scatter", x, groups);
   if (bf16_wire && x != nullptr && x->dtype == TPU_FLOAT)
     return through_bfloat16(x, [&](const Tensor* wire) { return scatter_impl(rank, wire, op, axis, groups, true); });
   return scatter_impl(rank, x, op, axis, groups, false);
@@ -409,6 +413,7 @@ Tensor* Communicator::scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, 
 
 Tensor* Communicator::all_to_all(int rank, const Tensor* x, int concat_dim, int split_dim,
                                  int split_count, const tpu_group_assignment* groups) {
+  trace::CollectiveSpan span("all_to_all", x, groups);
   Descriptor desc;
   GroupInfo g;
   int c = 0, s = 0;
@@ -439,6 +444,7 @@ Tensor* Communicator::all_to_all(int rank, const Tensor* x, int concat_dim, int 
 
 Tensor* Communicator::collective_permute(int rank, const Tensor* x, const int32_t* pairs,
                                          int num_pairs) {
+  trace::CollectiveSpan span("collective_permute", x, nullptr);
   Descriptor desc;
   GroupInfo g;
   int source = -1;
@@ -463,6 +469,7 @@ Tensor* Communicator::collective_permute(int rank, const Tensor* x, const int32_
 
 Tensor* Communicator::broadcast(int rank, const Tensor* x, int root,
                                 const tpu_group_assignment* groups) {
+  trace::CollectiveSpan span("broadcast", x, groups);
   Descriptor desc;
   GroupInfo g;
   PublishedTensor out{rv_.get(), rank};
@@ -496,6 +503,7 @@ Tensor* Communicator::broadcast(int rank, const Tensor* x, int root,
 }
 
 void Communicator::barrier(int rank) {
+  trace::CollectiveSpan span("barrier", nullptr, nullptr);
   Descriptor desc;
   GroupInfo g;
   check_local(rank, [&] { setup(rank, CollectiveKind::kBarrier, nullptr, nullptr, &desc, &g); });

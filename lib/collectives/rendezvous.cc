@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "trace/trace.h"
 
 namespace tpurt {
 
@@ -308,6 +309,7 @@ void Rendezvous::wait_all(int rank, uint64_t seq, Phase phase, int64_t bound_ms)
 }
 
 void Rendezvous::arrive_and_check(int rank, uint64_t seq) {
+  trace::WaitSpan waiting;  // for the others to arrive
   if (failed_.load(std::memory_order_acquire)) throw_failure(rank);
   if (size_ == 1) {  // nobody to meet or wake: a task with one replica of a cluster
     Line& line = slots_[rank].line[seq & 1];

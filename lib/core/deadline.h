@@ -21,6 +21,12 @@ namespace tpurt {
 
 using Clock = std::chrono::steady_clock;
 
+// Clock (CLOCK_MONOTONIC on Linux) in nanoseconds: traces and the coordination
+// service's clock offsets.
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 constexpr Clock::time_point kNever = Clock::time_point::max();
 
 // from + timeout_ms, or kNever when timeout_ms < 0 or the sum would overflow.

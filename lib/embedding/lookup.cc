@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "embedding/exchange.h"
 #include "embedding/step_state.h"
+#include "trace/trace.h"
 
 namespace tpurt {
 namespace embedding {
@@ -56,6 +57,7 @@ void Engine::combine(const FeatureInput& in, const FeatureSpec& f, const float* 
 
 void Engine::recv_activations(const Caller& caller, Communicator& comm, tpu_tensor** out,
                               int num_activations) {
+  trace::Span span("embedding lookup", "embedding");
   ParticipantStep& st = step_of(caller);
   StepState& step = *caller.step;
   const int nf = static_cast<int>(config_->features.size());

@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "embedding/exchange.h"
 #include "embedding/step_state.h"
+#include "trace/trace.h"
 
 namespace tpurt {
 namespace embedding {
@@ -30,6 +31,7 @@ const char* mode_name(tpu_embedding_mode m) {
 
 void Engine::send_gradients(const Caller& caller, Communicator& comm, tpu_tensor* const* gradients,
                             int num_gradients, const float* learning_rates, int num_learning_rates) {
+  trace::Span span("embedding update", "embedding");
   ParticipantStep& st = step_of(caller);
   StepState& step = *caller.step;
   const int nf = static_cast<int>(config_->features.size());

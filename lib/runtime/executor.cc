@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "runtime/replica_context.h"
 #include "topology/group_modes.h"
+#include "trace/trace.h"
 
 namespace tpurt {
 namespace {
@@ -199,23 +200,27 @@ void Executor::run_participant(Core& core) {
 // False when the stage failed the participant (then it has left already).
 bool Executor::enter_participant(Core& core) {
   clear_last_error();
+  trace::enter(core.ctx.core, core.ctx.participant, core.ctx.replica_id, core.ctx.logical_core, core.ctx.num_cores_per_replica);
   const StepStage* stage = core.run->spec.stage.get();
   if (stage == nullptr) return true;
   StepRun::Slot& slot = core.my_slot();
   slot.call_inputs.assign(slot.inputs.begin(), slot.inputs.end());
   const tpu_status status = stage->before(&core.ctx, &slot.call_inputs);
+  trace::computation_begins();
   if (status == TPU_OK) return true;
   leave_participant(core, status);
   return false;
 }
 
 void Executor::leave_participant(Core& core, tpu_status status) {
+  trace::computation_ends(status);
   tpu_replica_context& ctx = core.ctx;
   StepRun& run = *core.run;
   StepRun::Slot& slot = core.my_slot();
   if (const StepStage* stage = run.spec.stage.get())
     status = stage->after(&ctx, status, &slot.call_inputs, slot.inputs.size(), slot.outputs.data(),
                           static_cast<int>(slot.outputs.size()));
+  trace::leave();
   if (!move_core(core.state, kRunning, kDone)) {
     finish_late(core);
     return;

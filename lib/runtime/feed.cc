@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/wait.h"
 #include "runtime/system.h"
+#include "trace/trace.h"
 
 namespace tpurt {
 namespace {
@@ -153,6 +154,7 @@ void FeedQueue::wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const Co
                      int replica, bool enqueue) {
   const char* what = enqueue ? "enqueue" : "dequeue";
   if (ready()) return;
+  trace::Span span(enqueue ? "outfeed wait" : "infeed wait", "feed");  // a participant's only
   // A replica's wait has its step's deadline (tpu_step_options); the host's the system's.
   const int64_t timeout_ms = step ? step->step_timeout_ms() : system_->config().collective_timeout_ms;
   const auto deadline = deadline_after(timeout_ms);

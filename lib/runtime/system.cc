@@ -20,6 +20,7 @@
 #include "topology/embedding_config.h"
 #include "topology/group_modes.h"
 #include "topology/topology.h"
+#include "trace/trace.h"
 
 namespace tpurt {
 namespace {
@@ -93,6 +94,8 @@ SystemConfig resolve_system_options(const tpu_system_options* options) {
   c.close_on_failure = o.close_on_failure != 0;
   // Fields past the first release's struct are read only if the caller's struct has them.
   c.private_collective_results = o.private_collective_results != 0;
+  if (o.trace_path != nullptr) c.trace_path = o.trace_path;
+  else if (const char* env = std::getenv("TPURT_TRACE")) c.trace_path = env;
 
   if (o.embedding_config_len > 0) {
     if (o.embedding_config == nullptr)
@@ -129,6 +132,14 @@ System::System(SystemConfig config)
 }
 
 System::~System() = default;
+
+void System::start_trace() {
+  if (config_.trace_path.empty()) return;
+  const int64_t offset = coordination_ ? coordination_->clock_offset_ns() : 0;
+  trace_.reset(new trace::Recorder(config_.trace_path, task_id(), num_tasks(), offset, transport_name_,
+                                   config_.num_cores));
+  trace::install(trace_.get());
+}
 
 // Tasks stack along x: each task's cores are a contiguous block of the mesh, in task
 // order, laid out inside the block as a one-task system's are.
@@ -177,6 +188,7 @@ std::shared_ptr<System> System::launch(SystemConfig config, const ClusterSetup* 
     try {
       system->executor_.start(system);
       system->host_.start(system);
+      system->start_trace();
     } catch (...) {
       system->executor_.stop();
       system->host_.stop();
@@ -273,6 +285,7 @@ void System::shutdown() {
     state_.store(kShutDown, std::memory_order_release);
     executor_.stop();
     host_.stop();
+    if (trace_) trace::install(nullptr), trace_.reset();  // the file is complete
     // Peers in a step with this task hear at once why it will not come, rather than
     // at their deadline or the shutdown barrier's.
     if (transport_)
@@ -401,13 +414,16 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
   StepSpec step = spec;
   if (embedding_) step.embedding = embedding_->begin_step(participant_task_, local_participants_, cores_per_replica);
   StepResult result;
+  if (trace_) trace_->begin_step();
   try {
     result = executor_.run(step, cores, cores_per_replica, communicator(participants, cores_per_replica), outputs);
   } catch (...) {  // nothing ran (a core still late): the tables are as they were
     if (step.embedding) embedding_->end_step(*step.embedding, false, false);
+    if (trace_) trace_->end_step(TPU_UNAVAILABLE, "the step did not start: a core still runs a late computation");
     throw;
   }
   if (step.embedding) embedding_->end_step(*step.embedding, result.code == TPU_OK, result.late);
+  if (trace_) trace_->end_step(result.code, result.message);
   if (result.code == TPU_OK) return;
   if (result.late) comms_[participants].reset();  // the late participants hold it
   if (config_.close_on_failure) close(result.message);
@@ -421,6 +437,7 @@ void System::run_step(const StepSpec& spec, const DeviceAssignment* device_assig
 void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_per_replica,
                               tpu_tensor** outputs) {
   transport_->begin_step(++step_number_);
+  if (trace_) trace_->begin_step();
   if (!cluster_comm_ || cluster_comm_->task_of_participant() != participant_task_ ||
       cluster_comm_->cores_per_replica() != cores_per_replica)
     cluster_comm_ = std::make_shared<ClusterCommunicator>(
@@ -455,6 +472,7 @@ void System::run_cluster_step(const StepSpec& spec, const int* cores, int cores_
   }
   // Every task now knows the step's one outcome: each applies its rows' gradients or none.
   if (step.embedding) embedding_->end_step(*step.embedding, result.code == TPU_OK, result.late);
+  if (trace_) trace_->end_step(result.code, result.message);
   if (result.code == TPU_OK) return;
   if (config_.close_on_failure) close(result.message);
   throw Error(result.code, result.message);

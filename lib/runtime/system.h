@@ -37,6 +37,9 @@ class DataConnections;
 namespace net {
 class Transport;
 }
+namespace trace {
+class Recorder;
+}
 
 // The options after defaults and validation.
 struct SystemConfig {
@@ -49,6 +52,7 @@ struct SystemConfig {
   bool close_on_failure = false;
   std::string embedding_config;
   bool private_collective_results = false;
+  std::string trace_path;  // "": no trace (options->trace_path, else TPURT_TRACE)
   int num_tasks = 1;  // tasks of the cluster; each has num_cores cores
   int task_id = 0;
 };
@@ -169,6 +173,8 @@ class System {
                         tpu_tensor** outputs);
   void close(const std::string& why);
   void internal_kv_set_unchecked(const std::string& key, const std::string& value);
+  // Opens the trace config_.trace_path names, if any, and turns the hooks on.
+  void start_trace();
 
   const SystemConfig config_;
   std::shared_ptr<const Topology> topology_;
@@ -206,6 +212,7 @@ class System {
 
   std::unique_ptr<embedding::Engine> embedding_;
   std::atomic<uint64_t> checkpoint_calls_{0};
+  std::unique_ptr<trace::Recorder> trace_;  // NULL unless tracing (lib/trace/trace.h)
   tpu_system* c_handle_ = nullptr;
 
   Executor executor_;

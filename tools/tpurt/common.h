@@ -42,7 +42,7 @@ typedef struct tool_command {
   int (*run)(int argc, char **argv);
 } tool_command;
 
-extern const tool_command info_command, bench_command, demo_command, launch_command;
+extern const tool_command info_command, bench_command, demo_command, launch_command, trace_command;
 
 /* Prints "tpurt <command>: <message> (see tpurt <command> --help)" to stderr and
  * exits EXIT_USAGE. */

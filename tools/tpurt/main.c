@@ -5,7 +5,7 @@
 #include "common.h"
 
 static const tool_command *const commands[] = {&info_command, &bench_command, &demo_command,
-                                               &launch_command};
+                                               &launch_command, &trace_command};
 #define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void print_overview(FILE *out) {

@@ -121,6 +121,31 @@ public class ClusterTests {
   }
 
   [Test]
+  public void TracePathWritesATraceOfEveryStep() {
+    string path = System.IO.Path.Combine(System.IO.Path.GetTempPath(), "tpurt-cs-trace-" + Guid.NewGuid() + ".json");
+    try {
+      using (var options = new SystemOptions { NumCores = 2, TracePath = path })
+      using (TpuSystem system = new TpuSystem(options)) {
+        Assert.AreEqual(path, options.TracePath);
+        tpu.replicate(x => new[] { tpu.cross_replica_sum(x[0]) },
+                      Enumerable.Range(0, 2).Select(i => new[] { Tensor.Of(new float[] { i }) }).ToList(),
+                      num_outputs: 1, system: system);
+        system.Shutdown(); // the file is complete
+      }
+      string trace = System.IO.File.ReadAllText(path);
+      StringAssert.StartsWith("[", trace);
+      StringAssert.Contains("\"name\":\"all_reduce\"", trace);
+      StringAssert.Contains("\"name\":\"replica 1\"", trace);
+      StringAssert.Contains("\"verdict\":\"OK\"", trace);
+    } finally {
+      System.IO.File.Delete(path);
+    }
+    using (var options = new SystemOptions { NumCores = 2, TracePath = "/nonexistent-dir/t.json" })
+      StringAssert.Contains("/nonexistent-dir/t.json",
+                            Assert.Throws<InvalidArgumentError>(() => new TpuSystem(options).Dispose()).Message);
+  }
+
+  [Test]
   public void TransportOfAOneTaskSystem() {
     using (TpuSystem system = tpu.initialize_tpu_system(num_cores: 2)) {
       Assert.AreEqual("none", system.Transport());

@@ -306,6 +306,42 @@ public class SupportLayerTest {
     withoutSharedSystem(SupportLayerTest::stepOptionsAndSystemOptionsBody);
   }
 
+  @Test
+  public void tracePathWritesATraceOfEveryStep() throws Exception {
+    withoutSharedSystem(SupportLayerTest::tracePathBody);
+  }
+
+  private static void tracePathBody() {
+    java.nio.file.Path path = null;
+    try {
+      path = java.nio.file.Files.createTempFile("tpurt-java-trace", ".json");
+      SystemOptions o = new SystemOptions();
+      o.setNumCores(2);
+      o.setTracePath(path.toString());
+      assertEquals(path.toString(), o.getTracePath());
+      try (TpuSystem s2 = new TpuSystem(o)) {
+        s2.shutdown(); // a system without steps: its trace holds the task and its steps row
+      }
+      String trace = new String(java.nio.file.Files.readAllBytes(path), java.nio.charset.StandardCharsets.UTF_8);
+      assertTrue(trace, trace.startsWith("["));
+      assertTrue(trace, trace.contains("\"name\":\"process_name\""));
+      assertTrue(trace, trace.trim().endsWith("]"));
+      SystemOptions bad = new SystemOptions();
+      bad.setNumCores(2);
+      bad.setTracePath("/nonexistent-dir/t.json");
+      try {
+        new TpuSystem(bad).close();
+        fail("an unwritable trace path was accepted");
+      } catch (InvalidArgumentError e) {
+        assertTrue(e.getMessage(), e.getMessage().contains("/nonexistent-dir/t.json"));
+      }
+    } catch (java.io.IOException e) {
+      throw new AssertionError(e);
+    } finally {
+      if (path != null) path.toFile().delete();
+    }
+  }
+
   private static void stepOptionsAndSystemOptionsBody() {
     StepOptions s = new StepOptions();
     s.setPaddingSpec(PaddingSpec.PowerOfTwo);
