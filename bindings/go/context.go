@@ -11,6 +11,11 @@ import (
 type Context struct {
 	raw    RawReplicaContext
 	failed TpurtStatus // set by Fail: the status the director returns
+	// The participant's replica and logical core when the pool's join gave them (a
+	// computation asks for them often; each cgo call costs the step on 2 CPUs 4x).
+	ids     bool
+	replica int
+	logical int
 	// Tensors the context handed out (collective results); closed when the
 	// computation returns, so their buffers go back to the library's cache at once
 	// instead of at the next GC. An output keeps its own reference.
@@ -22,7 +27,12 @@ type Context struct {
 type Computation func(ctx *Context, inputs []*Tensor) ([]*Tensor, error)
 
 // ReplicaID is this replica's index in [0, NumReplicas).
-func (c *Context) ReplicaID() int { return c.raw.ReplicaId() }
+func (c *Context) ReplicaID() int {
+	if c.ids {
+		return c.replica
+	}
+	return c.raw.ReplicaId()
+}
 
 // NumReplicas is the number of replicas in the step.
 func (c *Context) NumReplicas() int { return c.raw.NumReplicas() }
@@ -36,7 +46,12 @@ func (c *Context) NumCoresPerReplica() int { return c.raw.NumCoresPerReplica() }
 // LogicalCore is this computation's core within its replica, in
 // [0, NumCoresPerReplica()): XLA's partition id, the n of tf.tpu.core(n). With k cores
 // per replica the computation runs once per (replica, logical core).
-func (c *Context) LogicalCore() int { return c.raw.LogicalCore() }
+func (c *Context) LogicalCore() int {
+	if c.ids {
+		return c.logical
+	}
+	return c.raw.LogicalCore()
+}
 
 // OnLogicalCore runs fn only on logical core n of each replica ("this part runs on
 // core n", as a tf.tpu.core(n) device scope) and returns its error; the other cores
@@ -516,13 +531,13 @@ type computation struct {
 // Run is called on a worker thread (the callback mode); no panic may leave it (C
 // frames are above).
 func (d *computation) Run(rc RawReplicaContext) TpurtStatus {
-	return runComputation(d.fn, rc, rc.NumInputs(), rc.NumOutputs())
+	return runComputation(d.fn, &Context{raw: rc}, rc.NumInputs(), rc.NumOutputs())
 }
 
-// runComputation runs fn as one participant on rc (numInputs inputs, numOutputs
-// outputs) and returns its status; an error or a panic fails it through rc.
-func runComputation(fn Computation, rc RawReplicaContext, numInputs, numOutputs int) (status TpurtStatus) {
-	ctx := &Context{raw: rc}
+// runComputation runs fn as one participant on ctx (numInputs inputs, numOutputs
+// outputs) and returns its status; an error or a panic fails it through ctx.
+func runComputation(fn Computation, ctx *Context, numInputs, numOutputs int) (status TpurtStatus) {
+	rc := ctx.raw
 	defer func() { ctx.raw = nil }() // rc dies with this call: a kept ctx must not reach it
 	fail := func(err error) TpurtStatus {
 		code, msg := codeOf(err)

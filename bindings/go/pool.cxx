@@ -64,6 +64,8 @@ extern "C" void tpurtgo_next(uintptr_t seat, int status, tpurtgo_turn* out) {
   out->key = s->key();
   out->num_inputs = s->numInputs();
   out->num_outputs = s->numOutputs();
+  out->replica_id = s->context().replicaId();
+  out->logical_core = s->context().logicalCore();
 }
 
 extern "C" void tpurtgo_abandon(uintptr_t seat, int code, const char* message) {

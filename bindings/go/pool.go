@@ -24,8 +24,10 @@ type pool struct {
 	native C.uintptr_t // the tpurt::ReplicaPool*
 	cores  int
 
-	mu    sync.Mutex
-	steps map[int64]Computation // by the key a step's caller passes as user data
+	mu sync.Mutex
+	// The steps' computations by the key a step's caller passes as user data: read by
+	// every participant at once, without a lock.
+	steps sync.Map
 	// tids are the OS threads serving each core (what tests check computations on).
 	tids []int
 	closed bool // guarded by mu: close freed the native pool
@@ -45,7 +47,7 @@ func newPool(system uintptr, cores int) (*pool, error) {
 	if native == 0 {
 		return nil, newError(Code(code), "%s", C.GoString(&message[0]))
 	}
-	p := &pool{native: native, cores: cores, steps: map[int64]Computation{}, tids: make([]int, cores),
+	p := &pool{native: native, cores: cores, tids: make([]int, cores),
 		endedCores: make([]C.int, cores)}
 	raiseProcs(cores)
 	for c := 0; c < cores; c++ {
@@ -62,20 +64,14 @@ func (p *pool) start(core int) {
 // register makes fn findable by the step's participants until the returned func runs.
 func (p *pool) register(fn Computation) (int64, func()) {
 	key := atomic.AddInt64(&nextStepKey, 1)
-	p.mu.Lock()
-	p.steps[key] = fn
-	p.mu.Unlock()
-	return key, func() {
-		p.mu.Lock()
-		delete(p.steps, key)
-		p.mu.Unlock()
-	}
+	p.steps.Store(key, fn)
+	return key, func() { p.steps.Delete(key) }
 }
 
 func (p *pool) lookup(key int64) Computation {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.steps[key]
+	fn, _ := p.steps.Load(key)
+	c, _ := fn.(Computation)
+	return c
 }
 
 // serve is one core's goroutine: one cgo call per participant leaves the last one
@@ -132,7 +128,8 @@ func (p *pool) run(core int, seat C.uintptr_t, turn *C.tpurtgo_turn, status *C.i
 			return nil, newError(CodeInternal, "the step's computation is gone (its caller has returned)")
 		}
 	}
-	*status = C.int(runComputation(fn, rc, int(turn.num_inputs), int(turn.num_outputs)))
+	ctx := &Context{raw: rc, ids: true, replica: int(turn.replica_id), logical: int(turn.logical_core)}
+	*status = C.int(runComputation(fn, ctx, int(turn.num_inputs), int(turn.num_outputs)))
 	return true
 }
 

@@ -12,6 +12,7 @@ typedef struct tpurtgo_turn {
   uintptr_t ctx;
   int64_t key;
   int num_inputs, num_outputs;
+  int replica_id, logical_core; /* the participant's, so Go asks no cgo call for them */
 } tpurtgo_turn;
 /* A pool over `cores` cores of the system (0, and *code and message set, on failure). */
 uintptr_t tpurtgo_pool_new(uintptr_t system, int cores, int* code, char* message, int capacity);
