@@ -2,15 +2,15 @@ package tpurt
 
 import "time"
 
-// Whole-system checkpoints (include/tpurt/checkpoint.h): SaveCheckpoint and
-// RestoreCheckpoint are collectives over every task of the system; a checkpoint holds
+// Whole-system checkpoints (include/tpurt/checkpoint.h): CheckpointSave and
+// CheckpointRestore are collectives over every task of the system; a checkpoint holds
 // every embedding table's rows and optimizer slots, named dense tensors (task 0's) and
 // the step.
 
 // CheckpointOptions: zero values are the defaults.
 type CheckpointOptions struct {
 	Timeout time.Duration // 0: the system's collective timeout; the wait for the other tasks
-	Keep    int           // SaveCheckpoint: the newest complete checkpoints kept; 0 keeps all
+	Keep    int           // CheckpointSave: the newest complete checkpoints kept; 0 keeps all
 }
 
 func (o CheckpointOptions) raw() RawCheckpointOptions {
@@ -20,9 +20,9 @@ func (o CheckpointOptions) raw() RawCheckpointOptions {
 	return r
 }
 
-// SaveCheckpoint saves the tables and tensors (by name; nil: none; task 0's are
+// CheckpointSave saves the tables and tensors (by name; nil: none; task 0's are
 // written) as dir's checkpoint step, and returns when it is complete on every task.
-func (s *System) SaveCheckpoint(dir string, step int64, tensors map[string]*Tensor, opts CheckpointOptions) error {
+func (s *System) CheckpointSave(dir string, step int64, tensors map[string]*Tensor, opts CheckpointOptions) error {
 	raw, err := s.handle()
 	if err != nil {
 		return err
@@ -44,16 +44,16 @@ func (s *System) SaveCheckpoint(dir string, step int64, tensors map[string]*Tens
 	return try0(func() { RawCheckpointSave(raw, dir, step, names, v, o) })
 }
 
-// LatestCheckpoint is the step of dir's newest complete checkpoint; ErrNotFound when
+// CheckpointLatest is the step of dir's newest complete checkpoint; ErrNotFound when
 // it holds none.
-func LatestCheckpoint(dir string) (int64, error) {
+func CheckpointLatest(dir string) (int64, error) {
 	return try(func() int64 { return RawCheckpointLatest(dir) })
 }
 
-// RestoreCheckpoint restores dir's checkpoint step (-1: the newest complete one) into
+// CheckpointRestore restores dir's checkpoint step (-1: the newest complete one) into
 // the tables and returns its step and the tensors named (the caller's to Close). When
 // it fails nothing is loaded on any task.
-func (s *System) RestoreCheckpoint(dir string, step int64, tensorNames []string, opts CheckpointOptions) (int64, map[string]*Tensor, error) {
+func (s *System) CheckpointRestore(dir string, step int64, tensorNames []string, opts CheckpointOptions) (int64, map[string]*Tensor, error) {
 	raw, err := s.handle()
 	if err != nil {
 		return 0, nil, err

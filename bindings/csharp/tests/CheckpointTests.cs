@@ -48,6 +48,14 @@ public class CheckpointTests {
       s.SaveCheckpoint(dir, 13, null, options);
       Assert.AreEqual(13, Checkpoint.Latest(dir));
       Assert.IsFalse(Directory.Exists(Path.Combine(dir, "ckpt-12")));
+      // The support layer's functions themselves, under SaveCheckpoint and the others.
+      using (var none = new StringVector())
+      using (var empty = new TensorVector()) {
+        TpurtNative.CheckpointSave(s, dir, 14, none, empty, new CheckpointOptions());
+        Assert.AreEqual(14, TpurtNative.CheckpointLatest(dir));
+        using (RestoredCheckpoint r = TpurtNative.CheckpointRestore(s, dir, -1, none, new CheckpointOptions()))
+          Assert.AreEqual(14, r.Step);
+      }
     }
   }
 }

@@ -94,6 +94,10 @@ public class CheckpointTest {
       try (Checkpoints.Restored r = Checkpoints.restore(s, d, 13, options)) {
         assertEquals(13, r.step);
       }
+      // The support layer's functions themselves, under Checkpoints.
+      tpurt.checkpointSave(s, d, 14, new StringVector(), new TensorVector(), new CheckpointOptions());
+      assertEquals(14, tpurt.checkpointLatest(d));
+      assertEquals(14, tpurt.checkpointRestore(s, d, -1, new StringVector(), new CheckpointOptions()).getStep());
     } finally {
       s.close();
     }
