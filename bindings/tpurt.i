@@ -140,6 +140,7 @@ static std::string tpurt_python_error() {
 %include "support/context.hpp"
 %include "support/step.hpp"
 %include "support/system.hpp"
+%include "support/checkpoint.hpp"
 
 %template(TensorVector) std::vector<tpurt::Tensor>;
 %template(ShapeVector) std::vector<tpurt::Shape>;

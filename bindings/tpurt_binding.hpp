@@ -28,5 +28,6 @@
 #include "support/context.hpp"    // ReplicaContext (collectives), HostComputation, HostTensorComputation
 #include "support/step.hpp"       // Computation, JoinedStep
 #include "support/system.hpp"     // TpuSystem
+#include "support/checkpoint.hpp" // CheckpointOptions, checkpointSave, checkpointLatest, checkpointRestore
 
 #endif  // TPURT_BINDING_HPP

@@ -9,7 +9,8 @@ public final class TestMain {
   public static void main(String[] args) {
     Result result = new JUnitCore().run(TpurtTest.class, ErrorsTest.class, ClusterTest.class, ComputationThreadTest.class,
         SeedSurfaceTest.class, OutsideCompilationTest.class, ModelParallelTest.class,
-        EmbeddingTest.class, ReplicaThreadsTest.class, StepJoinCancelTest.class, SupportLayerTest.class);
+        EmbeddingTest.class, ReplicaThreadsTest.class, StepJoinCancelTest.class, SupportLayerTest.class,
+        CheckpointTest.class);
     for (Failure f : result.getFailures()) {
       System.out.println("FAILED " + f.getTestHeader() + ": " + f.getMessage());
       System.out.println(f.getTrace());
