@@ -1,4 +1,4 @@
-/* tpurt/checkpoint.h (1.5): checkpoints of the whole system.
+/* tpurt/checkpoint.h (1.4): checkpoints of the whole system.
  *
  * A checkpoint holds every embedding table's rows and optimizer slots (embedding.h),
  * the named dense tensors the caller hands in (replicated weights: task 0's copy is
@@ -46,7 +46,7 @@ typedef struct tpu_checkpoint_options {
 
 #define TPU_CHECKPOINT_OPTIONS_INIT { sizeof(tpu_checkpoint_options), 0, 0 }
 
-/* Fills *options with the defaults (zeros) and struct_size (at least the 1.5 size:
+/* Fills *options with the defaults (zeros) and struct_size (at least the 1.4 size:
  * TPU_INVALID_ARGUMENT naming it otherwise). */
 TPU_API tpu_status tpu_checkpoint_options_init(tpu_checkpoint_options *options,
                                                size_t struct_size);
