@@ -41,6 +41,15 @@ static=$(nm --defined-only "$lib/libtpurt.a" 2>/dev/null | awk '$2 == "T" {print
 missing_static=$(comm -23 <(echo "$declared") <(echo "$static"))
 [ -z "$missing_static" ] || err "declared but not defined in libtpurt.a:"$'\n'"$missing_static"
 
+# The Debian symbols file names every export (a new one without its line makes make deb
+# fail lintian): add " tpu_new@Base <version>" to packaging/debian/libtpurt1.symbols.
+symbols_file=packaging/debian/libtpurt1.symbols
+listed=$(awk '/^ / { sub(/@.*/, "", $1); print $1 }' "$symbols_file" | sort -u)
+unlisted=$(comm -23 <(echo "$declared") <(echo "$listed"))
+[ -z "$unlisted" ] || err "exported but not in $symbols_file:"$'\n'"$unlisted"
+stale=$(comm -13 <(echo "$declared") <(echo "$listed"))
+[ -z "$stale" ] || err "in $symbols_file but not exported:"$'\n'"$stale"
+
 [ "$failed" -eq 0 ] &&
   echo "check_symbols: SONAME $soname, symlinks and libtpurt.a OK;" \
        "$(wc -l <<<"$declared") tpu_* functions exported, nothing else"
