@@ -318,7 +318,9 @@ static void test_checkpoint__refusals(void **state) {
   CHECK(latest == 3);
 
   /* Another configuration, each difference named. */
-  CHECK_OK(tpu_checkpoint_save(s, g_dir, 10, &name, (tpu_tensor *[]){tensor_of(TPU_FLOAT, d, 1, w)}, 1, NULL));
+  t = tensor_of(TPU_FLOAT, d, 1, w);
+  CHECK_OK(tpu_checkpoint_save(s, g_dir, 10, &name, &t, 1, NULL));
+  tpu_tensor_release(t);
   s = start_with(2, 4, 23, ADAM, "DIV_DEFAULT");
   fill_random(s);
   expect_refused(s, 10, TPU_FAILED_PRECONDITION, "table 'ta' has dimension 3, the system's 4");
