@@ -268,10 +268,16 @@ if [ $rc -eq 0 ] && every_task_says 3 "fail ok" &&
    ! grep -q 'MPI_Abort' <<<"$out"; then
   ok "a replica's failure on task 1 before an MPI_Iallreduce: the vote gives every task its error first; no abort"
 else bad "a failing replica over MPI, MPI_Iallreduce (exit $rc)" "$out"; fi
+# (Tasks that learn of the failure from task 1's end before they start the collective
+# do not start it: on a loaded host every task may, and the step ends cleanly there.)
 novote mpi 3 1 90 fail 1
 if [ $rc -ne 0 ] && grep -q 'task [02]: fail of task 1: DATA_LOSS.*injected failure' <<<"$out" &&
    grep -q "tpurt: task [02]: MPI_Abort.*$abort_note" <<<"$out"; then
   ok "without the vote, a replica's failure on task 1 while the others are in MPI_Iallreduce: its error, then MPI_Abort"
+elif [ $rc -eq 0 ] && every_task_says 3 "fail ok" &&
+   [ "$(grep -c 'task [02]: fail of task 1: DATA_LOSS.*injected failure' <<<"$out")" = 2 ] &&
+   ! grep -q 'MPI_Abort' <<<"$out"; then
+  ok "without the vote, a replica's failure on task 1 reached the others before their MPI_Iallreduce: its error everywhere, no abort"
 else bad "without the vote, a failing replica over MPI, MPI_Iallreduce (exit $rc)" "$out"; fi
 
 # The same in an offloaded reduce-scatter (MPI_Ireduce_scatter_block, one member per
