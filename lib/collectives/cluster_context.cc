@@ -14,6 +14,7 @@ namespace {
 // two streams per task instead of two per peer, which crowd the CPUs and the caches.
 // Not over shared memory, where every ring is copied at once: 8 tasks at 1 MiB took
 // 730-770 us at once against 860-960 us in rounds (tpurt bench --tasks 8 --transport shm).
+// Nor over TCP (tcp_transport.h says why): the transport decides.
 constexpr uint64_t kRoundsBytes = 256 * 1024;
 
 }  // namespace
@@ -67,7 +68,7 @@ void ClusterContext::exchange(ClusterCall& call, std::vector<net::Send>& sends,
                               std::vector<net::Recv>& recvs, const std::vector<int>* tasks) {
   uint64_t total = 0;
   for (const net::Send& s : sends) total += s.bytes;
-  if (tasks == nullptr || tasks->size() <= 2 || total <= kRoundsBytes || transport_->fans_out_cheaply()) {
+  if (tasks == nullptr || tasks->size() <= 2 || total <= kRoundsBytes || !transport_->large_exchanges_in_rounds()) {
     exchange_once(call, sends, recvs);
     return;
   }

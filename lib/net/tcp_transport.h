@@ -37,6 +37,11 @@ class TcpTransport : public StreamTransport {
   // missing tasks.
   void wait_connected(int64_t timeout_ms);
 
+  // Every peer at once: when tasks outnumber CPUs (4 on 2) or other work takes them,
+  // a round waits for its one peer to be scheduled, while at once any running peer's
+  // bytes move. 4 tasks, 16 MiB, under load 12-17: faster in 13 of 16 alternated rounds.
+  bool large_exchanges_in_rounds() const override { return false; }
+
  protected:
   // Sleeps in poll() on the peers' sockets and the interrupt eventfd until one is
   // ready or `until`.

@@ -119,6 +119,9 @@ class Transport {
   // memory), so that small gathers need no rounds of log2(tasks) exchanges and large
   // transfers no rounds of one peer each.
   virtual bool fans_out_cheaply() const { return false; }
+  // Whether a large exchange with several peers goes in rounds of one peer each way
+  // (fewer streams at once) rather than with every peer at once.
+  virtual bool large_exchanges_in_rounds() const { return !fans_out_cheaply(); }
 
   // Marks the cluster failed: later calls throw TPU_UNAVAILABLE with this message.
   virtual void fail(const std::string& message) = 0;
