@@ -373,8 +373,8 @@ else bad "garbage on the ports (exit $rc)" "$out"; fi
 # Hosts that are not localhost (network namespaces on a bridge): tests/check_hosts.sh.
 
 shm_after=$(ls -A /dev/shm 2>/dev/null | sort)
-# Open MPI's own segments (vader_segment.*) come and go with any mpirun on the machine.
-new_entries=$(comm -13 <(printf '%s\n' "$shm_before") <(printf '%s\n' "$shm_after") | grep -v -e '^$' -e '^vader_segment\.')
+# Open MPI's segments (vader_segment.*) and mono's (mono.*) come and go with other programs on the machine.
+new_entries=$(comm -13 <(printf '%s\n' "$shm_before") <(printf '%s\n' "$shm_after") | grep -v -e '^$' -e '^vader_segment\.' -e '^mono\.')
 if [ -z "$new_entries" ]; then ok "nothing left in /dev/shm by any run, kill -9 included"
 else bad "entries left in /dev/shm" "$new_entries"; fi
 
