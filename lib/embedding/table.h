@@ -33,6 +33,8 @@ class TableStorage {
     return data_.get() + (index(r) * num_variables_ + variable) * dim_;
   }
   int num_variables() const { return num_variables_; }
+  // All of a row's variables: num_variables() x dimension() floats from row(0, r).
+  size_t span_floats() const { return static_cast<size_t>(num_variables_) * dim_; }
   int dimension() const { return dim_; }
 
  private:
