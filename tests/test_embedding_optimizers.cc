@@ -741,6 +741,7 @@ float engine_grad(int step, int replica, int j) { return grad_at(2 * step + repl
 
 struct EngineStep {
   int step = 0;
+  bool fail_after_send = false;  // the computation fails after its updates are made
 };
 
 tpu_status engine_computation(tpu_replica_context* ctx, tpu_tensor* const*, int, tpu_tensor**, int, void* ud) {
@@ -768,6 +769,7 @@ tpu_status engine_computation(tpu_replica_context* ctx, tpu_tensor* const*, int,
   if ((st = tpu_tensor_create(TPU_FLOAT, dims, 2, g, sizeof g, &gradient)) != TPU_OK) return st;
   st = tpu_embedding_send_gradients(ctx, &gradient, 1, nullptr, 0);
   tpu_tensor_release(gradient);
+  if (st == TPU_OK && static_cast<EngineStep*>(ud)->fail_after_send && replica == 1) return TPU_DATA_LOSS;
   return st;
 }
 
@@ -835,6 +837,10 @@ void check_engine(const char* what, const Params& p) {
                  p.lr.constant, scratch.data());
     }
   }
+  // A step that fails after the rows were updated in place puts every variable of
+  // them back (a row's variables lie side by side in the table: all of them, no more).
+  step.fail_after_send = true;
+  CHECK(tpu_replicate(system, engine_computation, &step, 2, 0, nullptr, 0, nullptr, nullptr) == TPU_DATA_LOSS);
   for (int v = 0; v < nv; ++v) {
     std::vector<float> got(kRows * kWidth);
     size_t count = 0;

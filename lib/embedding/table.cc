@@ -53,7 +53,7 @@ float* allocate_zeroed(int64_t count, size_t* mapped_bytes) {
 
 TableStorage::TableStorage(const TableSpec& spec, int64_t first_shard, int64_t num_shards)
     : spec_(&spec), first_shard_(first_shard), num_shards_(num_shards),
-      mod_(spec.shards.mod()), dim_(spec.dimension) {
+      mod_(spec.shards.mod()), dim_(spec.dimension), data_(nullptr, FreeDeleter{}) {
   const ShardMap& m = spec.shards;
   int64_t rows = 0;
   if (mod_) {
@@ -71,15 +71,20 @@ TableStorage::TableStorage(const TableSpec& spec, int64_t first_shard, int64_t n
     fail(TPU_RESOURCE_EXHAUSTED, "embedding table '", spec.name, "' needs ", total, " bytes on this task (",
          rows, " rows of ", dim_, " floats, ", variables, " variables), more than the machine's ",
          physical_bytes(), " bytes of memory");
+  num_variables_ = variables;
+  size_t mapped = 0;
+  float* p = allocate_zeroed(rows * dim_ * variables, &mapped);
+  if (p == nullptr)
+    fail(TPU_RESOURCE_EXHAUSTED, "embedding table '", spec.name, "' needs ", total,
+         " bytes on this task and their allocation failed");
+  data_ = std::unique_ptr<float[], FreeDeleter>(p, FreeDeleter{mapped});
   const std::vector<float>& initial = spec.optimizer->slot_initial_values();
-  for (int v = 0; v < variables; ++v) {
-    size_t mapped = 0;
-    float* p = allocate_zeroed(rows * dim_, &mapped);
-    if (p == nullptr)
-      fail(TPU_RESOURCE_EXHAUSTED, "embedding table '", spec.name, "' needs ", total,
-           " bytes on this task and the allocation of ", bytes_per_variable, " failed");
-    vars_.emplace_back(p, FreeDeleter{mapped});
-    if (v > 0 && initial[v - 1] != 0) std::fill(p, p + rows * dim_, initial[v - 1]);
+  for (int v = 1; v < variables; ++v) {
+    if (initial[v - 1] == 0) continue;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* at = p + (r * variables + v) * dim_;
+      std::fill(at, at + dim_, initial[v - 1]);
+    }
   }
 }
 

@@ -1,5 +1,7 @@
 // One table's rows and slot variables on this task: the shards of the task's cores,
-// allocated once, at init.
+// allocated once, at init. A row's variables lie side by side (parameters, then each
+// slot: nv x dim floats a row): an update reads and writes them all, and one contiguous
+// span of a row costs fewer DRAM pages and lets the hardware prefetcher follow.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +28,13 @@ class TableStorage {
     return s >= first_shard_ && s < first_shard_ + num_shards_;
   }
   // Variable 0 is the parameters, 1.. the slots. The row must be held here.
-  float* row(int variable, int64_t r) { return vars_[variable].get() + index(r) * dim_; }
-  const float* row(int variable, int64_t r) const { return vars_[variable].get() + index(r) * dim_; }
-  int num_variables() const { return static_cast<int>(vars_.size()); }
+  float* row(int variable, int64_t r) { return data_.get() + (index(r) * num_variables_ + variable) * dim_; }
+  const float* row(int variable, int64_t r) const {
+    return data_.get() + (index(r) * num_variables_ + variable) * dim_;
+  }
+  int num_variables() const { return num_variables_; }
+  // All of a row's variables: num_variables() x dimension() floats from row(0, r).
+  size_t span_floats() const { return static_cast<size_t>(num_variables_) * dim_; }
   int dimension() const { return dim_; }
 
  private:
@@ -48,8 +54,9 @@ class TableStorage {
   int64_t first_shard_, num_shards_;
   bool mod_;
   int dim_;
+  int num_variables_;
   int64_t first_row_ = 0;  // DIV: the first row held here
-  std::vector<std::unique_ptr<float[], FreeDeleter>> vars_;
+  std::unique_ptr<float[], FreeDeleter> data_;
 };
 
 }  // namespace embedding

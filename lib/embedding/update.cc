@@ -286,18 +286,18 @@ void Engine::update_rows(StepState& step, int me, ParticipantStep& st) {
     const float lr = opt.dynamic_tag() >= 0 ? st.learning_rates[opt.dynamic_tag()] : opt.constant_learning_rate();
     TableStorage& s = *storage_[t];
     const int nv = s.num_variables();
+    const size_t span = s.span_floats();  // a row's variables, side by side
     std::vector<float>& old = st.undo_values[t];  // only grows: each row's copy overwrites
-    if (old.size() < rows.size() * nv * dim) old.resize(rows.size() * nv * dim);
+    if (old.size() < rows.size() * span) old.resize(rows.size() * span);
     st.scratch.resize(dim);
     float* slots[kMaxVariables];
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (i + kPrefetchAhead < rows.size())
-        for (int k = 0; k < nv; ++k) prefetch_row(s.row(k, rows[i + kPrefetchAhead]), dim);
-      float* keep = old.data() + i * nv * dim;
-      for (int k = 0; k < nv; ++k) std::memcpy(keep + k * dim, s.row(k, rows[i]), dim * sizeof(float));
+      if (i + kPrefetchAhead < rows.size()) prefetch_row(s.row(0, rows[i + kPrefetchAhead]), static_cast<int>(span));
+      float* w = s.row(0, rows[i]);
+      std::memcpy(old.data() + i * span, w, span * sizeof(float));
       st.undo_count[t] = i + 1;
-      for (int k = 1; k < nv; ++k) slots[k - 1] = s.row(k, rows[i]);
-      opt.apply(s.row(0, rows[i]), slots, sums.data() + i * dim, dim, lr, st.scratch.data());
+      for (int k = 1; k < nv; ++k) slots[k - 1] = w + k * dim;
+      opt.apply(w, slots, sums.data() + i * dim, dim, lr, st.scratch.data());
     }
   }
 }
@@ -349,12 +349,10 @@ void Engine::end_step(StepState& step, bool succeeded, bool late) {
 void Engine::restore(ParticipantStep& st) {
   for (size_t t = 0; t < config_->tables.size(); ++t) {
     TableStorage& s = *storage_[t];
-    const int dim = config_->tables[t].dimension, nv = s.num_variables();
+    const size_t span = s.span_floats();
     const std::vector<int64_t>& rows = st.undo_rows[t];
-    for (size_t i = 0; i < st.undo_count[t]; ++i) {
-      const float* keep = st.undo_values[t].data() + i * nv * dim;
-      for (int k = 0; k < nv; ++k) std::memcpy(s.row(k, rows[i]), keep + k * dim, dim * sizeof(float));
-    }
+    for (size_t i = 0; i < st.undo_count[t]; ++i)
+      std::memcpy(s.row(0, rows[i]), st.undo_values[t].data() + i * span, span * sizeof(float));
     st.undo_count[t] = 0;
   }
 }

@@ -115,6 +115,12 @@ tpu_status bench_count_wrong(const bench_config *cfg, const bench_data *data, in
 /* Reference measurements: memcpy bandwidth in GB/s (bytes read + written), and the
  * empty replicated step. */
 double bench_memcpy_bandwidth(void);
+/* The same copy as short runs beside other work: buffers of 64 MiB touched once at
+ * creation; a run is the best of `copies` copies, in GB/s. */
+typedef struct bench_memcpy_probe bench_memcpy_probe;
+bench_memcpy_probe *bench_memcpy_probe_new(void);
+double bench_memcpy_probe_run(bench_memcpy_probe *p, int copies);
+void bench_memcpy_probe_free(bench_memcpy_probe *p);
 /* The meeting floor: us per barrier of `threads` bare threads waiting as tpurt does
  * (bench_floor.c), or a negative value if it could not be measured. */
 double bench_meeting_floor_us(int threads);

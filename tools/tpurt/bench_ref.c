@@ -11,24 +11,48 @@
 #define STEP_WARMUP 200
 #define STEP_DEFAULT 2000
 
-double bench_memcpy_bandwidth(void) {
-  unsigned char *src = xcalloc(MEMCPY_BYTES, 1), *dst = xcalloc(MEMCPY_BYTES, 1);
+struct bench_memcpy_probe {
+  unsigned char *src, *dst;
+  unsigned rep;
+};
+
+bench_memcpy_probe *bench_memcpy_probe_new(void) {
+  bench_memcpy_probe *p = xcalloc(1, sizeof *p);
+  p->src = xcalloc(MEMCPY_BYTES, 1);
+  p->dst = xcalloc(MEMCPY_BYTES, 1);
   /* Touch every page first so the timed copies measure memory, not page faults. */
-  memset(src, 1, MEMCPY_BYTES);
-  memset(dst, 0, MEMCPY_BYTES);
+  memset(p->src, 1, MEMCPY_BYTES);
+  memset(p->dst, 0, MEMCPY_BYTES);
+  return p;
+}
+
+double bench_memcpy_probe_run(bench_memcpy_probe *p, int copies) {
   double best = 1e30;
   volatile unsigned char sink = 0;
-  for (int rep = 0; rep <= MEMCPY_REPS; rep++) {  /* rep 0 warms up */
+  for (int c = 0; c < copies; c++) {
     double t0 = now_seconds();
-    memcpy(dst, src, MEMCPY_BYTES);
+    memcpy(p->dst, p->src, MEMCPY_BYTES);
     double t = now_seconds() - t0;
-    sink ^= dst[(size_t)rep * 4096];  /* keeps the copy observable */
-    if (rep > 0 && t < best) best = t;
+    sink ^= p->dst[(size_t)(p->rep++ % 4096) * 4096];  /* keeps the copy observable */
+    if (t < best) best = t;
   }
   (void)sink;
-  free(src);
-  free(dst);
   return 2.0 * (double)MEMCPY_BYTES / best / 1e9;
+}
+
+void bench_memcpy_probe_free(bench_memcpy_probe *p) {
+  if (!p) return;
+  free(p->src);
+  free(p->dst);
+  free(p);
+}
+
+double bench_memcpy_bandwidth(void) {
+  bench_memcpy_probe *p = bench_memcpy_probe_new();
+  bench_memcpy_probe_run(p, 1);  /* warms up */
+  double gbps = bench_memcpy_probe_run(p, MEMCPY_REPS);
+  bench_memcpy_probe_free(p);
+  return gbps;
 }
 
 static tpu_status empty_computation(tpu_replica_context *ctx, tpu_tensor *const *inputs,
