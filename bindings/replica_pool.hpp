@@ -254,6 +254,39 @@ class ReplicaPool {
   std::shared_ptr<State> state_;
 };
 
+// A replicate step of `key` with the default options but the collectives' timeout, on
+// the threads that joined the cores (the pool's): a plain step of a binding in one
+// native call, with no SWIG vectors or options to build. inputs are numReplicas *
+// numInputs tensors; outputs get numReplicas * numOutputs new Tensors, and nothing on
+// failure, when the thread's last error (tpu_last_error) says why.
+inline tpu_status replicate_joined(tpu_system* system, int64_t key, int numReplicas, int numInputs,
+                                   Tensor* const* inputs, int numOutputs, Tensor** outputs,
+                                   int64_t collectiveTimeoutMs) {
+  if (numReplicas < 0 || numInputs < 0 || numOutputs < 0)
+    return tpu_set_last_error(TPU_INVALID_ARGUMENT, ("a step of " + std::to_string(numReplicas) + " replicas, " +
+                                                     std::to_string(numInputs) + " inputs and " +
+                                                     std::to_string(numOutputs) + " outputs each")
+                                                        .c_str());
+  const size_t nin = static_cast<size_t>(numReplicas) * static_cast<size_t>(numInputs);
+  const size_t nout = static_cast<size_t>(numReplicas) * static_cast<size_t>(numOutputs);
+  // A step of a few tensors keeps their handles on the stack: no allocation.
+  constexpr size_t kSmall = 64;
+  tpu_tensor* small[2 * kSmall];
+  std::vector<tpu_tensor*> big(nin <= kSmall && nout <= kSmall ? 0 : nin + nout);
+  tpu_tensor** in = big.empty() ? small : big.data();
+  tpu_tensor** out = big.empty() ? small + kSmall : big.data() + nin;
+  for (size_t i = 0; i < nin; ++i) in[i] = inputs[i]->handleOrNull();
+  std::fill(out, out + nout, nullptr);
+  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+  o.collective_timeout_ms = collectiveTimeoutMs;
+  o.caller_threads = 1;
+  const tpu_status st = tpu_replicate(system, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(key)),
+                                      numReplicas, numInputs, in, numOutputs, out, &o);
+  if (st != TPU_OK) return st;
+  for (size_t i = 0; i < nout; ++i) outputs[i] = new Tensor(out[i]);
+  return TPU_OK;
+}
+
 }  // namespace tpurt
 
 #endif  // TPURT_BINDING_REPLICA_POOL_HPP
