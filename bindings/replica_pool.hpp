@@ -91,7 +91,7 @@ class ReplicaPool {
       // the participant (the step reports it).
       tpu_step_leave(j_.ctx, static_cast<tpu_status>(status), outputs_.data(), static_cast<int>(outputs_.size()));
       std::fill(outputs_.begin(), outputs_.end(), nullptr);
-      state_->running.fetch_sub(1, std::memory_order_relaxed);
+      state_->core[core_].running.fetch_sub(1, std::memory_order_relaxed);
     }
 
     int join() {
@@ -100,7 +100,7 @@ class ReplicaPool {
       for (;;) {
         // Dekker with stop(): either this thread sees `stopping`, or stop() sees it
         // joining and cancels the core (no lock on the step's path).
-        s.joining[core_].store(1, std::memory_order_seq_cst);
+        s.core[core_].joining.store(1, std::memory_order_seq_cst);
         if (s.stopping.load(std::memory_order_seq_cst)) {
           s.left_join(core_);
           return kStop;
@@ -115,7 +115,7 @@ class ReplicaPool {
             outputs_.assign(n, nullptr);
             context_ = ReplicaContext(j_.ctx, j_.inputs, j_.num_inputs, outputs_.data(), static_cast<int>(n));
             joined_ = true;
-            s.running.fetch_add(1, std::memory_order_relaxed);
+            s.core[core_].running.fetch_add(1, std::memory_order_relaxed);
             return kRun;
           }
           case TPU_CANCELLED:  // stop() cancelled it, or a shutdown woke it
@@ -184,14 +184,18 @@ class ReplicaPool {
     if (s.stopped.load()) return;
     s.stop_all();
     for (int c = 0; c < s.cores; ++c)
-      if (s.joining[c].load(std::memory_order_seq_cst)) tpu_step_join_cancel(s.system, c);
+      if (s.core[c].joining.load(std::memory_order_seq_cst)) tpu_step_join_cancel(s.system, c);
     std::unique_lock<std::mutex> lock(s.mu);
     s.changed.wait(lock, [&] { return s.none_joining(); });
     s.stopped.store(true);
   }
   bool stopping() const { return state_->stopping.load(); }
   // Threads inside a computation (a late participant of a failed step, say).
-  int running() const { return state_->running.load(std::memory_order_relaxed); }
+  int running() const {
+    int n = 0;
+    for (int c = 0; c < state_->cores; ++c) n += state_->core[c].running.load(std::memory_order_relaxed);
+    return n;
+  }
 
   // Before each step: the first error of the threads that ended on an unexpected join
   // status since the last call (code 0: none), and the cores whose thread the language
@@ -220,7 +224,7 @@ class ReplicaPool {
   };
   struct State {
     State(tpu_system* system, int cores)
-        : system(system), cores(cores), joining(new std::atomic<int>[cores > 0 ? cores : 1]()) {}
+        : system(system), cores(cores), core(new Core[cores > 0 ? cores : 1]) {}
     // The pool is over: stop() called, or a shutdown ended a join (the handle stays
     // valid until the language's close, which calls stop()).
     void stop_all() {
@@ -228,8 +232,8 @@ class ReplicaPool {
       std::lock_guard<std::mutex> lock(mu);
       changed.notify_all();
     }
-    void left_join(int core) {
-      joining[core].store(0, std::memory_order_seq_cst);
+    void left_join(int c) {
+      core[c].joining.store(0, std::memory_order_seq_cst);
       if (stopping.load(std::memory_order_seq_cst)) {
         std::lock_guard<std::mutex> lock(mu);
         changed.notify_all();
@@ -237,14 +241,19 @@ class ReplicaPool {
     }
     bool none_joining() const {
       for (int c = 0; c < cores; ++c)
-        if (joining[c].load(std::memory_order_seq_cst)) return false;
+        if (core[c].joining.load(std::memory_order_seq_cst)) return false;
       return true;
     }
     tpu_system* const system;
     const int cores;
-    std::unique_ptr<std::atomic<int>[]> joining;  // per core: its thread is in tpu_step_join
+    // Per core, written by its thread on every step, each on a cache line of its own
+    // (shared lines and a pool-wide counter bounced between the CPUs every step).
+    struct alignas(64) Core {
+      std::atomic<int> joining{0};  // its thread is in tpu_step_join
+      std::atomic<int> running{0};  // its threads inside a computation
+    };
+    std::unique_ptr<Core[]> core;
     std::atomic<bool> stopping{false}, stopped{false};
-    std::atomic<int> running{0};  // threads inside a computation
     std::atomic<bool> any_ended{false};  // `ended` is not empty
     std::mutex mu;                // for `changed` and `ended`
     std::condition_variable changed;
@@ -253,6 +262,39 @@ class ReplicaPool {
 
   std::shared_ptr<State> state_;
 };
+
+// A replicate step of `key` with the default options but the collectives' timeout, on
+// the threads that joined the cores (the pool's): a plain step of a binding in one
+// native call, with no SWIG vectors or options to build. inputs are numReplicas *
+// numInputs tensors; outputs get numReplicas * numOutputs new Tensors, and nothing on
+// failure, when the thread's last error (tpu_last_error) says why.
+inline tpu_status replicate_joined(tpu_system* system, int64_t key, int numReplicas, int numInputs,
+                                   Tensor* const* inputs, int numOutputs, Tensor** outputs,
+                                   int64_t collectiveTimeoutMs) {
+  if (numReplicas < 0 || numInputs < 0 || numOutputs < 0)
+    return tpu_set_last_error(TPU_INVALID_ARGUMENT, ("a step of " + std::to_string(numReplicas) + " replicas, " +
+                                                     std::to_string(numInputs) + " inputs and " +
+                                                     std::to_string(numOutputs) + " outputs each")
+                                                        .c_str());
+  const size_t nin = static_cast<size_t>(numReplicas) * static_cast<size_t>(numInputs);
+  const size_t nout = static_cast<size_t>(numReplicas) * static_cast<size_t>(numOutputs);
+  // A step of a few tensors keeps their handles on the stack: no allocation.
+  constexpr size_t kSmall = 64;
+  tpu_tensor* small[2 * kSmall];
+  std::vector<tpu_tensor*> big(nin <= kSmall && nout <= kSmall ? 0 : nin + nout);
+  tpu_tensor** in = big.empty() ? small : big.data();
+  tpu_tensor** out = big.empty() ? small + kSmall : big.data() + nin;
+  for (size_t i = 0; i < nin; ++i) in[i] = inputs[i]->handleOrNull();
+  std::fill(out, out + nout, nullptr);
+  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+  o.collective_timeout_ms = collectiveTimeoutMs;
+  o.caller_threads = 1;
+  const tpu_status st = tpu_replicate(system, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(key)),
+                                      numReplicas, numInputs, in, numOutputs, out, &o);
+  if (st != TPU_OK) return st;
+  for (size_t i = 0; i < nout; ++i) outputs[i] = new Tensor(out[i]);
+  return TPU_OK;
+}
 
 }  // namespace tpurt
 

@@ -280,6 +280,55 @@ void test_replica_pool__arguments(void**) {
   }
 }
 
+// tpurt::replicate_joined, the bindings' one-call plain step: the same outputs as
+// tpu_replicate's caller-threads step, no pool thread left inside a computation, and
+// its failures named: a core no thread serves, and counts that cannot be a step.
+void test_replica_pool__replicate_joined_is_the_plain_step(void**) {
+  g_sys = start_system(TPU_PIN_NEVER);
+  Threads t;
+  tpurt::ReplicaPool pool(g_sys, kCores);
+  t.pool = &pool;
+  start_threads(&t, kCores - 1);  // core 3 first: its participant never starts
+  std::vector<tpurt::Tensor> in;
+  for (int r = 0; r < kCores; ++r) {
+    const float v = 0.1f * static_cast<float>(r + 1);
+    const int64_t dims[1] = {1};
+    tpu_tensor* h = nullptr;
+    CHECK_OK(tpu_tensor_create(TPU_FLOAT, dims, 1, &v, sizeof v, &h));
+    in.emplace_back(h);
+  }
+  std::vector<tpurt::Tensor*> in_ptrs;
+  for (tpurt::Tensor& x : in) in_ptrs.push_back(&x);
+  tpurt::Tensor* out[kCores] = {nullptr};
+  assert_int_equal(tpurt::replicate_joined(g_sys, kKey, kCores, 1, in_ptrs.data(), 1, out, 200), TPU_DEADLINE_EXCEEDED);
+  assert_non_null(strstr(tpu_last_error(), "replica 3 (core 3) never started"));
+  for (tpurt::Tensor* o : out) assert_null(o);
+  t.threads.emplace_back(serve, &t, kCores - 1);
+  // The general step's sum, bit for bit (0.1 + 0.2 + 0.3 + 0.4 in the library's order).
+  tpu_tensor* general[kCores] = {nullptr};
+  std::vector<tpu_tensor*> handles = tpurt::Tensor::handles(in);
+  tpu_step_options o = TPU_STEP_OPTIONS_INIT;
+  o.caller_threads = 1;
+  CHECK_OK(tpu_replicate(g_sys, nullptr, reinterpret_cast<void*>(static_cast<intptr_t>(kKey)), kCores, 1,
+                         handles.data(), 1, general, &o));
+  CHECK_OK(tpurt::replicate_joined(g_sys, kKey, kCores, 1, in_ptrs.data(), 1, out, 0));
+  for (int r = 0; r < kCores; ++r) {
+    const void *a = nullptr, *b = nullptr;
+    CHECK_OK(tpu_tensor_data(general[r], &a));
+    assert_non_null(out[r]);
+    CHECK_OK(tpu_tensor_data(out[r]->handleOrNull(), &b));
+    assert_memory_equal(a, b, sizeof(float));
+    tpu_tensor_release(general[r]);
+    delete out[r];
+  }
+  assert_int_equal(pool.running(), 0);
+  assert_int_equal(tpurt::replicate_joined(g_sys, kKey, -1, 1, in_ptrs.data(), 1, out, 0), TPU_INVALID_ARGUMENT);
+  assert_non_null(strstr(tpu_last_error(), "a step of -1 replicas, 1 inputs and 1 outputs each"));
+  pool.stop();
+  join_threads(&t);
+  assert_int_equal(t.wrong_key.load(), 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -291,6 +340,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test_teardown(test_replica_pool__a_join_error_ends_the_thread_and_is_reported_once, teardown),
       cmocka_unit_test_teardown(test_replica_pool__a_thread_gets_its_cpus_back, teardown),
       cmocka_unit_test_teardown(test_replica_pool__arguments, teardown),
+      cmocka_unit_test_teardown(test_replica_pool__replicate_joined_is_the_plain_step, teardown),
   };
   return RUN_TESTS(argc, argv, tests, nullptr, nullptr);
 }

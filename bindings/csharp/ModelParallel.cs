@@ -6,7 +6,13 @@ namespace Tpurt {
 
 public partial class ReplicaContext {
   // The logical core within the replica: XLA's partition id, tpu.core(n)'s n.
-  public int LogicalCore { get { return GetLogicalCore(); } }
+  public int LogicalCore { get { return joinedLogicalCore >= 0 ? joinedLogicalCore : GetLogicalCore(); } }
+  // This replica's index in [0, NumReplicas()).
+  public int ReplicaId() { return joinedReplicaId >= 0 ? joinedReplicaId : GetReplicaId(); }
+
+  // The participant's ids from the pool's join (ReplicaPool.Serve sets them for the
+  // participant and clears them after): -1 asks the native context.
+  internal int joinedReplicaId = -1, joinedLogicalCore = -1;
 
   // Runs `body` on logical core n of every replica (the other cores skip it) and says
   // whether it ran here. Every participant of a step makes the same sequence of

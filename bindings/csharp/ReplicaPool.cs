@@ -4,7 +4,6 @@
 // is then a callback from a foreign thread into Mono (a director upcall and its
 // proxies per replica). TpuSystem.UseCallbacks = true runs steps the old way.
 using System;
-using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Runtime.InteropServices;
 using System.Threading;
@@ -104,22 +103,30 @@ public partial class TpuSystem {
 internal sealed class ReplicaPool {
   const string ThreadName = "tpurt replica core ";
 
-  static readonly ConcurrentDictionary<long, Entry> steps = new ConcurrentDictionary<long, Entry>();
+  // The steps registered, key k in slot k mod Slots: a participant finds its body with
+  // one volatile read (a ConcurrentDictionary's lookup, add and remove cost more than
+  // the rest of the registry's work per step).
+  const int Slots = 64; // steps at once in the process (callers waiting for a step lock too)
+  static readonly Entry[] steps = new Entry[Slots];
   static long nextKey;
 
   sealed class Entry {
+    internal long key;
     internal ReplicaComputation body;
     internal TpuSystem system;
   }
 
   // The step's key (its tpu_joined_step.user_data), registered while its call runs.
   internal static long Register(ReplicaComputation computation, TpuSystem system) {
-    long key = Interlocked.Increment(ref nextKey);
-    steps[key] = new Entry { body = computation, system = system };
-    return key;
+    var entry = new Entry { body = computation, system = system };
+    for (;;) {
+      entry.key = Interlocked.Increment(ref nextKey);
+      if (Interlocked.CompareExchange(ref steps[entry.key % Slots], entry, null) == null) return entry.key;
+      Thread.Yield(); // the slot is another step's: try the next key
+    }
   }
   internal static void Unregister(long key) {
-    steps.TryRemove(key, out Entry _);
+    Volatile.Write(ref steps[key % Slots], null);
   }
 
   readonly HandleRef native; // the support layer's tpurt::TpuSystem*
@@ -184,9 +191,11 @@ internal sealed class ReplicaPool {
     bool inStep = false;
     try {
       Status status = Status.Ok;
-      while (Native.TpurtCsNext(seat, (int)status, out long key, out int numInputs, out int numOutputs) == 0) {
+      while (Native.TpurtCsNext(seat, (int)status, out long key, out int numInputs, out int numOutputs,
+                                out ctx.joinedReplicaId, out ctx.joinedLogicalCore) == 0) {
         inStep = true;
-        if (steps.TryGetValue(key, out Entry entry)) {
+        Entry entry = Volatile.Read(ref steps[key % Slots]);
+        if (entry != null && entry.key == key) {
           status = DelegateComputation.RunReplica(entry.body, entry.system, ctx, numInputs, numOutputs);
         } else {
           // Only a step that failed and returned leaves a participant behind. (An
@@ -198,6 +207,7 @@ internal sealed class ReplicaPool {
           }
         }
         inStep = false;
+        ctx.joinedReplicaId = ctx.joinedLogicalCore = -1; // a context kept past its step asks the native one
       }
     } finally {
       // A thread aborted inside a computation: freeing its seat fails the participant;
@@ -220,7 +230,7 @@ internal sealed class ReplicaPool {
     [DllImport(Glue)] internal static extern void TpurtCsSeatFree(IntPtr seat);
     [DllImport(Glue)] internal static extern IntPtr TpurtCsSeatContext(IntPtr seat);
     [DllImport(Glue)] internal static extern int TpurtCsNext(IntPtr seat, int status, out long key, out int numInputs,
-                                                            out int numOutputs);
+                                                            out int numOutputs, out int replicaId, out int logicalCore);
     [DllImport(Glue)] internal static extern int TpurtCsShutdown(HandleRef system);
     [DllImport(Glue)] internal static extern int TpurtCsReplicateJoined(HandleRef system, long key, int numReplicas, int numInputs,
                                                                        IntPtr[] inputs, int numOutputs, [Out] IntPtr[] outputs);

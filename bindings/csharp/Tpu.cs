@@ -226,7 +226,7 @@ public static partial class tpu {
     return (ctx, inputs) => {
       Tensor[] result = computation(ctx, inputs);
       if (result == null || ctx.LogicalCore != 0) return NoOutputs;
-      var own = new Tensor[result.Length];
+      var own = result.Length == 0 ? NoOutputs : new Tensor[result.Length];
       for (int j = 0; j < result.Length; ++j) own[j] = result[j] == null ? null : new Tensor(result[j]);
       int replica = ctx.ReplicaId();
       if (replica >= 0 && replica < outputs.Length) outputs[replica] = own;

@@ -2,6 +2,7 @@
 // cgo call; the loop and the upcall are pool.go's.
 #include "pool.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -9,6 +10,9 @@
 
 namespace {
 using tpurt::ReplicaPool;
+static_assert(TPURTGO_RUN == ReplicaPool::Seat::kRun && TPURTGO_STOP == ReplicaPool::Seat::kStop &&
+                  TPURTGO_ENDED == ReplicaPool::Seat::kEnded,
+              "pool.h's turns are the seat's");
 
 void copy_message(const char* what, char* out, int capacity) {
   if (capacity <= 0) return;
@@ -73,3 +77,24 @@ extern "C" void tpurtgo_abandon(uintptr_t seat, int code, const char* message) {
 }
 
 extern "C" void tpurtgo_seat_free(uintptr_t seat) { delete reinterpret_cast<ReplicaPool::Seat*>(seat); }
+
+extern "C" tpurtgo_status tpurtgo_replicate_joined(uintptr_t system, int64_t key, int num_replicas, int num_inputs,
+                                                   const uintptr_t* inputs, int num_outputs, uintptr_t* outputs,
+                                                   int64_t collective_timeout_ms) {
+  static_assert(sizeof(uintptr_t) == sizeof(tpurt::Tensor*), "Go passes tensors as uintptr_t");
+  tpurtgo_status result{0, nullptr};
+  try {
+    tpu_system* handle = reinterpret_cast<tpurt::TpuSystem*>(system)->handle();
+    result.code = tpurt::replicate_joined(handle, key, num_replicas, num_inputs,
+                                          reinterpret_cast<tpurt::Tensor* const*>(inputs), num_outputs,
+                                          reinterpret_cast<tpurt::Tensor**>(outputs), collective_timeout_ms);
+    if (result.code != TPU_OK) result.message = strdup(tpu_last_error());
+  } catch (const tpurt::Error& e) {
+    result.code = e.code() ? e.code() : TPU_UNKNOWN;
+    result.message = strdup(e.what());
+  } catch (const std::exception& e) {
+    result.code = TPU_INTERNAL;
+    result.message = strdup(e.what());
+  }
+  return result;
+}

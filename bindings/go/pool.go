@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -25,9 +26,11 @@ type pool struct {
 	cores  int
 
 	mu sync.Mutex
-	// The steps' computations by the key a step's caller passes as user data: read by
-	// every participant at once, without a lock.
-	steps sync.Map
+	// The steps' computations by the key a step's caller passes as user data, key k
+	// in slot k mod stepSlots: read by every participant at once with one atomic
+	// load. (A sync.Map, with a new key per step, took its mutex in the participants'
+	// first loads; a locked goroutine that blocks on it hands its thread's P off.)
+	steps [stepSlots]atomic.Pointer[stepEntry]
 	// tids are the OS threads serving each core (what tests check computations on).
 	tids []int
 	closed bool // guarded by mu: close freed the native pool
@@ -36,6 +39,18 @@ type pool struct {
 	endedMessage [300]C.char
 
 	running int32 // atomic: goroutines alive
+	// ended is set (atomic) when a goroutine ended on a join error: only then does a
+	// step ask the native pool why (takeEnded, a cgo call and the mutex).
+	ended int32
+}
+
+// stepSlots is how many steps of one system may be registered at once (callers
+// waiting for the library's step lock included).
+const stepSlots = 64
+
+type stepEntry struct {
+	key int64
+	fn  Computation
 }
 
 var nextStepKey int64 // atomic: keys are unique in the process
@@ -61,17 +76,26 @@ func (p *pool) start(core int) {
 	go p.serve(core)
 }
 
-// register makes fn findable by the step's participants until the returned func runs.
-func (p *pool) register(fn Computation) (int64, func()) {
-	key := atomic.AddInt64(&nextStepKey, 1)
-	p.steps.Store(key, fn)
-	return key, func() { p.steps.Delete(key) }
+// register makes fn findable by the step's participants until unregister(key).
+func (p *pool) register(fn Computation) int64 {
+	e := &stepEntry{fn: fn}
+	for {
+		e.key = atomic.AddInt64(&nextStepKey, 1)
+		if p.steps[e.key%stepSlots].CompareAndSwap(nil, e) {
+			return e.key
+		}
+		runtime.Gosched() // the slot is another step's: try the next key
+	}
 }
 
+// unregister ends key's registration (a late participant keeps what it found).
+func (p *pool) unregister(key int64) { p.steps[key%stepSlots].Store(nil) }
+
 func (p *pool) lookup(key int64) Computation {
-	fn, _ := p.steps.Load(key)
-	c, _ := fn.(Computation)
-	return c
+	if e := p.steps[key%stepSlots].Load(); e != nil && e.key == key {
+		return e.fn
+	}
+	return nil
 }
 
 // serve is one core's goroutine: one cgo call per participant leaves the last one
@@ -94,12 +118,15 @@ func (p *pool) serve(core int) {
 	status := C.int(0)
 	for {
 		C.tpurtgo_next(seat, status, &turn)
-		if turn.turn != 0 { // stopped, or ended on a join error the next step reports
+		if turn.turn != C.TPURTGO_RUN { // stopped, or ended on a join error the next step reports
 			break
 		}
 		if !p.run(core, seat, &turn, &status) {
 			return // runtime.Goexit: a new goroutine took the core over
 		}
+	}
+	if turn.turn == C.TPURTGO_ENDED {
+		atomic.StoreInt32(&p.ended, 1) // the native pool has why, for the next step
 	}
 	C.tpurtgo_seat_free(seat) // gives the thread its CPUs back before Go has it again
 	runtime.UnlockOSThread()
@@ -133,16 +160,72 @@ func (p *pool) run(core int, seat C.uintptr_t, turn *C.tpurtgo_turn, status *C.i
 	return true
 }
 
+// replicateOnPool is Replicate's step with plain options (StepOptions.plain) on the
+// pool: one cgo call, the tensors passed as their C++ pointers (no SWIG vectors or
+// options). inputs[replica*numInputs+i]; returns outputs[replica*numOutputs+j].
+func (s *System) replicateOnPool(fn Computation, numReplicas, numInputs int, inputs []*Tensor, numOutputs int,
+	timeout time.Duration) ([]*Tensor, error) {
+	raw, err := s.handle()
+	if err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, newError(CodeInvalidArgument, "the computation is nil")
+	}
+	p, err := s.replicaPool(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.takeEnded(); err != nil {
+		return nil, err
+	}
+	var in, out *C.uintptr_t
+	handles := make([]C.uintptr_t, len(inputs)+numReplicas*numOutputs)
+	for i, t := range inputs {
+		h, err := t.handle()
+		if err != nil {
+			return nil, newError(CodeInvalidArgument, "inputs[%d]: %v", i, err.(*Error).Message)
+		}
+		handles[i] = C.uintptr_t(h.Swigcptr())
+	}
+	if len(inputs) > 0 {
+		in = &handles[0]
+	}
+	outputs := handles[len(inputs):]
+	if len(outputs) > 0 {
+		out = &outputs[0]
+	}
+	key := p.register(fn)
+	st := C.tpurtgo_replicate_joined(C.uintptr_t(raw.Swigcptr()), C.int64_t(key), C.int(numReplicas), C.int(numInputs),
+		in, C.int(numOutputs), out, C.int64_t(timeout.Milliseconds()))
+	p.unregister(key) // a late participant holds fn itself
+	runtime.KeepAlive(inputs)
+	if st.code != 0 {
+		message := C.GoString(st.message)
+		C.free(unsafe.Pointer(st.message))
+		return nil, &Error{Code: Code(st.code), Message: message}
+	}
+	result := make([]*Tensor, len(outputs))
+	for i, h := range outputs {
+		result[i] = wrapTensor(SwigcptrRawTensor(h))
+	}
+	return result, nil
+}
+
 // takeEnded is called by each step before it starts: the error of a goroutine that
 // ended on an unexpected tpu_step_join error (the first, if several), and a new
 // goroutine serves each such core (the step after runs, or returns the error again).
 // Nothing spins or fails silently.
 func (p *pool) takeEnded() error {
+	if atomic.LoadInt32(&p.ended) == 0 {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return newError(CodeFailedPrecondition, "the system is closed")
 	}
+	atomic.StoreInt32(&p.ended, 0) // before asking: an end after this sets it again
 	var n C.int
 	code := C.tpurtgo_pool_take_ended(p.native, &p.endedMessage[0], C.int(len(p.endedMessage)), &p.endedCores[0],
 		C.int(len(p.endedCores)), &n)

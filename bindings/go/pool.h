@@ -7,8 +7,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+enum { TPURTGO_RUN = 0, TPURTGO_STOP = 1, TPURTGO_ENDED = 2 }; /* tpurt::ReplicaPool::Seat's turns */
 typedef struct tpurtgo_turn {
-  int turn; /* tpurt::ReplicaPool::Seat::kRun, kStop or kEnded */
+  int turn; /* TPURTGO_RUN, TPURTGO_STOP or TPURTGO_ENDED */
   uintptr_t ctx;
   int64_t key;
   int num_inputs, num_outputs;
@@ -30,6 +31,16 @@ void tpurtgo_next(uintptr_t seat, int status, tpurtgo_turn* out);
 void tpurtgo_abandon(uintptr_t seat, int code, const char* message);
 /* Frees the seat: the thread gets its CPUs back. */
 void tpurtgo_seat_free(uintptr_t seat);
+/* A step's status; message (malloc'd, the caller frees it) only when code is not 0. */
+typedef struct tpurtgo_status {
+  int code;
+  char* message;
+} tpurtgo_status;
+/* Replicate's plain step (tpurt::replicate_joined) on the pool: one cgo call. inputs
+ * and outputs are tpurt::Tensor* (outputs new, numReplicas * numOutputs). */
+tpurtgo_status tpurtgo_replicate_joined(uintptr_t system, int64_t key, int num_replicas, int num_inputs,
+                                        const uintptr_t* inputs, int num_outputs, uintptr_t* outputs,
+                                        int64_t collective_timeout_ms);
 #ifdef __cplusplus
 }
 #endif

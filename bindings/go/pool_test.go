@@ -495,3 +495,72 @@ func TestStepJoinCancelEndsAWaitingJoin(t *testing.T) {
 		t.Fatalf("core 2: %v", err)
 	}
 }
+
+// Replicate's plain step (no option but the output count and the collectives'
+// timeout) is one cgo call (replicateOnPool); a device assignment takes the general
+// path through SWIG's vectors and options. Both return the same outputs, bit for bit,
+// and the same errors: a failing replica named, a closed input named, a late replica's
+// deadline.
+func TestPlainStepEqualsTheGeneralPath(t *testing.T) {
+	s := newTestSystem(t)
+	assignment := must(s.DefaultDeviceAssignment(replicas))
+	defer assignment.Close()
+	general := WithDeviceAssignment(assignment)
+	step := func(ctx *Context, in []*Tensor) ([]*Tensor, error) {
+		sum, err := ctx.CrossReplicaSumTensor(in[0])
+		return []*Tensor{sum, in[1]}, err
+	}
+	inputs := make([][]*Tensor, replicas)
+	for r := range inputs {
+		inputs[r] = []*Tensor{must(NewTensor([]int64{3}, []float32{0.1 * float32(r), 1e-7, float32(r) / 3})),
+			must(NewTensor([]int64{2}, []int32{int32(r), -1}))}
+	}
+	for _, numOutputs := range []int{2, 0} { // counted outputs too
+		plain := must(Replicate(s, step, inputs, WithNumOutputs(numOutputs)))
+		other := must(Replicate(s, step, inputs, WithNumOutputs(numOutputs), general))
+		for r := 0; r < replicas; r++ {
+			if a, b := must(plain[r][0].Bytes()), must(other[r][0].Bytes()); string(a) != string(b) {
+				t.Errorf("%d outputs, replica %d: the plain step's sum %x, the general path's %x", numOutputs, r, a, b)
+			}
+			if got := must(Values[int32](plain[r][1])); !equal(got, []int32{int32(r), -1}) {
+				t.Errorf("%d outputs, replica %d: output 1 is %v", numOutputs, r, got)
+			}
+		}
+	}
+	failing := func(ctx *Context, in []*Tensor) ([]*Tensor, error) {
+		if ctx.ReplicaID() == 6 {
+			return nil, newError(CodeOutOfRange, "batch 6 is past the end")
+		}
+		_, err := ctx.CrossReplicaSumTensor(in[0])
+		return nil, err
+	}
+	// (A replica that had not joined when the step failed is noted after the error.)
+	for _, opts := range [][]StepOption{nil, {general}} {
+		if _, err := Replicate(s, failing, inputs, opts...); !errors.Is(err, ErrOutOfRange) ||
+			!strings.HasPrefix(err.Error(), "OUT_OF_RANGE: replica 6: batch 6 is past the end") {
+			t.Errorf("a failing replica, options %v: %v", opts, err)
+		}
+	}
+	closed := must(NewTensor([]int64{1}, []float32{1}))
+	closed.Close()
+	inputs[3][1] = closed
+	if _, err := Replicate(s, step, inputs, WithNumOutputs(2)); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "inputs[7]") || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("a closed input: %v, want ErrInvalidArgument naming inputs[7]", err)
+	}
+	late := func(ctx *Context, _ []*Tensor) ([]*Tensor, error) {
+		if ctx.ReplicaID() == 2 {
+			time.Sleep(300 * time.Millisecond)
+			return nil, nil
+		}
+		_, err := CrossReplicaSum(ctx, []int32{1})
+		return nil, err
+	}
+	if _, err := ReplicateN(s, late, replicas, WithCollectiveTimeout(100*time.Millisecond)); !errors.Is(err, ErrDeadlineExceeded) ||
+		!strings.Contains(err.Error(), "2") {
+		t.Errorf("a late replica: %v, want ErrDeadlineExceeded naming it", err)
+	}
+	if out, err := Replicate(s, sumInput, perReplica(t), WithNumOutputs(1)); err != nil || must(Values[float32](out[0][0]))[0] != 28 {
+		t.Fatalf("the step after: %v", err)
+	}
+}

@@ -141,6 +141,13 @@ func stepOptions(opts []StepOption) (StepOptions, error) {
 	return o, o.err
 }
 
+// plain: no option but the output count and the collectives' timeout, which a step
+// on the pool passes in its one cgo call (replicateOnPool).
+func (o StepOptions) plain() bool {
+	return o.DeviceAssignment == nil && o.InfeedQueue == nil && len(o.MaximumShapes) == 0 && !o.PadToPowerOfTwo &&
+		o.Mesh == nil && o.InputPartitions == nil && o.OutputPartitions == nil
+}
+
 // int32VectorVector is the SWIG copy of partition dims (the caller deletes it).
 func int32VectorVector(dims [][]int32) Int32VectorVector {
 	v := NewInt32VectorVector()
@@ -266,12 +273,17 @@ func Replicate(s *System, fn Computation, inputs [][]*Tensor, opts ...StepOption
 		counted = make([][]*Tensor, numReplicas)
 		fn = counting(fn, counted)
 	}
-	out, err := s.runWithInputs(fn, flat, numInputs, o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
-		if c == nil {
-			return sys.ReplicateOnJoinedThreads(key, numReplicas, numInputs, v, o.NumOutputs, ro)
-		}
-		return sys.Replicate(c, numReplicas, numInputs, v, o.NumOutputs, ro)
-	})
+	var out []*Tensor
+	if o.plain() && s != nil && !s.callbacks {
+		out, err = s.replicateOnPool(fn, numReplicas, numInputs, flat, o.NumOutputs, o.CollectiveTimeout)
+	} else {
+		out, err = s.runWithInputs(fn, flat, numInputs, o, func(sys RawTpuSystem, c RawComputation, key int64, v TensorVector, ro RawStepOptions) TensorVector {
+			if c == nil {
+				return sys.ReplicateOnJoinedThreads(key, numReplicas, numInputs, v, o.NumOutputs, ro)
+			}
+			return sys.Replicate(c, numReplicas, numInputs, v, o.NumOutputs, ro)
+		})
+	}
 	if err != nil {
 		return nil, err
 	}

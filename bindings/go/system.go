@@ -338,8 +338,8 @@ func (s *System) runStep(fn Computation, step func(RawTpuSystem, RawComputation,
 		if err := p.takeEnded(); err != nil {
 			return nil, err
 		}
-		key, unregister := p.register(fn)
-		defer unregister() // a late participant holds fn itself
+		key := p.register(fn)
+		defer p.unregister(key) // a late participant holds fn itself
 		out, err := try(func() TensorVector { return step(raw, nil, key) })
 		if err != nil {
 			return nil, err
