@@ -174,16 +174,15 @@ void Executor::worker_loop(int index) {
   // Spinning instead of yielding when nothing else on this CPU has work: a yield
   // would only hand the CPU to another idle worker.
   auto spin_instead = [&] {
+    if (placement_.empty()) return false;
     const int cpu = placement_[index];
     return caller_cpu_.load(std::memory_order_relaxed) != cpu && cpu_idle(cpu);
   };
-  auto never_spin = [] { return false; };
   for (;;) {
     Deadline never = Deadline::never();
-    auto ready = [&] { return core.go.load(std::memory_order_acquire) != seen; };
-    auto no_stop = [] { return false; };
-    if (placement_.empty()) wait_until(core.wake, policy_, never, ready, no_stop, never_spin);
-    else wait_until(core.wake, policy_, never, ready, no_stop, spin_instead);
+    wait_until(core.wake, policy_, never,
+               [&] { return core.go.load(std::memory_order_acquire) != seen; },
+               [] { return false; }, spin_instead);
     seen = core.go.load(std::memory_order_acquire);
     core.seen.store(seen, std::memory_order_release);
     if (stop_.load(std::memory_order_acquire)) return;
@@ -517,6 +516,7 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   auto spin_instead = [&] {
     if (placement_.empty()) return false;
     const int cpu = sched_getcpu();
+    if (cpu < 0) return false;
     caller_cpu_.store(cpu, std::memory_order_relaxed);
     return cpu_idle(cpu);
   };

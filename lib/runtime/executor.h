@@ -1,8 +1,9 @@
 // The workers: one persistent thread per logical core ("tpurt-core-N"). A step is
 // dispatched by filling each participating core's slot and bumping its sequence
 // word; idle workers spin briefly, then yield, then sleep on a futex (core/wait.h),
-// and the caller waits for the step's pending count the same way. Nothing on this
-// path allocates once a step's run has grown to its input and output counts.
+// and the caller waits for the step's pending count the same way (with pinned
+// workers, a waiter whose CPU has no other work spins where it would yield). Nothing
+// on this path allocates once a step's run has grown to its input and output counts.
 //
 // One owner per step. Each step invocation is one StepRun (reference-counted): the
 // spec (with its stage and the embedding engine's per-step state), the communicator,
