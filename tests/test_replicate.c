@@ -697,6 +697,42 @@ static void test_replicate__many_steps(void **state) {
   assert_true(now() - t0 < time_limit(10.0));
 }
 
+/* The odd replicas busy-wait before an all-reduce: with 8 cores on 2 CPUs (pinned
+ * round-robin) one CPU's workers and the caller run out of work while the other's
+ * still compute, so idle workers and the waiting caller spin instead of yielding
+ * (executor.cc). Every step's sum is right and no step waits on a spinner. */
+static tpu_status uneven_sum(tpu_replica_context *ctx, tpu_tensor *const *in, int ni,
+                             tpu_tensor **out, int no, void *user) {
+  const int r = replica_id(ctx);
+  if (r % 2) {
+    const double until = now() + 50e-6;
+    while (now() < until) {
+    }
+  }
+  const float v = (float)r;
+  tpu_tensor *x = floats(&v, 1);
+  tpu_status st = tpu_cross_replica_sum(ctx, x, NULL, &out[0], NULL);
+  tpu_tensor_release(x);
+  atomic_fetch_add((atomic_int *)user, 1);
+  return st;
+}
+
+static void test_replicate__uneven_cpus_steps(void **state) {
+  start(8, 0, 0);
+  atomic_int calls = 0;
+  double t0 = now();
+  for (int step = 0; step < 100; ++step) {
+    tpu_tensor *out[8] = {NULL};
+    CHECK_OK(tpu_replicate(g_sys, uneven_sum, &calls, 8, 0, NULL, 1, out, NULL));
+    for (int r = 0; r < 8; ++r) assert_true(float_data(out[r])[0] == 28.0f);
+    release_all(out, 8);
+  }
+  assert_int_equal(calls, 8 * 100);
+  /* 200 us of busy-waiting on one CPU a step: 20 ms alone, some seconds on a loaded
+   * machine; the bound catches a wait that never ends, not a slow one. */
+  assert_true(now() - t0 < time_limit(20.0));
+}
+
 static void *host_thread(void *arg) {
   run_random_steps((unsigned)(uintptr_t)arg, 300, 4);
   return NULL;
@@ -842,6 +878,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_replicate__late_replicas_collectives_are_aborted, release_system),
       cmocka_unit_test_teardown(test_replicate__many_steps, release_system),
       cmocka_unit_test_teardown(test_replicate__concurrent_callers, release_system),
+      cmocka_unit_test_teardown(test_replicate__uneven_cpus_steps, release_system),
       cmocka_unit_test_teardown(test_replicate__no_nesting, release_system),
       cmocka_unit_test_teardown(test_replicate__outside_compilation, release_system),
       cmocka_unit_test(test_replicate__set_last_error),

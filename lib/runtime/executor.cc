@@ -101,6 +101,7 @@ struct StepRun {
 
 struct alignas(64) Executor::Core {
   std::atomic<uint32_t> go{0};  // bumped once per dispatch (and at stop)
+  std::atomic<uint32_t> seen{0};  // the last go its worker took: go != seen is work
   WakeWord wake;
   std::atomic<int> state{kFree};
   tpu_replica_context ctx;
@@ -128,6 +129,10 @@ Executor::Executor(System* system, const std::vector<std::string>& device_names,
       // The caller waits too: one more thread than cores competes for the CPUs.
       policy_(SpinPolicy::for_threads(num_cores_ + 1, num_usable_cpus())),
       cores_(new Core[device_names.size()]) {
+  for (int c = 0; c < static_cast<int>(placement_.size()); ++c) {
+    if (placement_[c] >= static_cast<int>(cores_on_cpu_.size())) cores_on_cpu_.resize(placement_[c] + 1);
+    cores_on_cpu_[placement_[c]].push_back(c);
+  }
   for (int c = 0; c < num_cores_; ++c) {
     tpu_replica_context& ctx = cores_[c].ctx;
     ctx.system = system;
@@ -166,12 +171,20 @@ void Executor::worker_loop(int index) {
   if (!placement_.empty()) pin_to(placement_[index]);
   Core& core = cores_[index];
   uint32_t seen = 0;
+  // Spinning instead of yielding when nothing else on this CPU has work: a yield
+  // would only hand the CPU to another idle worker.
+  auto spin_instead = [&] {
+    if (placement_.empty()) return false;
+    const int cpu = placement_[index];
+    return caller_cpu_.load(std::memory_order_relaxed) != cpu && cpu_idle(cpu);
+  };
   for (;;) {
     Deadline never = Deadline::never();
     wait_until(core.wake, policy_, never,
                [&] { return core.go.load(std::memory_order_acquire) != seen; },
-               [] { return false; });
+               [] { return false; }, spin_instead);
     seen = core.go.load(std::memory_order_acquire);
+    core.seen.store(seen, std::memory_order_release);
     if (stop_.load(std::memory_order_acquire)) return;
     run_participant(core);
   }
@@ -498,6 +511,15 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   }
 
   auto done = [&] { return run.pending.load(std::memory_order_seq_cst) == 0; };
+  // Yielding while every participant on the caller's CPU has returned only hands the
+  // CPU to idle workers; the workers spin only on CPUs the caller was not last seen on.
+  auto spin_instead = [&] {
+    if (placement_.empty()) return false;
+    const int cpu = sched_getcpu();
+    if (cpu < 0) return false;
+    caller_cpu_.store(cpu, std::memory_order_relaxed);
+    return cpu_idle(cpu);
+  };
   // No deadline while every participant is still running: computations may be long.
   // Once the step has failed or one has finished, the rest get the collective
   // deadline to return.
@@ -523,10 +545,10 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
   Deadline never = Deadline::never();
   WaitResult w = wait_until(step_done_, policy_, never, done, [&] {
     return run.pending.load(std::memory_order_relaxed) < static_cast<uint32_t>(m) || comm->aborted();
-  });
+  }, spin_instead);
   if (w != WaitResult::kReady) {
     Deadline deadline(step_timeout_ms);
-    w = wait_until(step_done_, policy_, deadline, done, [] { return false; });
+    w = wait_until(step_done_, policy_, deadline, done, [] { return false; }, spin_instead);
   }
   if (w != WaitResult::kReady) {
     StepResult result = give_up(run, outputs);
@@ -536,6 +558,19 @@ StepResult Executor::run(const StepSpec& spec, const int* cores, int cores_per_r
     return result;
   }
   return collect(run, outputs);
+}
+
+// Whether no core placed on `cpu` has work: a dispatch its worker has not taken, a
+// participant running (on its worker or a joined thread) or handed to a joined thread.
+bool Executor::cpu_idle(int cpu) const {
+  if (cpu < 0 || cpu >= static_cast<int>(cores_on_cpu_.size())) return true;
+  for (int c : cores_on_cpu_[cpu]) {
+    const Core& core = cores_[c];
+    const int state = core.state.load(std::memory_order_acquire);
+    if (state == kRunning || state == kAwaiting || state == kLate) return false;
+    if (core.go.load(std::memory_order_acquire) != core.seen.load(std::memory_order_acquire)) return false;
+  }
+  return true;
 }
 
 void Executor::dispatch(Core& core, bool to_joined_thread) {

@@ -1,8 +1,9 @@
 // The workers: one persistent thread per logical core ("tpurt-core-N"). A step is
 // dispatched by filling each participating core's slot and bumping its sequence
 // word; idle workers spin briefly, then yield, then sleep on a futex (core/wait.h),
-// and the caller waits for the step's pending count the same way. Nothing on this
-// path allocates once a step's run has grown to its input and output counts.
+// and the caller waits for the step's pending count the same way (with pinned
+// workers, a waiter whose CPU has no other work spins where it would yield). Nothing
+// on this path allocates once a step's run has grown to its input and output counts.
 //
 // One owner per step. Each step invocation is one StepRun (reference-counted): the
 // spec (with its stage and the embedding engine's per-step state), the communicator,
@@ -178,6 +179,7 @@ class Executor {
   bool enter_participant(Core& core);
   void leave_participant(Core& core, tpu_status status);
   void dispatch(Core& core, bool to_joined_thread);
+  bool cpu_idle(int cpu) const;
   void abandon_unclaimed(StepRun& run, bool step_failed);
   void finish_late(Core& core);
   void record_failure(StepRun& run, Core& core, tpu_status status);
@@ -192,6 +194,9 @@ class Executor {
 
   const int num_cores_;
   const std::vector<int> placement_;  // CPU per core, or empty: the OS places them
+  std::vector<std::vector<int>> cores_on_cpu_;  // by CPU: the cores placed there
+  // The CPU the caller last waited on: workers there yield to it (it is not pinned).
+  std::atomic<int> caller_cpu_{-1};
   std::vector<int> cpu_of_rank_;      // per step: placement_ of each replica's core
   const int64_t timeout_ms_;
   const SpinPolicy policy_;
