@@ -14,111 +14,18 @@
 #include "core/tensor.h"
 #include "runtime/replica_context.h"
 #include "topology/group_modes.h"
+#include "runtime/executor_state.h"
 #include "trace/trace.h"
 
 namespace tpurt {
-namespace {
 
-thread_local int t_user_code_depth = 0;
+using namespace executor_internal;
 
-// A core's slot state: the table in executor.h.
-enum CoreState : int { kFree, kRunning, kDone, kLate, kAwaiting };
-
-constexpr const char* kStateNames[] = {"free", "running", "done", "late", "awaiting"};
-
-constexpr bool allowed(int from, int to) {
-  return (from == kFree && (to == kRunning || to == kAwaiting)) ||
-         (from == kAwaiting && (to == kRunning || to == kFree)) ||
-         (from == kRunning && (to == kDone || to == kLate)) ||
-         (from == kDone && to == kFree) || (from == kLate && to == kFree);
-}
-
-// The one way a core's state changes: from -> to if it is `from`, else false. An
-// edge outside the table is a bug in the executor: it stops the process rather than
-// run two participants on one core.
-bool move_core(std::atomic<int>& state, int from, int to) {
-  if (!allowed(from, to)) {
-    fprintf(stderr, "tpurt: internal error: core state %s -> %s is not a transition\n", kStateNames[from],
-            kStateNames[to]);
-    abort();
-  }
-  // Two edges race (a joined thread's claim and the caller's give-up from kAwaiting; a
-  // participant's return and the caller's give-up from kRunning): those compare and
-  // swap. The others have one writer, the state's owner then.
-  if (from == kAwaiting || from == kRunning)
-    return state.compare_exchange_strong(from, to, std::memory_order_seq_cst);
-  if (state.load(std::memory_order_relaxed) != from) return false;
-  // seq_cst where a wake() follows: it must not miss a waiter that read the old state.
-  state.store(to, to == kAwaiting || from == kLate ? std::memory_order_seq_cst : std::memory_order_release);
-  return true;
-}
-
-void must_move_core(std::atomic<int>& state, int from, int to) {
-  if (move_core(state, from, to)) return;
-  fprintf(stderr, "tpurt: internal error: a core is %s, not %s, when it should go %s\n",
-          kStateNames[state.load()], kStateNames[from], kStateNames[to]);
-  abort();
-}
-
-void pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort
-}
-
-}  // namespace
+thread_local int executor_internal::t_user_code_depth = 0;
 
 UserCodeScope::UserCodeScope() { ++t_user_code_depth; }
 UserCodeScope::~UserCodeScope() { --t_user_code_depth; }
 bool in_user_code() { return t_user_code_depth > 0; }
-
-// One step invocation (executor.h): everything its participants read or write.
-struct StepRun {
-  // One participant that runs in this process. Written by the participant's thread
-  // while it runs, by the caller before dispatch and after collecting.
-  struct alignas(64) Slot {
-    int participant = 0;
-    int core = 0;
-    std::vector<tpu_tensor*> inputs;       // borrowed for the step; retained once late
-    std::vector<tpu_tensor*> call_inputs;  // what the computation gets when a stage adds some
-    std::vector<tpu_tensor*> outputs;      // staged until the step succeeds
-    tpu_status status = TPU_OK;            // the participant's failure, if any
-    std::string error;
-  };
-
-  StepSpec spec;
-  std::shared_ptr<Communicator> comm;
-  int cores_per_replica = 1;
-  int64_t timeout_ms = 0;  // the step's collective deadline
-  std::vector<Slot> slots;
-  alignas(64) std::atomic<uint32_t> pending{0};
-  std::string never_started;           // caller threads: who did, as the step's error says
-  bool never_started_after_failure = false;  // ... once the step had failed: not its cause
-  std::atomic<int> first_failure{-1};  // slot of the participant that failed first on its own
-  std::atomic<int> first_abort{-1};    // slot of the first that failed after the step had
-};
-
-struct alignas(64) Executor::Core {
-  std::atomic<uint32_t> go{0};  // bumped once per dispatch (and at stop)
-  std::atomic<uint32_t> seen{0};  // the last go its worker took: go != seen is work
-  WakeWord wake;
-  std::atomic<int> state{kFree};
-  tpu_replica_context ctx;
-  // The run of the participant this core serves, and its slot there: set by the
-  // caller before dispatch. While the caller waits for the participant, the caller's
-  // own reference keeps the run; once the participant is late, the core holds one
-  // (late_hold), which the participant's thread lets go when it returns.
-  StepRun* run = nullptr;
-  std::shared_ptr<StepRun> late_hold;
-  int slot = 0;
-  WakeWord join_wake;                // woken when a caller-threads step hands the core work
-  std::atomic<bool> joined{false};   // a thread has joined the core (waiting or running)
-  std::atomic<bool> join_cancelled{false};  // tpu_step_join_cancel: the next join wait ends
-  std::thread thread;
-
-  StepRun::Slot& my_slot() { return run->slots[slot]; }
-};
 
 Executor::Executor(System* system, const std::vector<std::string>& device_names,
                    int pin_threads, int64_t timeout_ms)
@@ -285,138 +192,6 @@ std::string Executor::wait_for_late(int n, const int* cores, int64_t timeout_ms)
                       " of an earlier step, which overran its deadline)");
   }
   return list;
-}
-
-// The participant a thread joined (tpu_step_join), until it leaves. Its destructor
-// runs when the thread exits: a participant whose thread exits without leaving fails
-// at once, instead of at the deadline, and frees its core.
-struct Executor::JoinedThread {
-  Executor* executor = nullptr;
-  Core* core = nullptr;
-  // The system, held from join to leave only: a thread between joins (a pool's idle
-  // thread, or one that never joins again) keeps nothing alive.
-  std::shared_ptr<System> keepalive;
-  int pinned_cpu = -1;  // where join last pinned this thread
-
-  ~JoinedThread() {
-    if (core == nullptr) return;
-    tpu_replica_context& ctx = core->ctx;
-    ctx.fail_code = TPU_CANCELLED;
-    ctx.fail_message = str_cat("the thread running ", participant_name(ctx.participant, ctx.num_cores_per_replica),
-                               " exited before tpu_step_leave");
-    leave_with(TPU_CANCELLED);
-  }
-
-  void leave_with(tpu_status status) {
-    Core& c = *std::exchange(core, nullptr);
-    --t_user_code_depth;
-    c.joined.store(false, std::memory_order_release);
-    executor->leave_participant(c, status);
-    keepalive.reset();  // last: the system may go with it
-  }
-};
-
-thread_local Executor::JoinedThread Executor::t_joined_;
-
-JoinedParticipant Executor::join(int index, int64_t timeout_ms, const std::shared_ptr<System>& keepalive) {
-  JoinedThread& me = t_joined_;
-  if (me.core != nullptr)
-    invalid_argument("this thread has joined core ", me.core->ctx.core, " and runs ",
-                     participant_name(me.core->ctx.participant, me.core->ctx.num_cores_per_replica),
-                     "; it must call tpu_step_leave before it joins again");
-  if (in_user_code())
-    fail(TPU_FAILED_PRECONDITION, "tpu_step_join must not be called from inside a computation");
-  if (index < 0 || index >= num_cores_)
-    invalid_argument("core is ", index, "; this task's cores are 0 to ", num_cores_ - 1);
-  Core& core = cores_[index];
-  bool free = false;
-  if (!core.joined.compare_exchange_strong(free, true, std::memory_order_acq_rel))
-    fail(TPU_ALREADY_EXISTS, "core ", index,
-         " has been joined by another thread; one thread joins a core at a time");
-  Deadline deadline(timeout_ms);  // saturating: a limit past the clock's range is none
-  me.keepalive = keepalive;  // the system outlives the wait and the participant
-  for (;;) {
-    const WaitResult w = wait_until(
-        core.join_wake, policy_, deadline,
-        [&] { return core.state.load(std::memory_order_acquire) == kAwaiting; },
-        [&] {
-          return stop_.load(std::memory_order_acquire) || core.join_cancelled.load(std::memory_order_acquire);
-        });
-    if (w != WaitResult::kReady) {
-      core.joined.store(false, std::memory_order_release);
-      me.keepalive.reset();
-      // The thread's owner may give it back its CPUs after a failed join (a binding's
-      // pool ends it): pin again at its next participant.
-      me.pinned_cpu = -1;
-      if (w == WaitResult::kStopped && !stop_.load(std::memory_order_acquire) &&
-          core.join_cancelled.exchange(false, std::memory_order_acq_rel))
-        fail(TPU_CANCELLED, "tpu_step_join_cancel ended this thread's wait on core ", index);
-      if (w == WaitResult::kStopped)
-        fail(TPU_CANCELLED, "the TPU system was shut down while this thread waited on core ", index);
-      fail(TPU_DEADLINE_EXCEEDED, "no step gave core ", index, " a participant within ", timeout_ms, " ms");
-    }
-    if (!move_core(core.state, kAwaiting, kRunning)) continue;  // the step gave up on it a moment ago
-    step_done_.wake();  // the caller may wait for every participant to be claimed
-    if (!enter_participant(core)) continue;  // its stage failed it: it has left
-    // Pinned as the core's worker would be: replicas move in lockstep, and the
-    // communicator's waits count on the placement.
-    if (!placement_.empty() && me.pinned_cpu != placement_[index]) {
-      pin_to(placement_[index]);
-      me.pinned_cpu = placement_[index];
-    }
-    me.executor = this;
-    me.core = &core;
-    ++t_user_code_depth;
-    const StepRun& run = *core.run;
-    StepRun::Slot& slot = core.my_slot();
-    std::vector<tpu_tensor*>& inputs = run.spec.stage ? slot.call_inputs : slot.inputs;
-    JoinedParticipant out;
-    out.ctx = &core.ctx;
-    out.inputs = inputs.data();
-    out.num_inputs = static_cast<int>(inputs.size());
-    out.num_outputs = static_cast<int>(slot.outputs.size());
-    out.fn = run.spec.fn;
-    out.user_data = run.spec.user_data;
-    return out;
-  }
-}
-
-void Executor::cancel_join(int index) {
-  if (index < 0 || index >= num_cores_)
-    invalid_argument("core is ", index, "; this task's cores are 0 to ", num_cores_ - 1);
-  Core& core = cores_[index];
-  core.join_cancelled.store(true, std::memory_order_seq_cst);
-  core.join_wake.wake();
-}
-
-void Executor::leave(tpu_replica_context* ctx, tpu_status status, tpu_tensor* const* outputs,
-                     int num_outputs) {
-  JoinedThread& me = t_joined_;
-  if (me.core == nullptr)
-    invalid_argument("this thread has no participant to leave: it has not joined a step (tpu_step_join)");
-  if (ctx != &me.core->ctx)
-    invalid_argument("ctx is not the context this thread joined (",
-                     participant_name(me.core->ctx.participant, me.core->ctx.num_cores_per_replica),
-                     " on core ", me.core->ctx.core, ")");
-  StepRun::Slot& slot = me.core->my_slot();
-  const int expected = static_cast<int>(slot.outputs.size());
-  std::string wrong;
-  if (num_outputs != expected)
-    wrong = str_cat("tpu_step_leave got num_outputs ", num_outputs, ", but the step has ", expected);
-  else if (num_outputs > 0 && outputs == nullptr)
-    wrong = str_cat("tpu_step_leave got outputs NULL for ", num_outputs, " outputs");
-  if (outputs != nullptr)  // taken over even when the count is wrong: nothing leaks
-    for (int o = 0; o < num_outputs; ++o) {
-      if (o < expected) slot.outputs[o] = outputs[o];
-      else release(outputs[o]);
-    }
-  if (!wrong.empty()) {
-    ctx->fail_code = TPU_INVALID_ARGUMENT;
-    ctx->fail_message = wrong;
-    status = TPU_INVALID_ARGUMENT;
-  }
-  me.leave_with(status);
-  if (!wrong.empty()) invalid_argument(wrong);
 }
 
 void Executor::record_failure(StepRun& run, Core& core, tpu_status status) {
