@@ -105,6 +105,10 @@ void ClusterCommunicator::guard(int lr, int participant, Fn&& checks) {
   }
 }
 
+void ClusterCommunicator::guard_ref(int lr, int participant, FunctionRef<void()> checks) {
+  guard(lr, participant, checks);
+}
+
 void ClusterCommunicator::not_local(int participant) const {
   fail(TPU_INTERNAL, participant_name(participant, cores_per_replica()), " is not one of task ",
        cx_.task_id(), "'s");
@@ -177,13 +181,13 @@ int ClusterCommunicator::shares_with(int rank, const Groups& g, size_t bytes) co
   return -1;
 }
 
-bool ClusterCommunicator::folds(const Groups* g, const Tensor* x) const {
+bool ClusterCommunicator::folds(const Groups* g, size_t bytes) const {
   // Shared windows' waits and MPI's do not read the peers' frames; windows serve
   // reductions of 128 KiB and more (reduce_staged.cc), where a vote costs nothing.
   // Only when every peer is in shared memory (as staged::applies asks): a task alone
   // on its host has no windows, and every task must decide alike.
   if (g == nullptr || cx_.offload() != nullptr ||
-      (cx_.windows() != nullptr && cx_.transport()->fans_out_cheaply() && x && x->byte_size >= 128 * 1024))
+      (cx_.windows() != nullptr && cx_.transport()->fans_out_cheaply() && bytes >= 128 * 1024))
     return false;
   int tasks = 0;
   for (int t = 0; t < cx_.num_tasks(); ++t) tasks += cx_.participants_on(t) > 0;
@@ -192,15 +196,16 @@ bool ClusterCommunicator::folds(const Groups* g, const Tensor* x) const {
   return true;
 }
 
-void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out,
-                              int share_with, const Groups* fold, FunctionRef<void(ClusterCall&)> leader) {
+void ClusterCommunicator::run(int rank, const Descriptor& desc, const void* input, size_t bytes, void* output,
+                              Tensor** out, int share_with, const Groups* fold,
+                              FunctionRef<void(ClusterCall&)> leader) {
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   uint64_t seq;
   Record& rec = rv.begin(lr, &seq);
   rec.desc = desc;
-  rec.input = x ? x->data : nullptr;
-  rec.output = *out ? (*out)->data : nullptr;
+  rec.input = input;
+  rec.output = output;
   rec.result = *out;
   try {
     rv.arrive_and_check(lr, seq);
@@ -251,7 +256,7 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
       rv.finish(lr, seq);
       return;
     }
-    const bool folded = folds(fold, x);
+    const bool folded = folds(fold, bytes);
     Verdict v;
     if (!folded) {
       try {
