@@ -105,6 +105,10 @@ void ClusterCommunicator::guard(int lr, int participant, Fn&& checks) {
   }
 }
 
+void ClusterCommunicator::guard_ref(int lr, int participant, FunctionRef<void()> checks) {
+  guard(lr, participant, checks);
+}
+
 void ClusterCommunicator::not_local(int participant) const {
   fail(TPU_INTERNAL, participant_name(participant, cores_per_replica()), " is not one of task ",
        cx_.task_id(), "'s");
@@ -177,13 +181,13 @@ int ClusterCommunicator::shares_with(int rank, const Groups& g, size_t bytes) co
   return -1;
 }
 
-bool ClusterCommunicator::folds(const Groups* g, const Tensor* x) const {
+bool ClusterCommunicator::folds(const Groups* g, size_t bytes) const {
   // Shared windows' waits and MPI's do not read the peers' frames; windows serve
   // reductions of 128 KiB and more (reduce_staged.cc), where a vote costs nothing.
   // Only when every peer is in shared memory (as staged::applies asks): a task alone
   // on its host has no windows, and every task must decide alike.
   if (g == nullptr || cx_.offload() != nullptr ||
-      (cx_.windows() != nullptr && cx_.transport()->fans_out_cheaply() && x && x->byte_size >= 128 * 1024))
+      (cx_.windows() != nullptr && cx_.transport()->fans_out_cheaply() && bytes >= 128 * 1024))
     return false;
   int tasks = 0;
   for (int t = 0; t < cx_.num_tasks(); ++t) tasks += cx_.participants_on(t) > 0;
@@ -192,15 +196,16 @@ bool ClusterCommunicator::folds(const Groups* g, const Tensor* x) const {
   return true;
 }
 
-void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out,
-                              int share_with, const Groups* fold, FunctionRef<void(ClusterCall&)> leader) {
+void ClusterCommunicator::run(int rank, const Descriptor& desc, const void* input, size_t bytes, void* output,
+                              Tensor** out, int share_with, const Groups* fold,
+                              FunctionRef<void(ClusterCall&)> leader) {
   Rendezvous& rv = rendezvous();
   const int lr = local_rank(rank);
   uint64_t seq;
   Record& rec = rv.begin(lr, &seq);
   rec.desc = desc;
-  rec.input = x ? x->data : nullptr;
-  rec.output = *out ? (*out)->data : nullptr;
+  rec.input = input;
+  rec.output = output;
   rec.result = *out;
   try {
     rv.arrive_and_check(lr, seq);
@@ -251,7 +256,7 @@ void ClusterCommunicator::run(int rank, const Descriptor& desc, const Tensor* x,
       rv.finish(lr, seq);
       return;
     }
-    const bool folded = folds(fold, x);
+    const bool folded = folds(fold, bytes);
     Verdict v;
     if (!folded) {
       try {
@@ -454,19 +459,71 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
   desc.params[0] = s;
   desc.params[1] = c;
   desc.params[2] = split_count;
+  // Point to point: each task sends each other task of a row only the blocks of its
+  // members (sender's members, then receiver's, in member order), one frame a row.
   run(rank, desc, x, &out.t, -1, &g, [&](ClusterCall& call) {
-    gather_groups(cx_, call, g, x->byte_size, [&](const int32_t* row, int size, const void* const* in) {
-      for (int pos = 0; pos < size; ++pos) {
-        if (!cx_.is_local(row[pos])) continue;
-        int64_t src_start[TPU_MAX_RANK] = {0}, dst_start[TPU_MAX_RANK] = {0};
-        src_start[s] = pos * box[s];
-        for (int j = 0; j < size; ++j) {
-          dst_start[c] = j * box[c];
-          copy_box(dtype_size(x->dtype), x->rank, box, in[j], x->dims, src_start,
-                   call.output[cx_.local_index(row[pos])], dims, dst_start);
-        }
+    const size_t es = dtype_size(x->dtype);
+    size_t block = es;
+    for (int d = 0; d < x->rank; ++d) block *= static_cast<size_t>(box[d]);
+    const int64_t zero[TPU_MAX_RANK] = {0};
+    int64_t from[TPU_MAX_RANK] = {0}, to[TPU_MAX_RANK] = {0};
+    size_t send_total = 0;
+    for (int gi = 0; gi < g.num_groups; ++gi) {
+      const TaskSplit& split = cx_.split(g.row(gi), g.size(gi));
+      if (split.mine < 0) continue;
+      const size_t here = split.members[split.mine].size();
+      for (size_t ti = 0; ti < split.tasks.size(); ++ti)
+        if (static_cast<int>(ti) != split.mine) send_total += here * split.members[ti].size() * block;
+    }
+    char* sbuf = ClusterContext::grow(&cx_.partial, send_total);
+    char* rbuf = ClusterContext::grow(&cx_.received, send_total);  // as much comes back
+    std::vector<net::Send> sends;
+    std::vector<net::Recv> recvs;
+    size_t at = 0;
+    for (int gi = 0; gi < g.num_groups; ++gi) {
+      const int32_t* row = g.row(gi);
+      const TaskSplit& split = cx_.split(row, g.size(gi));
+      if (split.mine < 0) continue;
+      const std::vector<int>& mine = split.members[split.mine];
+      for (size_t ti = 0; ti < split.tasks.size(); ++ti) {
+        if (static_cast<int>(ti) == split.mine) continue;
+        const size_t bytes = mine.size() * split.members[ti].size() * block;
+        char* b = sbuf + at;
+        for (int j : mine)
+          for (int pos : split.members[ti]) {
+            from[s] = pos * box[s];
+            if (block) copy_box(es, x->rank, box, cx_.input(call, row[j]), x->dims, from, b, box, zero);
+            b += block;
+          }
+        sends.push_back({split.tasks[ti], static_cast<uint32_t>(gi), sbuf + at, bytes});
+        recvs.push_back({split.tasks[ti], static_cast<uint32_t>(gi), rbuf + at, bytes});
+        at += bytes;
       }
-    });
+    }
+    const TaskSplit* one = g.num_groups == 1 ? &cx_.split(g.row(0), g.size(0)) : nullptr;
+    cx_.exchange(call, sends, recvs, one && one->mine >= 0 ? &one->tasks : nullptr);
+    at = 0;
+    for (int gi = 0; gi < g.num_groups; ++gi) {
+      const int32_t* row = g.row(gi);
+      const TaskSplit& split = cx_.split(row, g.size(gi));
+      if (split.mine < 0) continue;
+      const std::vector<int>& mine = split.members[split.mine];
+      for (size_t ti = 0; ti < split.tasks.size(); ++ti) {
+        const bool local = static_cast<int>(ti) == split.mine;
+        for (int j : split.members[ti])
+          for (int pos : mine) {
+            to[c] = j * box[c];
+            void* dst = cx_.output(call, row[pos]);
+            if (local) {
+              from[s] = pos * box[s];
+              if (block) copy_box(es, x->rank, box, cx_.input(call, row[j]), x->dims, from, dst, dims, to);
+            } else {
+              if (block) copy_box(es, x->rank, box, rbuf + at, box, zero, dst, dims, to);
+              at += block;
+            }
+          }
+      }
+    }
   });
   return out.take();
 }

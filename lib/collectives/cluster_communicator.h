@@ -74,6 +74,10 @@ class ClusterCommunicator : public Communicator {
   Tensor* collective_permute(int rank, const Tensor* x, const int32_t* pairs, int num_pairs) override;
   Tensor* broadcast(int rank, const Tensor* x, int root, const tpu_group_assignment* groups) override;
   void barrier(int rank) override;
+  // Point to point: each task's leader sends each other task only the messages for
+  // its participants, each its own size (all_to_all_bytes.cc).
+  std::vector<std::vector<uint8_t>> all_to_all_bytes(int rank, int participants,
+                                                     const std::vector<std::vector<uint8_t>>& out) override;
 
  private:
   int local_rank(int participant) const {
@@ -92,6 +96,8 @@ class ClusterCommunicator : public Communicator {
   // the same collective learn of it at once (and, through settle, every task).
   template <typename Fn>
   void guard(int lr, int participant, Fn&& checks);
+  // guard for the collectives defined in other files.
+  void guard_ref(int lr, int participant, FunctionRef<void()> checks);
   // This task's ballot for collective seq (code TPU_OK: its participants agreed on
   // their descriptors; mismatch: they disagreed), exchanged with every task of the
   // step; returns the verdict every task reaches. Throws what the exchange throws (a
@@ -129,11 +135,18 @@ class ClusterCommunicator : public Communicator {
   // (then a task whose data exchange reaches every task needs no separate vote: its
   // peers' data, or their ballots instead, are theirs); else nullptr.
   void run(int rank, const Descriptor& desc, const Tensor* x, Tensor** out, int share_with,
-           const Groups* fold, FunctionRef<void(ClusterCall&)> leader);
-  // Whether collective `desc` over groups g can fold its vote into its data exchange:
-  // every row spans every task of the step, and every wait of the exchange notices a
-  // peer's vote (not MPI's offload, nor shared windows).
-  bool folds(const Groups* g, const Tensor* x) const;
+           const Groups* fold, FunctionRef<void(ClusterCall&)> leader) {
+    run(rank, desc, x ? x->data : nullptr, x ? x->byte_size : 0, *out ? (*out)->data : nullptr, out,
+        share_with, fold, leader);
+  }
+  // As above with the leader's input and output (call.input, call.output) given
+  // apart from tensors: input of `bytes`, output (out: the result handle, or NULL).
+  void run(int rank, const Descriptor& desc, const void* input, size_t bytes, void* output, Tensor** out,
+           int share_with, const Groups* fold, FunctionRef<void(ClusterCall&)> leader);
+  // Whether collective `desc` over groups g, of `bytes` a participant, can fold its
+  // vote into its data exchange: every row spans every task of the step, and every
+  // wait of the exchange notices a peer's vote (not MPI's offload, nor shared windows).
+  bool folds(const Groups* g, size_t bytes) const;
   Tensor* reduce_impl(int rank, const Tensor* x, tpu_reduce_op op, const tpu_group_assignment* groups,
                       bool bf16_wire);
   Tensor* scatter_impl(int rank, const Tensor* x, tpu_reduce_op op, int axis,

@@ -81,6 +81,12 @@ class Communicator {
   virtual Tensor* collective_permute(int rank, const Tensor* x, const int32_t* pairs, int num_pairs);
   virtual Tensor* broadcast(int rank, const Tensor* x, int root, const tpu_group_assignment* groups);
   virtual void barrier(int rank);
+  // Sends out[q] to participant q (out: one entry per participant of the step, each of
+  // any size) and returns what each participant sent to `rank`, by sender. A
+  // collective of all `participants` (all_to_all_bytes.cc). This default gathers the
+  // sizes, then pads every message to the longest for one all_to_all.
+  virtual std::vector<std::vector<uint8_t>> all_to_all_bytes(int rank, int participants,
+                                                             const std::vector<std::vector<uint8_t>>& out);
 
  protected:
   Rendezvous& rendezvous() { return *rv_; }

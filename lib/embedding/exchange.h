@@ -1,6 +1,6 @@
 // Variable-sized messages between every pair of a step's participants, over the
-// step's communicator (so across tasks over its transport): one all-gather of the
-// sizes, then one all-to-all padded to the largest.
+// step's communicator (so across tasks over its transport, point to point:
+// Communicator::all_to_all_bytes).
 #pragma once
 
 #include <cstdint>

@@ -108,7 +108,7 @@ void Engine::recv_activations(const Caller& caller, Communicator& comm, tpu_tens
 
 // Any computation on a row's task can serve it (the task's memory holds all its shards):
 // one chosen by a hash of the row, so hot rows of one shard spread over the task's
-// computations and the exchange's messages, padded to the longest, stay even.
+// computations and the serving stays even.
 int Engine::server_of(const StepState& step, int64_t row, const TableSpec& spec) const {
   const int64_t task = spec.shards.shard_of(row) / cores_per_task_;
   const std::vector<int>& servers = step.servers[task];

@@ -455,6 +455,18 @@ static tpu_status check_others(tpu_replica_context *ctx, int r) {
       EXPECT(element(y, k * 3 + j) == value(k, r * 3 + j), "all_to_all: replica %d from %d", r, k);
   tpu_tensor_release(y);
   tpu_tensor_release(x);
+  /* all_to_all of [2, 2n] split along 1 (blocks not contiguous in the input) and
+   * concatenated along 0: replica r gets [2n, 2], rows 2k, 2k + 1 columns 2r, 2r + 1 of k. */
+  int64_t cols[2] = {2, 2 * n};
+  x = make(TPU_INT32, r, cols, 2);
+  OK(tpu_all_to_all(ctx, x, 0, 1, n, NULL, &y, NULL));
+  for (int k = 0; k < n; k++)
+    for (int64_t i = 0; i < 2; i++)
+      for (int64_t j = 0; j < 2; j++)
+        EXPECT(element(y, (2 * k + i) * 2 + j) == value(k, i * 2 * n + 2 * r + j),
+               "all_to_all split along 1: replica %d from %d", r, k);
+  tpu_tensor_release(y);
+  tpu_tensor_release(x);
   OK(tpu_barrier(ctx, NULL));
   return TPU_OK;
 }
