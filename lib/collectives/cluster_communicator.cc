@@ -467,24 +467,24 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
     for (int d = 0; d < x->rank; ++d) block *= static_cast<size_t>(box[d]);
     const int64_t zero[TPU_MAX_RANK] = {0};
     int64_t from[TPU_MAX_RANK] = {0}, to[TPU_MAX_RANK] = {0};
+    // fn(gi, row, split, mine) for each group this task has members in.
+    auto each_row_here = [&](auto&& fn) {
+      for (int gi = 0; gi < g.num_groups; ++gi) {
+        const TaskSplit& split = cx_.split(g.row(gi), g.size(gi));
+        if (split.mine >= 0) fn(gi, g.row(gi), split, split.members[split.mine]);
+      }
+    };
     size_t send_total = 0;
-    for (int gi = 0; gi < g.num_groups; ++gi) {
-      const TaskSplit& split = cx_.split(g.row(gi), g.size(gi));
-      if (split.mine < 0) continue;
-      const size_t here = split.members[split.mine].size();
+    each_row_here([&](int, const int32_t*, const TaskSplit& split, const std::vector<int>& mine) {
       for (size_t ti = 0; ti < split.tasks.size(); ++ti)
-        if (static_cast<int>(ti) != split.mine) send_total += here * split.members[ti].size() * block;
-    }
+        if (static_cast<int>(ti) != split.mine) send_total += mine.size() * split.members[ti].size() * block;
+    });
     char* sbuf = ClusterContext::grow(&cx_.partial, send_total);
     char* rbuf = ClusterContext::grow(&cx_.received, send_total);  // as much comes back
     std::vector<net::Send> sends;
     std::vector<net::Recv> recvs;
     size_t at = 0;
-    for (int gi = 0; gi < g.num_groups; ++gi) {
-      const int32_t* row = g.row(gi);
-      const TaskSplit& split = cx_.split(row, g.size(gi));
-      if (split.mine < 0) continue;
-      const std::vector<int>& mine = split.members[split.mine];
+    each_row_here([&](int gi, const int32_t* row, const TaskSplit& split, const std::vector<int>& mine) {
       for (size_t ti = 0; ti < split.tasks.size(); ++ti) {
         if (static_cast<int>(ti) == split.mine) continue;
         const size_t bytes = mine.size() * split.members[ti].size() * block;
@@ -499,15 +499,11 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
         recvs.push_back({split.tasks[ti], static_cast<uint32_t>(gi), rbuf + at, bytes});
         at += bytes;
       }
-    }
+    });
     const TaskSplit* one = g.num_groups == 1 ? &cx_.split(g.row(0), g.size(0)) : nullptr;
     cx_.exchange(call, sends, recvs, one && one->mine >= 0 ? &one->tasks : nullptr);
     at = 0;
-    for (int gi = 0; gi < g.num_groups; ++gi) {
-      const int32_t* row = g.row(gi);
-      const TaskSplit& split = cx_.split(row, g.size(gi));
-      if (split.mine < 0) continue;
-      const std::vector<int>& mine = split.members[split.mine];
+    each_row_here([&](int, const int32_t* row, const TaskSplit& split, const std::vector<int>& mine) {
       for (size_t ti = 0; ti < split.tasks.size(); ++ti) {
         const bool local = static_cast<int>(ti) == split.mine;
         for (int j : split.members[ti])
@@ -523,7 +519,7 @@ Tensor* ClusterCommunicator::all_to_all(int rank, const Tensor* x, int concat_di
             }
           }
       }
-    }
+    });
   });
   return out.take();
 }

@@ -12,9 +12,9 @@
 #include "core/cpus.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "runtime/executor_state.h"
 #include "runtime/replica_context.h"
 #include "topology/group_modes.h"
-#include "runtime/executor_state.h"
 #include "trace/trace.h"
 
 namespace tpurt {
